@@ -1,0 +1,47 @@
+# Helpers that give every pshard target the same flags.
+
+# Warnings are errors in our own code (not in generated or third-party code).
+set(PSHARD_WARNINGS -Wall -Wextra -Werror)
+set(PSHARD_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+
+function(pshard_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSHARD_WARNINGS}>)
+  target_include_directories(${target} PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  if(PSHARD_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSHARD_SANITIZER_FLAGS}>)
+    target_link_options(${target} PUBLIC ${PSHARD_SANITIZER_FLAGS})
+  endif()
+endfunction()
+
+# pshard_library(NAME folder SOURCES ... DEPS ...): one static library per
+# top-level folder. Sources are listed explicitly by each folder.
+function(pshard_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_SOURCES)
+    # A folder with headers only (or not yet any sources) still exports its
+    # include paths and dependencies.
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+    target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+    return()
+  endif()
+  add_library(${name} STATIC ${ARG_SOURCES})
+  pshard_target_defaults(${name})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# pshard_test(NAME LABEL label SOURCES ... DEPS ... [TIMEOUT s]): a GoogleTest
+# executable registered with ctest under the given label.
+function(pshard_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  pshard_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "PSHARD_BIN=${CMAKE_BINARY_DIR}/bin/pshard;PSHARD_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endfunction()

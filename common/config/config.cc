@@ -1,0 +1,283 @@
+// Loading, validating and reading configuration values.
+#include "common/config/config.h"
+
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/config/schema.h"
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+[[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& why) {
+  throw Error("config " + origin + ": key '" + key + "': " + why);
+}
+
+std::string format_double(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+void check_range(const ConfigKey& k, double v, const std::string& origin) {
+  if (!(v >= k.min && v <= k.max)) {
+    fail(origin, k.key,
+         "value " + format_double(v) + " is out of range [" + format_double(k.min) + ", " + format_double(k.max) + "]");
+  }
+}
+
+bool parse_int(const std::string& text, int64_t* out) {
+  std::string t = trim(text);
+  if (t.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(t.c_str(), &end, 10);
+  if (errno != 0 || end != t.c_str() + t.size()) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_double(const std::string& text, double* out) {
+  std::string t = trim(text);
+  if (t.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (errno != 0 || end != t.c_str() + t.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// Validates `text` (from an override or a default) for key `k` and returns
+// its canonical form.
+std::string canonical_from_text(const ConfigKey& k, const std::string& raw, const std::string& origin) {
+  std::string text = trim(raw);
+  switch (k.type) {
+    case ConfigType::kString: {
+      if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+      std::string choices = k.choices;
+      if (!choices.empty()) {
+        std::string padded = "|" + choices + "|";
+        if (padded.find("|" + text + "|") == std::string::npos) {
+          fail(origin, k.key, "'" + text + "' is not one of " + choices);
+        }
+      }
+      return text;
+    }
+    case ConfigType::kInt: {
+      int64_t v = 0;
+      if (!parse_int(text, &v)) fail(origin, k.key, "expected an integer, got '" + text + "'");
+      check_range(k, static_cast<double>(v), origin);
+      return std::to_string(v);
+    }
+    case ConfigType::kDouble: {
+      double v = 0;
+      if (!parse_double(text, &v)) fail(origin, k.key, "expected a number, got '" + text + "'");
+      check_range(k, v, origin);
+      return format_double(v);
+    }
+    case ConfigType::kBool: {
+      if (text == "true" || text == "1") return "true";
+      if (text == "false" || text == "0") return "false";
+      fail(origin, k.key, "expected true or false, got '" + text + "'");
+    }
+    case ConfigType::kIntList: {
+      std::string body = text;
+      if (!body.empty() && body.front() == '[') body = body.substr(1);
+      if (!body.empty() && body.back() == ']') body.pop_back();
+      std::string canon = "[";
+      std::stringstream items(body);
+      std::string item;
+      bool first = true;
+      while (std::getline(items, item, ',')) {
+        if (trim(item).empty()) continue;
+        int64_t v = 0;
+        if (!parse_int(item, &v)) fail(origin, k.key, "expected a list of integers, got '" + text + "'");
+        check_range(k, static_cast<double>(v), origin);
+        canon += (first ? "" : ", ") + std::to_string(v);
+        first = false;
+      }
+      return canon + "]";
+    }
+  }
+  fail(origin, k.key, "unsupported type");
+}
+
+const char* type_name(ConfigType t) {
+  switch (t) {
+    case ConfigType::kString: return "a string";
+    case ConfigType::kInt: return "an integer";
+    case ConfigType::kDouble: return "a number";
+    case ConfigType::kBool: return "true or false";
+    case ConfigType::kIntList: return "a list of integers";
+  }
+  return "?";
+}
+
+// Converts a TOML value node to the text form of its schema type, rejecting
+// type mismatches (a string where a number belongs, 1.5 for an integer...).
+std::string text_from_node(const ConfigKey& k, const toml::node& node, const std::string& origin) {
+  auto wrong = [&]() -> std::string {
+    std::ostringstream where;
+    where << " (line " << node.source().begin.line << ")";
+    fail(origin, k.key, std::string("expected ") + type_name(k.type) + where.str());
+  };
+  switch (k.type) {
+    case ConfigType::kString:
+      if (auto v = node.value<std::string>(); v && node.is_string()) return *v;
+      return wrong();
+    case ConfigType::kInt:
+      if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+      return wrong();
+    case ConfigType::kDouble:
+      if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+      if (node.is_floating_point()) return format_double(*node.value<double>());
+      return wrong();
+    case ConfigType::kBool:
+      if (node.is_boolean()) return *node.value<bool>() ? "true" : "false";
+      return wrong();
+    case ConfigType::kIntList: {
+      const toml::array* arr = node.as_array();
+      if (!arr) return wrong();
+      std::string text = "[";
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const toml::node& item = *arr->get(i);
+        if (!item.is_integer()) return wrong();
+        text += (i ? ", " : "") + std::to_string(*item.value<int64_t>());
+      }
+      return text + "]";
+    }
+  }
+  return wrong();
+}
+
+void collect(const toml::table& table, const std::string& prefix, const std::string& origin,
+             std::map<std::string, std::string>* values, std::map<std::string, bool>* explicit_keys) {
+  for (const auto& [name, node] : table) {
+    std::string key = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
+    if (const toml::table* sub = node.as_table()) {
+      collect(*sub, key, origin, values, explicit_keys);
+      continue;
+    }
+    const ConfigKey* k = find_config_key(key);
+    if (!k) {
+      std::ostringstream where;
+      where << "unknown key (line " << node.source().begin.line << "); `pshard config --list` shows every key";
+      fail(origin, key, where.str());
+    }
+    (*values)[key] = canonical_from_text(*k, text_from_node(*k, node, origin), origin);
+    (*explicit_keys)[key] = true;
+  }
+}
+
+}  // namespace
+
+Config Config::defaults() {
+  Config cfg;
+  cfg.origin_ = "<defaults>";
+  for (const ConfigKey& k : config_schema()) {
+    cfg.values_[k.key] = canonical_from_text(k, k.default_value, "<schema>");
+  }
+  return cfg;
+}
+
+Config Config::from_string(const std::string& toml_text, const std::string& origin,
+                           const std::vector<std::string>& overrides) {
+  Config cfg = defaults();
+  cfg.origin_ = origin;
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << "config " << origin << ": line " << e.source().begin.line << ", column " << e.source().begin.column << ": "
+        << e.description();
+    throw Error(msg.str());
+  }
+  collect(table, "", origin, &cfg.values_, &cfg.explicit_);
+  for (const std::string& o : overrides) cfg.set(o);
+  return cfg;
+}
+
+Config Config::from_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("config " + path + ": cannot open file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return from_string(buf.str(), path, overrides);
+}
+
+void Config::set(const std::string& assignment) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos) {
+    throw Error("override '" + assignment + "': expected section.key=value");
+  }
+  std::string key = trim(assignment.substr(0, eq));
+  const ConfigKey* k = find_config_key(key);
+  if (!k) fail(origin_ + " (--set)", key, "unknown key; `pshard config --list` shows every key");
+  values_[key] = canonical_from_text(*k, assignment.substr(eq + 1), origin_ + " (--set)");
+  explicit_[key] = true;
+}
+
+bool Config::is_set(const std::string& key) const { return explicit_.count(key) > 0; }
+
+namespace {
+const std::string& lookup(const std::map<std::string, std::string>& values, const std::string& key, ConfigType want) {
+  const ConfigKey* k = find_config_key(key);
+  if (!k) throw Error("internal: config key '" + key + "' is not in the schema");
+  if (k->type != want) throw Error("internal: config key '" + key + "' read with the wrong type");
+  return values.at(key);
+}
+}  // namespace
+
+std::string Config::get_string(const std::string& key) const { return lookup(values_, key, ConfigType::kString); }
+
+int64_t Config::get_int(const std::string& key) const { return std::stoll(lookup(values_, key, ConfigType::kInt)); }
+
+double Config::get_double(const std::string& key) const { return std::stod(lookup(values_, key, ConfigType::kDouble)); }
+
+bool Config::get_bool(const std::string& key) const { return lookup(values_, key, ConfigType::kBool) == "true"; }
+
+std::vector<int64_t> Config::get_int_list(const std::string& key) const {
+  std::string text = lookup(values_, key, ConfigType::kIntList);
+  std::vector<int64_t> out;
+  std::stringstream items(text.substr(1, text.size() - 2));
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (!trim(item).empty()) out.push_back(std::stoll(trim(item)));
+  }
+  return out;
+}
+
+std::string Config::to_toml() const {
+  std::ostringstream out;
+  std::string section;
+  for (const ConfigKey& k : config_schema()) {
+    std::string key = k.key;
+    size_t dot = key.find('.');
+    std::string sec = key.substr(0, dot);
+    if (sec != section) {
+      out << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    const std::string& v = values_.at(key);
+    out << key.substr(dot + 1) << " = " << (k.type == ConfigType::kString ? "\"" + v + "\"" : v) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace pshard

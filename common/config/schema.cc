@@ -1,0 +1,95 @@
+// Every configuration key pshard understands. Adding a key here is the one
+// way to make it configurable; docs/CONFIG.md is printed from this table
+// (`pshard config --list`).
+#include "common/config/schema.h"
+
+#include <limits>
+
+namespace pshard {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+using T = ConfigType;
+
+const std::vector<ConfigKey> kSchema = {
+    // run
+    {"run.name", T::kString, "run", 0, 0, "", "name of the run (directory under runs/)"},
+    {"run.seed", T::kInt, "1", 0, 4294967295.0, "", "seed for weights, shuffles and dropout"},
+    {"log.level", T::kString, "info", 0, 0, "debug|info|warn|error", "minimum log level"},
+
+    // model
+    {"model.name", T::kString, "mlp", 0, 0, "linreg|softmax|mlp|lenet|resnet20", "model architecture"},
+    {"model.hidden", T::kIntList, "[256, 128]", 1, 1 << 20, "", "mlp hidden layer sizes"},
+    {"model.dropout", T::kDouble, "0.0", 0, 0.99, "", "dropout probability (mlp, lenet)"},
+
+    // data
+    {"data.name", T::kString, "fashion-mnist", 0, 0,
+     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|packed", "data set"},
+    {"data.dir", T::kString, "/usr/share/datasets/fashion-mnist", 0, 0, "",
+     "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10)"},
+    {"data.train_path", T::kString, "", 0, 0, "", "packed record file for training (data.name = packed)"},
+    {"data.test_path", T::kString, "", 0, 0, "", "packed record file for testing (data.name = packed)"},
+    {"data.train_size", T::kInt, "0", 0, 1e9, "", "samples to use for training (0: all; synthetic: how many to make)"},
+    {"data.test_size", T::kInt, "0", 0, 1e9, "", "samples to use for testing (0: all; synthetic: how many to make)"},
+    {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
+    {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
+    {"data.prefetch", T::kInt, "2", 0, 64, "", "batches prepared ahead by the prefetch thread"},
+
+    // training
+    {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},
+    {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
+    {"train.threads", T::kInt, "0", 0, 1024, "", "CPU compute threads (0: one per core)"},
+    {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
+    {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
+
+    // optimizer (applied on the servers; by `pshard train` locally)
+    {"optimizer.name", T::kString, "sgd", 0, 0, "sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb",
+     "update rule"},
+    {"optimizer.lr", T::kDouble, "0.01", 0, kInf, "", "base learning rate"},
+    {"optimizer.momentum", T::kDouble, "0.9", 0, 1, "", "momentum / nesterov / lars momentum"},
+    {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay"},
+    {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay"},
+    {"optimizer.rho", T::kDouble, "0.9", 0, 1, "", "adadelta/rmsprop decay of squared averages"},
+    {"optimizer.eps", T::kDouble, "1e-8", 0, 1, "", "denominator epsilon"},
+    {"optimizer.weight_decay", T::kDouble, "0.0", 0, kInf, "", "weight decay coefficient"},
+    {"optimizer.weight_decay_mode", T::kString, "l2", 0, 0, "l2|decoupled",
+     "l2: added to the gradient; decoupled: w -= lr*wd*w (AdamW style)"},
+    {"optimizer.trust_coefficient", T::kDouble, "0.001", 0, kInf, "", "lars trust coefficient (eta)"},
+
+    // learning-rate schedule (computed from the step)
+    {"lr_schedule.name", T::kString, "constant", 0, 0, "constant|step|cosine", "decay shape after warmup"},
+    {"lr_schedule.warmup_steps", T::kInt, "0", 0, 1e12, "", "linear warmup from 0 over this many steps"},
+    {"lr_schedule.step_size", T::kInt, "1000", 1, 1e12, "", "step: decay every this many steps"},
+    {"lr_schedule.gamma", T::kDouble, "0.1", 0, 1, "", "step: multiply the lr by this at each decay"},
+    {"lr_schedule.total_steps", T::kInt, "0", 0, 1e12, "", "cosine: steps to decay over (0: the whole run)"},
+    {"lr_schedule.min_lr", T::kDouble, "0.0", 0, kInf, "", "cosine: final learning rate"},
+    {"lr_schedule.scaling", T::kString, "none", 0, 0, "none|linear",
+     "linear: lr x global batch / reference batch (linear scaling rule)"},
+    {"lr_schedule.reference_batch", T::kInt, "64", 1, 1 << 30, "", "batch size the base lr was tuned for"},
+
+    // cluster (parameter-server job)
+    {"cluster.mode", T::kString, "sync", 0, 0, "sync|async|ssp", "consistency model: BSP, ASP or SSP"},
+    {"cluster.staleness", T::kInt, "2", 0, 1000000, "", "ssp: how many clocks a worker may run ahead"},
+    {"cluster.slice_bytes", T::kInt, "1048576", 4, 1ll << 32, "", "largest slice of a tensor (bytes)"},
+    {"cluster.failure_policy", T::kString, "abort", 0, 0, "abort|continue",
+     "on a dead worker: abort the job, or continue with the others"},
+    {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
+    {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
+    {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "", "timeout of a push/pull (ms)"},
+    {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
+     "how long to wait for every node to register (ms)"},
+    {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
+};
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_schema() { return kSchema; }
+
+const ConfigKey* find_config_key(const std::string& key) {
+  for (const ConfigKey& k : kSchema) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace pshard

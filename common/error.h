@@ -1,0 +1,18 @@
+// The one exception type of pshard: a message a user can act on.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace pshard {
+
+// Thrown for bad input (config, data file, command line, peer message) and
+// for failures the caller can report. The message names what was wrong and
+// where (file, key, offset, peer), e.g.
+//   throw Error("config " + path + ": optimizer.lr must be > 0, got -1");
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace pshard

@@ -1,0 +1,16 @@
+// Which compute devices this process can use.
+#pragma once
+
+#include <string>
+
+namespace pshard::models {
+
+// True when pshard was built with the CUDA backend (nvcc was found).
+bool cuda_compiled();
+// Number of usable CUDA devices; 0 without CUDA support, driver or GPU.
+// Never throws: `gpu` tests call it to decide whether to skip.
+int cuda_device_count();
+// One line for logs: "cpu (OpenBLAS, 2 threads)" / "cuda:0 (NVIDIA H100 ...)".
+std::string describe_cuda_devices();
+
+}  // namespace pshard::models

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs (as root, with apt-get) exactly what pshard's build, tests and main
+# job need. Idempotent: when everything is installed it returns in a second.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config clang-format
+  # transport and protocol
+  libzmq3-dev cppzmq-dev capnproto libcapnp-dev
+  # launcher (Boost.Asio), configs, compressed data files
+  libboost-dev libtomlplusplus-dev zlib1g-dev
+  # CPU compute
+  libopenblas-dev
+  # tests
+  libgtest-dev
+  # the real Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
+  dataset-fashion-mnist
+  # report plots (tools/plot_report.py)
+  python3 python3-matplotlib
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run this script as root (or install them with sudo apt-get install)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# README's main job: installs the dependencies, builds pshard, and trains the
+# Fashion-MNIST MLP with 2 parameter servers and 2 workers (synchronous) on
+# this machine. Prints the final test accuracy and where the metrics are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+exec build/bin/pshard launch --servers 2 --workers 2 --config configs/fmnist_mlp_sync.toml --run-dir runs/main "$@"

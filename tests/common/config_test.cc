@@ -1,0 +1,85 @@
+// Config loading: values, overrides, and errors that name the key and file.
+#include "common/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace {
+
+using pshard::Config;
+
+std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+  try {
+    Config::from_string(toml, "test.toml", overrides);
+  } catch (const pshard::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, ReadsValuesAndDefaults) {
+  Config cfg = Config::from_string("[optimizer]\nname = \"adam\"\nlr = 0.5\n[model]\nhidden = [32, 16]\n", "t.toml");
+  EXPECT_EQ(cfg.get_string("optimizer.name"), "adam");
+  EXPECT_DOUBLE_EQ(cfg.get_double("optimizer.lr"), 0.5);
+  EXPECT_EQ(cfg.get_int_list("model.hidden"), (std::vector<int64_t>{32, 16}));
+  EXPECT_TRUE(cfg.is_set("optimizer.lr"));
+  EXPECT_FALSE(cfg.is_set("optimizer.beta1"));
+  EXPECT_DOUBLE_EQ(cfg.get_double("optimizer.beta1"), 0.9);
+}
+
+TEST(Config, IntegerAcceptedForFloat) {
+  Config cfg = Config::from_string("[optimizer]\nlr = 1\n", "t.toml");
+  EXPECT_DOUBLE_EQ(cfg.get_double("optimizer.lr"), 1.0);
+}
+
+TEST(Config, OverridesWin) {
+  Config cfg = Config::from_string("[train]\nepochs = 3\n", "t.toml", {"train.epochs=7", "model.hidden=8,4"});
+  EXPECT_EQ(cfg.get_int("train.epochs"), 7);
+  EXPECT_EQ(cfg.get_int_list("model.hidden"), (std::vector<int64_t>{8, 4}));
+}
+
+TEST(Config, UnknownKeyNamesKeyAndFile) {
+  std::string e = error_of("[optimizer]\nlrr = 0.1\n");
+  EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
+  EXPECT_NE(e.find("optimizer.lrr"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeIsAnError) {
+  std::string e = error_of("[train]\nepochs = \"ten\"\n");
+  EXPECT_NE(e.find("train.epochs"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected an integer"), std::string::npos) << e;
+}
+
+TEST(Config, OutOfRangeIsAnError) {
+  std::string e = error_of("[optimizer]\nlr = -1.0\n");
+  EXPECT_NE(e.find("optimizer.lr"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+}
+
+TEST(Config, BadChoiceIsAnError) {
+  std::string e = error_of("[optimizer]\nname = \"adamm\"\n");
+  EXPECT_NE(e.find("not one of"), std::string::npos) << e;
+}
+
+TEST(Config, SyntaxErrorNamesLine) {
+  std::string e = error_of("[optimizer]\nlr = = 3\n");
+  EXPECT_NE(e.find("test.toml: line 2"), std::string::npos) << e;
+}
+
+TEST(Config, BadOverrideIsAnError) {
+  EXPECT_NE(error_of("", {"train.epochs=abc"}).find("train.epochs"), std::string::npos);
+  EXPECT_NE(error_of("", {"nokey"}).find("expected section.key=value"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.nothing=1"}).find("unknown key"), std::string::npos);
+}
+
+TEST(Config, ToTomlRoundTrips) {
+  Config a = Config::from_string("[optimizer]\nname = \"lamb\"\nlr = 0.25\n", "t.toml");
+  Config b = Config::from_string(a.to_toml(), "dump.toml");
+  EXPECT_EQ(b.get_string("optimizer.name"), "lamb");
+  EXPECT_DOUBLE_EQ(b.get_double("optimizer.lr"), 0.25);
+  EXPECT_EQ(b.to_toml(), a.to_toml());
+}
+
+}  // namespace
