@@ -1,0 +1,88 @@
+// A node's connection to the coordinator: registration, the cluster map,
+// barriers, heartbeats and job events (dead nodes, abort, shutdown).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/cluster/cluster_map.h"
+
+namespace pshard {
+
+// Something the coordinator tells every node while the job runs.
+struct ClusterEvent {
+  enum class Kind {
+    kNodeDead,  // `node` stopped sending heartbeats (or its process ended); policy decides what happens
+    kAbort,     // the job is over with an error: `reason` says why (e.g. "worker 2 (host a, pid 7) is dead")
+    kShutdown,  // the job finished normally; leave when done
+  };
+  Kind kind = Kind::kShutdown;
+  NodeInfo node;       // kNodeDead: which node
+  std::string reason;  // human-readable cause
+};
+
+// Registers this process with the coordinator and keeps it alive with
+// heartbeats from a background thread that owns the coordinator socket.
+//
+//   ClusterClient::Options opt;
+//   opt.coordinator = "tcp://127.0.0.1:47000";
+//   opt.role = NodeRole::kServer;
+//   opt.endpoint = "tcp://127.0.0.1:47011";       // where peers reach this server
+//   opt.job_token = getenv("PSHARD_JOB_TOKEN");
+//   ClusterClient cluster(opt);                    // blocks until every node registered
+//   cluster.on_event([&](const ClusterEvent& e) { ... });   // runs on the client's thread: keep it short
+//   cluster.barrier("init", std::chrono::seconds(60));
+//   ...
+//   cluster.leave();                               // or the destructor does it
+class ClusterClient {
+ public:
+  struct Options {
+    std::string coordinator;  // ZeroMQ endpoint of the coordinator ROUTER
+    NodeRole role = NodeRole::kWorker;
+    int64_t requested_rank = -1;      // -1: the coordinator assigns the next free rank
+    std::string endpoint;             // servers: the endpoint peers connect to; workers: "" (or their own, for logs)
+    std::string host;                 // this host's name (default: gethostname())
+    std::string job_token;            // must equal the coordinator's token, else registration is refused
+    uint64_t layout_fingerprint = 0;  // hash of the slice assignment; the coordinator checks all non-zero values agree
+    std::chrono::milliseconds heartbeat_interval{500};
+    std::chrono::milliseconds heartbeat_timeout{5000};  // coordinator silent this long -> kAbort event locally
+    std::chrono::milliseconds rendezvous_timeout{60000};
+  };
+
+  // Registers and waits for the full cluster map. Throws pshard::Error when
+  // the token is refused (with the coordinator's reason), the layout
+  // fingerprints disagree, or the rendezvous times out (naming who is missing
+  // when known).
+  explicit ClusterClient(const Options& options);
+  ~ClusterClient();  // leaves (if not done) and joins the background thread
+  ClusterClient(const ClusterClient&) = delete;
+  ClusterClient& operator=(const ClusterClient&) = delete;
+
+  const ClusterMap& map() const;
+  uint32_t rank() const;  // this node's rank within its role
+
+  // Blocks until every live node of the job has entered barrier `name`.
+  // Throws pshard::Error on timeout or when the job is aborted meanwhile.
+  void barrier(const std::string& name, std::chrono::milliseconds timeout);
+
+  // Sets the callback for job events; it runs on the client's background
+  // thread. Events that arrived before the callback was set are delivered
+  // when it is set.
+  void on_event(std::function<void(const ClusterEvent&)> callback);
+
+  // True once a kAbort or kShutdown event has arrived.
+  bool stopping() const;
+
+  // Tells the coordinator this node is done (exit status 0 = success) and
+  // stops heartbeats. Idempotent.
+  void leave(int exit_status = 0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pshard
