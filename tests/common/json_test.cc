@@ -1,0 +1,59 @@
+// JSON writer/parser: exact output, round trips and errors with offsets.
+#include "common/util/json.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace {
+
+using pshard::Json;
+
+TEST(Json, DumpsInInsertionOrder) {
+  Json j = Json::object();
+  j.set("event", "epoch").set("epoch", 3).set("acc", 0.5).set("none", nullptr).set("ok", true);
+  Json arr = Json::array();
+  arr.push(1).push("a\"b\n");
+  j.set("list", arr);
+  EXPECT_EQ(j.dump(), R"({"event":"epoch","epoch":3,"acc":0.5,"none":null,"ok":true,"list":[1,"a\"b\n"]})");
+}
+
+TEST(Json, NonFiniteIsNull) {
+  Json j = Json::object();
+  j.set("x", std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(j.dump(), R"({"x":null})");
+}
+
+TEST(Json, ParsesBack) {
+  Json j = Json::parse(R"( {"a": [1, 2.5, {"b": "c\u00e9"}], "n": null, "t": false} )", "x");
+  EXPECT_EQ(j.at("a").elements().size(), 3u);
+  EXPECT_DOUBLE_EQ(j.at("a").elements()[1].as_number(), 2.5);
+  EXPECT_EQ(j.at("a").elements()[2].at("b").as_string(), "c\xc3\xa9");
+  EXPECT_TRUE(j.at("n").is_null());
+  EXPECT_FALSE(j.at("t").as_bool());
+  EXPECT_EQ(Json::parse(j.dump(), "again").dump(), j.dump());
+}
+
+TEST(Json, PreservesDoublePrecisionForMetrics) {
+  Json j = Json::object();
+  j.set("v", 0.123456789);
+  EXPECT_NEAR(Json::parse(j.dump(), "x").at("v").as_number(), 0.123456789, 1e-9);
+}
+
+TEST(Json, ErrorsNameOriginAndOffset) {
+  try {
+    Json::parse(R"({"a": 1,, })", "metrics.jsonl:7");
+    FAIL() << "no error";
+  } catch (const pshard::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:7: invalid JSON at byte 8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Json::parse("[1, 2", "x"), pshard::Error);
+  EXPECT_THROW(Json::parse("{\"a\": 1} trailing", "x"), pshard::Error);
+  EXPECT_THROW(Json::parse("\"unterminated", "x"), pshard::Error);
+  EXPECT_THROW(Json::object().at("missing"), pshard::Error);
+}
+
+}  // namespace
