@@ -1,0 +1,41 @@
+// Writes a run directory's metrics.jsonl and metrics.csv (docs/METRICS.md).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/util/json.h"
+
+namespace pshard {
+
+// Appends one JSON object per line to DIR/metrics.jsonl, flushed after each
+// line so a crashed run keeps what it measured; `epoch` events also become
+// rows of DIR/metrics.csv (columns fixed by the first epoch line).
+//
+//   MetricsWriter m("runs/mlp");
+//   m.write(Json::object().set("event", "epoch").set("epoch", 1).set("test_acc", 0.87));
+class MetricsWriter {
+ public:
+  // Creates DIR (and parents) if needed; an existing metrics file is replaced.
+  explicit MetricsWriter(const std::string& run_dir);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void write(const Json& event);
+  // Writes `text` to DIR/name (e.g. the resolved config.toml).
+  void write_file(const std::string& name, const std::string& text) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::FILE* jsonl_ = nullptr;
+  std::FILE* csv_ = nullptr;
+  std::vector<std::string> csv_columns_;
+};
+
+// Creates a directory and its parents; Error names the path on failure.
+void make_directories(const std::string& path);
+
+}  // namespace pshard
