@@ -1,0 +1,89 @@
+// The optimizer factory: parameters from the config, validation, and the name -> rule table.
+#include "server/optimizers/optimizer.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "server/optimizers/rules.h"
+
+namespace pshard::optim {
+
+namespace {
+
+using Factory = std::unique_ptr<Optimizer> (*)(const OptimizerParams&);
+
+struct Rule {
+  const char* name;
+  Factory make;
+};
+
+const Rule kRules[] = {
+    {"sgd", detail::make_sgd},         {"momentum", detail::make_momentum}, {"nesterov", detail::make_nesterov},
+    {"adagrad", detail::make_adagrad}, {"adadelta", detail::make_adadelta}, {"rmsprop", detail::make_rmsprop},
+    {"adam", detail::make_adam},       {"adamw", detail::make_adamw},       {"lars", detail::make_lars},
+    {"lamb", detail::make_lamb},
+};
+
+std::string rule_names() {
+  std::string names;
+  for (const Rule& r : kRules) names += std::string(names.empty() ? "" : "|") + r.name;
+  return names;
+}
+
+// value must lie in [lo, hi] (hi_open: [lo, hi)).
+void check_range(const OptimizerParams& p, const char* key, float value, float lo, float hi, bool hi_open) {
+  bool ok = std::isfinite(value) && value >= lo && (hi_open ? value < hi : value <= hi);
+  if (!ok) {
+    std::ostringstream msg;
+    msg << "optimizer " << p.name << ": optimizer." << key << " must be in [" << lo << ", " << hi
+        << (hi_open ? ")" : "]") << ", got " << value;
+    throw Error(msg.str());
+  }
+}
+
+}  // namespace
+
+OptimizerParams OptimizerParams::from_config(const Config& cfg) {
+  OptimizerParams p;
+  p.name = cfg.get_string("optimizer.name");
+  p.lr = static_cast<float>(cfg.get_double("optimizer.lr"));
+  p.momentum = static_cast<float>(cfg.get_double("optimizer.momentum"));
+  p.beta1 = static_cast<float>(cfg.get_double("optimizer.beta1"));
+  p.beta2 = static_cast<float>(cfg.get_double("optimizer.beta2"));
+  p.rho = static_cast<float>(cfg.get_double("optimizer.rho"));
+  p.eps = static_cast<float>(cfg.get_double("optimizer.eps"));
+  p.weight_decay = static_cast<float>(cfg.get_double("optimizer.weight_decay"));
+  p.trust_coefficient = static_cast<float>(cfg.get_double("optimizer.trust_coefficient"));
+  p.decoupled_weight_decay = cfg.get_string("optimizer.weight_decay_mode") == "decoupled";
+  return p;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
+  const float inf = INFINITY;
+  check_range(p, "lr", p.lr, 0.0f, inf, true);
+  check_range(p, "momentum", p.momentum, 0.0f, 1.0f, false);
+  check_range(p, "beta1", p.beta1, 0.0f, 1.0f, true);
+  check_range(p, "beta2", p.beta2, 0.0f, 1.0f, true);
+  check_range(p, "rho", p.rho, 0.0f, 1.0f, true);
+  check_range(p, "eps", p.eps, 0.0f, inf, true);
+  check_range(p, "weight_decay", p.weight_decay, 0.0f, inf, true);
+  check_range(p, "trust_coefficient", p.trust_coefficient, 0.0f, inf, true);
+  for (const Rule& r : kRules) {
+    if (p.name == r.name) return r.make(p);
+  }
+  throw Error("unknown optimizer '" + p.name + "' (optimizer.name must be one of " + rule_names() + ")");
+}
+
+namespace detail {
+
+void check_step(const char* optimizer, int64_t t) {
+  if (t < 1) {
+    throw Error(std::string("optimizer ") + optimizer + ": update count t must be >= 1 (1-based), got " +
+                std::to_string(t));
+  }
+}
+
+}  // namespace detail
+}  // namespace pshard::optim
