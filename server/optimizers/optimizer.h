@@ -49,10 +49,9 @@ struct OptimizerParams {
 //  - lamb (You et al. 2019, with Adam's bias correction): r = m_hat/(sqrt(v_hat)+eps); in decoupled mode
 //    u = r + wd*w (the paper's form: decay inside the trust-scaled update), in L2 mode g += wd*w and u = r;
 //    w -= lr * (||w||/||u||) * u.
-//  - lars/lamb: the ratio is 1 when ||w|| or ||g|| (lars) / ||u|| (lamb) is 0; norms are taken over the n elements of
-//  ONE
-//    apply() call, i.e. per tensor when a tensor is not cut into slices, per slice otherwise. No ratio clipping,
-//    and it applies to every tensor (biases and norms included).
+//  - lars/lamb: the ratio is 1 when ||w|| or ||g|| (lars) / ||u|| (lamb) is 0. Norms are taken over the n elements
+//    of ONE apply() call: per tensor when a tensor is not cut into slices, per slice otherwise. No ratio clipping,
+//    and the ratio applies to every tensor (biases and norm layers included).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
