@@ -1,0 +1,434 @@
+// ClusterClient: one background thread owns the DEALER socket to the coordinator;
+// callers talk to it through a locked command queue and an eventfd wake-up.
+#include "common/cluster/cluster_client.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/cluster/control_codec.h"
+#include "common/error.h"
+#include "common/util/log.h"
+
+namespace pshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+namespace cc = control_codec;
+
+std::string this_host() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string random_hex(size_t bytes) {
+  std::random_device rd;
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xff;
+    out += kDigits[v >> 4];
+    out += kDigits[v & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+struct ClusterClient::Impl {
+  struct Command {
+    enum class Kind { kBarrier, kLeave, kStop } kind;
+    std::string name;
+    int status = 0;
+  };
+
+  Options opt;
+  std::string self;  // "worker from host h, pid p" until the map names our rank
+  zmq::context_t ctx{1};
+  int wake_fd = -1;
+  std::thread thread;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Command> commands;
+  bool have_map = false;
+  ClusterMap map;
+  uint32_t rank = 0;
+  bool refused = false;
+  std::string refused_reason;
+  bool aborted = false;
+  std::string abort_reason;
+  std::atomic<bool> stopping{false};
+  std::map<std::string, uint64_t> releases;  // barrier name -> number of releases seen
+  std::deque<ClusterEvent> pending_events;
+  std::function<void(const ClusterEvent&)> callback;
+  bool leave_requested = false;
+  bool thread_done = false;
+
+  void wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd, &one, sizeof one);
+    (void)ignored;
+  }
+
+  void push(Command c) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      commands.push_back(std::move(c));
+    }
+    wake();
+  }
+
+  // Called on the background thread with `mu` NOT held.
+  void deliver_events() {
+    std::function<void(const ClusterEvent&)> cb;
+    std::deque<ClusterEvent> events;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!callback || pending_events.empty()) return;
+      cb = callback;
+      events.swap(pending_events);
+    }
+    for (const ClusterEvent& e : events) {
+      try {
+        cb(e);
+      } catch (const std::exception& ex) {
+        PSHARD_LOG(kError) << "cluster event callback threw: " << ex.what();
+      }
+    }
+  }
+
+  void raise_abort(const std::string& reason, const NodeInfo* dead) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (aborted) return;
+      aborted = true;
+      abort_reason = reason;
+      ClusterEvent e;
+      e.kind = ClusterEvent::Kind::kAbort;
+      e.reason = reason;
+      if (dead) e.node = *dead;
+      pending_events.push_back(e);
+    }
+    stopping = true;
+    cv.notify_all();
+  }
+
+  void send(zmq::socket_t& sock, capnp::MessageBuilder& b) {
+    zmq::message_t frame = cc::encode(b);
+    (void)sock.send(frame, zmq::send_flags::dontwait);  // a lost heartbeat is harmless; others are queued
+  }
+
+  void on_message(const zmq::message_t& frame) {
+    cc::Decoded msg(frame, "coordinator " + opt.coordinator);
+    auto root = msg.root();
+    switch (root.which()) {
+      case control::ControlMessage::REGISTER_REFUSED: {
+        std::string reason = root.getRegisterRefused().getReason().cStr();
+        PSHARD_LOG(kError) << "coordinator " << opt.coordinator << " refused registration: " << reason;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          refused = true;
+          refused_reason = reason;
+        }
+        stopping = true;
+        cv.notify_all();
+        break;
+      }
+      case control::ControlMessage::CLUSTER_MAP: {
+        auto cm = root.getClusterMap();
+        ClusterMap m;
+        m.num_servers = cm.getNumServers();
+        m.num_workers = cm.getNumWorkers();
+        for (auto n : cm.getServers()) m.servers.push_back(cc::read_node(n));
+        for (auto n : cm.getWorkers()) m.workers.push_back(cc::read_node(n));
+        if (m.servers.size() != m.num_servers || m.workers.size() != m.num_workers) {
+          throw Error("cluster map from coordinator " + opt.coordinator + " lists " + std::to_string(m.servers.size()) +
+                      " servers and " + std::to_string(m.workers.size()) + " workers but announces " +
+                      std::to_string(m.num_servers) + " and " + std::to_string(m.num_workers));
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (have_map) break;
+          map = std::move(m);
+          rank = cm.getYourRank();
+          have_map = true;
+        }
+        cv.notify_all();
+        break;
+      }
+      case control::ControlMessage::BARRIER_RELEASE: {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++releases[root.getBarrierRelease().getName().cStr()];
+        }
+        cv.notify_all();
+        break;
+      }
+      case control::ControlMessage::HEARTBEAT: break;
+      case control::ControlMessage::NODE_DEAD: {
+        ClusterEvent e;
+        e.kind = ClusterEvent::Kind::kNodeDead;
+        e.node = cc::read_node(root.getNodeDead().getNode());
+        e.reason = cc::describe(e.node) + " is dead: " + root.getNodeDead().getReason().cStr();
+        PSHARD_LOG(kWarn) << e.reason;
+        std::lock_guard<std::mutex> lock(mu);
+        pending_events.push_back(e);
+        break;
+      }
+      case control::ControlMessage::ABORT: {
+        auto a = root.getAbort();
+        std::string reason = a.getReason().cStr();
+        PSHARD_LOG(kError) << "job aborted by the coordinator: " << reason;
+        if (a.getHasDeadNode()) {
+          NodeInfo dead = cc::read_node(a.getDeadNode());
+          raise_abort(reason, &dead);
+        } else {
+          raise_abort(reason, nullptr);
+        }
+        break;
+      }
+      case control::ControlMessage::SHUTDOWN: {
+        ClusterEvent e;
+        e.kind = ClusterEvent::Kind::kShutdown;
+        e.reason = root.getShutdown().getReason().cStr();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          pending_events.push_back(e);
+        }
+        stopping = true;
+        cv.notify_all();
+        break;
+      }
+      default:
+        PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which())
+                          << ") from coordinator " << opt.coordinator;
+    }
+  }
+
+  void loop() {
+    zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
+    sock.set(zmq::sockopt::linger, 2000);
+    try {
+      sock.connect(opt.coordinator);
+    } catch (const zmq::error_t& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        refused = true;
+        refused_reason = "cannot connect to coordinator '" + opt.coordinator + "': " + e.what();
+        thread_done = true;
+      }
+      cv.notify_all();
+      return;
+    }
+    {
+      capnp::MallocMessageBuilder b;
+      auto r = b.initRoot<control::ControlMessage>().initRegister();
+      r.setRole(cc::to_wire(opt.role));
+      r.setRequestedRank(opt.requested_rank);
+      r.setEndpoint(opt.endpoint);
+      r.setHost(opt.host);
+      r.setPid(::getpid());
+      r.setJobToken(opt.job_token);
+      r.setLayoutFingerprint(opt.layout_fingerprint);
+      send(sock, b);
+    }
+    auto last_heard = Clock::now();
+    bool heard_once = false;
+    auto next_heartbeat = Clock::now() + opt.heartbeat_interval;
+    uint64_t seq = 0;
+    bool running = true;
+    while (running) {
+      std::deque<Command> todo;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        todo.swap(commands);
+      }
+      for (const Command& c : todo) {
+        if (c.kind == Command::Kind::kBarrier) {
+          capnp::MallocMessageBuilder b;
+          b.initRoot<control::ControlMessage>().initBarrierEnter().setName(c.name);
+          send(sock, b);
+        } else {
+          if (c.kind == Command::Kind::kLeave) {
+            capnp::MallocMessageBuilder b;
+            b.initRoot<control::ControlMessage>().initLeave().setExitStatus(c.status);
+            send(sock, b);
+          }
+          running = false;
+        }
+      }
+      if (!running) break;
+      auto now = Clock::now();
+      if (now >= next_heartbeat) {
+        capnp::MallocMessageBuilder b;
+        b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(++seq);
+        send(sock, b);
+        next_heartbeat = now + opt.heartbeat_interval;
+      }
+      auto silence_limit = heard_once ? opt.heartbeat_timeout : opt.rendezvous_timeout;
+      if (now - last_heard > silence_limit && !stopping.load()) {
+        raise_abort("coordinator " + opt.coordinator + " silent for " +
+                        std::to_string(std::chrono::duration_cast<milliseconds>(now - last_heard).count()) + " ms (" +
+                        (heard_once ? "heartbeat timeout" : "never answered") + ")",
+                    nullptr);
+      }
+      deliver_events();
+      zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+      auto wait = std::chrono::duration_cast<milliseconds>(next_heartbeat - Clock::now());
+      wait = std::max(milliseconds(0), std::min(wait, milliseconds(100)));
+      zmq::poll(items, 2, wait);
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t v;
+        ssize_t ignored = ::read(wake_fd, &v, sizeof v);
+        (void)ignored;
+      }
+      for (int n = 0; n < 1000; ++n) {
+        zmq::message_t frame;
+        if (!sock.recv(frame, zmq::recv_flags::dontwait)) break;
+        last_heard = Clock::now();
+        heard_once = true;
+        try {
+          on_message(frame);
+        } catch (const Error& e) {
+          PSHARD_LOG(kWarn) << e.what();
+        } catch (const kj::Exception& e) {
+          PSHARD_LOG(kWarn) << "malformed control message from coordinator " << opt.coordinator << ": "
+                            << e.getDescription().cStr();
+        }
+      }
+    }
+    deliver_events();
+    {
+      // After an abort or a refusal the coordinator is gone or does not care:
+      // do not wait for undeliverable messages.
+      std::lock_guard<std::mutex> lock(mu);
+      if (aborted || refused) sock.set(zmq::sockopt::linger, 0);
+    }
+    sock.close();  // pending messages (the leave) are flushed within the linger period
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      thread_done = true;
+    }
+    cv.notify_all();
+  }
+
+  void stop_thread(Command::Kind kind, int status) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (leave_requested) return;
+      leave_requested = true;
+      commands.push_back(Command{kind, "", status});
+    }
+    wake();
+    if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
+  }
+};
+
+ClusterClient::ClusterClient(const Options& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = options;
+  if (m.opt.host.empty()) m.opt.host = this_host();
+  if (m.opt.requested_rank < 0) {
+    if (const char* env = std::getenv("PSHARD_RANK"); env && *env) {
+      char* end = nullptr;
+      long long v = std::strtoll(env, &end, 10);
+      if (*end != '\0' || v < 0) throw Error("environment PSHARD_RANK='" + std::string(env) + "' is not a rank");
+      m.opt.requested_rank = v;
+    }
+  }
+  if (m.opt.coordinator.empty()) throw Error("cluster: no coordinator endpoint given (--coordinator)");
+  if (m.opt.heartbeat_interval <= milliseconds(0) || m.opt.heartbeat_timeout <= m.opt.heartbeat_interval) {
+    throw Error("cluster: heartbeat timeout (" + std::to_string(m.opt.heartbeat_timeout.count()) +
+                " ms) must be longer than the heartbeat interval (" + std::to_string(m.opt.heartbeat_interval.count()) +
+                " ms)");
+  }
+  m.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (m.wake_fd < 0) throw Error("cluster: eventfd failed");
+  m.thread = std::thread([&m] { m.loop(); });
+
+  // Wait for the map; the coordinator's own rendezvous timeout (which names
+  // who is missing) should fire first, so allow a little slack.
+  const auto slack = std::min(milliseconds(2000), std::max(milliseconds(100), m.opt.rendezvous_timeout / 4));
+  const auto deadline = Clock::now() + m.opt.rendezvous_timeout + slack;
+  std::string failure;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    m.cv.wait_until(lock, deadline, [&] { return m.have_map || m.refused || m.aborted || m.thread_done; });
+    if (m.refused) {
+      failure = "registration with coordinator " + m.opt.coordinator + " refused: " + m.refused_reason;
+    } else if (m.aborted) {
+      failure = "job aborted during rendezvous (coordinator " + m.opt.coordinator + "): " + m.abort_reason;
+    } else if (!m.have_map) {
+      failure = "rendezvous with coordinator " + m.opt.coordinator + " timed out after " +
+                std::to_string(m.opt.rendezvous_timeout.count()) +
+                " ms: no cluster map (is the coordinator running, and were all servers and workers started?)";
+    }
+  }
+  if (!failure.empty()) {
+    m.stop_thread(Impl::Command::Kind::kStop, 0);
+    ::close(m.wake_fd);
+    throw Error(failure);
+  }
+  PSHARD_LOG(kDebug) << "registered with coordinator " << m.opt.coordinator << " as " << role_name(m.opt.role) << " "
+                     << m.rank;
+}
+
+ClusterClient::~ClusterClient() {
+  impl_->stop_thread(Impl::Command::Kind::kLeave, std::uncaught_exceptions() > 0 ? 1 : 0);
+  if (impl_->thread.joinable()) impl_->thread.join();
+  ::close(impl_->wake_fd);
+}
+
+const ClusterMap& ClusterClient::map() const { return impl_->map; }
+
+uint32_t ClusterClient::rank() const { return impl_->rank; }
+
+void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  const std::string who = std::string(role_name(m.opt.role)) + " " + std::to_string(m.rank);
+  if (m.aborted) throw Error("barrier '" + name + "' on " + who + ": the job was aborted: " + m.abort_reason);
+  if (m.leave_requested || m.thread_done) throw Error("barrier '" + name + "' on " + who + ": already left the job");
+  const uint64_t generation = m.releases[name];
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0});
+  lock.unlock();
+  m.wake();
+  lock.lock();
+  bool ok = m.cv.wait_for(lock, timeout, [&] { return m.releases[name] > generation || m.aborted || m.thread_done; });
+  if (m.releases[name] > generation) return;
+  if (m.aborted)
+    throw Error("barrier '" + name + "' on " + who + " interrupted: the job was aborted: " + m.abort_reason);
+  if (m.thread_done) throw Error("barrier '" + name + "' on " + who + ": left the job while waiting");
+  (void)ok;
+  throw Error("barrier '" + name + "' on " + who + " timed out after " + std::to_string(timeout.count()) +
+              " ms: not every live node of the job reached it (coordinator " + m.opt.coordinator + ")");
+}
+
+void ClusterClient::on_event(std::function<void(const ClusterEvent&)> callback) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->callback = std::move(callback);
+  }
+  impl_->wake();
+}
+
+bool ClusterClient::stopping() const { return impl_->stopping.load(); }
+
+void ClusterClient::leave(int exit_status) { impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status); }
+
+}  // namespace pshard

@@ -1,0 +1,118 @@
+# The control-plane protocol between the coordinator and every node.
+#
+# Transport: each node (server or worker) owns one ZeroMQ DEALER socket
+# connected to the coordinator's ROUTER. Every message is exactly one frame
+# holding a `ControlMessage` (the ROUTER adds and strips the routing id).
+# A node's routing id is fixed by the node ("<host>/<pid>/<random>") so a
+# reconnect after a TCP drop keeps its identity.
+#
+# Life of a job:
+#   node -> register            coordinator -> clusterMap (to every node, once all S+W registered)
+#                               coordinator -> registerRefused (bad token, rank taken, job full, ...)
+#   node -> heartbeat           coordinator -> heartbeat (echo; proves the coordinator is alive)
+#   node -> barrierEnter(name)  coordinator -> barrierRelease(name) once every live node entered
+#                               coordinator -> nodeDead (failure_policy = continue, a worker died)
+#                               coordinator -> abort (a node died under policy abort, a server died,
+#                                              layout mismatch, rendezvous timeout, coordinator stopped)
+#   node -> leave(status)       coordinator -> shutdown (all workers left: servers finish and leave)
+#
+# Versioning: add fields at the end of a struct with the next ordinal and
+# new union members with the next ordinal; never renumber.
+@0xc1d6a0e4b2f35a71;
+
+$import "/capnp/c++.capnp".namespace("pshard::control");
+
+using Wire = import "pshard.capnp";
+
+# One process of the job as the coordinator knows it.
+struct Node {
+  role @0 :Wire.Role;       # server or worker
+  rank @1 :UInt32;          # 0-based rank within its role
+  endpoint @2 :Text;        # servers: ZeroMQ endpoint peers connect to ("tcp://10.0.0.2:40001"); workers: may be empty
+  host @3 :Text;            # host name the process runs on
+  pid @4 :Int64;            # process id on that host
+}
+
+# node -> coordinator: the first message of every node.
+struct Register {
+  role @0 :Wire.Role;           # server or worker (coordinator is refused)
+  requestedRank @1 :Int64;      # wanted rank within the role; -1 = any free rank
+  endpoint @2 :Text;            # see Node.endpoint
+  host @3 :Text;                # see Node.host
+  pid @4 :Int64;                # see Node.pid
+  jobToken @5 :Text;            # per-job secret (env PSHARD_JOB_TOKEN); must equal the coordinator's
+  layoutFingerprint @6 :UInt64; # hash of the slice assignment; 0 = not known by this node; all non-zero values must agree
+}
+
+# coordinator -> node: registration refused; the node must exit.
+struct RegisterRefused {
+  reason @0 :Text;              # human-readable, e.g. "job token mismatch: this coordinator runs another job"
+}
+
+# coordinator -> node: the full membership, sent to every node when the last one registered.
+struct ClusterMap {
+  numServers @0 :UInt32;
+  numWorkers @1 :UInt32;
+  servers @2 :List(Node);       # index = server rank
+  workers @3 :List(Node);       # index = worker rank
+  yourRole @4 :Wire.Role;       # the receiving node's role
+  yourRank @5 :UInt32;          # the receiving node's rank within its role
+  heartbeatIntervalMs @6 :UInt32;   # the coordinator's heartbeat period (milliseconds)
+  heartbeatTimeoutMs @7 :UInt32;    # silence after which the coordinator declares a node dead (milliseconds)
+}
+
+# node -> coordinator: this node has reached barrier `name`.
+struct BarrierEnter {
+  name @0 :Text;                # barrier name; a name can be reused once its previous round was released
+}
+
+# coordinator -> node: every live node entered barrier `name`.
+struct BarrierRelease {
+  name @0 :Text;
+}
+
+# Both directions: liveness. Nodes send one every heartbeat interval; the
+# coordinator answers each with one carrying the same sequence number.
+struct Heartbeat {
+  seq @0 :UInt64;               # sender's counter, echoed back
+}
+
+# coordinator -> node: `node` is dead (no heartbeat within the timeout, or it
+# left with a non-zero status) and the job continues without it.
+struct NodeDead {
+  node @0 :Node;
+  reason @1 :Text;              # e.g. "no heartbeat for 5000 ms"
+}
+
+# coordinator -> node: the job is over with an error; stop and exit non-zero.
+struct Abort {
+  reason @0 :Text;              # e.g. "worker 2 (host a, pid 7) is dead: no heartbeat for 5000 ms"
+  hasDeadNode @1 :Bool;         # true when a dead node caused the abort
+  deadNode @2 :Node;            # which one (valid when hasDeadNode)
+}
+
+# coordinator -> node: the job finished normally (every worker left); finish and leave.
+struct Shutdown {
+  reason @0 :Text;
+}
+
+# node -> coordinator: this node is done and stops sending heartbeats.
+struct Leave {
+  exitStatus @0 :Int32;         # 0 = success; anything else is a failure of this node
+}
+
+# The one message type on the control socket.
+struct ControlMessage {
+  union {
+    register @0 :Register;
+    registerRefused @1 :RegisterRefused;
+    clusterMap @2 :ClusterMap;
+    barrierEnter @3 :BarrierEnter;
+    barrierRelease @4 :BarrierRelease;
+    heartbeat @5 :Heartbeat;
+    nodeDead @6 :NodeDead;
+    abort @7 :Abort;
+    shutdown @8 :Shutdown;
+    leave @9 :Leave;
+  }
+}

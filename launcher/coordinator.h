@@ -1,0 +1,81 @@
+// The coordinator: rendezvous, ranks, cluster map, barriers, heartbeats,
+// failure policy and shutdown of one pshard job (`pshard coordinator`).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/cluster/cluster_map.h"
+#include "common/config/config.h"
+
+namespace pshard {
+
+// One job's coordinator. Binds a ZeroMQ ROUTER; every server and worker
+// registers through a ClusterClient. Usable in-process (tests, benchmarks)
+// or as its own process (`pshard coordinator`).
+//
+//   Coordinator::Options opt = Coordinator::Options::from_config(cfg, /*servers=*/2, /*workers=*/4);
+//   opt.bind = "tcp://127.0.0.1:0";                  // port 0: the OS picks one
+//   opt.job_token = getenv("PSHARD_JOB_TOKEN");
+//   Coordinator coord(opt);                           // binds now; throws pshard::Error if it cannot
+//   std::string ep = coord.endpoint();                // "tcp://127.0.0.1:41234": hand to the nodes
+//   Coordinator::Result r = coord.run();              // until the job ends (or coord.start() + wait_for())
+//   return r.exit_code;
+class Coordinator {
+ public:
+  enum class FailurePolicy {
+    kAbort,     // any dead node ends the job
+    kContinue,  // a dead worker is reported (node-dead) and the others go on; a dead server still aborts
+  };
+
+  struct Options {
+    uint32_t num_servers = 1;
+    uint32_t num_workers = 1;
+    std::string bind = "tcp://127.0.0.1:0";  // ROUTER endpoint; port 0 picks a free port
+    std::string job_token;                   // registrations with another token are refused
+    FailurePolicy failure_policy = FailurePolicy::kAbort;
+    std::chrono::milliseconds heartbeat_interval{500};    // period nodes are told to use (and the check granularity)
+    std::chrono::milliseconds heartbeat_timeout{5000};    // silence after which a node is dead
+    std::chrono::milliseconds rendezvous_timeout{60000};  // every node must have registered by then
+    std::chrono::milliseconds shutdown_timeout{10000};    // after shutdown, how long servers get to leave
+    std::string run_dir;                                  // if set, cluster.json (the map) is written there
+
+    // Reads cluster.failure_policy, cluster.heartbeat_*_ms and cluster.rendezvous_timeout_ms.
+    static Options from_config(const Config& config, uint32_t num_servers, uint32_t num_workers);
+  };
+
+  // How the job ended: exit_code 0 = every worker left successfully.
+  struct Result {
+    int exit_code = 0;
+    std::string reason;  // "job finished: 4 workers left" or why it was aborted
+  };
+
+  explicit Coordinator(const Options& options);  // binds the ROUTER
+  ~Coordinator();                                // stops (aborting a running job) and joins
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // The bound endpoint with the real port ("tcp://127.0.0.1:41234").
+  const std::string& endpoint() const;
+
+  // Runs the job on the calling thread until it ends.
+  Result run();
+  // Runs the job on a background thread owned by this object.
+  void start();
+  // Waits for a start()ed job to end; nullopt on timeout.
+  std::optional<Result> wait_for(std::chrono::milliseconds timeout);
+  // Ends the job from any thread: every node gets an abort with `reason`.
+  void request_stop(const std::string& reason);
+
+  // The cluster map once the rendezvous completed (empty before).
+  ClusterMap map() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pshard

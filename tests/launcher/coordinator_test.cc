@@ -1,0 +1,487 @@
+// In-process coordinator tests: rendezvous, ranks, token and layout checks,
+// barriers, dead-node detection under both failure policies, shutdown.
+#include "launcher/coordinator.h"
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/cluster/cluster_client.h"
+#include "common/cluster/control_codec.h"
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+Coordinator::Options coord_options(uint32_t servers, uint32_t workers) {
+  Coordinator::Options o;
+  o.num_servers = servers;
+  o.num_workers = workers;
+  o.bind = "tcp://127.0.0.1:0";
+  o.job_token = "token-A";
+  o.heartbeat_interval = milliseconds(50);
+  o.heartbeat_timeout = milliseconds(400);
+  o.rendezvous_timeout = milliseconds(10000);
+  o.shutdown_timeout = milliseconds(2000);
+  return o;
+}
+
+ClusterClient::Options client_options(const std::string& ep, NodeRole role, int64_t rank = -1) {
+  ClusterClient::Options o;
+  o.coordinator = ep;
+  o.role = role;
+  o.requested_rank = rank;
+  o.job_token = "token-A";
+  o.heartbeat_interval = milliseconds(50);
+  o.heartbeat_timeout = milliseconds(2000);
+  o.rendezvous_timeout = milliseconds(10000);
+  return o;
+}
+
+// Creates one ClusterClient per option set concurrently (the constructor
+// blocks until every node registered).
+std::vector<std::unique_ptr<ClusterClient>> join_all(const std::vector<ClusterClient::Options>& opts) {
+  std::vector<std::future<std::unique_ptr<ClusterClient>>> futures;
+  for (const auto& o : opts) {
+    futures.push_back(std::async(std::launch::async, [o] { return std::make_unique<ClusterClient>(o); }));
+  }
+  std::vector<std::unique_ptr<ClusterClient>> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+bool same_node(const NodeInfo& a, const NodeInfo& b) {
+  return a.role == b.role && a.rank == b.rank && a.endpoint == b.endpoint && a.host == b.host && a.pid == b.pid;
+}
+
+TEST(Coordinator, RendezvousGivesEveryNodeTheSameMapAndDistinctRanks) {
+  Coordinator coord(coord_options(2, 3));
+  coord.start();
+  std::vector<ClusterClient::Options> opts;
+  for (int s = 0; s < 2; ++s) {
+    auto o = client_options(coord.endpoint(), NodeRole::kServer);
+    o.endpoint = "tcp://127.0.0.1:" + std::to_string(45000 + s);
+    opts.push_back(o);
+  }
+  for (int w = 0; w < 3; ++w) opts.push_back(client_options(coord.endpoint(), NodeRole::kWorker));
+  auto nodes = join_all(opts);
+
+  const ClusterMap& ref = nodes[0]->map();
+  ASSERT_EQ(ref.num_servers, 2u);
+  ASSERT_EQ(ref.num_workers, 3u);
+  ASSERT_EQ(ref.servers.size(), 2u);
+  ASSERT_EQ(ref.workers.size(), 3u);
+  std::set<uint32_t> server_ranks, worker_ranks;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ClusterMap& m = nodes[i]->map();
+    for (size_t s = 0; s < 2; ++s) EXPECT_TRUE(same_node(m.servers[s], ref.servers[s]));
+    for (size_t w = 0; w < 3; ++w) EXPECT_TRUE(same_node(m.workers[w], ref.workers[w]));
+    (i < 2 ? server_ranks : worker_ranks).insert(nodes[i]->rank());
+    // The map lists this node under its own rank with its own endpoint.
+    const NodeInfo& me = i < 2 ? m.servers[nodes[i]->rank()] : m.workers[nodes[i]->rank()];
+    EXPECT_EQ(me.endpoint, opts[i].endpoint);
+    EXPECT_EQ(me.pid, static_cast<int64_t>(::getpid()));
+  }
+  EXPECT_EQ(server_ranks, (std::set<uint32_t>{0, 1}));
+  EXPECT_EQ(worker_ranks, (std::set<uint32_t>{0, 1, 2}));
+  for (uint32_t r = 0; r < 3; ++r) EXPECT_EQ(ref.workers[r].rank, r);
+  EXPECT_EQ(coord.map().workers.size(), 3u);
+  // Workers leave first, then the servers: a clean end of the job.
+  for (size_t i = nodes.size(); i-- > 0;) nodes[i].reset();
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+TEST(Coordinator, RequestedRanksAreHonored) {
+  Coordinator coord(coord_options(1, 3));
+  coord.start();
+  auto nodes = join_all(
+      {client_options(coord.endpoint(), NodeRole::kWorker, 2), client_options(coord.endpoint(), NodeRole::kWorker, -1),
+       client_options(coord.endpoint(), NodeRole::kWorker, 0), client_options(coord.endpoint(), NodeRole::kServer, 0)});
+  EXPECT_EQ(nodes[0]->rank(), 2u);
+  EXPECT_EQ(nodes[1]->rank(), 1u);
+  EXPECT_EQ(nodes[2]->rank(), 0u);
+  EXPECT_EQ(nodes[3]->rank(), 0u);
+}
+
+TEST(Coordinator, WrongTokenIsRefusedWithAClearMessage) {
+  Coordinator coord(coord_options(1, 1));
+  coord.start();
+  auto o = client_options(coord.endpoint(), NodeRole::kWorker);
+  o.job_token = "token-of-another-job";
+  try {
+    ClusterClient c(o);
+    FAIL() << "registration with a wrong token was accepted";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("refused"), std::string::npos) << what;
+    EXPECT_NE(what.find("job token mismatch"), std::string::npos) << what;
+  }
+  // The job itself is unaffected: the right nodes still rendezvous.
+  auto nodes = join_all(
+      {client_options(coord.endpoint(), NodeRole::kServer), client_options(coord.endpoint(), NodeRole::kWorker)});
+  EXPECT_EQ(nodes[1]->map().num_workers, 1u);
+}
+
+TEST(Coordinator, RankOutOfRangeIsRefused) {
+  Coordinator coord(coord_options(1, 2));
+  coord.start();
+  try {
+    ClusterClient c(client_options(coord.endpoint(), NodeRole::kWorker, 5));
+    FAIL() << "rank 5 of 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 5 is out of range"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Coordinator, LayoutFingerprintMismatchIsAStartupErrorForEveryone) {
+  Coordinator coord(coord_options(1, 1));
+  coord.start();
+  auto a = client_options(coord.endpoint(), NodeRole::kServer);
+  a.layout_fingerprint = 0x1111;
+  auto b = client_options(coord.endpoint(), NodeRole::kWorker);
+  b.layout_fingerprint = 0x2222;
+  auto first = std::async(std::launch::async, [a] {
+    try {
+      ClusterClient c(a);
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(200));  // let the server register first
+  std::string second;
+  try {
+    ClusterClient c(b);
+  } catch (const Error& e) {
+    second = e.what();
+  }
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::string first_error = first.get();
+  EXPECT_NE(second.find("layout fingerprint mismatch"), std::string::npos) << second;
+  EXPECT_NE(first_error.find("layout fingerprint mismatch"), std::string::npos) << first_error;
+  EXPECT_NE(first_error.find("0x0000000000001111"), std::string::npos) << first_error;
+  auto r = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 1);
+}
+
+TEST(Coordinator, RendezvousTimeoutNamesWhoIsMissing) {
+  auto opt = coord_options(1, 3);
+  opt.rendezvous_timeout = milliseconds(600);
+  Coordinator coord(opt);
+  coord.start();
+  auto s = client_options(coord.endpoint(), NodeRole::kServer);
+  auto w = client_options(coord.endpoint(), NodeRole::kWorker, 1);
+  s.rendezvous_timeout = w.rendezvous_timeout = milliseconds(5000);
+  std::vector<std::string> errors(2);
+  std::thread t([&] {
+    try {
+      ClusterClient c(w);
+    } catch (const Error& e) {
+      errors[1] = e.what();
+    }
+  });
+  try {
+    ClusterClient c(s);
+  } catch (const Error& e) {
+    errors[0] = e.what();
+  }
+  t.join();
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("rendezvous timed out"), std::string::npos) << e;
+    EXPECT_NE(e.find("1 of 3 workers registered (missing worker ranks 0, 2)"), std::string::npos) << e;
+  }
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 1);
+}
+
+TEST(Coordinator, BarrierReleasesEveryoneAndTimesOutWithAClearError) {
+  Coordinator coord(coord_options(1, 2));
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker),
+                         client_options(coord.endpoint(), NodeRole::kWorker)});
+  // Two rounds of the same barrier name: every node passes both.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::future<void>> f;
+    for (auto& n : nodes) {
+      ClusterClient* c = n.get();
+      f.push_back(std::async(std::launch::async, [c] { c->barrier("epoch", milliseconds(5000)); }));
+    }
+    for (auto& x : f) EXPECT_NO_THROW(x.get());
+  }
+  // Nobody passes before the last node arrives.
+  std::atomic<int> passed{0};
+  std::vector<std::thread> early;
+  for (int i = 0; i < 2; ++i) {
+    ClusterClient* c = nodes[i].get();
+    early.emplace_back([c, &passed] {
+      c->barrier("late", milliseconds(5000));
+      ++passed;
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(passed.load(), 0);
+  nodes[2]->barrier("late", milliseconds(5000));
+  for (auto& t : early) t.join();
+  EXPECT_EQ(passed.load(), 2);
+
+  // A barrier only one node enters times out with a message naming it.
+  auto t0 = Clock::now();
+  try {
+    nodes[1]->barrier("lonely", milliseconds(300));
+    FAIL() << "barrier passed with one node";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("barrier 'lonely'"), std::string::npos) << what;
+    EXPECT_NE(what.find("timed out after 300 ms"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - t0, milliseconds(2000));
+}
+
+// A node that registers through a raw socket and can go silent on demand.
+class RawNode {
+ public:
+  RawNode(zmq::context_t& ctx, const std::string& ep, NodeRole role) : sock_(ctx, zmq::socket_type::dealer) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.connect(ep);
+    capnp::MallocMessageBuilder b;
+    auto r = b.initRoot<control::ControlMessage>().initRegister();
+    r.setRole(control_codec::to_wire(role));
+    r.setRequestedRank(-1);
+    r.setHost("rawhost");
+    r.setPid(4242);
+    r.setJobToken("token-A");
+    zmq::message_t frame = control_codec::encode(b);
+    sock_.send(frame, zmq::send_flags::none);
+  }
+
+ private:
+  zmq::socket_t sock_;
+};
+
+struct EventLog {
+  std::mutex mu;
+  std::vector<ClusterEvent> events;
+  std::vector<Clock::time_point> when;
+  void attach(ClusterClient& c) {
+    c.on_event([this](const ClusterEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(e);
+      when.push_back(Clock::now());
+    });
+  }
+  bool wait_for_kind(ClusterEvent::Kind kind, milliseconds timeout, ClusterEvent* out) {
+    auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& e : events) {
+          if (e.kind == kind) {
+            *out = e;
+            return true;
+          }
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+};
+
+TEST(Coordinator, SilentWorkerUnderPolicyAbortAbortsEveryoneNamingIt) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kAbort;
+  Coordinator coord(opt);
+  coord.start();
+  zmq::context_t ctx;
+  std::unique_ptr<RawNode> raw;
+  std::vector<std::unique_ptr<ClusterClient>> nodes;
+  std::thread t([&] {
+    nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                      client_options(coord.endpoint(), NodeRole::kWorker, 0)});
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  raw = std::make_unique<RawNode>(ctx, coord.endpoint(), NodeRole::kWorker);  // sends no heartbeats
+  t.join();
+  auto start = Clock::now();
+  EventLog logs[2];
+  for (int i = 0; i < 2; ++i) logs[i].attach(*nodes[i]);
+  for (int i = 0; i < 2; ++i) {
+    ClusterEvent e;
+    ASSERT_TRUE(logs[i].wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
+    EXPECT_NE(e.reason.find("worker 1 (host rawhost, pid 4242) is dead"), std::string::npos) << e.reason;
+    EXPECT_EQ(e.node.role, NodeRole::kWorker);
+    EXPECT_EQ(e.node.rank, 1u);
+    EXPECT_TRUE(nodes[i]->stopping());
+  }
+  // Within heartbeat timeout (400 ms) plus slack.
+  EXPECT_LT(Clock::now() - start, milliseconds(400 + 1000));
+  EXPECT_THROW(nodes[0]->barrier("after-abort", milliseconds(1000)), Error);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_NE(r->reason.find("worker 1"), std::string::npos) << r->reason;
+}
+
+TEST(Coordinator, SilentWorkerUnderPolicyContinueIsReportedAndTheJobGoesOn) {
+  auto opt = coord_options(1, 3);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  zmq::context_t ctx;
+  std::unique_ptr<RawNode> raw;
+  std::vector<std::unique_ptr<ClusterClient>> nodes;
+  std::thread t([&] {
+    nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                      client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                      client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  raw = std::make_unique<RawNode>(ctx, coord.endpoint(), NodeRole::kWorker);
+  t.join();
+  EventLog logs[3];
+  for (int i = 0; i < 3; ++i) logs[i].attach(*nodes[i]);
+  for (int i = 0; i < 3; ++i) {
+    ClusterEvent e;
+    ASSERT_TRUE(logs[i].wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
+    EXPECT_EQ(e.node.role, NodeRole::kWorker);
+    EXPECT_EQ(e.node.rank, 2u);
+    EXPECT_EQ(e.node.pid, 4242);
+    EXPECT_FALSE(nodes[i]->stopping());
+  }
+  // The survivors still pass barriers (the dead worker is not waited for).
+  std::vector<std::future<void>> f;
+  for (auto& n : nodes) {
+    ClusterClient* c = n.get();
+    f.push_back(std::async(std::launch::async, [c] { c->barrier("after-death", milliseconds(3000)); }));
+  }
+  for (auto& x : f) EXPECT_NO_THROW(x.get());
+  // Workers leave -> the server is told to shut down -> the job ends with 0.
+  nodes[1]->leave(0);
+  nodes[2]->leave(0);
+  ClusterEvent e;
+  ASSERT_TRUE(logs[0].wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("2 of 3 workers left successfully"), std::string::npos) << e.reason;
+  nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+TEST(Coordinator, AllWorkersLeavingShutsTheJobDownCleanly) {
+  Coordinator coord(coord_options(2, 1));
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker)});
+  EventLog logs[2];
+  logs[0].attach(*nodes[0]);
+  logs[1].attach(*nodes[1]);
+  nodes[2].reset();  // the destructor leaves with status 0
+  for (auto& l : logs) {
+    ClusterEvent e;
+    ASSERT_TRUE(l.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  }
+  EXPECT_TRUE(nodes[0]->stopping());
+  nodes[0].reset();
+  nodes[1].reset();
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+TEST(Coordinator, WorkerLeavingWithFailureStatusAbortsUnderPolicyAbort) {
+  Coordinator coord(coord_options(1, 2));
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  nodes[2]->leave(3);
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("worker 1"), std::string::npos) << e.reason;
+  EXPECT_NE(e.reason.find("exit status 3"), std::string::npos) << e.reason;
+}
+
+TEST(ClusterClient, StoppedCoordinatorAbortsEveryNode) {
+  auto opt = coord_options(1, 1);
+  auto coord = std::make_unique<Coordinator>(opt);
+  coord->start();
+  auto so = client_options(coord->endpoint(), NodeRole::kServer);
+  auto wo = client_options(coord->endpoint(), NodeRole::kWorker);
+  so.heartbeat_timeout = wo.heartbeat_timeout = milliseconds(500);
+  auto nodes = join_all({so, wo});
+  EventLog log;
+  log.attach(*nodes[0]);
+  // Stop the coordinator: it broadcasts an abort first.
+  coord->request_stop("test over");
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("coordinator stopped: test over"), std::string::npos) << e.reason;
+}
+
+TEST(ClusterClient, SilentCoordinatorBecomesALocalAbort) {
+  // A fake coordinator that answers the registration with a map and then
+  // never speaks again.
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:0");
+  std::string ep = router.get(zmq::sockopt::last_endpoint);
+  std::thread fake([&] {
+    router.set(zmq::sockopt::rcvtimeo, 5000);
+    zmq::message_t id, frame;
+    if (!router.recv(id) || !router.recv(frame)) return;
+    capnp::MallocMessageBuilder b;
+    auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
+    cm.setNumServers(0);
+    cm.setNumWorkers(1);
+    NodeInfo me;
+    me.host = "h";
+    control_codec::fill_node(me, cm.initWorkers(1)[0]);
+    zmq::message_t out = control_codec::encode(b);
+    router.send(id, zmq::send_flags::sndmore);
+    router.send(out, zmq::send_flags::none);
+  });
+  auto o = client_options(ep, NodeRole::kWorker);
+  o.heartbeat_timeout = milliseconds(300);
+  ClusterClient c(o);
+  fake.join();
+  EventLog log;
+  log.attach(c);
+  auto t0 = Clock::now();
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("silent"), std::string::npos) << e.reason;
+  EXPECT_LT(Clock::now() - t0, milliseconds(1500));
+  EXPECT_TRUE(c.stopping());
+}
+
+TEST(ClusterClient, NoCoordinatorMeansABoundedRendezvousError) {
+  ClusterClient::Options o = client_options("tcp://127.0.0.1:1", NodeRole::kWorker);
+  o.rendezvous_timeout = milliseconds(300);
+  auto t0 = Clock::now();
+  EXPECT_THROW(ClusterClient c(o), Error);
+  EXPECT_LT(Clock::now() - t0, milliseconds(5000));
+}
+
+}  // namespace
+}  // namespace pshard
