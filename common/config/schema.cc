@@ -34,6 +34,11 @@ const std::vector<ConfigKey> kSchema = {
     {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
     {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
     {"data.prefetch", T::kInt, "2", 0, 64, "", "batches prepared ahead by the prefetch thread"},
+    {"data.normalize", T::kBool, "true", 0, 0, "",
+     "images: scale pixels to [0,1], then normalise with the data set's per-channel mean/std (false: [0,1] only)"},
+    {"data.shuffle", T::kBool, "true", 0, 0, "", "reshuffle the training samples every epoch (seeded by run.seed)"},
+    {"data.image_shape", T::kIntList, "[3, 32, 32]", 1, 1 << 16, "", "synthetic-images: sample shape C, H, W"},
+    {"data.classes", T::kInt, "10", 2, 1 << 20, "", "synthetic-images: number of classes"},
 
     // training
     {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},

@@ -1,0 +1,68 @@
+// An in-memory data set (features, labels or targets) and load_data(), which reads the one a config names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+
+namespace pshard::data {
+
+// Samples held in memory, ready to batch.
+//
+// Images are float32 NCHW, one sample = sample_shape {C, H, W}. Pixels are
+// scaled to [0, 1] and then, unless data.normalize = false, normalised per
+// channel as (x - mean[c]) / std[c] with the FIXED statistics of the data
+// set's full training split (image_normalization() below), so that train and
+// test, and any train_size, get the very same transform.
+// Vectors (synthetic regression) have sample_shape {F}.
+//
+//   DataSplits d = load_data(Config::from_file("configs/fmnist_mlp.toml"));
+//   const float* x7 = d.train.sample(7);          // d.train.sample_elems() floats
+//   int32_t y7 = d.train.labels[7];
+struct Dataset {
+  std::string name;                   // "fashion-mnist", "cifar10", ...
+  std::vector<int64_t> sample_shape;  // {C,H,W} images, {F} vectors
+  int64_t num_classes = 0;            // 0 = regression
+  int64_t target_dim = 0;             // regression targets per sample (1 for linreg)
+  std::vector<float> features;        // size() * sample_elems()
+  std::vector<int32_t> labels;        // size() entries when num_classes > 0
+  std::vector<float> targets;         // size() * target_dim when target_dim > 0
+
+  int64_t sample_elems() const;  // product of sample_shape
+  int64_t size() const;          // number of samples
+  const float* sample(int64_t i) const { return features.data() + i * sample_elems(); }
+  // Error (naming `where`) when the vectors' sizes disagree with the shape.
+  void check_consistent(const std::string& where) const;
+};
+
+struct DataSplits {
+  Dataset train, test;
+};
+
+// Reads or makes the data set named by data.name:
+//   fashion-mnist, mnist   IDX files in data.dir ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])
+//   cifar10                data_batch_1..5.bin and test_batch.bin in data.dir
+//   synthetic-regression   y = X w + b + noise (see synthetic.h), data.features, data.noise
+//   synthetic-images       class templates + noise of shape data.image_shape, data.classes
+//   packed                 data.train_path / data.test_path written by `pshard data convert`
+// data.train_size / data.test_size keep the first N samples (0: all; for the
+// synthetic sets: how many to make, 0 = the defaults of synthetic.h).
+// Every unreadable, truncated or inconsistent file is an Error naming the file and byte offset.
+DataSplits load_data(const Config& cfg);
+
+// Per-channel mean and std (of pixels scaled to [0,1]) of a data set's
+// training split, as published for it: fashion-mnist 0.2860/0.3530,
+// mnist 0.1307/0.3081, cifar10 (0.4914,0.4822,0.4465)/(0.2470,0.2435,0.2616).
+struct Normalization {
+  std::vector<float> mean, std;
+};
+Normalization image_normalization(const std::string& dataset_name);
+
+// Converts bytes (CHW order per sample) to floats: x/255, then normalised
+// with `norm` when it is non-empty (one mean/std per channel).
+void pixels_to_features(const uint8_t* pixels, int64_t samples, int64_t channels, int64_t pixels_per_channel,
+                        const Normalization& norm, float* out);
+
+}  // namespace pshard::data
