@@ -1,0 +1,211 @@
+// Parsing of metrics.jsonl and config.toml from a run directory.
+#include "common/metrics/metrics_reader.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/util/json.h"
+
+namespace pshard {
+namespace {
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Flattens a TOML node to the text a user would write in --set.
+std::string node_text(const toml::node& node) {
+  if (node.is_string()) return *node.value<std::string>();
+  if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+  if (node.is_floating_point()) return format_number(*node.value<double>());
+  if (node.is_boolean()) return *node.value<bool>() ? "true" : "false";
+  if (const toml::array* arr = node.as_array()) {
+    std::string text = "[";
+    for (size_t i = 0; i < arr->size(); ++i) text += (i ? ", " : "") + node_text(*arr->get(i));
+    return text + "]";
+  }
+  return "?";  // dates and times do not occur in pshard configs
+}
+
+void flatten(const toml::table& table, const std::string& prefix, std::map<std::string, std::string>* out) {
+  for (const auto& [name, node] : table) {
+    std::string key = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
+    if (const toml::table* sub = node.as_table()) {
+      flatten(*sub, key, out);
+    } else {
+      (*out)[key] = node_text(node);
+    }
+  }
+}
+
+std::map<std::string, std::string> read_config(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return out;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    flatten(toml::parse(buf.str(), path), "", &out);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << path << ":" << e.source().begin.line << ": " << e.description();
+    throw Error(msg.str());
+  }
+  return out;
+}
+
+// Reads fields of one JSON line; every error names the file, the line and the field.
+class LineReader {
+ public:
+  LineReader(const Json& obj, const std::string& where) : obj_(obj), where_(where) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
+    throw Error(where_ + ": field '" + field + "': " + why);
+  }
+  std::optional<double> opt_number(const std::string& field) const {
+    if (!obj_.has(field) || obj_.at(field).is_null()) return std::nullopt;
+    const Json& v = obj_.at(field);
+    if (!v.is_number()) fail(field, "expected a number or null");
+    return v.as_number();
+  }
+  double number(const std::string& field) const {
+    if (!obj_.has(field)) fail(field, "missing");
+    std::optional<double> v = opt_number(field);
+    if (!v) fail(field, "expected a number, got null");
+    return *v;
+  }
+  int64_t integer(const std::string& field) const {
+    double v = number(field);
+    if (v != std::floor(v)) fail(field, "expected an integer, got " + format_number(v));
+    return static_cast<int64_t>(v);
+  }
+  int64_t opt_integer(const std::string& field, int64_t fallback) const {
+    if (!obj_.has(field) || obj_.at(field).is_null()) return fallback;
+    return integer(field);
+  }
+  std::string opt_string(const std::string& field) const {
+    if (!obj_.has(field) || obj_.at(field).is_null()) return "";
+    const Json& v = obj_.at(field);
+    if (v.is_string()) return v.as_string();
+    if (v.is_number()) return format_number(v.as_number());
+    fail(field, "expected a string");
+  }
+
+ private:
+  const Json& obj_;
+  std::string where_;
+};
+
+StepRecord read_step(const LineReader& r) {
+  StepRecord s;
+  s.epoch = r.integer("epoch");
+  s.step = r.integer("step");
+  s.loss = r.number("loss");
+  s.lr = r.opt_number("lr");
+  s.wall_s = r.number("wall_s");
+  return s;
+}
+
+EpochRecord read_epoch(const LineReader& r) {
+  EpochRecord e;
+  e.epoch = r.integer("epoch");
+  e.step = r.integer("step");
+  e.train_loss = r.opt_number("train_loss");
+  e.train_acc = r.opt_number("train_acc");
+  e.test_loss = r.opt_number("test_loss");
+  e.test_acc = r.opt_number("test_acc");
+  e.samples_per_s = r.opt_number("samples_per_s");
+  e.epoch_s = r.opt_number("epoch_s");
+  e.eval_s = r.opt_number("eval_s");
+  e.compute_s = r.opt_number("compute_s");
+  e.comm_wait_s = r.opt_number("comm_wait_s");
+  e.bytes_sent = r.opt_number("bytes_sent");
+  e.bytes_recv = r.opt_number("bytes_recv");
+  e.wall_s = r.opt_number("wall_s");
+  return e;
+}
+
+SummaryRecord read_summary(const LineReader& r) {
+  SummaryRecord s;
+  s.test_acc = r.opt_number("test_acc");
+  s.test_loss = r.opt_number("test_loss");
+  s.train_loss = r.opt_number("train_loss");
+  s.train_acc = r.opt_number("train_acc");
+  s.samples_per_s = r.opt_number("samples_per_s");
+  s.wall_s = r.opt_number("wall_s");
+  s.lr = r.opt_number("lr");
+  s.compute_s = r.opt_number("compute_s");
+  s.comm_wait_s = r.opt_number("comm_wait_s");
+  s.bytes_sent = r.opt_number("bytes_sent");
+  s.bytes_recv = r.opt_number("bytes_recv");
+  s.epochs = r.opt_integer("epochs", 0);
+  s.steps = r.opt_integer("steps", 0);
+  s.batch_size = r.opt_integer("batch_size", 0);
+  s.global_batch = r.opt_integer("global_batch", 0);
+  s.model_bytes = r.opt_integer("model_bytes", 0);
+  s.workers = r.opt_integer("workers", 1);
+  s.servers = r.opt_integer("servers", 0);
+  s.model = r.opt_string("model");
+  s.optimizer = r.opt_string("optimizer");
+  s.mode = r.opt_string("mode");
+  return s;
+}
+
+}  // namespace
+
+bool is_run_dir(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  return static_cast<bool>(in);
+}
+
+RunMetrics read_run(const std::string& dir) {
+  RunMetrics run;
+  run.dir = dir;
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  size_t slash = trimmed.find_last_of('/');
+  run.name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+
+  std::string path = trimmed + "/metrics.jsonl";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open (is " + dir + " a run directory?)");
+  run.config = read_config(trimmed + "/config.toml");
+
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::string where = path + ":" + std::to_string(line_no);
+    Json obj;
+    try {
+      obj = Json::parse(line, where);
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      throw Error(msg.find(where) == std::string::npos ? where + ": " + msg : msg);
+    }
+    if (!obj.is_object()) throw Error(where + ": expected a JSON object");
+    if (!obj.has("event") || !obj.at("event").is_string()) throw Error(where + ": missing string field 'event'");
+    LineReader r(obj, where);
+    const std::string& event = obj.at("event").as_string();
+    if (event == "step") {
+      run.steps.push_back(read_step(r));
+    } else if (event == "epoch") {
+      run.epochs.push_back(read_epoch(r));
+    } else if (event == "summary") {
+      run.summary = read_summary(r);
+    }
+  }
+  if (in.bad()) throw Error(path + ": read error");
+  return run;
+}
+
+}  // namespace pshard

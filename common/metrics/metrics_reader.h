@@ -1,0 +1,62 @@
+// Reads a run directory (config.toml + metrics.jsonl, docs/METRICS.md) back into structs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pshard {
+
+// One `step` line: the loss of one batch.
+struct StepRecord {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  double loss = 0;
+  std::optional<double> lr;
+  double wall_s = 0;
+};
+
+// One `epoch` line. Fields that are null or absent are empty optionals.
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t step = 0;  // global steps done after this epoch
+  std::optional<double> train_loss, train_acc, test_loss, test_acc;
+  std::optional<double> samples_per_s, epoch_s, eval_s, compute_s, comm_wait_s;
+  std::optional<double> bytes_sent, bytes_recv, wall_s;
+};
+
+// The last line (`summary`), when the run finished.
+struct SummaryRecord {
+  std::optional<double> test_acc, test_loss, train_loss, train_acc;
+  std::optional<double> samples_per_s, wall_s, lr, compute_s, comm_wait_s, bytes_sent, bytes_recv;
+  int64_t epochs = 0, steps = 0;
+  int64_t batch_size = 0, global_batch = 0, model_bytes = 0;
+  int64_t workers = 1, servers = 0;
+  std::string model, optimizer, mode;
+};
+
+// Everything a report needs about one run.
+struct RunMetrics {
+  std::string dir;                            // as given
+  std::string name;                           // last path component of dir
+  std::map<std::string, std::string> config;  // "section.key" -> value text (strings unquoted), from config.toml
+  std::vector<StepRecord> steps;
+  std::vector<EpochRecord> epochs;
+  std::optional<SummaryRecord> summary;  // empty: the run did not finish
+};
+
+// Reads DIR/metrics.jsonl (required) and DIR/config.toml (optional: empty
+// config when absent). A malformed line is an Error naming the file and the
+// line ("runs/a/metrics.jsonl:7: field 'loss': expected a number"). Unknown
+// events and unknown fields are ignored, so newer writers stay readable.
+//
+//   RunMetrics run = read_run("runs/mlp-sgd");
+//   for (const EpochRecord& e : run.epochs) std::printf("%lld %g\n", (long long)e.epoch, *e.test_acc);
+RunMetrics read_run(const std::string& dir);
+
+// True when DIR/metrics.jsonl exists.
+bool is_run_dir(const std::string& dir);
+
+}  // namespace pshard

@@ -1,0 +1,583 @@
+// Writes report.md, the CSV tables and the charts of `pshard report`.
+#include "launcher/report/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "launcher/report/plots.h"
+
+namespace pshard::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kMB = 1e6;
+
+// A number for a CSV cell ("" when unknown) or a Markdown cell ("n/a").
+std::string num(double v, int digits = 6, const char* missing = "") {
+  if (!std::isfinite(v)) return missing;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+std::string md(double v, int digits = 4) { return num(v, digits, "n/a"); }
+std::string opt(const std::optional<double>& v, int digits = 6, const char* missing = "") {
+  return v ? num(*v, digits, missing) : missing;
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string md_cell(std::string s) {
+  for (char& c : s) {
+    if (c == '|') c = '/';
+  }
+  return s;
+}
+
+class CsvFile {
+ public:
+  CsvFile(const std::string& path, const std::vector<std::string>& columns) : path_(path), out_(path, std::ios::trunc) {
+    if (!out_) throw Error(path + ": cannot write");
+    row(columns);
+  }
+  void row(const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) out_ << (i ? "," : "") << csv_cell(cells[i]);
+    out_ << "\n";
+  }
+  ~CsvFile() = default;
+  void close() {
+    out_.close();
+    if (!out_) throw Error(path_ + ": write failed");
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::string timestamp(const char* format) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+bool any_value(const std::vector<RunMetrics>& runs, std::optional<double> EpochRecord::*field) {
+  for (const RunMetrics& r : runs) {
+    for (const EpochRecord& e : r.epochs) {
+      if (e.*field) return true;
+    }
+  }
+  return false;
+}
+
+std::string cfg(const RunMetrics& r, const std::string& key, const std::string& fallback) {
+  auto it = r.config.find(key);
+  return it == r.config.end() ? fallback : it->second;
+}
+
+// ---- CSV tables ------------------------------------------------------------
+
+void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs,
+                    const std::vector<std::string>& labels) {
+  CsvFile f(path, {"run", "dir", "label", "model", "optimizer", "mode", "workers", "servers", "batch_size",
+                   "global_batch", "epochs", "steps", "train_loss", "train_acc", "test_loss", "test_acc",
+                   "samples_per_s", "wall_s", "finished"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& r = runs[i];
+    const SummaryRecord s = r.summary.value_or(SummaryRecord{});
+    f.row({r.name, r.dir, labels[i], s.model.empty() ? cfg(r, "model.name", "") : s.model,
+           s.optimizer.empty() ? cfg(r, "optimizer.name", "") : s.optimizer, s.mode, std::to_string(s.workers),
+           std::to_string(s.servers), s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
+           s.global_batch ? std::to_string(s.global_batch) : "", std::to_string(r.epochs.size()),
+           r.epochs.empty() ? "" : std::to_string(r.epochs.back().step), opt(s.train_loss), opt(s.train_acc),
+           opt(s.test_loss), opt(s.test_acc), opt(s.samples_per_s), opt(s.wall_s), r.summary ? "yes" : "no"});
+  }
+  f.close();
+}
+
+void write_convergence_csvs(const std::string& steps_path, const std::string& epochs_path,
+                            const std::vector<RunMetrics>& runs, const std::vector<std::string>& labels) {
+  CsvFile steps(steps_path, {"run", "label", "epoch", "step", "wall_s", "loss", "lr"});
+  CsvFile epochs(epochs_path, {"run", "label", "epoch", "step", "wall_s", "train_loss", "train_acc", "test_loss",
+                               "test_acc", "samples_per_s", "epoch_s", "compute_s", "comm_wait_s"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const StepRecord& s : runs[i].steps) {
+      steps.row({runs[i].name, labels[i], std::to_string(s.epoch), std::to_string(s.step), num(s.wall_s), num(s.loss),
+                 opt(s.lr)});
+    }
+    for (const EpochRecord& e : runs[i].epochs) {
+      epochs.row({runs[i].name, labels[i], std::to_string(e.epoch), std::to_string(e.step), opt(e.wall_s),
+                  opt(e.train_loss), opt(e.train_acc), opt(e.test_loss), opt(e.test_acc), opt(e.samples_per_s),
+                  opt(e.epoch_s), opt(e.compute_s), opt(e.comm_wait_s)});
+    }
+  }
+  steps.close();
+  epochs.close();
+}
+
+const std::vector<std::string> kScalingColumns = {"group",
+                                                  "run",
+                                                  "label",
+                                                  "workers",
+                                                  "servers",
+                                                  "epochs",
+                                                  "steps",
+                                                  "train_s",
+                                                  "epoch_s",
+                                                  "speedup",
+                                                  "ideal_speedup",
+                                                  "efficiency",
+                                                  "samples_per_s",
+                                                  "step_ms",
+                                                  "compute_ms_per_step",
+                                                  "comm_ms_per_step",
+                                                  "other_ms_per_step",
+                                                  "comm_fraction",
+                                                  "model_MB",
+                                                  "traffic_MB_per_step",
+                                                  "ps_bound_MB_per_step",
+                                                  "sent_MB_per_worker_step",
+                                                  "ps_sent_MB_per_worker_step",
+                                                  "ring_MB_per_worker_step",
+                                                  "bandwidth_MBps",
+                                                  "bandwidth_per_worker_MBps"};
+
+void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>& groups,
+                       const std::vector<RunMetrics>& runs, const std::vector<std::string>& labels) {
+  CsvFile f(path, kScalingColumns);
+  for (const ScalingGroup& g : groups) {
+    double base_workers = static_cast<double>(g.rows.front().workers);
+    for (const ScalingRow& r : g.rows) {
+      f.row({g.title,
+             runs[r.run].name,
+             labels[r.run],
+             std::to_string(r.workers),
+             std::to_string(r.servers),
+             std::to_string(r.epochs),
+             std::to_string(r.steps),
+             num(r.train_s),
+             num(r.epoch_s),
+             num(r.speedup),
+             num(static_cast<double>(r.workers) / base_workers),
+             num(r.efficiency),
+             num(r.samples_per_s),
+             num(r.step_s * 1e3),
+             num(r.compute_s_per_step * 1e3),
+             num(r.comm_s_per_step * 1e3),
+             num(r.other_s_per_step * 1e3),
+             num(r.comm_s_per_step / r.step_s),
+             num(r.model_bytes / kMB),
+             num(r.traffic_bytes_per_step / kMB),
+             num(r.ps_bound_bytes_per_step / kMB),
+             num(r.sent_bytes_per_worker_step / kMB),
+             num(r.model_bytes / kMB),
+             num(r.ring_bytes_per_worker_step / kMB),
+             num(r.bandwidth_bytes_per_s / kMB),
+             num(r.bandwidth_per_worker_bytes_per_s / kMB)});
+    }
+  }
+  f.close();
+}
+
+void write_batch_csv(const std::string& path, const std::vector<BatchRow>& rows, const std::vector<RunMetrics>& runs,
+                     const std::vector<std::string>& labels) {
+  CsvFile f(path, {"run", "label", "workers", "workers_label", "batch_size", "global_batch", "samples_per_s", "step_ms",
+                   "train_loss", "test_loss", "test_acc"});
+  for (const BatchRow& b : rows) {
+    f.row({runs[b.run].name, labels[b.run], std::to_string(b.workers), "W=" + std::to_string(b.workers),
+           std::to_string(b.batch_size), std::to_string(b.global_batch), num(b.samples_per_s), num(b.step_s * 1e3),
+           num(b.train_loss), num(b.test_loss), num(b.test_acc)});
+  }
+  f.close();
+}
+
+// ---- charts ----------------------------------------------------------------
+
+PlotLayer layer(const std::string& csv, const std::string& x, const std::string& y, const std::string& group,
+                const std::string& label, const std::string& style = "-", const std::string& marker = "") {
+  PlotLayer l;
+  l.csv = csv;
+  l.x = x;
+  l.y = y;
+  l.group = group;
+  l.label = label;
+  l.style = style;
+  l.marker = marker;
+  return l;
+}
+
+PlotPanel panel(const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                std::vector<PlotLayer> layers, const std::string& kind = "line") {
+  PlotPanel p;
+  p.title = title;
+  p.xlabel = xlabel;
+  p.ylabel = ylabel;
+  p.kind = kind;
+  p.layers = std::move(layers);
+  return p;
+}
+
+std::vector<PlotChart> convergence_charts(const std::vector<RunMetrics>& runs, const ReportOptions& o) {
+  bool have_steps = false;
+  for (const RunMetrics& r : runs) have_steps = have_steps || !r.steps.empty();
+  const std::string sc = "convergence_steps.csv", ec = "convergence_epochs.csv";
+  std::vector<PlotChart> charts;
+  auto chart = [&](const std::string& png, const std::string& title, PlotPanel p) {
+    PlotChart c;
+    c.png = png;
+    c.title = title;
+    c.width = o.plot_width;
+    c.height = o.plot_height;
+    c.panels.push_back(std::move(p));
+    charts.push_back(std::move(c));
+  };
+  bool have_train_loss = any_value(runs, &EpochRecord::train_loss);
+  bool have_test_loss = any_value(runs, &EpochRecord::test_loss);
+  if (have_steps) {
+    chart("loss_vs_step.png", "Training loss vs step",
+          panel("loss of one batch (every log_every steps)", "step", "training loss",
+                {layer(sc, "step", "loss", "label", "")}));
+    chart("loss_vs_time.png", "Training loss vs wall time",
+          panel("loss of one batch against seconds since the start of training", "wall time (s)", "training loss",
+                {layer(sc, "wall_s", "loss", "label", "")}));
+  } else if (have_train_loss) {
+    chart("loss_vs_step.png", "Training loss vs step",
+          panel("mean loss of each epoch, at the step the epoch ended", "step", "training loss",
+                {layer(ec, "step", "train_loss", "label", "", "-", "o")}));
+    chart("loss_vs_time.png", "Training loss vs wall time",
+          panel("mean loss of each epoch, at the time the epoch ended", "wall time (s)", "training loss",
+                {layer(ec, "wall_s", "train_loss", "label", "", "-", "o")}));
+  }
+  std::vector<PlotLayer> loss_layers;
+  if (have_train_loss) loss_layers.push_back(layer(ec, "epoch", "train_loss", "label", "(train)", "-", "o"));
+  if (have_test_loss) loss_layers.push_back(layer(ec, "epoch", "test_loss", "label", "(test)", "--", "s"));
+  if (!loss_layers.empty()) {
+    PlotPanel p =
+        panel("train: mean over the epoch (solid); test: after the epoch (dashed)", "epoch", "loss", loss_layers);
+    p.integer_x = true;
+    chart("loss_vs_epoch.png", "Loss vs epoch", p);
+  }
+  std::vector<PlotLayer> acc_layers;
+  if (any_value(runs, &EpochRecord::train_acc)) {
+    acc_layers.push_back(layer(ec, "epoch", "train_acc", "label", "(train)", "-", "o"));
+  }
+  if (any_value(runs, &EpochRecord::test_acc)) {
+    acc_layers.push_back(layer(ec, "epoch", "test_acc", "label", "(test)", "--", "s"));
+  }
+  if (!acc_layers.empty()) {
+    PlotPanel p = panel("train: mean over the epoch (solid); test: after the epoch (dashed)", "epoch",
+                        "accuracy (fraction)", acc_layers);
+    p.integer_x = true;
+    chart("accuracy_vs_epoch.png", "Accuracy vs epoch", p);
+  }
+  return charts;
+}
+
+// A line panel over worker counts: base-2 axis with a tick at each count.
+PlotPanel over_workers(PlotPanel p) {
+  p.logx = true;
+  p.data_xticks = true;
+  return p;
+}
+
+std::vector<PlotChart> scaling_charts(const std::vector<ScalingGroup>& groups, const ReportOptions& o) {
+  std::vector<PlotChart> charts;
+  const std::string csv = "scaling.csv";
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const ScalingGroup& g = groups[gi];
+    std::string suffix = groups.size() > 1 ? "_" + std::to_string(gi + 1) : "";
+    std::map<std::string, std::string> where = {{"group", g.title}};
+    auto with_where = [&](PlotLayer l) {
+      l.where = where;
+      return l;
+    };
+    PlotChart c;
+    c.png = "scaling" + suffix + ".png";
+    c.title = "Scaling with the number of workers" + (g.title == "all runs" ? "" : " (" + g.title + ")");
+    c.width = o.plot_width;
+    c.height = o.plot_height * 3 / 2;
+    c.panels.push_back(over_workers(panel("mean epoch time", "workers W", "epoch time (s)",
+                                          {with_where(layer(csv, "workers", "epoch_s", "", "measured", "-", "o"))})));
+    c.panels.push_back(
+        over_workers(panel("speedup T(W0)/T(W)", "workers W", "speedup (x)",
+                           {with_where(layer(csv, "workers", "speedup", "", "measured", "-", "o")),
+                            with_where(layer(csv, "workers", "ideal_speedup", "", "ideal (linear)", "--", ""))})));
+    c.panels.push_back(
+        over_workers(panel("scaling efficiency speedup x W0/W", "workers W", "efficiency (fraction)",
+                           {with_where(layer(csv, "workers", "efficiency", "", "measured", "-", "o"))})));
+    c.panels.push_back(panel("time per step (mean over workers)", "workers W", "time per step (ms)",
+                             {with_where(layer(csv, "workers", "compute_ms_per_step", "", "compute (fwd/bwd)")),
+                              with_where(layer(csv, "workers", "comm_ms_per_step", "", "blocked on communication")),
+                              with_where(layer(csv, "workers", "other_ms_per_step", "", "other"))},
+                             "stacked"));
+    charts.push_back(c);
+
+    PlotChart b;
+    b.png = "bandwidth" + suffix + ".png";
+    b.title = "Communication volume and bandwidth" + (g.title == "all runs" ? "" : " (" + g.title + ")");
+    b.width = o.plot_width;
+    b.height = o.plot_height * 3 / 2;
+    b.panels.push_back(
+        panel("traffic per step, all workers (sent + received)", "workers W", "MB per step",
+              {with_where(layer(csv, "workers", "traffic_MB_per_step", "", "measured")),
+               with_where(layer(csv, "workers", "ps_bound_MB_per_step", "", "parameter server 2 x model x W"))},
+              "bars"));
+    b.panels.push_back(
+        panel("bytes sent per worker per step", "workers W", "MB per worker per step",
+              {with_where(layer(csv, "workers", "sent_MB_per_worker_step", "", "measured")),
+               with_where(layer(csv, "workers", "ps_sent_MB_per_worker_step", "", "parameter server (model)")),
+               with_where(layer(csv, "workers", "ring_MB_per_worker_step", "", "ring all-reduce 2(W-1)/W x model"))},
+              "bars"));
+    b.panels.push_back(over_workers(
+        panel("achieved bandwidth (sent + received)", "workers W", "MB/s",
+              {with_where(layer(csv, "workers", "bandwidth_MBps", "", "all workers", "-", "o")),
+               with_where(layer(csv, "workers", "bandwidth_per_worker_MBps", "", "per worker", "--", "s"))})));
+    b.panels.push_back(
+        over_workers(panel("share of a step blocked on communication", "workers W", "comm / step time (fraction)",
+                           {with_where(layer(csv, "workers", "comm_fraction", "", "measured", "-", "o"))})));
+    charts.push_back(b);
+  }
+  return charts;
+}
+
+PlotChart batch_chart(const ReportOptions& o) {
+  PlotChart c;
+  c.png = "throughput_vs_batch.png";
+  c.title = "Throughput vs batch size";
+  c.width = o.plot_width;
+  c.height = o.plot_height;
+  PlotPanel t = panel("training throughput, all workers", "global batch (samples per step)", "samples/s",
+                      {layer("batch.csv", "global_batch", "samples_per_s", "workers_label", "", "-", "o")});
+  t.logx = true;
+  t.data_xticks = true;
+  PlotPanel s = panel("time per step", "global batch (samples per step)", "time per step (ms)",
+                      {layer("batch.csv", "global_batch", "step_ms", "workers_label", "", "-", "o")});
+  s.logx = true;
+  s.data_xticks = true;
+  c.panels = {t, s};
+  return c;
+}
+
+// ---- report.md -------------------------------------------------------------
+
+const char* kScalingDefinitions =
+    R"(Definitions (W = workers of a run, W0 = fewest workers in the group, M = model bytes;
+1 MB = 10^6 bytes; per-step values divide run totals by the number of synchronous steps each worker made):
+
+| column | meaning | unit |
+| --- | --- | --- |
+| W, S | workers and servers of the run | count |
+| epoch time | training seconds per epoch (sum of `epoch_s` / epochs; evaluation excluded) | s |
+| speedup | epoch time(W0) / epoch time(W); with W0 = 1 this is T1/TW | x |
+| efficiency | speedup x W0 / W (1 = perfect linear scaling) | fraction |
+| samples/s | training samples per second, all workers together | samples/s |
+| step | training seconds per step = compute + comm + other | ms |
+| compute | forward/backward per step (mean over workers) | ms |
+| comm | blocked waiting for push/pull per step (mean over workers) | ms |
+| other | step - compute - comm: data loading, optimizer bookkeeping, overhead | ms |
+| traffic/step | payload bytes sent + received by all workers per step | MB |
+| PS bound/step | 2 x M x W: every worker pushes its gradient and pulls the model once per step | MB |
+| sent/worker/step | payload bytes one worker sends per step (mean) | MB |
+| ring/worker/step | 2(W-1)/W x M: what each worker sends (and receives) per step in a ring all-reduce | MB |
+| bandwidth | (bytes sent + received by all workers) / training seconds | MB/s |
+| bw/worker | bandwidth / W | MB/s |
+)";
+
+std::string png_line(const PlotOutcome& plots, const std::string& png, const std::string& alt) {
+  for (const std::string& p : plots.pngs) {
+    if (p.size() >= png.size() && p.compare(p.size() - png.size(), png.size(), png) == 0) {
+      return "![" + alt + "](" + png + ")\n\n";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string scaling_markdown(const ScalingGroup& g, const std::vector<std::string>& labels) {
+  std::ostringstream out;
+  out << "| run | W | S | epoch time (s) | speedup | efficiency | samples/s | step (ms) | compute (ms) | comm (ms) | "
+         "other (ms) | traffic/step (MB) | PS bound/step (MB) | sent/worker/step (MB) | ring/worker/step (MB) | "
+         "bandwidth (MB/s) | bw/worker (MB/s) |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const ScalingRow& r : g.rows) {
+    out << "| " << md_cell(labels[r.run]) << " | " << r.workers << " | " << r.servers << " | " << md(r.epoch_s) << " | "
+        << md(r.speedup, 3) << " | " << md(r.efficiency, 3) << " | " << md(r.samples_per_s) << " | "
+        << md(r.step_s * 1e3) << " | " << md(r.compute_s_per_step * 1e3) << " | " << md(r.comm_s_per_step * 1e3)
+        << " | " << md(r.other_s_per_step * 1e3) << " | " << md(r.traffic_bytes_per_step / kMB) << " | "
+        << md(r.ps_bound_bytes_per_step / kMB) << " | " << md(r.sent_bytes_per_worker_step / kMB) << " | "
+        << md(r.ring_bytes_per_worker_step / kMB) << " | " << md(r.bandwidth_bytes_per_s / kMB) << " | "
+        << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " |\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> expand_run_dirs(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    if (is_run_dir(p)) {
+      out.push_back(p);
+      continue;
+    }
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) throw Error(p + ": not a run directory (no metrics.jsonl) and not a folder of runs");
+    std::vector<std::string> inner;
+    for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
+      if (e.is_directory() && is_run_dir(e.path().string())) inner.push_back(e.path().string());
+    }
+    if (ec) throw Error(p + ": cannot list: " + ec.message());
+    if (inner.empty()) throw Error(p + ": no metrics.jsonl in it nor in any folder directly inside it");
+    std::sort(inner.begin(), inner.end());
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+std::string default_report_dir(const std::vector<std::string>& run_dirs) {
+  if (run_dirs.size() == 1) {
+    std::string d = run_dirs.front();
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return d + "/report";
+  }
+  return "reports/" + timestamp("%Y%m%d-%H%M%S");
+}
+
+ReportResult write_report(const std::vector<std::string>& run_dirs, const ReportOptions& options) {
+  if (run_dirs.empty()) throw Error("report: no run directories given");
+  if (options.plot_width < 100 || options.plot_height < 100 || options.plot_width > 10000 ||
+      options.plot_height > 10000) {
+    throw Error("report: plot size " + std::to_string(options.plot_width) + "x" + std::to_string(options.plot_height) +
+                " is outside 100..10000 pixels");
+  }
+  ReportResult res;
+  for (const std::string& d : run_dirs) res.runs.push_back(read_run(d));
+  res.out_dir = options.out_dir.empty() ? default_report_dir(run_dirs) : options.out_dir;
+  std::error_code ec;
+  fs::create_directories(res.out_dir, ec);
+  if (ec) throw Error(res.out_dir + ": cannot create the report folder: " + ec.message());
+
+  const std::vector<RunMetrics>& runs = res.runs;
+  res.labels = run_labels(runs);
+  res.scaling = scaling_groups(runs);
+  res.batch = batch_rows(runs);
+
+  auto path = [&](const std::string& name) { return res.out_dir + "/" + name; };
+  write_runs_csv(path("runs.csv"), runs, res.labels);
+  write_convergence_csvs(path("convergence_steps.csv"), path("convergence_epochs.csv"), runs, res.labels);
+  res.csvs = {path("runs.csv"), path("convergence_steps.csv"), path("convergence_epochs.csv")};
+  if (!res.scaling.empty()) {
+    write_scaling_csv(path("scaling.csv"), res.scaling, runs, res.labels);
+    res.csvs.push_back(path("scaling.csv"));
+  }
+  if (!res.batch.empty()) {
+    write_batch_csv(path("batch.csv"), res.batch, runs, res.labels);
+    res.csvs.push_back(path("batch.csv"));
+  }
+
+  ReportOptions o = options;
+  std::vector<PlotChart> charts = convergence_charts(runs, o);
+  std::vector<PlotChart> sc = scaling_charts(res.scaling, o);
+  charts.insert(charts.end(), sc.begin(), sc.end());
+  if (!res.batch.empty()) charts.push_back(batch_chart(o));
+  PlotOutcome plots = draw_charts(charts, res.out_dir, options.python, options.plot_script);
+  res.plots_drawn = plots.drawn;
+  res.plots_note = plots.note;
+  res.pngs = plots.pngs;
+
+  // report.md
+  std::ostringstream m;
+  m << "# pshard report\n\n"
+    << "Generated " << timestamp("%Y-%m-%d %H:%M:%S") << " by `pshard report` from " << runs.size() << " run"
+    << (runs.size() == 1 ? "" : "s") << ". Tables: "
+    << "`runs.csv`, `convergence_steps.csv`, `convergence_epochs.csv`" << (res.scaling.empty() ? "" : ", `scaling.csv`")
+    << (res.batch.empty() ? "" : ", `batch.csv`") << ".\n\n";
+  if (!plots.drawn) m << "**Plots were skipped:** " << plots.note << ".\n\n";
+  std::vector<std::string> keys = differing_keys(runs);
+  if (runs.size() > 1) {
+    std::set<int64_t> worker_counts;
+    for (const RunMetrics& r : runs) worker_counts.insert(r.summary ? r.summary->workers : 1);
+    if (worker_counts.size() > 1) keys.insert(keys.begin(), "workers (W)");
+    m << "Runs differ in: ";
+    if (keys.empty()) m << "nothing but their names";
+    for (size_t i = 0; i < keys.size(); ++i) m << (i ? ", " : "") << "`" << keys[i] << "`";
+    m << ".\n\n";
+  }
+  m << "## Runs\n\n"
+    << "Final values are those of the last epoch; accuracy is a fraction (0..1); samples/s counts training samples "
+       "of all workers per training second; wall time includes evaluation.\n\n"
+    << "| run | label | model | optimizer | mode | W | S | batch/worker | epochs | steps | train loss | test loss | "
+       "test acc | samples/s | wall (s) |\n"
+    << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& r = runs[i];
+    const SummaryRecord s = r.summary.value_or(SummaryRecord{});
+    const EpochRecord* last = r.epochs.empty() ? nullptr : &r.epochs.back();
+    m << "| " << md_cell(r.name) << (r.summary ? "" : " (unfinished)") << " | " << md_cell(res.labels[i]) << " | "
+      << (s.model.empty() ? cfg(r, "model.name", "?") : s.model) << " | "
+      << (s.optimizer.empty() ? cfg(r, "optimizer.name", "?") : s.optimizer) << " | " << (s.mode.empty() ? "?" : s.mode)
+      << " | " << s.workers << " | " << s.servers << " | "
+      << (s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", "?")) << " | " << r.epochs.size()
+      << " | " << (last ? std::to_string(last->step) : "0") << " | " << (last ? opt(last->train_loss, 4, "n/a") : "n/a")
+      << " | " << (last ? opt(last->test_loss, 4, "n/a") : "n/a") << " | "
+      << (last ? opt(last->test_acc, 4, "n/a") : "n/a") << " | " << opt(s.samples_per_s, 4, "n/a") << " | "
+      << opt(s.wall_s, 4, "n/a") << " |\n";
+  }
+  m << "\n## Convergence\n\n";
+  m << png_line(plots, "loss_vs_step.png", "training loss vs step")
+    << png_line(plots, "loss_vs_epoch.png", "loss vs epoch") << png_line(plots, "loss_vs_time.png", "loss vs time")
+    << png_line(plots, "accuracy_vs_epoch.png", "accuracy vs epoch");
+  m << "Per-epoch numbers of every run: `convergence_epochs.csv`; logged steps: `convergence_steps.csv`.\n\n";
+
+  m << "## Scaling\n\n";
+  if (res.scaling.empty()) {
+    m << "No scaling table: it needs finished runs with the same configuration and at least two different worker "
+         "counts (e.g. `pshard bench scaling --workers 1,2,4,8 --config FILE`).\n\n";
+  } else {
+    m << kScalingDefinitions << "\n";
+    for (size_t gi = 0; gi < res.scaling.size(); ++gi) {
+      const ScalingGroup& g = res.scaling[gi];
+      std::string suffix = res.scaling.size() > 1 ? "_" + std::to_string(gi + 1) : "";
+      m << "### " << md_cell(g.title) << "\n\n" << scaling_markdown(g, res.labels) << "\n";
+      m << png_line(plots, "scaling" + suffix + ".png", "scaling")
+        << png_line(plots, "bandwidth" + suffix + ".png", "bandwidth");
+    }
+  }
+  m << "## Throughput vs batch size\n\n";
+  if (res.batch.empty()) {
+    m << "No batch-size table: it needs finished runs with at least two different global batch sizes.\n\n";
+  } else {
+    m << "Global batch = batch per worker x W. samples/s: training samples per second, all workers. step: training "
+         "seconds per step (ms). Losses and accuracy: last epoch.\n\n"
+      << "| run | W | batch/worker | global batch | samples/s | step (ms) | train loss | test loss | test acc |\n"
+      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const BatchRow& b : res.batch) {
+      m << "| " << md_cell(res.labels[b.run]) << " | " << b.workers << " | " << b.batch_size << " | " << b.global_batch
+        << " | " << md(b.samples_per_s) << " | " << md(b.step_s * 1e3) << " | " << md(b.train_loss) << " | "
+        << md(b.test_loss) << " | " << md(b.test_acc) << " |\n";
+    }
+    m << "\n" << png_line(plots, "throughput_vs_batch.png", "throughput vs batch size");
+  }
+  res.report_md = path("report.md");
+  std::ofstream f(res.report_md, std::ios::trunc);
+  f << m.str();
+  f.close();
+  if (!f) throw Error(res.report_md + ": write failed");
+  return res;
+}
+
+}  // namespace pshard::report
