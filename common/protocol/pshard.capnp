@@ -4,6 +4,14 @@
 # more raw payload frames (tensor bytes, never copied into the header).
 # Versioning: add fields at the end of a struct with the next ordinal; never
 # renumber or change the type of an existing field.
+#
+# Data plane (worker DEALER -> server ROUTER; see docs/PROTOCOL.md):
+#   init      keys + one payload per key (initial weights)   -> ack | error
+#   push      keys + one payload per key (gradients)         -> ack | error
+#   pull      keys, no payload                               -> weights | error
+#   pushPull  keys + one payload per key (gradients)         -> weights | error
+#   ping      nothing                                        -> pong
+#   shutdown  nothing                                        -> ack (then the server stops)
 @0x90a67fa7ef1961e4;
 
 $import "/capnp/c++.capnp".namespace("pshard::wire");
@@ -28,6 +36,37 @@ enum MessageType {
   invalid @0;       # never sent; the default value of an unset field
   ping @1;          # liveness/latency probe; answered with pong
   pong @2;
+  init @3;          # worker 0 -> server: initial weights, one payload per key; `tensors` carries the model's tensor list
+  push @4;          # worker -> server: gradients of step `step`, one payload per key
+  pull @5;          # worker -> server: ask for the weights of `keys` as seen by a worker at step/clock `step`; no payload
+  pushPull @6;      # push of step `step`, then pull at step `step` + 1, answered with the weights
+  ack @7;           # server -> worker: init/push/shutdown accepted; no payload
+  weights @8;       # server -> worker: reply to pull/pushPull, one float32 payload per key, same key order
+  error @9;         # server -> worker: the request was refused; `errorCode` and `errorMessage` say why; no payload
+  shutdown @10;     # -> server: finish and exit (needs the job token); answered with ack
+}
+
+# Why a request was refused (in an `error` reply).
+enum ErrorCode {
+  none @0;
+  badHeader @1;         # the header frame is not a valid Header (truncated, misaligned size, garbage)
+  unknownType @2;       # `type` is not a request this server handles
+  badToken @3;          # `jobToken` differs from this job's token
+  badSender @4;         # sender role is not worker, or senderRank >= number of workers
+  unknownKey @5;        # (tensor, slice) does not exist in the layout
+  wrongServer @6;       # the key is owned by another server
+  wrongLength @7;       # offset/length/payload size do not match the slice
+  wrongPayloadCount @8; # number of payload frames differs from the number of keys (or from 0 for pull)
+  badDtype @9;          # payload dtype is not float32
+  layoutMismatch @10;   # `layoutFingerprint` differs from the server's layout (different tensor list, slice size or S)
+  notInitialized @11;   # push before the slice's init, or a request before any init told the server the layout
+  alreadyInitialized @12; # a second init of a slice
+  badStep @13;          # BSP push for a step that is already aggregated or not yet open, or a negative step
+  duplicatePush @14;    # BSP: this worker already pushed this step for this key
+  workerDead @15;       # the sender was declared dead (failure policy continue)
+  duplicateKey @16;     # the same key twice in one request
+  overloaded @17;       # too many requests waiting for the layout; retry later
+  internal @18;         # a bug; the message says what
 }
 
 # One key's payload description: the frame with index `frame` (counting
@@ -36,8 +75,14 @@ struct KeyRef {
   tensor @0 :UInt32;     # tensor id: index in the model's stable tensor list
   slice @1 :UInt32;      # slice index within the tensor
   offset @2 :UInt64;     # first element of the slice within the tensor (elements)
-  length @3 :UInt64;     # number of elements in this payload
+  length @3 :UInt64;     # number of elements in this payload (elements; for pull: of the slice)
   dtype @4 :DType;       # element type of the payload frame
+}
+
+# One parameter tensor of the model (carried by `init`, in tensor-id order).
+struct TensorInfo {
+  name @0 :Text;         # e.g. "fc1.weight"; unique within the model
+  numel @1 :UInt64;      # number of elements (float32)
 }
 
 # The header frame of every message.
@@ -48,5 +93,12 @@ struct Header {
   senderRole @3 :Role;
   senderRank @4 :UInt32; # rank within the sender's role
   keys @5 :List(KeyRef); # one entry per payload frame, in frame order
-  step @6 :Int64;        # training step / clock the message refers to
+  step @6 :Int64;        # training step / clock the message refers to (push: the step the gradient belongs to,
+                         # 0-based; pull: the step the reader is about to compute)
+  layoutFingerprint @7 :UInt64; # SliceLayout::fingerprint() of the sender; 0 only in ping/shutdown and replies
+  tensors @8 :List(TensorInfo); # init only: the model's whole tensor list (every server derives the same layout)
+  sliceBytes @9 :UInt64; # init only: cluster.slice_bytes of the sender (bytes)
+  errorCode @10 :ErrorCode;     # error replies only
+  errorMessage @11 :Text;       # error replies only: what was wrong, naming the key or field
+  numServers @12 :UInt32;       # init only: number of servers the sender's layout assumes
 }

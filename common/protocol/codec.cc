@@ -1,0 +1,216 @@
+// Encoding and structural validation of data-plane headers (see codec.h and docs/PROTOCOL.md).
+#include "common/protocol/codec.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+
+namespace pshard::protocol {
+namespace {
+
+constexpr uint64_t kMaxKeysPerMessage = 1u << 20;
+
+Decoded fail(Decoded d, ErrorCode code, std::string why) {
+  d.ok = false;
+  d.code = code;
+  d.error = std::move(why);
+  return d;
+}
+
+bool known_type(MessageType t) {
+  return static_cast<uint16_t>(t) >= static_cast<uint16_t>(MessageType::PING) &&
+         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::SHUTDOWN);
+}
+
+std::string key_name(size_t i, const KeyRef& k) {
+  return "key " + std::to_string(i) + " (tensor " + std::to_string(k.tensor) + ", slice " + std::to_string(k.slice) +
+         ")";
+}
+
+}  // namespace
+
+bool carries_payloads(MessageType type) {
+  return type == MessageType::INIT || type == MessageType::PUSH || type == MessageType::PUSH_PULL ||
+         type == MessageType::WEIGHTS;
+}
+
+const char* type_name(MessageType type) {
+  switch (type) {
+    case MessageType::INVALID: return "invalid";
+    case MessageType::PING: return "ping";
+    case MessageType::PONG: return "pong";
+    case MessageType::INIT: return "init";
+    case MessageType::PUSH: return "push";
+    case MessageType::PULL: return "pull";
+    case MessageType::PUSH_PULL: return "pushPull";
+    case MessageType::ACK: return "ack";
+    case MessageType::WEIGHTS: return "weights";
+    case MessageType::ERROR: return "error";
+    case MessageType::SHUTDOWN: return "shutdown";
+  }
+  return "unknown";
+}
+
+const char* error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::NONE: return "none";
+    case ErrorCode::BAD_HEADER: return "badHeader";
+    case ErrorCode::UNKNOWN_TYPE: return "unknownType";
+    case ErrorCode::BAD_TOKEN: return "badToken";
+    case ErrorCode::BAD_SENDER: return "badSender";
+    case ErrorCode::UNKNOWN_KEY: return "unknownKey";
+    case ErrorCode::WRONG_SERVER: return "wrongServer";
+    case ErrorCode::WRONG_LENGTH: return "wrongLength";
+    case ErrorCode::WRONG_PAYLOAD_COUNT: return "wrongPayloadCount";
+    case ErrorCode::BAD_DTYPE: return "badDtype";
+    case ErrorCode::LAYOUT_MISMATCH: return "layoutMismatch";
+    case ErrorCode::NOT_INITIALIZED: return "notInitialized";
+    case ErrorCode::ALREADY_INITIALIZED: return "alreadyInitialized";
+    case ErrorCode::BAD_STEP: return "badStep";
+    case ErrorCode::DUPLICATE_PUSH: return "duplicatePush";
+    case ErrorCode::WORKER_DEAD: return "workerDead";
+    case ErrorCode::DUPLICATE_KEY: return "duplicateKey";
+    case ErrorCode::OVERLOADED: return "overloaded";
+    case ErrorCode::INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+std::string encode_header(const Message& msg) {
+  capnp::MallocMessageBuilder builder;
+  auto h = builder.initRoot<wire::Header>();
+  h.setType(msg.type);
+  h.setRequestId(msg.request_id);
+  h.setJobToken(msg.job_token);
+  h.setSenderRole(msg.sender_role);
+  h.setSenderRank(msg.sender_rank);
+  h.setStep(msg.step);
+  h.setLayoutFingerprint(msg.layout_fingerprint);
+  if (!msg.keys.empty()) {
+    auto keys = h.initKeys(static_cast<unsigned>(msg.keys.size()));
+    for (size_t i = 0; i < msg.keys.size(); ++i) {
+      keys[i].setTensor(msg.keys[i].tensor);
+      keys[i].setSlice(msg.keys[i].slice);
+      keys[i].setOffset(msg.keys[i].offset);
+      keys[i].setLength(msg.keys[i].length);
+      keys[i].setDtype(msg.keys[i].dtype);
+    }
+  }
+  if (!msg.tensors.empty()) {
+    auto tensors = h.initTensors(static_cast<unsigned>(msg.tensors.size()));
+    for (size_t i = 0; i < msg.tensors.size(); ++i) {
+      tensors[i].setName(msg.tensors[i].name);
+      tensors[i].setNumel(msg.tensors[i].numel);
+    }
+  }
+  h.setSliceBytes(msg.slice_bytes);
+  h.setNumServers(msg.num_servers);
+  h.setErrorCode(msg.error_code);
+  if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+Decoded decode(const FrameView* frames, size_t count) {
+  Decoded d;
+  if (count == 0 || frames == nullptr) return fail(std::move(d), ErrorCode::BAD_HEADER, "message has no header frame");
+  const FrameView& hf = frames[0];
+  if (hf.size == 0 || hf.size % sizeof(capnp::word) != 0) {
+    return fail(std::move(d), ErrorCode::BAD_HEADER,
+                "header frame of " + std::to_string(hf.size) + " bytes is not a whole number of 8-byte words");
+  }
+  std::vector<capnp::word> aligned;
+  const capnp::word* words = static_cast<const capnp::word*>(hf.data);
+  if (reinterpret_cast<uintptr_t>(hf.data) % alignof(capnp::word) != 0) {
+    aligned.resize(hf.size / sizeof(capnp::word));
+    std::memcpy(aligned.data(), hf.data, hf.size);
+    words = aligned.data();
+  }
+  Message& m = d.message;
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 8u << 20;  // 64 MiB of header is far beyond any real one
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words, hf.size / sizeof(capnp::word)), options);
+    auto h = reader.getRoot<wire::Header>();
+    m.request_id = h.getRequestId();
+    m.type = h.getType();
+    m.job_token = h.getJobToken().cStr();
+    m.sender_role = h.getSenderRole();
+    m.sender_rank = h.getSenderRank();
+    m.step = h.getStep();
+    m.layout_fingerprint = h.getLayoutFingerprint();
+    m.slice_bytes = h.getSliceBytes();
+    m.num_servers = h.getNumServers();
+    m.error_code = h.getErrorCode();
+    if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
+    auto keys = h.getKeys();
+    if (keys.size() > kMaxKeysPerMessage) {
+      return fail(std::move(d), ErrorCode::BAD_HEADER, "header lists " + std::to_string(keys.size()) + " keys");
+    }
+    m.keys.reserve(keys.size());
+    for (auto k : keys) {
+      m.keys.push_back({k.getTensor(), k.getSlice(), k.getOffset(), k.getLength(), k.getDtype()});
+    }
+    auto tensors = h.getTensors();
+    m.tensors.reserve(tensors.size());
+    for (auto t : tensors) m.tensors.push_back({t.getName().cStr(), t.getNumel()});
+  } catch (const kj::Exception& e) {
+    return fail(std::move(d), ErrorCode::BAD_HEADER,
+                std::string("header frame is not a valid Header: ") + e.getDescription().cStr());
+  }
+
+  if (!known_type(m.type)) {
+    return fail(std::move(d), ErrorCode::UNKNOWN_TYPE,
+                "unknown message type " + std::to_string(static_cast<unsigned>(m.type)));
+  }
+  const size_t payloads = count - 1;
+  if (carries_payloads(m.type)) {
+    if (m.keys.empty()) {
+      return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, std::string(type_name(m.type)) + " lists no keys");
+    }
+    if (payloads != m.keys.size()) {
+      return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT,
+                  std::string(type_name(m.type)) + " lists " + std::to_string(m.keys.size()) + " keys but carries " +
+                      std::to_string(payloads) + " payload frames");
+    }
+  } else if (payloads != 0) {
+    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT,
+                std::string(type_name(m.type)) + " must carry no payload frames, got " + std::to_string(payloads));
+  }
+  if (m.type == MessageType::PULL && m.keys.empty()) {
+    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, "pull lists no keys");
+  }
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    const KeyRef& k = m.keys[i];
+    if (k.dtype != DType::FLOAT32) {
+      return fail(std::move(d), ErrorCode::BAD_DTYPE,
+                  key_name(i, k) + ": dtype " + std::to_string(static_cast<unsigned>(k.dtype)) +
+                      " is not supported (float32 only)");
+    }
+    if (k.length == 0 || k.length > (UINT64_MAX / sizeof(float))) {
+      return fail(std::move(d), ErrorCode::WRONG_LENGTH, key_name(i, k) + ": length " + std::to_string(k.length));
+    }
+    if (carries_payloads(m.type) && frames[i + 1].size != k.length * sizeof(float)) {
+      return fail(std::move(d), ErrorCode::WRONG_LENGTH,
+                  key_name(i, k) + ": payload frame has " + std::to_string(frames[i + 1].size) + " bytes, expected " +
+                      std::to_string(k.length * sizeof(float)) + " (" + std::to_string(k.length) + " float32)");
+    }
+  }
+  if (m.type == MessageType::INIT) {
+    if (m.tensors.empty()) return fail(std::move(d), ErrorCode::BAD_HEADER, "init carries no tensor list");
+    if (m.slice_bytes < sizeof(float) || m.num_servers == 0) {
+      return fail(std::move(d), ErrorCode::BAD_HEADER,
+                  "init carries slice_bytes " + std::to_string(m.slice_bytes) + " and num_servers " +
+                      std::to_string(m.num_servers));
+    }
+  }
+  m.payloads.assign(frames + 1, frames + count);
+  d.ok = true;
+  return d;
+}
+
+}  // namespace pshard::protocol

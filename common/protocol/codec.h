@@ -1,0 +1,83 @@
+// Data-plane message codec: Header encoding, and a pure decoder that turns raw frames into a checked Message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/protocol/pshard.capnp.h"
+
+namespace pshard::protocol {
+
+using wire::DType;
+using wire::ErrorCode;
+using wire::MessageType;
+using wire::Role;
+
+// Bytes of one received frame; not owned.
+struct FrameView {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct KeyRef {
+  uint32_t tensor = 0;
+  uint32_t slice = 0;
+  uint64_t offset = 0;  // elements
+  uint64_t length = 0;  // elements
+  DType dtype = DType::FLOAT32;
+};
+
+struct TensorInfo {
+  std::string name;
+  uint64_t numel = 0;
+};
+
+// A message as the schema describes it (see pshard.capnp for each field's meaning).
+struct Message {
+  MessageType type = MessageType::INVALID;
+  uint64_t request_id = 0;
+  std::string job_token;
+  Role sender_role = Role::WORKER;
+  uint32_t sender_rank = 0;
+  int64_t step = 0;
+  uint64_t layout_fingerprint = 0;
+  uint64_t slice_bytes = 0;  // init only
+  uint32_t num_servers = 0;  // init only
+  std::vector<KeyRef> keys;
+  std::vector<TensorInfo> tensors;  // init only
+  ErrorCode error_code = ErrorCode::NONE;
+  std::string error_message;
+  std::vector<FrameView> payloads;  // decode(): views into the payload frames, one per key
+};
+
+// Outcome of decode(). On failure `message` holds what could be read (request_id, type) so
+// that an error reply can echo it.
+struct Decoded {
+  bool ok = false;
+  Message message;
+  ErrorCode code = ErrorCode::NONE;
+  std::string error;  // what was wrong, naming the frame / key / field
+};
+
+// Serialises msg's header fields (not the payloads) into Cap'n Proto flat-array bytes.
+std::string encode_header(const Message& msg);
+
+// Decodes frames[0] as a Header and checks the structure, without copying payloads:
+// a known type, a payload count that matches the keys (0 for pull/ack/error/ping/...), float32
+// keys with length > 0 whose frame sizes equal length * 4, and an init tensor list. The header
+// is read in place when its address is 8-byte aligned, else from an aligned copy. A pure
+// function of its input: safe to call on arbitrary bytes (a fuzzer's entry point).
+//
+//   FrameView frames[] = {{hdr.data(), hdr.size()}, {payload.data(), payload.size()}};
+//   Decoded d = decode(frames, 2);
+//   if (!d.ok) reply_error(d.message.request_id, d.code, d.error);
+Decoded decode(const FrameView* frames, size_t count);
+
+// True for types that carry one payload frame per key.
+bool carries_payloads(MessageType type);
+const char* type_name(MessageType type);      // "push", ...; "unknown(17)" style not needed: "unknown"
+const char* error_code_name(ErrorCode code);  // "wrongLength", ...
+
+}  // namespace pshard::protocol
