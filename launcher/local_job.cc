@@ -1,0 +1,478 @@
+// LocalJob: fork/exec of the children, and one Boost.Asio thread that reads
+// their pipes, reaps them, and applies the stop rules.
+#include "launcher/local_job.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio.hpp>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+
+extern char** environ;
+
+namespace pshard {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGHUP: return "SIGHUP";
+  }
+  return "SIG" + std::to_string(sig);
+}
+
+void write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the terminal went away: drop output rather than block the supervisor
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+bool ChildExit::failed() const {
+  if (!started) return true;
+  if (exited) return exit_code != 0;
+  return signal != 0 && !stopped;
+}
+
+std::string ChildExit::describe() const {
+  std::string who = name + (pid ? " (pid " + std::to_string(pid) + ")" : "");
+  if (!started) return who + " could not be started: " + start_error;
+  if (exited) return who + " exited with status " + std::to_string(exit_code);
+  if (signal) {
+    return who + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
+           (stopped ? " sent by the launcher" : "");
+  }
+  return who + " is still running";
+}
+
+struct LocalJob::Impl {
+  struct Child {
+    ChildSpec spec;
+    ChildExit exit;
+    bool reaped = false;
+    std::unique_ptr<asio::posix::stream_descriptor> out, err;
+    std::string out_line, err_line;
+    std::array<char, 8192> out_buf{}, err_buf{};
+  };
+
+  Options opt;
+  asio::io_context io;
+  asio::steady_timer reap_timer{io}, kill_timer{io}, timeout_timer{io}, end_timer{io}, drain_timer{io};
+  std::unique_ptr<asio::signal_set> signals;
+  std::vector<std::unique_ptr<Child>> children;
+  std::thread thread;
+  bool stopping = false;
+  int interrupted_by = 0;
+  int open_pipes = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool spawned = false;
+  bool finished = false;
+  Result result;
+
+  // --- output --------------------------------------------------------------
+  void emit_line(const Child& c, int fd, const std::string& line) {
+    const std::string prefix = "[" + c.spec.name + "]";
+    if (line.compare(0, prefix.size(), prefix) == 0) {
+      write_all(fd, line + "\n");  // the child already names itself (pshard's log prefix)
+    } else {
+      write_all(fd, prefix + " " + line + "\n");
+    }
+  }
+
+  void read_pipe(Child* c, bool is_err) {
+    auto& stream = is_err ? c->err : c->out;
+    auto& buf = is_err ? c->err_buf : c->out_buf;
+    stream->async_read_some(asio::buffer(buf), [this, c, is_err](const boost::system::error_code& ec, size_t n) {
+      std::string& line = is_err ? c->err_line : c->out_line;
+      const int fd = is_err ? opt.err_fd : opt.out_fd;
+      const auto& data = is_err ? c->err_buf : c->out_buf;
+      for (size_t i = 0; i < n; ++i) {
+        if (data[i] == '\n') {
+          emit_line(*c, fd, line);
+          line.clear();
+        } else {
+          line += data[i];
+        }
+      }
+      if (ec) {
+        if (!line.empty()) emit_line(*c, fd, line);
+        line.clear();
+        (is_err ? c->err : c->out)->close();
+        --open_pipes;
+        maybe_finish();
+        return;
+      }
+      read_pipe(c, is_err);
+    });
+  }
+
+  // --- spawning --------------------------------------------------------------
+  void spawn(Child& c) {
+    c.exit.name = c.spec.name;
+    c.exit.may_fail = c.spec.may_fail;
+    if (c.spec.argv.empty()) {
+      c.exit.start_error = "empty command line";
+      return;
+    }
+    // Everything the child needs is prepared before fork(): after it, only
+    // async-signal-safe calls are allowed.
+    std::vector<std::string> env_strings;
+    std::map<std::string, size_t> env_index;
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      env_index[kv.substr(0, kv.find('='))] = env_strings.size();
+      env_strings.push_back(kv);
+    }
+    for (const std::string& kv : c.spec.env) {
+      std::string key = kv.substr(0, kv.find('='));
+      auto it = env_index.find(key);
+      if (it != env_index.end()) {
+        env_strings[it->second] = kv;
+      } else {
+        env_index[key] = env_strings.size();
+        env_strings.push_back(kv);
+      }
+    }
+    std::vector<char*> argv, envp;
+    for (const std::string& a : c.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    int out_pipe[2], err_pipe[2], exec_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
+    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const pid_t parent = ::getpid();
+
+    pid_t pid = ::fork();
+    if (pid < 0) throw Error("launcher: fork failed for " + c.spec.name + ": " + strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::dup2(out_pipe[1], 1);
+      ::dup2(err_pipe[1], 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      int e = errno;
+      ssize_t ignored = ::write(exec_pipe[1], &e, sizeof e);
+      (void)ignored;
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works even before the child ran
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    ::close(exec_pipe[1]);
+    if (devnull >= 0) ::close(devnull);
+    int child_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
+    } while (n < 0 && errno == EINTR);
+    ::close(exec_pipe[0]);
+    c.exit.pid = pid;
+    c.out = std::make_unique<asio::posix::stream_descriptor>(io, out_pipe[0]);
+    c.err = std::make_unique<asio::posix::stream_descriptor>(io, err_pipe[0]);
+    open_pipes += 2;
+    read_pipe(&c, false);
+    read_pipe(&c, true);
+    if (n == static_cast<ssize_t>(sizeof child_errno)) {
+      c.exit.start_error = "cannot execute " + c.spec.argv[0] + ": " + strerror(child_errno);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      c.reaped = true;
+      return;
+    }
+    c.exit.started = true;
+  }
+
+  // --- stopping and reaping ---------------------------------------------------
+  void fail(const std::string& why) {
+    if (result.failure.empty()) result.failure = why;
+  }
+
+  void stop_all(const std::string& reason) {
+    if (stopping) return;
+    stopping = true;
+    bool any = false;
+    for (auto& c : children) {
+      if (c->exit.started && !c->reaped) {
+        c->exit.stopped = true;
+        ::kill(-static_cast<pid_t>(c->exit.pid), SIGTERM);
+        any = true;
+      }
+    }
+    if (any) write_all(opt.err_fd, "[launch] stopping every process: " + reason + "\n");
+    kill_timer.expires_after(opt.grace);
+    kill_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      for (auto& c : children) {
+        if (c->exit.started && !c->reaped) {
+          write_all(opt.err_fd, "[launch] " + c->spec.name + " did not stop within " +
+                                    std::to_string(opt.grace.count()) + " ms: sending SIGKILL\n");
+          ::kill(-static_cast<pid_t>(c->exit.pid), SIGKILL);
+        }
+      }
+    });
+  }
+
+  void on_exit(Child& c, int status) {
+    c.reaped = true;
+    if (WIFEXITED(status)) {
+      c.exit.exited = true;
+      c.exit.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      c.exit.signal = WTERMSIG(status);
+    }
+    if (stopping) ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);  // leftovers of its process group
+    if (c.exit.failed()) {
+      if (c.spec.may_fail) {
+        write_all(opt.err_fd, "[launch] " + c.exit.describe() + " (allowed to fail: the job goes on)\n");
+      } else if (!stopping) {
+        fail(c.exit.describe());
+        stop_all(c.exit.describe());
+      }
+    } else if (c.spec.ends_job && !stopping) {
+      end_timer.expires_after(opt.grace);
+      end_timer.async_wait([this, name = c.spec.name](const boost::system::error_code& ec) {
+        if (!ec) stop_all(name + " ended and the others did not finish within the grace period");
+      });
+    }
+  }
+
+  void reap() {
+    for (auto& c : children) {
+      if (!c->exit.started || c->reaped) continue;
+      int status = 0;
+      pid_t r = ::waitpid(static_cast<pid_t>(c->exit.pid), &status, WNOHANG);
+      if (r == static_cast<pid_t>(c->exit.pid)) on_exit(*c, status);
+    }
+    if (all_reaped()) {
+      end_timer.cancel();
+      kill_timer.cancel();
+      timeout_timer.cancel();
+      if (signals) signals->cancel();
+      // Give the pipes a moment to drain (a grandchild may hold them open).
+      drain_timer.expires_after(milliseconds(1000));
+      drain_timer.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        for (auto& c : children) {
+          if (c->out && c->out->is_open()) c->out->close();
+          if (c->err && c->err->is_open()) c->err->close();
+        }
+      });
+      maybe_finish();
+      return;
+    }
+    reap_timer.expires_after(milliseconds(10));
+    reap_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) reap();
+    });
+  }
+
+  bool all_reaped() const {
+    for (const auto& c : children) {
+      if (c->exit.started && !c->reaped) return false;
+    }
+    return true;
+  }
+
+  void maybe_finish() {
+    if (!all_reaped() || open_pipes > 0) return;
+    drain_timer.cancel();
+  }
+
+  void supervise() {
+    for (auto& c : children) {
+      if (!stopping) {
+        try {
+          spawn(*c);
+        } catch (const Error& e) {
+          c->exit.start_error = e.what();
+        }
+      }
+      if (!c->exit.started && c->exit.start_error.empty()) c->exit.start_error = "not started: the job was stopping";
+      if (!c->exit.started && !stopping) {
+        fail(c->exit.describe());
+        stop_all(c->exit.describe());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      spawned = true;
+    }
+    cv.notify_all();
+    if (opt.handle_signals) {
+      signals = std::make_unique<asio::signal_set>(io, SIGINT, SIGTERM);
+      signals->async_wait([this](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        interrupted_by = sig;
+        fail("interrupted by " + signal_name(sig));
+        stop_all("received " + signal_name(sig));
+      });
+    }
+    if (opt.timeout.count() > 0) {
+      timeout_timer.expires_after(opt.timeout);
+      timeout_timer.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        std::string why = "the job timed out after " + std::to_string(opt.timeout.count()) + " ms";
+        fail(why);
+        stop_all(why);
+      });
+    }
+    reap();
+    io.run();
+    // Every child has been reaped here (the reaper only stops then).
+    Result r;
+    for (auto& c : children) r.children.push_back(c->exit);
+    r.failure = result.failure;
+    if (interrupted_by) {
+      r.exit_code = 128 + interrupted_by;
+    } else if (!r.failure.empty()) {
+      r.exit_code = 1;
+    } else {
+      for (const ChildExit& e : r.children) {
+        if (e.failed()) {
+          r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
+          if (r.failure.empty()) r.failure = e.describe();
+        }
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      result = r;
+      finished = true;
+    }
+    cv.notify_all();
+  }
+};
+
+LocalJob::LocalJob(const Options& options) : impl_(std::make_unique<Impl>()) { impl_->opt = options; }
+
+LocalJob::~LocalJob() {
+  if (impl_->thread.joinable()) {
+    stop("the job object was destroyed");
+    impl_->thread.join();
+  }
+}
+
+void LocalJob::add(const ChildSpec& child) {
+  if (impl_->thread.joinable()) throw Error("launcher: add() after start()");
+  auto c = std::make_unique<Impl::Child>();
+  c->spec = child;
+  c->exit.name = child.name;
+  impl_->children.push_back(std::move(c));
+}
+
+void LocalJob::start() {
+  if (impl_->thread.joinable()) throw Error("launcher: start() called twice");
+  if (impl_->children.empty()) throw Error("launcher: a job needs at least one process");
+  impl_->thread = std::thread([this] { impl_->supervise(); });
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->spawned; });  // fork/exec of each child is quick and bounded
+}
+
+LocalJob::Result LocalJob::wait() {
+  if (!impl_->thread.joinable()) throw Error("launcher: wait() before start()");
+  impl_->thread.join();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->result;
+}
+
+std::optional<LocalJob::Result> LocalJob::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (!impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished; })) return std::nullopt;
+  return impl_->result;
+}
+
+LocalJob::Result LocalJob::run() {
+  start();
+  return wait();
+}
+
+void LocalJob::stop(const std::string& reason) {
+  asio::post(impl_->io, [this, reason] { impl_->stop_all(reason); });
+}
+
+std::vector<int64_t> LocalJob::pids() const {
+  std::vector<int64_t> out;
+  for (const auto& c : impl_->children) out.push_back(c->exit.pid);
+  return out;
+}
+
+int pick_free_port(const std::string& host) { return pick_free_ports(1, host).at(0); }
+
+std::vector<int> pick_free_ports(int count, const std::string& host) {
+  std::vector<int> fds, ports;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    throw Error("launcher: cannot pick a port on '" + host + "': not an IPv4 address");
+  }
+  for (int i = 0; i < count; ++i) {  // all sockets stay open until the end, so the ports are distinct
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw Error("launcher: socket() failed: " + std::string(strerror(errno)));
+    fds.push_back(fd);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      for (int f : fds) ::close(f);
+      throw Error("launcher: cannot bind a free port on " + host + ": " + strerror(errno));
+    }
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int f : fds) ::close(f);
+  return ports;
+}
+
+std::string self_executable() {
+  std::vector<char> buf(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) throw Error("launcher: cannot read /proc/self/exe: " + std::string(strerror(errno)));
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+}  // namespace pshard

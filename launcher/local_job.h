@@ -1,0 +1,93 @@
+// Runs the processes of a job on this machine: spawns them, prefixes their
+// output with their names, stops them all on failure or Ctrl-C, reports who failed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pshard {
+
+// One process to run.
+struct ChildSpec {
+  std::string name;               // "worker 1": prefix of its output lines ("[worker 1] ...") and name in reports
+  std::vector<std::string> argv;  // argv[0] is the executable's path
+  std::vector<std::string> env;   // "KEY=VALUE" entries added to (or replacing) this process's environment
+  bool may_fail = false;          // its failure is reported but does not stop the others
+  bool ends_job = false;          // when it exits, the others get Options::grace to finish, then are stopped
+};
+
+// How one child ended.
+struct ChildExit {
+  std::string name;
+  int64_t pid = 0;
+  bool started = false;     // false: it could not be started (see start_error)
+  std::string start_error;  // why it could not be started
+  bool exited = false;      // exited normally (exit_code valid)
+  int exit_code = 0;
+  int signal = 0;        // killed by this signal (0: none)
+  bool stopped = false;  // the job sent it SIGTERM/SIGKILL (stopping is not a failure)
+  bool may_fail = false;
+
+  bool failed() const;           // could not start, non-zero exit, or killed by a signal we did not send
+  std::string describe() const;  // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"
+};
+
+// Supervises the children of one job from a background thread (Boost.Asio:
+// pipes, timers, signals). Children run in their own process groups and get
+// SIGKILL if this process dies (PR_SET_PDEATHSIG), so nothing is orphaned.
+//
+//   LocalJob::Options opt;
+//   opt.handle_signals = true;                 // Ctrl-C / SIGTERM stop the job
+//   LocalJob job(opt);
+//   job.add({"server 0", {exe, "server", "--coordinator", ep}, {"PSHARD_JOB_TOKEN=" + token}});
+//   job.add({"worker 0", {exe, "worker", "--coordinator", ep}, {"PSHARD_JOB_TOKEN=" + token}});
+//   LocalJob::Result r = job.run();            // start() + wait()
+//   if (r.exit_code != 0) std::fprintf(stderr, "%s\n", r.failure.c_str());
+class LocalJob {
+ public:
+  struct Options {
+    std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL delay when stopping; also the ends_job delay
+    std::chrono::milliseconds timeout{0};   // whole-job limit (0: none); expiry stops the job as failed
+    bool handle_signals = false;            // SIGINT/SIGTERM sent to this process stop the job
+    int out_fd = 1;                         // where children's stdout lines go (prefixed)
+    int err_fd = 2;                         // where children's stderr lines and the job's own messages go
+  };
+
+  struct Result {
+    int exit_code = 0;    // 0: no child failed; 1: a child failed or timeout; 128+sig: interrupted by a signal
+    std::string failure;  // the first failure ("worker 1 (pid 7) exited with status 3"); empty when ok
+    std::vector<ChildExit> children;  // in add() order
+  };
+
+  explicit LocalJob(const Options& options);
+  ~LocalJob();  // stops children still running and joins the supervisor thread
+  LocalJob(const LocalJob&) = delete;
+  LocalJob& operator=(const LocalJob&) = delete;
+
+  void add(const ChildSpec& child);  // before start()
+  void start();                      // spawns every child (returns once all were spawned)
+  Result wait();                     // until every child ended
+  std::optional<Result> wait_for(std::chrono::milliseconds timeout);
+  Result run();                          // start() + wait()
+  void stop(const std::string& reason);  // any thread: SIGTERM all, SIGKILL after grace (not a failure)
+  std::vector<int64_t> pids() const;     // children's pids (process group ids), in add() order; 0 = not started
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
+// close). Another process may take it before you bind: use it promptly.
+int pick_free_port(const std::string& host = "127.0.0.1");
+// `count` distinct such ports.
+std::vector<int> pick_free_ports(int count, const std::string& host = "127.0.0.1");
+
+// Path of the running executable (/proc/self/exe), to start sibling processes.
+std::string self_executable();
+
+}  // namespace pshard

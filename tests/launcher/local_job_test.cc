@@ -1,0 +1,226 @@
+// LocalJob: output prefixing, stop rules, exit reporting, free ports.
+#include "launcher/local_job.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string child_exe() { return std::string(PSHARD_TEST_CHILD); }
+
+// A temporary file for a job's output.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  TempFile() {
+    char tmpl[] = "/tmp/pshard_local_job_XXXXXX";
+    fd = ::mkstemp(tmpl);
+    path = tmpl;
+  }
+  ~TempFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  std::string read() const {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+
+bool gone(int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+TEST(LocalJob, PrefixesEveryOutputLineWithTheChildName) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  LocalJob job(opt);
+  job.add({"printer", {child_exe(), "print"}, {}});
+  job.add({"worker 3", {child_exe(), "env", "PSHARD_JOB_TOKEN"}, {"PSHARD_JOB_TOKEN=abc123"}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 0) << r.failure;
+  std::string o = out.read(), e = err.read();
+  std::string pid = std::to_string(job.pids()[0]);
+  EXPECT_NE(o.find("[printer] hello " + pid + "\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("[printer] second line\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("[printer] already prefixed\n"), std::string::npos) << o;
+  EXPECT_EQ(o.find("[printer] [printer]"), std::string::npos) << o;
+  EXPECT_NE(o.find("[printer] no newline at the end\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("[worker 3] PSHARD_JOB_TOKEN=abc123\n"), std::string::npos) << o;
+  EXPECT_NE(e.find("[printer] to stderr\n"), std::string::npos) << e;
+  EXPECT_EQ(o.find("to stderr"), std::string::npos) << o;
+  ASSERT_EQ(r.children.size(), 2u);
+  EXPECT_TRUE(r.children[0].exited);
+  EXPECT_EQ(r.children[0].exit_code, 0);
+}
+
+TEST(LocalJob, AFailingChildStopsTheOthersAndIsNamed) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  opt.grace = milliseconds(2000);
+  LocalJob job(opt);
+  job.add({"server 0", {child_exe(), "sleep", "60000"}, {}});
+  job.add({"worker 1", {child_exe(), "exit", "3", "200"}, {}});
+  job.add({"worker 0", {child_exe(), "sleep", "60000"}, {}});
+  auto t0 = Clock::now();
+  LocalJob::Result r = job.run();
+  EXPECT_LT(Clock::now() - t0, milliseconds(3000));
+  EXPECT_EQ(r.exit_code, 1);
+  std::string pid = std::to_string(job.pids()[1]);
+  EXPECT_EQ(r.failure, "worker 1 (pid " + pid + ") exited with status 3");
+  EXPECT_TRUE(r.children[0].stopped);
+  EXPECT_EQ(r.children[0].signal, SIGTERM);
+  EXPECT_FALSE(r.children[0].failed());
+  EXPECT_TRUE(r.children[1].failed());
+  for (int64_t p : job.pids()) EXPECT_TRUE(gone(p)) << p;
+  EXPECT_NE(err.read().find("stopping every process: worker 1"), std::string::npos) << err.read();
+}
+
+TEST(LocalJob, AChildKilledByASignalIsReportedWithTheSignal) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"worker 2", {child_exe(), "sleep", "60000"}, {}});
+  job.add({"server 0", {child_exe(), "sleep", "60000"}, {}});
+  job.start();
+  ::kill(static_cast<pid_t>(job.pids()[0]), SIGKILL);
+  LocalJob::Result r = job.wait();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.failure.find("worker 2 (pid " + std::to_string(job.pids()[0]) + ") was killed by signal 9 (SIGKILL)"),
+            std::string::npos)
+      << r.failure;
+  EXPECT_FALSE(r.children[1].failed());
+}
+
+TEST(LocalJob, AChildIgnoringSigtermGetsSigkillAfterTheGracePeriod) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  opt.grace = milliseconds(300);
+  LocalJob job(opt);
+  job.add({"stubborn", {child_exe(), "stubborn", "60000"}, {}});
+  job.add({"quitter", {child_exe(), "exit", "1", "300"}, {}});
+  auto t0 = Clock::now();
+  LocalJob::Result r = job.run();
+  EXPECT_LT(Clock::now() - t0, milliseconds(3000));
+  EXPECT_EQ(r.children[0].signal, SIGKILL);
+  EXPECT_TRUE(r.children[0].stopped);
+  EXPECT_NE(out.read().find("stubborn did not stop within 300 ms: sending SIGKILL"), std::string::npos) << out.read();
+}
+
+TEST(LocalJob, AMayFailChildDoesNotStopTheJobButIsReported) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"worker 1", {child_exe(), "exit", "4", "50"}, {}, /*may_fail=*/true});
+  job.add({"worker 0", {child_exe(), "sleep", "500"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_TRUE(r.children[1].exited);  // ran to its end
+  EXPECT_EQ(r.children[1].exit_code, 0);
+  EXPECT_FALSE(r.children[1].stopped);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.failure.find("worker 1"), std::string::npos) << r.failure;
+}
+
+TEST(LocalJob, AnEndsJobChildGivesTheOthersAGracePeriodThenStopsThem) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  opt.grace = milliseconds(300);
+  LocalJob job(opt);
+  job.add({"coordinator", {child_exe(), "exit", "0", "100"}, {}, false, /*ends_job=*/true});
+  job.add({"server 0", {child_exe(), "sleep", "60000"}, {}});
+  auto t0 = Clock::now();
+  LocalJob::Result r = job.run();
+  EXPECT_LT(Clock::now() - t0, milliseconds(3000));
+  EXPECT_EQ(r.exit_code, 0) << r.failure;
+  EXPECT_TRUE(r.children[1].stopped);
+}
+
+TEST(LocalJob, AMissingExecutableIsAClearFailure) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"server 0", {child_exe(), "sleep", "60000"}, {}});
+  job.add({"worker 0", {"/nonexistent/pshard-worker"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.failure.find("worker 0"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("cannot execute /nonexistent/pshard-worker: No such file or directory"), std::string::npos)
+      << r.failure;
+  EXPECT_TRUE(r.children[0].stopped);
+}
+
+TEST(LocalJob, TheJobTimeoutStopsEverything) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  opt.timeout = milliseconds(300);
+  LocalJob job(opt);
+  job.add({"worker 0", {child_exe(), "sleep", "60000"}, {}});
+  auto t0 = Clock::now();
+  LocalJob::Result r = job.run();
+  EXPECT_LT(Clock::now() - t0, milliseconds(3000));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.failure, "the job timed out after 300 ms");
+}
+
+TEST(LocalJob, StopFromAnotherThreadIsNotAFailure) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"worker 0", {child_exe(), "sleep", "60000"}, {}});
+  job.start();
+  EXPECT_FALSE(job.wait_for(milliseconds(100)).has_value());
+  job.stop("test");
+  auto r = job.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->failure;
+  EXPECT_TRUE(gone(job.pids()[0]));
+}
+
+TEST(FreePorts, AreDistinctAndBindable) {
+  std::vector<int> ports = pick_free_ports(8);
+  std::set<int> unique(ports.begin(), ports.end());
+  EXPECT_EQ(unique.size(), 8u);
+  for (int port : ports) {
+    EXPECT_GT(port, 0);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << port;
+    ::close(fd);
+  }
+  EXPECT_THROW(pick_free_port("not-an-ip"), Error);
+}
+
+}  // namespace
+}  // namespace pshard
