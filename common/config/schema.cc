@@ -21,6 +21,8 @@ const std::vector<ConfigKey> kSchema = {
     {"model.name", T::kString, "mlp", 0, 0, "linreg|softmax|mlp|lenet|resnet20", "model architecture"},
     {"model.hidden", T::kIntList, "[256, 128]", 1, 1 << 20, "", "mlp hidden layer sizes"},
     {"model.dropout", T::kDouble, "0.0", 0, 0.99, "", "dropout probability (mlp, lenet)"},
+    {"model.shortcut", T::kString, "pad", 0, 0, "pad|projection",
+     "resnet20 shortcut where the shape changes: pad (option A, zero-padded identity) or projection (1x1 conv + BN)"},
 
     // data
     {"data.name", T::kString, "fashion-mnist", 0, 0,
@@ -46,6 +48,9 @@ const std::vector<ConfigKey> kSchema = {
     {"train.threads", T::kInt, "0", 0, 1024, "", "CPU compute threads (0: one per core)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
     {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
+    {"train.log_every", T::kInt, "50", 0, 1e12, "", "steps between `step` lines in metrics.jsonl (0: none)"},
+    {"train.simulate_compute_ms", T::kDouble, "0", 0, 1e7, "",
+     "replace forward/backward by a sleep of this many ms per step (communication studies; 0: real compute)"},
 
     // optimizer (applied on the servers; by `pshard train` locally)
     {"optimizer.name", T::kString, "sgd", 0, 0, "sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb",

@@ -1,0 +1,137 @@
+// Combining per-worker epoch reports into job-wide metrics.
+#include "common/metrics/epoch_report.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace pshard {
+
+Json WorkerEpochReport::to_json() const {
+  Json j = Json::object();
+  j.set("rank", rank).set("epoch", epoch).set("step", step).set("classification", classification);
+  j.set("samples", samples).set("loss_sum", loss_sum).set("correct", correct);
+  j.set("evaluated", evaluated).set("test_n", test_n).set("test_loss_sum", test_loss_sum);
+  j.set("test_correct", test_correct).set("epoch_s", epoch_s).set("eval_s", eval_s);
+  j.set("compute_s", compute_s).set("comm_wait_s", comm_wait_s);
+  j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
+  return j;
+}
+
+WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
+  auto number = [&](const char* key) {
+    try {
+      return j.at(key).as_number();
+    } catch (const Error& e) {
+      throw Error(std::string("worker epoch report: field '") + key + "': " + e.what());
+    }
+  };
+  auto boolean = [&](const char* key) {
+    try {
+      return j.at(key).as_bool();
+    } catch (const Error& e) {
+      throw Error(std::string("worker epoch report: field '") + key + "': " + e.what());
+    }
+  };
+  WorkerEpochReport r;
+  r.rank = static_cast<uint32_t>(number("rank"));
+  r.epoch = static_cast<int64_t>(number("epoch"));
+  r.step = static_cast<int64_t>(number("step"));
+  r.classification = boolean("classification");
+  r.samples = static_cast<int64_t>(number("samples"));
+  r.loss_sum = number("loss_sum");
+  r.correct = static_cast<int64_t>(number("correct"));
+  r.evaluated = boolean("evaluated");
+  r.test_n = static_cast<int64_t>(number("test_n"));
+  r.test_loss_sum = number("test_loss_sum");
+  r.test_correct = static_cast<int64_t>(number("test_correct"));
+  r.epoch_s = number("epoch_s");
+  r.eval_s = number("eval_s");
+  r.compute_s = number("compute_s");
+  r.comm_wait_s = number("comm_wait_s");
+  r.bytes_sent = static_cast<uint64_t>(number("bytes_sent"));
+  r.bytes_recv = static_cast<uint64_t>(number("bytes_recv"));
+  r.wall_s = number("wall_s");
+  r.lr = number("lr");
+  return r;
+}
+
+Json combine_epoch(std::vector<WorkerEpochReport> reports) {
+  if (reports.empty()) throw Error("combine_epoch: no worker reports");
+  std::sort(reports.begin(), reports.end(),
+            [](const WorkerEpochReport& a, const WorkerEpochReport& b) { return a.rank < b.rank; });
+  int64_t samples = 0, correct = 0, test_n = 0, test_correct = 0;
+  double loss_sum = 0, test_loss_sum = 0, epoch_s = 0, eval_s = 0, compute_s = 0, comm_s = 0, wall_s = 0;
+  uint64_t sent = 0, recv = 0;
+  bool evaluated = true;
+  Json workers = Json::array();
+  for (const WorkerEpochReport& r : reports) {
+    samples += r.samples;
+    loss_sum += r.loss_sum;
+    correct += r.correct;
+    evaluated = evaluated && r.evaluated;
+    test_n += r.test_n;
+    test_loss_sum += r.test_loss_sum;
+    test_correct += r.test_correct;
+    // The job's epoch lasts as long as its slowest worker.
+    epoch_s = std::max(epoch_s, r.epoch_s);
+    eval_s = std::max(eval_s, r.eval_s);
+    wall_s = std::max(wall_s, r.wall_s);
+    compute_s += r.compute_s;
+    comm_s += r.comm_wait_s;
+    sent += r.bytes_sent;
+    recv += r.bytes_recv;
+    workers.push(Json::object()
+                     .set("rank", r.rank)
+                     .set("samples", r.samples)
+                     .set("compute_s", r.compute_s)
+                     .set("comm_wait_s", r.comm_wait_s)
+                     .set("bytes_sent", r.bytes_sent)
+                     .set("bytes_recv", r.bytes_recv));
+  }
+  const WorkerEpochReport& first = reports.front();
+  double n = static_cast<double>(reports.size());
+  Json e = Json::object();
+  e.set("event", "epoch").set("epoch", first.epoch).set("step", first.step);
+  e.set("train_loss", samples ? Json(loss_sum / samples) : Json());
+  e.set("train_acc", first.classification && samples ? Json(static_cast<double>(correct) / samples) : Json());
+  e.set("test_loss", evaluated && test_n ? Json(test_loss_sum / test_n) : Json());
+  e.set("test_acc",
+        evaluated && test_n && first.classification ? Json(static_cast<double>(test_correct) / test_n) : Json());
+  e.set("samples_per_s", epoch_s > 0 ? Json(samples / epoch_s) : Json());
+  e.set("epoch_s", epoch_s).set("eval_s", eval_s);
+  e.set("compute_s", compute_s / n).set("comm_wait_s", comm_s / n);
+  e.set("bytes_sent", sent).set("bytes_recv", recv).set("wall_s", wall_s).set("lr", first.lr);
+  e.set("samples", samples);
+  if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
+  return e;
+}
+
+void RunTotals::add_epoch(const Json& epoch_event) {
+  ++epochs_;
+  last_ = epoch_event;
+  auto num = [&](const char* key) {
+    return epoch_event.has(key) && epoch_event.at(key).is_number() ? epoch_event.at(key).as_number() : 0.0;
+  };
+  samples_ += num("samples");
+  train_s_ += num("epoch_s");
+  compute_s_ += num("compute_s");
+  comm_wait_s_ += num("comm_wait_s");
+  bytes_sent_ += num("bytes_sent");
+  bytes_recv_ += num("bytes_recv");
+}
+
+Json RunTotals::summary(double wall_s) const {
+  Json s = Json::object();
+  auto last = [&](const char* key) { return last_.has(key) ? last_.at(key) : Json(); };
+  s.set("event", "summary");
+  s.set("test_acc", last("test_acc")).set("test_loss", last("test_loss"));
+  s.set("train_loss", last("train_loss")).set("train_acc", last("train_acc"));
+  s.set("samples_per_s", train_s_ > 0 ? Json(samples_ / train_s_) : Json());
+  s.set("wall_s", wall_s).set("train_s", train_s_).set("epochs", epochs_).set("steps", last("step"));
+  s.set("compute_s", compute_s_).set("comm_wait_s", comm_wait_s_);
+  s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
+  return s;
+}
+
+}  // namespace pshard

@@ -1,0 +1,58 @@
+// What one worker measured in one epoch, and how the reports of all workers
+// combine into the `epoch` and `summary` events of docs/METRICS.md.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/util/json.h"
+
+namespace pshard {
+
+// Raw sums of one worker's epoch; combined exactly (sums, not means of means).
+struct WorkerEpochReport {
+  uint32_t rank = 0;
+  int64_t epoch = 0;  // 1-based
+  int64_t step = 0;   // global steps done after this epoch
+  bool classification = true;
+  int64_t samples = 0;     // training samples this worker processed
+  double loss_sum = 0;     // sum of per-sample training losses
+  int64_t correct = 0;     // training argmax hits
+  bool evaluated = false;  // test fields are valid
+  int64_t test_n = 0;      // test samples this worker evaluated (its shard)
+  double test_loss_sum = 0;
+  int64_t test_correct = 0;
+  double epoch_s = 0;  // wall time of the training part of the epoch
+  double eval_s = 0;
+  double compute_s = 0;    // forward + backward (+ local update)
+  double comm_wait_s = 0;  // blocked on pushes/pulls
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_recv = 0;
+  double wall_s = 0;  // since the start of training, at the end of the epoch
+  double lr = 0;      // learning rate of the last step of the epoch
+
+  Json to_json() const;
+  // Strict: a missing or mistyped field is a pshard::Error naming it.
+  static WorkerEpochReport from_json(const Json& j);
+};
+
+// The `epoch` event of docs/METRICS.md from the reports of every worker for
+// the same epoch (any order).
+Json combine_epoch(std::vector<WorkerEpochReport> reports);
+
+// Totals over the run, fed with every combined `epoch` event; summary()
+// returns the `summary` event, to which the caller adds what was trained
+// (model, optimizer, workers, servers, mode...).
+class RunTotals {
+ public:
+  void add_epoch(const Json& epoch_event);
+  Json summary(double wall_s) const;
+
+ private:
+  Json last_ = Json::object();
+  int64_t epochs_ = 0;
+  double samples_ = 0, train_s_ = 0, compute_s_ = 0, comm_wait_s_ = 0;
+  double bytes_sent_ = 0, bytes_recv_ = 0;
+};
+
+}  // namespace pshard

@@ -1,0 +1,48 @@
+// Terminal lines for epochs and runs.
+#include "common/metrics/progress.h"
+
+#include <cstdio>
+
+namespace pshard {
+namespace {
+
+std::string percent_or_dash(const Json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * v.as_number());
+  return buf;
+}
+
+std::string number_or_dash(const Json& v, const char* fmt) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v.as_number());
+  return buf;
+}
+
+Json field(const Json& j, const char* key) { return j.has(key) ? j.at(key) : Json(); }
+
+}  // namespace
+
+std::string format_epoch_line(const Json& e, int64_t epochs) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  train loss %s acc %s  test loss %s acc %s  %s samples/s  %s s",
+                static_cast<long long>(field(e, "epoch").as_int()), static_cast<long long>(epochs),
+                number_or_dash(field(e, "train_loss"), "%.4f").c_str(), percent_or_dash(field(e, "train_acc")).c_str(),
+                number_or_dash(field(e, "test_loss"), "%.4f").c_str(), percent_or_dash(field(e, "test_acc")).c_str(),
+                number_or_dash(field(e, "samples_per_s"), "%.0f").c_str(),
+                number_or_dash(field(e, "epoch_s"), "%.1f").c_str());
+  return buf;
+}
+
+std::string format_summary_line(const Json& s, const std::string& run_dir) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "done: test accuracy %s (loss %s), %s epochs in %s s, %s samples/s; metrics in %s/metrics.jsonl",
+                percent_or_dash(field(s, "test_acc")).c_str(), number_or_dash(field(s, "test_loss"), "%.4f").c_str(),
+                number_or_dash(field(s, "epochs"), "%.0f").c_str(), number_or_dash(field(s, "wall_s"), "%.1f").c_str(),
+                number_or_dash(field(s, "samples_per_s"), "%.0f").c_str(), run_dir.c_str());
+  return buf;
+}
+
+}  // namespace pshard
