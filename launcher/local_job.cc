@@ -62,8 +62,8 @@ void write_all(int fd, const std::string& text) {
 
 bool ChildExit::failed() const {
   if (!started) return true;
-  if (exited) return exit_code != 0;
-  return signal != 0 && !stopped;
+  if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
+  return exited ? exit_code != 0 : signal != 0;
 }
 
 std::string ChildExit::describe() const {
@@ -235,6 +235,16 @@ struct LocalJob::Impl {
 
   void stop_all(const std::string& reason) {
     if (stopping) return;
+    // Children that already ended are reaped first: they ended on their own
+    // (their exit status counts), they were not stopped.
+    for (auto& c : children) {
+      if (!c->exit.started || c->reaped) continue;
+      int status = 0;
+      if (::waitpid(static_cast<pid_t>(c->exit.pid), &status, WNOHANG) == static_cast<pid_t>(c->exit.pid)) {
+        on_exit(*c, status);
+        if (stopping) return;  // that exit already stopped the job
+      }
+    }
     stopping = true;
     bool any = false;
     for (auto& c : children) {
@@ -283,11 +293,15 @@ struct LocalJob::Impl {
   }
 
   void reap() {
-    for (auto& c : children) {
-      if (!c->exit.started || c->reaped) continue;
-      int status = 0;
-      pid_t r = ::waitpid(static_cast<pid_t>(c->exit.pid), &status, WNOHANG);
-      if (r == static_cast<pid_t>(c->exit.pid)) on_exit(*c, status);
+    // Two passes: children that end the job (the coordinator) last, so that
+    // when a worker and the coordinator end together the worker is the cause.
+    for (bool ends_job : {false, true}) {
+      for (auto& c : children) {
+        if (!c->exit.started || c->reaped || c->spec.ends_job != ends_job) continue;
+        int status = 0;
+        pid_t r = ::waitpid(static_cast<pid_t>(c->exit.pid), &status, WNOHANG);
+        if (r == static_cast<pid_t>(c->exit.pid)) on_exit(*c, status);
+      }
     }
     if (all_reaped()) {
       end_timer.cancel();

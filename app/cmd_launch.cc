@@ -1,0 +1,149 @@
+// `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "app/command.h"
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/util/args.h"
+#include "launcher/local_job.h"
+
+namespace pshard::app {
+namespace {
+
+std::string new_job_token() {
+  std::random_device rd;  // /dev/urandom
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+int run_launch(const std::vector<std::string>& args) {
+  ArgParser p("pshard launch",
+              "start a whole job on this machine: the coordinator, S servers and W workers, each a child process "
+              "whose output lines are prefixed with its role and rank. Ctrl-C, or any process failing, stops "
+              "everything (SIGTERM, then SIGKILL after --grace-ms). Exits non-zero if any process failed. "
+              "See docs/OPERATIONS.md for the command lines the children get.");
+  p.add_option("servers", "S", "number of parameter servers", true);
+  p.add_option("workers", "W", "number of workers", true);
+  p.add_option("config", "FILE", "experiment config (TOML), passed to every process", true);
+  p.add_multi("set", "KEY=VALUE", "override a config key, passed to every process");
+  p.add_option("run-dir", "DIR", "run directory (default runs/<run.name>)");
+  p.add_option("port", "P", "coordinator port on 127.0.0.1 (default: a free port)");
+  p.add_option("server-exe", "PATH", "run PATH instead of `pshard server` (gets the same arguments)");
+  p.add_option("worker-exe", "PATH", "run PATH instead of `pshard worker` (a custom training loop on the KV API)");
+  p.add_option("grace-ms", "MS", "how long processes get to exit after SIGTERM before SIGKILL", false, "5000");
+  p.add_option("timeout", "SECONDS", "stop the job as failed after this long (0: no limit)", false, "0");
+  if (!p.parse(args)) return 0;
+
+  const int64_t servers = p.get_int("servers"), workers = p.get_int("workers");
+  if (servers < 1 || servers > 1024)
+    throw Error("pshard launch: --servers must be in 1..1024, got " + p.get("servers"));
+  if (workers < 1 || workers > 1024)
+    throw Error("pshard launch: --workers must be in 1..1024, got " + p.get("workers"));
+  // Validate the config here, before any process starts.
+  const std::string config_path = std::filesystem::absolute(p.get("config")).string();
+  Config cfg = Config::from_file(config_path, p.get_all("set"));
+  const std::string run_dir =
+      std::filesystem::absolute(p.has("run-dir") ? p.get("run-dir") : "runs/" + cfg.get_string("run.name")).string();
+  std::filesystem::create_directories(run_dir);
+  {
+    std::ofstream out(run_dir + "/config.toml");
+    out << cfg.to_toml();
+    if (!out) throw Error("pshard launch: cannot write " + run_dir + "/config.toml");
+  }
+
+  std::vector<int> ports = pick_free_ports(static_cast<int>(servers) + 1);
+  int coord_port = ports[0];
+  if (p.has("port")) {
+    int64_t port = p.get_int("port");
+    if (port < 1 || port > 65535) throw Error("pshard launch: --port must be in 1..65535, got " + p.get("port"));
+    coord_port = static_cast<int>(port);
+  }
+  const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
+  const std::string token = new_job_token();
+  const std::string self = self_executable();
+  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
+
+  // The arguments every role gets (the contract in docs/OPERATIONS.md).
+  std::vector<std::string> common = {"--config", config_path};
+  for (const std::string& s : p.get_all("set")) {
+    common.push_back("--set");
+    common.push_back(s);
+  }
+  common.push_back("--run-dir");
+  common.push_back(run_dir);
+
+  LocalJob::Options opt;
+  opt.handle_signals = true;
+  opt.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
+  opt.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
+  LocalJob job(opt);
+
+  ChildSpec coord;
+  coord.name = "coordinator";
+  coord.argv = {self,        "coordinator",           "--servers", std::to_string(servers),
+                "--workers", std::to_string(workers), "--bind",    coordinator};
+  coord.argv.insert(coord.argv.end(), common.begin(), common.end());
+  coord.env = {"PSHARD_JOB_TOKEN=" + token};
+  coord.ends_job = true;  // once it ended, the others get the grace period to finish
+  job.add(coord);
+
+  auto node = [&](const std::string& role, int64_t rank, const std::string& exe) {
+    ChildSpec c;
+    c.name = role + " " + std::to_string(rank);
+    if (exe.empty()) {
+      c.argv = {self, role};
+    } else {
+      c.argv = {std::filesystem::absolute(exe).string()};
+    }
+    c.argv.push_back("--coordinator");
+    c.argv.push_back(coordinator);
+    c.argv.insert(c.argv.end(), common.begin(), common.end());
+    c.env = {"PSHARD_JOB_TOKEN=" + token, "PSHARD_RANK=" + std::to_string(rank)};
+    return c;
+  };
+  for (int64_t s = 0; s < servers; ++s) {
+    ChildSpec c = node("server", s, p.has("server-exe") ? p.get("server-exe") : "");
+    c.argv.push_back("--bind");
+    c.argv.push_back("tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1]));
+    job.add(c);
+  }
+  for (int64_t w = 0; w < workers; ++w) {
+    ChildSpec c = node("worker", w, p.has("worker-exe") ? p.get("worker-exe") : "");
+    c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
+    job.add(c);
+  }
+
+  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s\n",
+               static_cast<long long>(servers), static_cast<long long>(workers), coordinator.c_str(), run_dir.c_str());
+  LocalJob::Result r = job.run();
+  for (const ChildExit& e : r.children) {
+    if (e.failed()) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+  }
+  if (r.exit_code == 0) {
+    std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
+    return 0;
+  }
+  // The coordinator failing is usually a consequence (it aborts when a node
+  // fails): name the failed servers and workers first.
+  std::string headline;
+  for (size_t i = 1; i < r.children.size(); ++i) {
+    if (r.children[i].failed()) headline += (headline.empty() ? "" : "; ") + r.children[i].describe();
+  }
+  if (headline.empty() || r.failure.rfind("coordinator", 0) != 0) {
+    headline = r.failure;
+  } else {
+    headline += "; " + r.failure;
+  }
+  std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
+  return r.exit_code;
+}
+
+}  // namespace
+
+PSHARD_COMMAND(launch, "start a whole job (coordinator, servers, workers) on this machine", run_launch);
+
+}  // namespace pshard::app
