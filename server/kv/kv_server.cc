@@ -1,0 +1,739 @@
+// KvServer: socket thread (ROUTER, validation, replies) + update threads (slice store, BSP/ASP/SSP, optimizer).
+#include "server/kv/kv_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
+#include "common/protocol/request_check.h"
+#include "common/transport/buffer_pool.h"
+#include "common/transport/frames.h"
+#include "common/transport/wakeup.h"
+#include "common/util/log.h"
+#include "server/optimizers/lr_schedule.h"
+
+namespace pshard {
+
+using protocol::ErrorCode;
+using protocol::MessageType;
+
+Consistency consistency_from_string(const std::string& mode) {
+  if (mode == "sync" || mode == "bsp") return Consistency::kBsp;
+  if (mode == "async" || mode == "asp") return Consistency::kAsp;
+  if (mode == "ssp") return Consistency::kSsp;
+  throw Error("cluster.mode must be sync, async or ssp, got '" + mode + "'");
+}
+
+KvServerOptions KvServerOptions::from_config(const Config& cfg) {
+  KvServerOptions o;
+  o.mode = consistency_from_string(cfg.get_string("cluster.mode"));
+  o.staleness = cfg.get_int("cluster.staleness");
+  o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+  o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
+  optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
+  o.optimizer = optim::make_optimizer(params);
+  optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
+  if (sp.name == "cosine" && sp.total_steps == 0) {
+    throw Error("config " + cfg.origin() +
+                ": a server cannot know the run's length; set lr_schedule.total_steps for a cosine schedule");
+  }
+  auto schedule = std::make_shared<optim::LrSchedule>(params.lr, sp, cfg.get_int("train.batch_size"),
+                                                      std::max<int64_t>(sp.total_steps, 1));
+  o.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
+  return o;
+}
+
+namespace {
+
+thread_local bool on_socket_thread = false;  // true on a KvServer's socket thread
+
+constexpr size_t kMaxDeferred = 4096;  // requests held while no init has told us the layout
+
+// One request in progress. Payload frames are shared so that BSP can hold an out-of-order
+// contribution without copying it after the request has been answered.
+struct Request {
+  zmq::message_t identity;
+  protocol::Message msg;
+  std::vector<std::shared_ptr<zmq::message_t>> payloads;
+  std::vector<uint32_t> slice_ids;
+  std::vector<zmq::message_t> replies;  // weights: one per key
+  std::atomic<int> remaining{0};
+  std::mutex error_mu;
+  ErrorCode error = ErrorCode::NONE;
+  std::string error_message;
+
+  void fail(ErrorCode code, std::string why) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (error == ErrorCode::NONE) {
+      error = code;
+      error_message = std::move(why);
+    }
+  }
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+struct Waiter {
+  RequestPtr req;
+  size_t key;
+  int64_t step;  // the reader's step/clock
+};
+
+// Everything about one slice; touched only by the thread that owns it.
+struct SliceState {
+  uint32_t id = 0;
+  uint64_t length = 0;
+  bool initialized = false;
+  std::vector<float> weights;
+  std::vector<float> opt_state;
+  int64_t version = 0;  // BSP: steps aggregated; ASP/SSP: pushes applied
+  int64_t updates = 0;  // optimizer t
+  // BSP: the open step's contributions.
+  std::vector<std::shared_ptr<zmq::message_t>> pending;  // per rank, received but not yet summed
+  std::vector<char> pushed;                              // per rank: pushed this step
+  uint32_t next_rank = 0;                                // next rank to sum
+  uint32_t contributions = 0;
+  std::shared_ptr<zmq::message_t> first;  // the only contribution so far (summed lazily, no copy)
+  std::vector<float> acc;                 // sum of >= 2 contributions
+  // SSP: pushes seen per worker (the worker's clock as this slice knows it).
+  std::vector<int64_t> clock;
+  std::vector<Waiter> waiting;
+};
+
+struct Task {
+  enum Kind { kKey, kWorkerDead, kStop } kind = kKey;
+  RequestPtr req;
+  size_t key = 0;
+  uint32_t rank = 0;
+};
+
+// A queue of tasks for one update thread.
+struct TaskQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Task> tasks;
+  void put(Task t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      tasks.push_back(std::move(t));
+    }
+    cv.notify_one();
+  }
+};
+
+const float* aligned_floats(const zmq::message_t& m, std::vector<float>& scratch) {
+  if (reinterpret_cast<uintptr_t>(m.data()) % alignof(float) == 0) return static_cast<const float*>(m.data());
+  scratch.resize(m.size() / sizeof(float));
+  std::memcpy(scratch.data(), m.data(), m.size());
+  return scratch.data();
+}
+
+}  // namespace
+
+struct KvServer::Impl {
+  KvServerOptions opt;
+  zmq::context_t ctx{1};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  std::string endpoint;
+  transport::Wakeup wake;
+  std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
+
+  // Layout and slice states: written by the socket thread when the first init arrives, before
+  // any task for a slice is queued (the queue's mutex orders it for the update threads).
+  std::unique_ptr<SliceLayout> layout;
+  std::vector<std::unique_ptr<SliceState>> states;  // by global slice id; null for other servers' slices
+  std::vector<int> owner;                           // by global slice id: -1 socket thread, else update thread
+  std::deque<std::vector<zmq::message_t>> deferred;
+
+  std::vector<std::unique_ptr<TaskQueue>> queues;
+  std::vector<std::thread> workers;
+  std::thread io;
+  std::vector<char> io_dead;  // dead workers as the socket thread knows them
+
+  std::mutex done_mu;  // completions and control events for the socket thread
+  std::deque<RequestPtr> done;
+  std::deque<uint32_t> dead_events;
+
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> layout_ready{false};  // layout, states and owner are complete and never change again
+  std::mutex shutdown_mu;
+  std::condition_variable shutdown_cv;
+  bool shutdown_requested = false;
+  std::once_flag stop_once;
+
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0};
+
+  explicit Impl(KvServerOptions o) : opt(std::move(o)) {
+    if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
+    if (!opt.lr_at) throw Error("server " + std::to_string(opt.rank) + ": no learning-rate schedule given");
+    if (opt.num_workers == 0 || opt.num_servers == 0 || opt.rank >= opt.num_servers) {
+      throw Error("server: rank " + std::to_string(opt.rank) + " of " + std::to_string(opt.num_servers) +
+                  " servers with " + std::to_string(opt.num_workers) + " workers is not a valid job");
+    }
+    if (opt.update_threads < 1) opt.update_threads = 1;
+    router.set(zmq::sockopt::sndhwm, 0);
+    router.set(zmq::sockopt::rcvhwm, 0);
+    router.set(zmq::sockopt::linger, 0);
+    std::string bind = opt.bind;
+    if (bind.size() > 2 && bind.compare(bind.size() - 2, 2, ":0") == 0) bind = bind.substr(0, bind.size() - 1) + "*";
+    try {
+      router.bind(bind);
+    } catch (const zmq::error_t& e) {
+      throw Error("server " + std::to_string(opt.rank) + ": cannot bind " + opt.bind + ": " + e.what());
+    }
+    endpoint = router.get(zmq::sockopt::last_endpoint);
+    io_dead.assign(opt.num_workers, 0);
+    for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
+    for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
+    io = std::thread([this] { socket_loop(); });
+  }
+
+  void stop() {
+    std::call_once(stop_once, [this] {
+      stopping = true;
+      wake.notify();
+      if (io.joinable()) io.join();
+      for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
+      for (auto& t : workers) t.join();
+      router.close();
+    });
+  }
+
+  // ---- socket thread ------------------------------------------------------------------------------
+
+  void socket_loop() {
+    on_socket_thread = true;
+    std::vector<zmq::message_t> frames;
+    while (!stopping) {
+      zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(100));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        PSHARD_LOG(kError) << "server " << opt.rank << ": poll failed: " << e.what();
+        break;
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        wake.drain();
+        drain_done();
+      }
+      for (int i = 0; i < 256 && recv(frames); ++i) {
+        handle(frames);
+        while (!held_after_init.empty()) {
+          std::vector<zmq::message_t> held = std::move(held_after_init.front());
+          held_after_init.pop_front();
+          handle(held);
+        }
+      }
+      drain_done();
+    }
+  }
+
+  bool recv(std::vector<zmq::message_t>& frames) {
+    try {
+      return transport::recv_frames(router, frames);
+    } catch (const zmq::error_t& e) {
+      PSHARD_LOG(kWarn) << "server " << opt.rank << ": receive failed: " << e.what();
+      return false;
+    }
+  }
+
+  void drain_done() {
+    std::deque<RequestPtr> ready;
+    std::deque<uint32_t> dead;
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      ready.swap(done);
+      dead.swap(dead_events);
+    }
+    for (uint32_t rank : dead) handle_dead(rank);
+    for (RequestPtr& r : ready) reply(*r);
+  }
+
+  void send(std::vector<zmq::message_t>& frames) {
+    try {
+      transport::send_frames(router, frames);
+    } catch (const zmq::error_t& e) {
+      PSHARD_LOG(kWarn) << "server " << opt.rank << ": send failed: " << e.what();
+    }
+  }
+
+  void send_error(zmq::message_t& identity, uint64_t request_id, ErrorCode code, const std::string& why,
+                  const std::string& what) {
+    ++n_errors;
+    PSHARD_LOG(kWarn) << "server " << opt.rank << ": refused " << what << " (request " << request_id
+                      << "): " << protocol::error_code_name(code) << ": " << why;
+    protocol::Message m;
+    m.type = MessageType::ERROR;
+    m.request_id = request_id;
+    m.sender_role = protocol::Role::SERVER;
+    m.sender_rank = opt.rank;
+    m.error_code = code;
+    m.error_message = "server " + std::to_string(opt.rank) + ": " + why;
+    std::vector<zmq::message_t> out;
+    out.emplace_back(identity.data(), identity.size());
+    out.push_back(transport::copy_frame(protocol::encode_header(m)));
+    send(out);
+  }
+
+  void reply(Request& r) {
+    protocol::Message m;
+    m.request_id = r.msg.request_id;
+    m.sender_role = protocol::Role::SERVER;
+    m.sender_rank = opt.rank;
+    {
+      std::lock_guard<std::mutex> lock(r.error_mu);
+      if (r.error != ErrorCode::NONE) {
+        const std::string what =
+            std::string(protocol::type_name(r.msg.type)) + " from worker " + std::to_string(r.msg.sender_rank);
+        send_error(r.identity, r.msg.request_id, r.error, r.error_message, what);
+        return;
+      }
+    }
+    const bool weights = r.msg.type == MessageType::PULL || r.msg.type == MessageType::PUSH_PULL;
+    m.type = weights ? MessageType::WEIGHTS : MessageType::ACK;
+    std::vector<zmq::message_t> out;
+    out.push_back(std::move(r.identity));
+    if (weights) m.keys = r.msg.keys;
+    out.push_back(transport::copy_frame(protocol::encode_header(m)));
+    if (weights) {
+      for (auto& p : r.replies) {
+        bytes_out += p.size();
+        out.push_back(std::move(p));
+      }
+    }
+    send(out);
+  }
+
+  void handle(std::vector<zmq::message_t>& frames) {
+    ++n_requests;
+    if (frames.size() < 2) {
+      send_error(frames[0], 0, ErrorCode::BAD_HEADER, "message has no header frame", "message from " + peer(frames[0]));
+      return;
+    }
+    std::vector<protocol::FrameView> v = transport::views(frames, 1);
+    protocol::Decoded d = protocol::decode(v.data(), v.size());
+    if (!d.ok) {
+      send_error(frames[0], d.message.request_id, d.code, d.error, "message from " + peer(frames[0]));
+      return;
+    }
+    protocol::Message& m = d.message;
+    const std::string what = std::string(protocol::type_name(m.type)) + " from worker " + std::to_string(m.sender_rank);
+    if (m.type == MessageType::INIT && !layout) {
+      ErrorCode code = ErrorCode::NONE;
+      std::string why;
+      if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == 0) {
+        if (!create_layout(m, code, why)) {
+          send_error(frames[0], m.request_id, code, why, what);
+          return;
+        }
+      }
+    }
+    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, layout.get()};
+    protocol::RequestCheck c = protocol::check_request(m, view);
+    if (!c.ok) {
+      if (c.code == ErrorCode::NOT_INITIALIZED && !layout && m.type != MessageType::INIT) {
+        if (deferred.size() < kMaxDeferred) {
+          deferred.push_back(std::move(frames));
+          frames.clear();
+          return;
+        }
+        c.code = ErrorCode::OVERLOADED;
+        c.error = "too many requests are waiting for the first init";
+      }
+      send_error(frames[0], m.request_id, c.code, c.error, what);
+      return;
+    }
+    if (m.type == MessageType::PING || m.type == MessageType::SHUTDOWN) {
+      protocol::Message r;
+      r.type = m.type == MessageType::PING ? MessageType::PONG : MessageType::ACK;
+      r.request_id = m.request_id;
+      r.sender_role = protocol::Role::SERVER;
+      r.sender_rank = opt.rank;
+      std::vector<zmq::message_t> out;
+      out.push_back(std::move(frames[0]));
+      out.push_back(transport::copy_frame(protocol::encode_header(r)));
+      send(out);
+      if (m.type == MessageType::SHUTDOWN) {
+        PSHARD_LOG(kInfo) << "server " << opt.rank << ": shutdown requested";
+        std::lock_guard<std::mutex> lock(shutdown_mu);
+        shutdown_requested = true;
+        shutdown_cv.notify_all();
+      }
+      return;
+    }
+    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank]) {
+      send_error(frames[0], m.request_id, ErrorCode::WORKER_DEAD,
+                 "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
+      return;
+    }
+    auto req = std::make_shared<Request>();
+    req->identity = std::move(frames[0]);
+    req->slice_ids = std::move(c.slice_ids);
+    req->payloads.reserve(frames.size() - 2);
+    for (size_t i = 2; i < frames.size(); ++i) {
+      bytes_in += frames[i].size();
+      req->payloads.push_back(std::make_shared<zmq::message_t>(std::move(frames[i])));
+    }
+    m.payloads.clear();  // views into moved frames; use req->payloads
+    req->msg = std::move(m);
+    req->replies.resize(req->msg.keys.size());
+    req->remaining = static_cast<int>(req->msg.keys.size());
+    bool finished = false;
+    for (size_t k = 0; k < req->slice_ids.size(); ++k) {
+      const int who = owner[req->slice_ids[k]];
+      if (who < 0) {
+        finished = process_key(req, k, inline_scratch) || finished;
+      } else {
+        queues[who]->put(Task{Task::kKey, req, k, 0});
+      }
+    }
+    if (finished) reply(*req);
+  }
+
+  static std::string peer(const zmq::message_t& identity) {
+    static const char* hex = "0123456789abcdef";
+    std::string s = "peer ";
+    const auto* p = static_cast<const unsigned char*>(identity.data());
+    for (size_t i = 0; i < identity.size() && i < 8; ++i) {
+      s += hex[p[i] >> 4];
+      s += hex[p[i] & 15];
+    }
+    return s;
+  }
+
+  bool create_layout(const protocol::Message& m, ErrorCode& code, std::string& why) {
+    if (m.slice_bytes != opt.slice_bytes || m.num_servers != opt.num_servers) {
+      code = ErrorCode::LAYOUT_MISMATCH;
+      why = "init assumes slice_bytes " + std::to_string(m.slice_bytes) + " and " + std::to_string(m.num_servers) +
+            " servers; this server has slice_bytes " + std::to_string(opt.slice_bytes) + " and " +
+            std::to_string(opt.num_servers) + " servers";
+      return false;
+    }
+    std::vector<TensorSpec> specs;
+    for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
+    std::unique_ptr<SliceLayout> l;
+    try {
+      l = std::make_unique<SliceLayout>(std::move(specs), opt.slice_bytes, opt.num_servers);
+    } catch (const Error& e) {
+      code = ErrorCode::BAD_HEADER;
+      why = std::string("init tensor list: ") + e.what();
+      return false;
+    }
+    if (l->fingerprint() != m.layout_fingerprint) {
+      code = ErrorCode::LAYOUT_MISMATCH;
+      why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
+            std::to_string(m.layout_fingerprint);
+      return false;
+    }
+    states.resize(l->slices().size());
+    owner.assign(l->slices().size(), -1);
+    uint32_t local = 0;
+    for (const SliceInfo& s : l->slices()) {
+      const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
+      if (s.server != opt.rank) continue;
+      auto st = std::make_unique<SliceState>();
+      st->id = id;
+      st->length = s.length;
+      states[id] = std::move(st);
+      owner[id] = s.length * sizeof(float) <= opt.inline_slice_bytes ? -1 : static_cast<int>(local++ % queues.size());
+    }
+    layout = std::move(l);
+    PSHARD_LOG(kInfo) << "server " << opt.rank << ": layout of " << layout->tensors().size() << " tensors, "
+                      << layout->slices().size() << " slices, " << layout->bytes_on_server(opt.rank)
+                      << " bytes here (fingerprint " << layout->fingerprint() << ")";
+    layout_ready.store(true, std::memory_order_release);
+    // Requests that came before the layout are served right after this init.
+    held_after_init.swap(deferred);
+    return true;
+  }
+  std::deque<std::vector<zmq::message_t>> held_after_init;
+  std::vector<float> inline_scratch;
+
+  void handle_dead(uint32_t rank) {
+    if (rank >= opt.num_workers || io_dead[rank]) return;
+    io_dead[rank] = 1;
+    PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
+    for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
+    if (!layout) return;
+    for (size_t id = 0; id < states.size(); ++id) {
+      if (states[id] && owner[id] < 0) {
+        for (RequestPtr& r : worker_dead(*states[id], rank, io_dead_view(), inline_scratch)) reply(*r);
+      }
+    }
+  }
+  const std::vector<char>& io_dead_view() const { return io_dead; }
+
+  // ---- slice updates (socket thread for small slices, update threads otherwise) ------------------
+
+  // Marks one key of `req` finished; true when it was the request's last.
+  static bool finish_key(Request& req) { return req.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+  bool ready(const SliceState& s, int64_t step, const std::vector<char>& dead) const {
+    if (!s.initialized) return false;
+    switch (opt.mode) {
+      case Consistency::kBsp: return s.version >= step;
+      case Consistency::kAsp: return true;
+      case Consistency::kSsp: {
+        int64_t slowest = INT64_MAX;
+        for (uint32_t w = 0; w < opt.num_workers; ++w) {
+          if (!dead[w]) slowest = std::min(slowest, s.clock[w]);
+        }
+        return slowest == INT64_MAX || slowest >= step - opt.staleness;
+      }
+    }
+    return false;
+  }
+
+  void answer(SliceState& s, Request& req, size_t key) {
+    const size_t bytes = s.length * sizeof(float);
+    zmq::message_t frame = pool->message(bytes);
+    std::memcpy(frame.data(), s.weights.data(), bytes);
+    req.replies[key] = std::move(frame);
+  }
+
+  // Answers every waiting pull that is now ready; returns the requests that finished.
+  std::vector<RequestPtr> release_waiters(SliceState& s, const std::vector<char>& dead) {
+    std::vector<RequestPtr> finished;
+    if (s.waiting.empty()) return finished;
+    std::vector<Waiter> still;
+    for (Waiter& w : s.waiting) {
+      if (ready(s, w.step, dead)) {
+        answer(s, *w.req, w.key);
+        if (finish_key(*w.req)) finished.push_back(std::move(w.req));
+      } else {
+        still.push_back(std::move(w));
+      }
+    }
+    s.waiting.swap(still);
+    return finished;
+  }
+
+  void apply(SliceState& s, const float* g, int64_t step) {
+    ++s.updates;
+    opt.optimizer->apply(s.weights.data(), g, s.opt_state.data(), s.length, opt.lr_at(step), s.updates);
+    ++n_updates;
+  }
+
+  // BSP: sums contributions in rank order as far as they are contiguous; closes the step when
+  // every live worker has contributed.
+  void bsp_advance(SliceState& s, const std::vector<char>& dead, std::vector<float>& scratch) {
+    while (s.next_rank < opt.num_workers) {
+      const uint32_t r = s.next_rank;
+      if (s.pending[r]) {
+        if (s.contributions == 0) {
+          s.first = std::move(s.pending[r]);
+        } else {
+          if (s.contributions == 1) {  // the second contribution: start the sum from the first
+            s.acc.resize(s.length);
+            std::memcpy(s.acc.data(), s.first->data(), s.length * sizeof(float));
+            s.first.reset();
+          }
+          const float* g = aligned_floats(*s.pending[r], scratch);
+          float* a = s.acc.data();
+          for (uint64_t i = 0; i < s.length; ++i) a[i] += g[i];
+          s.pending[r].reset();
+        }
+        ++s.contributions;
+        ++s.next_rank;
+      } else if (dead[r]) {
+        ++s.next_rank;
+      } else {
+        return;
+      }
+    }
+    if (s.contributions == 0) return;  // every worker is dead
+    const int64_t step = s.version;
+    if (s.contributions == 1) {
+      apply(s, aligned_floats(*s.first, scratch), step);
+      s.first.reset();
+    } else {
+      const float n = static_cast<float>(s.contributions);
+      float* a = s.acc.data();
+      for (uint64_t i = 0; i < s.length; ++i) a[i] /= n;
+      apply(s, a, step);
+    }
+    s.version = step + 1;
+    s.contributions = 0;
+    s.next_rank = 0;
+    std::fill(s.pushed.begin(), s.pushed.end(), 0);
+  }
+
+  std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
+                                      std::vector<float>& scratch) {
+    (void)rank;
+    if (s.initialized && opt.mode == Consistency::kBsp && s.next_rank < opt.num_workers) bsp_advance(s, dead, scratch);
+    return release_waiters(s, dead);
+  }
+
+  // Runs key `k` of `req` on its slice. Returns true when `req` is complete (the caller replies).
+  bool process_key(const RequestPtr& req, size_t k, std::vector<float>& scratch,
+                   const std::vector<char>* dead_ptr = nullptr) {
+    const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
+    SliceState& s = *states[req->slice_ids[k]];
+    const protocol::Message& m = req->msg;
+    const uint32_t rank = m.sender_rank;
+    std::vector<RequestPtr> others;
+    auto name = [&] { return layout->describe(s.id); };
+    bool wait = false;
+    switch (m.type) {
+      case MessageType::INIT: {
+        if (s.initialized) {
+          req->fail(ErrorCode::ALREADY_INITIALIZED, name() + " was already initialised");
+          break;
+        }
+        const zmq::message_t& p = *req->payloads[k];
+        s.weights.resize(s.length);
+        std::memcpy(s.weights.data(), p.data(), p.size());
+        s.opt_state.assign(s.length * opt.optimizer->state_floats(), 0.0f);
+        s.pending.assign(opt.num_workers, nullptr);
+        s.pushed.assign(opt.num_workers, 0);
+        s.clock.assign(opt.num_workers, 0);
+        s.initialized = true;
+        others = release_waiters(s, dead);
+        break;
+      }
+      case MessageType::PUSH:
+      case MessageType::PUSH_PULL: {
+        if (!s.initialized) {
+          req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
+          break;
+        }
+        if (dead[rank]) {
+          req->fail(ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead");
+          break;
+        }
+        if (opt.mode == Consistency::kBsp) {
+          if (m.step != s.version) {
+            req->fail(ErrorCode::BAD_STEP, "push of step " + std::to_string(m.step) + " for " + name() +
+                                               ", which is at step " + std::to_string(s.version));
+            break;
+          }
+          if (s.pushed[rank]) {
+            req->fail(ErrorCode::DUPLICATE_PUSH, "worker " + std::to_string(rank) + " already pushed step " +
+                                                     std::to_string(m.step) + " of " + name());
+            break;
+          }
+          s.pushed[rank] = 1;
+          s.pending[rank] = req->payloads[k];
+          bsp_advance(s, dead, scratch);
+        } else {
+          apply(s, aligned_floats(*req->payloads[k], scratch), m.step);
+          ++s.version;
+          s.clock[rank] = std::max(s.clock[rank], m.step + 1);
+        }
+        others = release_waiters(s, dead);
+        if (m.type == MessageType::PUSH_PULL) {
+          if (ready(s, m.step + 1, dead)) {
+            answer(s, *req, k);
+          } else {
+            s.waiting.push_back({req, k, m.step + 1});
+            wait = true;
+          }
+        }
+        break;
+      }
+      case MessageType::PULL:
+        if (ready(s, m.step, dead)) {
+          answer(s, *req, k);
+        } else {
+          s.waiting.push_back({req, k, m.step});
+          wait = true;
+        }
+        break;
+      default: req->fail(ErrorCode::INTERNAL, "unexpected request type on an update thread"); break;
+    }
+    for (RequestPtr& r : others) complete(r);
+    if (wait) return false;
+    return finish_key(*req);
+  }
+
+  // A request finished on some thread: the socket thread sends its reply.
+  void complete(RequestPtr& r) {
+    if (on_socket_thread) {
+      reply(*r);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      done.push_back(std::move(r));
+    }
+    wake.notify();
+  }
+
+  void update_loop(int index) {
+    TaskQueue& q = *queues[index];
+    std::vector<char> dead(opt.num_workers, 0);
+    std::vector<float> scratch;
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lock(q.mu);
+        q.cv.wait(lock, [&] { return !q.tasks.empty(); });
+        t = std::move(q.tasks.front());
+        q.tasks.pop_front();
+      }
+      if (t.kind == Task::kStop) return;
+      try {
+        if (t.kind == Task::kWorkerDead) {
+          dead[t.rank] = 1;
+          if (!layout_ready.load(std::memory_order_acquire)) continue;
+          for (size_t id = 0; id < states.size(); ++id) {
+            if (states[id] && owner[id] == index) {
+              for (RequestPtr& r : worker_dead(*states[id], t.rank, dead, scratch)) complete(r);
+            }
+          }
+          continue;
+        }
+        if (process_key(t.req, t.key, scratch, &dead)) complete(t.req);
+      } catch (const std::exception& e) {
+        PSHARD_LOG(kError) << "server " << opt.rank << ": update failed: " << e.what();
+        if (t.req) {
+          t.req->fail(ErrorCode::INTERNAL, e.what());
+          if (finish_key(*t.req)) complete(t.req);
+        }
+      }
+    }
+  }
+};
+
+KvServer::KvServer(KvServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+KvServer::~KvServer() { stop(); }
+
+const std::string& KvServer::endpoint() const { return impl_->endpoint; }
+
+void KvServer::mark_worker_dead(uint32_t worker_rank) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->done_mu);
+    impl_->dead_events.push_back(worker_rank);
+  }
+  impl_->wake.notify();
+}
+
+bool KvServer::wait_for_shutdown(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->shutdown_mu);
+  return impl_->shutdown_cv.wait_for(lock, timeout, [&] { return impl_->shutdown_requested; });
+}
+
+void KvServer::stop() { impl_->stop(); }
+
+KvServerStats KvServer::stats() const {
+  KvServerStats s;
+  s.requests = impl_->n_requests;
+  s.errors = impl_->n_errors;
+  s.bytes_received = impl_->bytes_in;
+  s.bytes_sent = impl_->bytes_out;
+  s.updates = impl_->n_updates;
+  return s;
+}
+
+}  // namespace pshard

@@ -1,0 +1,83 @@
+// The parameter server: a ROUTER socket in front of a float32 slice store with BSP/ASP/SSP updates.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/optimizers/optimizer.h"
+
+namespace pshard {
+
+class Config;
+
+// How pushes of different workers are combined (config key cluster.mode).
+enum class Consistency {
+  kBsp,  // "sync": the W pushes of step t are summed in rank order, the mean applied once; version -> t+1
+  kAsp,  // "async": each push is applied on arrival; a pull returns the current weights
+  kSsp,  // "ssp": as async, but a pull at clock c waits until the slowest live worker has pushed c - staleness steps
+};
+Consistency consistency_from_string(const std::string& mode);  // sync|async|ssp, else pshard::Error
+
+struct KvServerOptions {
+  uint32_t rank = 0;                       // this server's rank
+  uint32_t num_servers = 1;                // S: every init must agree
+  uint32_t num_workers = 1;                // W
+  std::string bind = "tcp://127.0.0.1:0";  // port 0: any free port (see endpoint())
+  std::string job_token;
+  Consistency mode = Consistency::kBsp;
+  int64_t staleness = 2;                              // kSsp only
+  uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
+  std::shared_ptr<const optim::Optimizer> optimizer;  // required
+  std::function<float(int64_t step)> lr_at;           // required: learning rate of a step
+  int update_threads = 2;                             // cluster.server_threads
+  uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
+
+  // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer and schedule come from `cfg`.
+  static KvServerOptions from_config(const Config& cfg);
+};
+
+struct KvServerStats {
+  uint64_t requests = 0;        // messages received
+  uint64_t errors = 0;          // error replies sent
+  uint64_t bytes_received = 0;  // payload bytes
+  uint64_t bytes_sent = 0;      // payload bytes
+  uint64_t updates = 0;         // optimizer applications (all slices)
+};
+
+// Serves its slices from a socket thread plus `update_threads` update threads until stop(),
+// destruction, or a `shutdown` request. The model's tensor list arrives with the first init
+// from worker 0; requests before it wait (bounded) and are served once it is known.
+//
+//   KvServerOptions opt = KvServerOptions::from_config(cfg);
+//   opt.rank = 0; opt.num_servers = 2; opt.num_workers = 3; opt.job_token = token;
+//   KvServer server(opt);
+//   register_with_coordinator(server.endpoint());
+//   cluster.on_event([&](auto& e) { if (e.kind == kNodeDead) server.mark_worker_dead(e.node.rank); });
+//   server.wait_for_shutdown(std::chrono::hours(24));
+class KvServer {
+ public:
+  explicit KvServer(KvServerOptions options);  // binds (throws pshard::Error naming the endpoint) and starts
+  ~KvServer();                                 // stop()
+  KvServer(const KvServer&) = delete;
+  KvServer& operator=(const KvServer&) = delete;
+
+  // The bound endpoint with the real port, e.g. "tcp://127.0.0.1:41213".
+  const std::string& endpoint() const;
+  // Failure policy `continue`: from now on BSP steps complete without this worker and SSP
+  // ignores its clock; its later requests are refused. Thread-safe.
+  void mark_worker_dead(uint32_t worker_rank);
+  // True once a shutdown request was answered; false on timeout.
+  bool wait_for_shutdown(std::chrono::milliseconds timeout);
+  // Stops and joins every thread. Idempotent.
+  void stop();
+  KvServerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pshard

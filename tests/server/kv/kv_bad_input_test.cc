@@ -1,0 +1,265 @@
+// A KvServer fed malformed messages through a raw DEALER socket answers each with an error and keeps its weights.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <zmq.hpp>
+
+#include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
+#include "common/transport/frames.h"
+#include "server/kv/kv_server.h"
+
+namespace pshard {
+namespace {
+
+using protocol::ErrorCode;
+using protocol::MessageType;
+
+class KvBadInput : public ::testing::Test {
+ protected:
+  // 16 floats per slice; "w" has 40 elements -> slices of 16, 16, 8 spread over 2 servers.
+  SliceLayout layout{{{"w", 40}, {"b", 5}}, 64, 2};
+  std::unique_ptr<KvServer> server;
+  zmq::context_t ctx;
+  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  uint64_t next_id = 1;
+
+  void SetUp() override {
+    KvServerOptions o;
+    o.rank = 0;
+    o.num_servers = 2;
+    o.num_workers = 1;
+    o.job_token = "secret";
+    o.slice_bytes = 64;
+    o.optimizer = optim::make_optimizer(optim::OptimizerParams{});  // sgd
+    o.lr_at = [](int64_t) { return 1.0f; };
+    server = std::make_unique<KvServer>(o);
+    sock.set(zmq::sockopt::rcvtimeo, 5000);
+    sock.set(zmq::sockopt::linger, 0);
+    sock.connect(server->endpoint());
+  }
+
+  std::vector<uint32_t> own() const {
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < layout.slices().size(); ++i) {
+      if (layout.slice(i).server == 0) ids.push_back(i);
+    }
+    return ids;
+  }
+  uint32_t foreign() const {
+    for (uint32_t i = 0; i < layout.slices().size(); ++i) {
+      if (layout.slice(i).server == 1) return i;
+    }
+    return 0;
+  }
+
+  protocol::Message request(MessageType type, const std::vector<uint32_t>& ids, int64_t step = 0) {
+    protocol::Message m;
+    m.type = type;
+    m.request_id = next_id++;
+    m.job_token = "secret";
+    m.sender_role = protocol::Role::WORKER;
+    m.sender_rank = 0;
+    m.step = step;
+    m.layout_fingerprint = layout.fingerprint();
+    for (uint32_t id : ids) {
+      const SliceInfo& s = layout.slice(id);
+      m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32});
+    }
+    if (type == MessageType::INIT) {
+      for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
+      m.slice_bytes = 64;
+      m.num_servers = 2;
+    }
+    return m;
+  }
+
+  void send_raw(const std::string& header, const std::vector<std::vector<float>>& payloads) {
+    std::vector<zmq::message_t> frames;
+    frames.push_back(transport::copy_frame(header));
+    for (const auto& p : payloads) frames.emplace_back(p.data(), p.size() * sizeof(float));
+    transport::send_frames(sock, frames);
+  }
+
+  protocol::Message receive(std::vector<std::vector<float>>* payloads = nullptr) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t f;
+    if (!sock.recv(f)) throw std::runtime_error("no reply within 5 s");
+    bool more = f.more();
+    frames.push_back(std::move(f));
+    while (more) {
+      zmq::message_t part;
+      (void)sock.recv(part);
+      more = part.more();
+      frames.push_back(std::move(part));
+    }
+    auto v = transport::views(frames, 0);
+    protocol::Decoded d = protocol::decode(v.data(), v.size());
+    if (!d.ok) throw std::runtime_error("bad reply: " + d.error);
+    if (payloads) {
+      payloads->clear();
+      for (size_t i = 1; i < frames.size(); ++i) {
+        payloads->emplace_back(frames[i].size() / sizeof(float));
+        std::memcpy(payloads->back().data(), frames[i].data(), frames[i].size());
+      }
+    }
+    return d.message;
+  }
+
+  std::vector<std::vector<float>> values(const std::vector<uint32_t>& ids, float base) {
+    std::vector<std::vector<float>> out;
+    for (uint32_t id : ids) {
+      out.emplace_back(layout.slice(id).length);
+      for (size_t i = 0; i < out.back().size(); ++i) out.back()[i] = base + static_cast<float>(id * 100 + i);
+    }
+    return out;
+  }
+
+  std::vector<std::vector<float>> pull_all() {
+    send_raw(protocol::encode_header(request(MessageType::PULL, own())), {});
+    std::vector<std::vector<float>> w;
+    protocol::Message r = receive(&w);
+    EXPECT_EQ(r.type, MessageType::WEIGHTS) << r.error_message;
+    return w;
+  }
+
+  void expect_error(ErrorCode code, const std::string& what) {
+    protocol::Message r = receive();
+    EXPECT_EQ(r.type, MessageType::ERROR) << what;
+    EXPECT_EQ(r.error_code, code) << what << ": got " << protocol::error_code_name(r.error_code) << ": "
+                                  << r.error_message;
+    EXPECT_FALSE(r.error_message.empty()) << what;
+  }
+};
+
+TEST_F(KvBadInput, EveryMalformedRequestGetsAnErrorAndNoWeightChanges) {
+  send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 1.0f));
+  ASSERT_EQ(receive().type, MessageType::ACK);
+  const auto before = pull_all();
+  ASSERT_EQ(before, values(own(), 1.0f));
+  const auto grads = values(own(), 0.5f);
+
+  {  // unknown type
+    protocol::Message m = request(MessageType::PUSH, own());
+    m.type = static_cast<MessageType>(77);
+    send_raw(protocol::encode_header(m), grads);
+    expect_error(ErrorCode::UNKNOWN_TYPE, "unknown type");
+  }
+  {  // a reply type sent as a request
+    send_raw(protocol::encode_header(request(MessageType::WEIGHTS, own())), grads);
+    expect_error(ErrorCode::UNKNOWN_TYPE, "reply as request");
+  }
+  {  // unknown key
+    protocol::Message m = request(MessageType::PUSH, own());
+    m.keys[0].tensor = 9;
+    send_raw(protocol::encode_header(m), grads);
+    expect_error(ErrorCode::UNKNOWN_KEY, "unknown key");
+  }
+  {  // key owned by server 1
+    send_raw(protocol::encode_header(request(MessageType::PUSH, {foreign()})), values({foreign()}, 0.5f));
+    expect_error(ErrorCode::WRONG_SERVER, "foreign key");
+  }
+  {  // payload of the wrong size
+    auto short_grads = grads;
+    short_grads[0].pop_back();
+    send_raw(protocol::encode_header(request(MessageType::PUSH, own())), short_grads);
+    expect_error(ErrorCode::WRONG_LENGTH, "short payload");
+  }
+  {  // key length that is not the slice's (payload consistent with the key)
+    protocol::Message m = request(MessageType::PUSH, {own()[0]});
+    m.keys[0].length -= 1;
+    auto g = values({own()[0]}, 0.5f);
+    g[0].pop_back();
+    send_raw(protocol::encode_header(m), g);
+    expect_error(ErrorCode::WRONG_LENGTH, "key length");
+  }
+  {  // one payload frame missing
+    auto fewer = grads;
+    fewer.pop_back();
+    send_raw(protocol::encode_header(request(MessageType::PUSH, own())), fewer);
+    expect_error(ErrorCode::WRONG_PAYLOAD_COUNT, "missing payload");
+  }
+  {  // a pull with a payload
+    send_raw(protocol::encode_header(request(MessageType::PULL, own())), grads);
+    expect_error(ErrorCode::WRONG_PAYLOAD_COUNT, "pull with payload");
+  }
+  {  // truncated header
+    std::string h = protocol::encode_header(request(MessageType::PUSH, own()));
+    send_raw(h.substr(0, h.size() - 16), grads);
+    expect_error(ErrorCode::BAD_HEADER, "truncated header");
+    send_raw(h.substr(0, 13), grads);
+    expect_error(ErrorCode::BAD_HEADER, "odd-sized header");
+    send_raw(std::string(64, '\xff'), {});
+    expect_error(ErrorCode::BAD_HEADER, "garbage header");
+    send_raw("", {});
+    expect_error(ErrorCode::BAD_HEADER, "empty header");
+  }
+  {  // bad token
+    protocol::Message m = request(MessageType::PUSH, own());
+    m.job_token = "another-job";
+    send_raw(protocol::encode_header(m), grads);
+    expect_error(ErrorCode::BAD_TOKEN, "bad token");
+  }
+  {  // wrong layout fingerprint
+    protocol::Message m = request(MessageType::PUSH, own());
+    m.layout_fingerprint += 1;
+    send_raw(protocol::encode_header(m), grads);
+    expect_error(ErrorCode::LAYOUT_MISMATCH, "fingerprint");
+  }
+  {  // a worker rank outside the job
+    protocol::Message m = request(MessageType::PUSH, own());
+    m.sender_rank = 5;
+    send_raw(protocol::encode_header(m), grads);
+    expect_error(ErrorCode::BAD_SENDER, "rank");
+  }
+  {  // BSP: a push of a future step, and a second init
+    send_raw(protocol::encode_header(request(MessageType::PUSH, own(), 3)), grads);
+    expect_error(ErrorCode::BAD_STEP, "future step");
+    send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 7.0f));
+    expect_error(ErrorCode::ALREADY_INITIALIZED, "second init");
+  }
+
+  EXPECT_EQ(pull_all(), before);  // nothing above changed a weight
+  EXPECT_GE(server->stats().errors, 17u);
+
+  {  // and the server still serves: ping, then a good push of step 0 applies (sgd, lr 1)
+    send_raw(protocol::encode_header(request(MessageType::PING, {})), {});
+    EXPECT_EQ(receive().type, MessageType::PONG);
+    send_raw(protocol::encode_header(request(MessageType::PUSH, own(), 0)), grads);
+    EXPECT_EQ(receive().type, MessageType::ACK);
+    auto after = pull_all();
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t s = 0; s < after.size(); ++s) {
+      for (size_t i = 0; i < after[s].size(); ++i) EXPECT_FLOAT_EQ(after[s][i], before[s][i] - grads[s][i]);
+    }
+  }
+}
+
+TEST_F(KvBadInput, RequestsBeforeTheFirstInitWaitForIt) {
+  send_raw(protocol::encode_header(request(MessageType::PULL, own())), {});
+  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+  EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(200)), 0);  // held, not refused
+  send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 2.0f));
+  std::vector<std::vector<float>> w;
+  protocol::Message first = receive(&w);
+  protocol::Message second = receive(w.empty() ? &w : nullptr);
+  // The init's ack and the pull's weights arrive in either order.
+  const bool weights_first = first.type == MessageType::WEIGHTS;
+  EXPECT_EQ(weights_first ? second.type : first.type, MessageType::ACK);
+  EXPECT_EQ(weights_first ? first.type : second.type, MessageType::WEIGHTS);
+  EXPECT_EQ(w, values(own(), 2.0f));
+}
+
+TEST_F(KvBadInput, ShutdownNeedsTheTokenAndIsAcknowledged) {
+  protocol::Message m = request(MessageType::SHUTDOWN, {});
+  m.job_token = "wrong";
+  send_raw(protocol::encode_header(m), {});
+  expect_error(ErrorCode::BAD_TOKEN, "shutdown with a bad token");
+  EXPECT_FALSE(server->wait_for_shutdown(std::chrono::milliseconds(50)));
+  send_raw(protocol::encode_header(request(MessageType::SHUTDOWN, {})), {});
+  EXPECT_EQ(receive().type, MessageType::ACK);
+  EXPECT_TRUE(server->wait_for_shutdown(std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace pshard

@@ -1,0 +1,298 @@
+// Servers and workers in one process (threads): BSP equals a single-process run, ASP applies every push once,
+// SSP blocks a worker exactly when it is staleness+1 clocks ahead, BSP continues without a dead worker, timeouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/error.h"
+#include "server/kv/kv_server.h"
+#include "server/optimizers/lr_schedule.h"
+#include "worker/client/kv_client.h"
+
+namespace pshard {
+namespace {
+
+// A hand-built job: S servers on 127.0.0.1 with free ports.
+struct Job {
+  std::vector<std::unique_ptr<KvServer>> servers;
+  std::vector<std::string> endpoints;
+  KvServerOptions base;
+
+  Job(uint32_t s, uint32_t w, KvServerOptions o) : base(o) {
+    for (uint32_t r = 0; r < s; ++r) {
+      KvServerOptions so = o;
+      so.rank = r;
+      so.num_servers = s;
+      so.num_workers = w;
+      so.job_token = "job";
+      servers.push_back(std::make_unique<KvServer>(so));
+      endpoints.push_back(servers.back()->endpoint());
+    }
+  }
+  KvClientOptions client(uint32_t rank, const std::vector<TensorSpec>& tensors) const {
+    KvClientOptions c;
+    c.rank = rank;
+    c.servers = endpoints;
+    c.tensors = tensors;
+    c.slice_bytes = base.slice_bytes;
+    c.job_token = "job";
+    c.request_timeout = std::chrono::milliseconds(20000);
+    return c;
+  }
+};
+
+KvServerOptions options(Consistency mode, const std::string& optimizer, float lr, uint64_t slice_bytes) {
+  KvServerOptions o;
+  o.mode = mode;
+  o.slice_bytes = slice_bytes;
+  optim::OptimizerParams p;
+  p.name = optimizer;
+  p.lr = lr;
+  o.optimizer = optim::make_optimizer(p);
+  optim::LrScheduleParams sp;
+  sp.name = "step";
+  sp.step_size = 2;
+  sp.gamma = 0.5f;
+  auto sched = std::make_shared<optim::LrSchedule>(lr, sp, 1, 100);
+  o.lr_at = [sched](int64_t step) { return sched->lr_at(step); };
+  return o;
+}
+
+float grad_value(uint32_t rank, int64_t step, size_t tensor, size_t i) {
+  return std::sin(0.37f * static_cast<float>(i) + 0.11f * static_cast<float>(step) + static_cast<float>(tensor)) *
+         (1.0f + 0.5f * static_cast<float>(rank));
+}
+float init_value(size_t tensor, size_t i) { return 0.01f * static_cast<float>((i * 7 + tensor * 3) % 23) - 0.1f; }
+
+// Tensor sizes that do not divide the 64-byte (16-float) slices.
+const std::vector<TensorSpec> kTensors = {{"fc1.weight", 37}, {"fc1.bias", 53}, {"fc2.weight", 7}, {"fc2.bias", 16}};
+
+// Runs W workers for `steps` BSP steps with push_pull; returns each worker's final weights.
+std::vector<std::vector<std::vector<float>>> run_bsp(uint32_t s, uint32_t w, int64_t steps, uint64_t inline_bytes) {
+  KvServerOptions o = options(Consistency::kBsp, "adam", 0.05f, 64);
+  o.inline_slice_bytes = inline_bytes;
+  o.update_threads = 2;
+  Job job(s, w, o);
+  std::vector<std::vector<std::vector<float>>> result(w);
+  std::vector<std::string> errors(w);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < w; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        KvClient kv(job.client(r, kTensors));
+        auto& weights = result[r];
+        weights.resize(kTensors.size());
+        std::vector<std::vector<float>> grads(kTensors.size());
+        if (r == 0) {
+          std::vector<KvClient::Handle> hs;
+          std::vector<std::vector<float>> init(kTensors.size());
+          for (size_t t = 0; t < kTensors.size(); ++t) {
+            for (size_t i = 0; i < kTensors[t].numel; ++i) init[t].push_back(init_value(t, i));
+            hs.push_back(kv.init(kTensors[t].name, init[t].data(), init[t].size()));
+          }
+          for (auto h : hs) kv.wait(h);
+        }
+        for (size_t t = 0; t < kTensors.size(); ++t) kv.wait(kv.pull(kTensors[t].name, &weights[t], 0));
+        for (int64_t step = 0; step < steps; ++step) {
+          std::vector<KvClient::Handle> hs;
+          for (size_t t = 0; t < kTensors.size(); ++t) {
+            grads[t].resize(kTensors[t].numel);
+            for (size_t i = 0; i < grads[t].size(); ++i) grads[t][i] = grad_value(r, step, t, i);
+            hs.push_back(kv.zpush_pull(kTensors[t].name, grads[t].data(), weights[t].data(), grads[t].size(), step));
+          }
+          for (auto h : hs) kv.wait(h);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < w; ++r) EXPECT_EQ(errors[r], "") << "worker " << r;
+  return result;
+}
+
+TEST(KvConsistency, BspEqualsSingleProcessWithMeanGradientsAndIsBitReproducible) {
+  const uint32_t S = 2, W = 3;
+  const int64_t K = 5;
+  auto run1 = run_bsp(S, W, K, /*inline_bytes=*/0);        // every slice on the update threads
+  auto run2 = run_bsp(S, W, K, /*inline_bytes=*/1 << 16);  // every slice on the socket thread
+
+  // Reference: one process, the mean of the W gradients (summed in rank order), same optimizer and schedule.
+  KvServerOptions o = options(Consistency::kBsp, "adam", 0.05f, 64);
+  for (size_t t = 0; t < kTensors.size(); ++t) {
+    const size_t n = kTensors[t].numel;
+    std::vector<float> w(n), state(n * o.optimizer->state_floats(), 0.0f), mean(n);
+    for (size_t i = 0; i < n; ++i) w[i] = init_value(t, i);
+    for (int64_t step = 0; step < K; ++step) {
+      for (size_t i = 0; i < n; ++i) {
+        float sum = grad_value(0, step, t, i);
+        for (uint32_t r = 1; r < W; ++r) sum += grad_value(r, step, t, i);
+        mean[i] = sum / static_cast<float>(W);
+      }
+      o.optimizer->apply(w.data(), mean.data(), state.data(), n, o.lr_at(step), step + 1);
+    }
+    for (uint32_t r = 0; r < W; ++r) {
+      ASSERT_EQ(run1[r][t].size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(run1[r][t][i], w[i], 1e-6 * std::max(1.0f, std::fabs(w[i])))
+            << kTensors[t].name << "[" << i << "] worker " << r;
+      }
+      // Deterministic: a second job (with a different thread placement) gives the same bits.
+      EXPECT_EQ(std::memcmp(run1[r][t].data(), run2[r][t].data(), n * sizeof(float)), 0) << kTensors[t].name;
+    }
+    EXPECT_NE(w[0], init_value(t, 0));  // the weights moved
+  }
+}
+
+TEST(KvConsistency, AspAppliesEveryPushExactlyOnce) {
+  const uint32_t W = 3;
+  const int64_t K = 20;
+  KvServerOptions o = options(Consistency::kAsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  o.inline_slice_bytes = 32;  // slices of 16 floats go to the update threads, smaller ones stay inline
+  Job job(2, W, o);
+  const std::vector<TensorSpec> tensors = {{"a", 50}, {"b", 5}};
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(W);
+  for (uint32_t r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        KvClient kv(job.client(r, tensors));
+        if (r == 0) {
+          std::vector<float> za(50, 0.0f), zb(5, 0.0f);
+          kv.wait(kv.init("a", za.data(), za.size()));
+          kv.wait(kv.init("b", zb.data(), zb.size()));
+        }
+        std::vector<float> w;
+        kv.wait(kv.pull("a", &w, 0));  // every worker pulls every tensor before step 0
+        kv.wait(kv.pull("b", &w, 0));
+        for (int64_t t = 0; t < K; ++t) {
+          std::vector<float> ga(50), gb(5);
+          for (size_t i = 0; i < ga.size(); ++i) ga[i] = static_cast<float>((r + 1) * (t + 1)) + static_cast<float>(i);
+          for (size_t i = 0; i < gb.size(); ++i) gb[i] = static_cast<float>(r + 1);
+          auto h1 = kv.push("a", ga.data(), ga.size(), t);
+          auto h2 = kv.push("b", gb.data(), gb.size(), t);
+          ga.assign(ga.size(), 1e9f);  // push() copied: changing the buffer now must not matter
+          kv.wait(h1);
+          kv.wait(h2);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < W; ++r) ASSERT_EQ(errors[r], "") << "worker " << r;
+  KvClient reader(job.client(1, tensors));
+  std::vector<float> a, b;
+  reader.wait(reader.pull("a", &a, 0));
+  reader.wait(reader.pull("b", &b, 0));
+  // w = -sum_r sum_t g: sum_r (r+1) = 6, sum_t (t+1) = 210; each push adds i once more.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], -(6.0f * 210.0f + static_cast<float>(W * K * i))) << i;
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], -6.0f * K) << i;
+  uint64_t updates = 0;
+  for (auto& s : job.servers) updates += s->stats().updates;
+  EXPECT_EQ(updates, W * K * (4 + 1));  // "a" has 4 slices, "b" one
+}
+
+TEST(KvConsistency, SspBlocksAWorkerTwoClocksAheadOfTheSlowestAndNotBefore) {
+  KvServerOptions o = options(Consistency::kSsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  o.staleness = 1;
+  Job job(1, 2, o);
+  const std::vector<TensorSpec> tensors = {{"w", 20}};
+  KvClient fast(job.client(0, tensors));
+  KvClient slow(job.client(1, tensors));
+  std::vector<float> w(20, 0.0f), g(20, 1.0f);
+  fast.wait(fast.init("w", w.data(), w.size()));
+  fast.wait(fast.zpull("w", w.data(), w.size(), 0));
+  slow.wait(slow.zpull("w", w.data(), w.size(), 0));
+
+  fast.wait(fast.zpush("w", g.data(), g.size(), 0));  // fast at clock 1, slow at 0: 1 ahead
+  auto h = fast.zpull("w", w.data(), w.size(), 1);
+  EXPECT_TRUE(fast.wait_for(h, std::chrono::seconds(5))) << "1 clock ahead with s=1 must not block";
+  EXPECT_EQ(w[0], -1.0f);
+
+  fast.wait(fast.zpush("w", g.data(), g.size(), 1));  // fast at clock 2: 2 ahead
+  h = fast.zpull("w", w.data(), w.size(), 2);
+  EXPECT_FALSE(fast.wait_for(h, std::chrono::milliseconds(500))) << "2 clocks ahead with s=1 must block";
+
+  std::vector<float> ws(20);
+  slow.wait(slow.zpush("w", g.data(), g.size(), 0));  // slow reaches clock 1: the fast reader may go on
+  EXPECT_TRUE(fast.wait_for(h, std::chrono::seconds(5)));
+  EXPECT_EQ(w[0], -3.0f);  // three pushes applied
+}
+
+TEST(KvConsistency, BspContinuesWithoutADeadWorker) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  Job job(2, 3, o);
+  const std::vector<TensorSpec> tensors = {{"w", 40}};
+  std::vector<std::unique_ptr<KvClient>> kv;
+  for (uint32_t r = 0; r < 3; ++r) kv.push_back(std::make_unique<KvClient>(job.client(r, tensors)));
+  std::vector<float> w(40, 10.0f);
+  kv[0]->wait(kv[0]->init("w", w.data(), w.size()));
+  std::vector<float> g0(40, 1.0f), g1(40, 3.0f), g2(40, 100.0f);
+  kv[0]->wait(kv[0]->zpush("w", g0.data(), 40, 0));
+  kv[1]->wait(kv[1]->zpush("w", g1.data(), 40, 0));
+  auto h = kv[0]->zpull("w", w.data(), 40, 1);
+  EXPECT_FALSE(kv[0]->wait_for(h, std::chrono::milliseconds(300))) << "step 0 must wait for worker 2";
+  for (auto& s : job.servers) s->mark_worker_dead(2);
+  ASSERT_TRUE(kv[0]->wait_for(h, std::chrono::seconds(5)));
+  for (float v : w) EXPECT_EQ(v, 10.0f - 2.0f);  // mean of the two live workers' gradients
+
+  // The next step needs only workers 0 and 1; the dead worker is refused.
+  kv[0]->wait(kv[0]->zpush("w", g0.data(), 40, 1));
+  kv[1]->wait(kv[1]->zpush("w", g0.data(), 40, 1));
+  kv[1]->wait(kv[1]->zpull("w", w.data(), 40, 2));
+  for (float v : w) EXPECT_EQ(v, 7.0f);
+  try {
+    kv[2]->wait(kv[2]->zpush("w", g2.data(), 40, 2));
+    FAIL() << "a dead worker's push was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workerDead"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
+  zmq::context_t ctx;
+  zmq::socket_t silent(ctx, zmq::socket_type::router);  // accepts connections, never answers
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  const std::string ep = silent.get(zmq::sockopt::last_endpoint);
+  KvClientOptions c;
+  c.servers = {ep};
+  c.tensors = {{"fc1.weight", 10}};
+  c.job_token = "job";
+  c.request_timeout = std::chrono::milliseconds(200);
+  KvClient kv(c);
+  std::vector<float> w(10);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    kv.wait(kv.zpull("fc1.weight", w.data(), w.size(), 0));
+    FAIL() << "no timeout";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("server 0 (" + ep + ")"), std::string::npos) << what;
+    EXPECT_NE(what.find("fc1.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("timeout"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+TEST(KvConsistency, WrongSizesAndUnknownTensorsAreCallerErrors) {
+  KvServerOptions o = options(Consistency::kAsp, "sgd", 1.0f, 64);
+  Job job(1, 1, o);
+  KvClient kv(job.client(0, {{"w", 8}}));
+  std::vector<float> w(9);
+  EXPECT_THROW(kv.push("w", w.data(), 9, 0), Error);
+  EXPECT_THROW(kv.push("nope", w.data(), 8, 0), Error);
+  EXPECT_THROW(kv.wait(12345), Error);
+}
+
+}  // namespace
+}  // namespace pshard

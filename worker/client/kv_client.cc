@@ -1,0 +1,416 @@
+// KvClient: request building on the calling thread, one I/O thread owning every DEALER socket.
+#include "worker/client/kv_client.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <zmq.hpp>
+
+#include "common/error.h"
+#include "common/protocol/codec.h"
+#include "common/transport/buffer_pool.h"
+#include "common/transport/frames.h"
+#include "common/transport/wakeup.h"
+#include "common/util/log.h"
+
+namespace pshard {
+
+using protocol::MessageType;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// One user-visible request (a handle): done when every per-server part is done.
+struct Op {
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 0;  // per-server parts not yet answered
+  int borrowed = 0;   // zero-copy frames ZeroMQ still holds
+  std::string error;  // first failure
+
+  void part_done(const std::string& failure) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failure.empty() && error.empty()) error = failure;
+    --remaining;
+    cv.notify_all();
+  }
+};
+
+// One message to one server, and what to do with its reply.
+struct Part {
+  uint32_t server = 0;
+  uint64_t request_id = 0;
+  MessageType type = MessageType::INVALID;
+  std::string what;  // "pull of fc1.weight (3 slices)"
+  std::vector<protocol::KeyRef> keys;
+  std::vector<float*> dests;  // pull/pushPull: where each key's weights go
+  std::vector<zmq::message_t> frames;
+  std::shared_ptr<Op> op;
+  Clock::time_point deadline;
+};
+
+void release_borrowed(void*, void* hint) {
+  auto* op = static_cast<std::shared_ptr<Op>*>(hint);
+  {
+    std::lock_guard<std::mutex> lock((*op)->mu);
+    --(*op)->borrowed;
+  }
+  (*op)->cv.notify_all();
+  delete op;
+}
+
+}  // namespace
+
+struct KvClient::Impl {
+  KvClientOptions opt;
+  SliceLayout layout;
+  std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
+  zmq::context_t ctx{1};
+  std::vector<zmq::socket_t> sockets;  // owned by the I/O thread after construction
+  transport::Wakeup wake;
+  std::thread io;
+  std::atomic<bool> stopping{false};
+
+  std::mutex queue_mu;
+  std::deque<Part> queue;
+
+  std::mutex ops_mu;
+  std::unordered_map<Handle, std::shared_ptr<Op>> ops;
+  std::atomic<uint64_t> next_handle{1};
+  std::atomic<uint64_t> next_request{1};
+
+  explicit Impl(KvClientOptions o)
+      : opt(std::move(o)), layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())) {
+    for (size_t s = 0; s < opt.servers.size(); ++s) {
+      zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+      sock.set(zmq::sockopt::linger, 0);
+      sock.set(zmq::sockopt::sndhwm, 0);
+      sock.set(zmq::sockopt::rcvhwm, 0);
+      try {
+        sock.connect(opt.servers[s]);
+      } catch (const zmq::error_t& e) {
+        throw Error("worker " + std::to_string(opt.rank) + ": cannot connect to server " + std::to_string(s) + " at '" +
+                    opt.servers[s] + "': " + e.what());
+      }
+      sockets.push_back(std::move(sock));
+    }
+    io = std::thread([this] { io_loop(); });
+  }
+
+  ~Impl() {
+    stopping = true;
+    wake.notify();
+    if (io.joinable()) io.join();
+  }
+
+  std::string server_name(uint32_t s) const { return "server " + std::to_string(s) + " (" + opt.servers[s] + ")"; }
+
+  Handle submit(MessageType type, const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step,
+                bool copy) {
+    const uint32_t tid = layout.tensor_id(tensor);
+    const TensorSpec& spec = layout.tensors()[tid];
+    if (numel != spec.numel) {
+      throw Error(std::string(protocol::type_name(type)) + " of '" + tensor + "': " + std::to_string(numel) +
+                  " elements given, the tensor has " + std::to_string(spec.numel));
+    }
+    if (step < 0) throw Error(std::string(protocol::type_name(type)) + " of '" + tensor + "': negative step");
+    std::map<uint32_t, std::vector<uint32_t>> by_server;
+    for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
+
+    auto op = std::make_shared<Op>();
+    op->remaining = static_cast<int>(by_server.size());
+    std::vector<Part> parts;
+    const auto deadline = Clock::now() + opt.request_timeout;
+    for (auto& [server, ids] : by_server) {
+      Part p;
+      p.server = server;
+      p.request_id = next_request++;
+      p.type = type;
+      p.what = std::string(protocol::type_name(type)) + " of '" + tensor + "' step " + std::to_string(step) + " (" +
+               (ids.size() == 1 ? layout.describe(ids[0]) : std::to_string(ids.size()) + " slices") + ")";
+      p.op = op;
+      p.deadline = deadline;
+      protocol::Message m;
+      m.type = type;
+      m.request_id = p.request_id;
+      m.job_token = opt.job_token;
+      m.sender_role = protocol::Role::WORKER;
+      m.sender_rank = opt.rank;
+      m.step = step;
+      m.layout_fingerprint = layout.fingerprint();
+      if (type == MessageType::INIT) {
+        for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
+        m.slice_bytes = layout.slice_bytes();
+        m.num_servers = layout.num_servers();
+      }
+      for (uint32_t id : ids) {
+        const SliceInfo& s = layout.slice(id);
+        m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32});
+        if (out != nullptr) p.dests.push_back(out + s.offset);
+      }
+      p.keys = m.keys;
+      p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
+      if (grad != nullptr) {
+        for (uint32_t id : ids) {
+          const SliceInfo& s = layout.slice(id);
+          const size_t bytes = s.length * sizeof(float);
+          if (copy) {
+            zmq::message_t f = pool->message(bytes);
+            std::memcpy(f.data(), grad + s.offset, bytes);
+            p.frames.push_back(std::move(f));
+          } else {
+            {
+              std::lock_guard<std::mutex> lock(op->mu);
+              ++op->borrowed;
+            }
+            p.frames.emplace_back(const_cast<float*>(grad + s.offset), bytes, &release_borrowed,
+                                  new std::shared_ptr<Op>(op));
+          }
+        }
+      }
+      parts.push_back(std::move(p));
+    }
+    const Handle h = next_handle++;
+    {
+      std::lock_guard<std::mutex> lock(ops_mu);
+      ops[h] = op;
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mu);
+      for (Part& p : parts) queue.push_back(std::move(p));
+    }
+    wake.notify();
+    return h;
+  }
+
+  Handle shutdown_all() {
+    auto op = std::make_shared<Op>();
+    op->remaining = static_cast<int>(opt.servers.size());
+    std::vector<Part> parts;
+    for (uint32_t s = 0; s < opt.servers.size(); ++s) {
+      Part p;
+      p.server = s;
+      p.request_id = next_request++;
+      p.type = MessageType::SHUTDOWN;
+      p.what = "shutdown";
+      p.op = op;
+      p.deadline = Clock::now() + opt.request_timeout;
+      protocol::Message m;
+      m.type = MessageType::SHUTDOWN;
+      m.request_id = p.request_id;
+      m.job_token = opt.job_token;
+      m.sender_role = protocol::Role::WORKER;
+      m.sender_rank = opt.rank;
+      p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
+      parts.push_back(std::move(p));
+    }
+    const Handle h = next_handle++;
+    {
+      std::lock_guard<std::mutex> lock(ops_mu);
+      ops[h] = op;
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mu);
+      for (Part& p : parts) queue.push_back(std::move(p));
+    }
+    wake.notify();
+    return h;
+  }
+
+  bool wait(Handle h, const std::chrono::milliseconds* timeout) {
+    std::shared_ptr<Op> op;
+    {
+      std::lock_guard<std::mutex> lock(ops_mu);
+      auto it = ops.find(h);
+      if (it == ops.end()) throw Error("wait: handle " + std::to_string(h) + " is unknown or was already waited for");
+      op = it->second;
+    }
+    std::unique_lock<std::mutex> lock(op->mu);
+    // The I/O thread fails every part at its deadline; the extra margin only guards against a bug.
+    const auto limit = Clock::now() + (timeout ? *timeout : opt.request_timeout + std::chrono::seconds(10));
+    if (!op->cv.wait_until(lock, limit, [&] { return op->remaining == 0; })) {
+      if (timeout) return false;
+      throw Error("worker " + std::to_string(opt.rank) + ": request " + std::to_string(h) +
+                  " got no completion from the I/O thread");
+    }
+    {
+      std::lock_guard<std::mutex> ops_lock(ops_mu);
+      ops.erase(h);
+    }
+    // ZeroMQ drops its reference to a zero-copy frame right after sending it; wait for that so
+    // the caller may free the buffer (bounded: after a timeout the frame may sit in a dead queue).
+    op->cv.wait_for(lock, std::chrono::seconds(1), [&] { return op->borrowed == 0; });
+    if (!op->error.empty()) throw Error(op->error);
+    return true;
+  }
+
+  // ---- I/O thread --------------------------------------------------------------------------------
+
+  std::unordered_map<uint64_t, Part> inflight;
+
+  void io_loop() {
+    std::vector<zmq::pollitem_t> items(sockets.size() + 1);
+    std::vector<zmq::message_t> frames;
+    auto next_scan = Clock::now();
+    while (!stopping) {
+      for (size_t s = 0; s < sockets.size(); ++s) items[s] = {sockets[s].handle(), 0, ZMQ_POLLIN, 0};
+      items.back() = {nullptr, wake.fd(), ZMQ_POLLIN, 0};
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(inflight.empty() ? 100 : 10));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        PSHARD_LOG(kError) << "worker " << opt.rank << ": poll failed: " << e.what();
+        break;
+      }
+      if (items.back().revents & ZMQ_POLLIN) {
+        wake.drain();
+        send_queued();
+      }
+      for (size_t s = 0; s < sockets.size(); ++s) {
+        if (!(items[s].revents & ZMQ_POLLIN)) continue;
+        while (receive(static_cast<uint32_t>(s), frames)) on_reply(static_cast<uint32_t>(s), frames);
+      }
+      const auto now = Clock::now();
+      if (now >= next_scan) {
+        expire(now);
+        next_scan = now + std::chrono::milliseconds(10);
+      }
+    }
+    for (auto& [id, p] : inflight)
+      p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped during " + p.what);
+    inflight.clear();
+    std::lock_guard<std::mutex> lock(queue_mu);
+    for (Part& p : queue) p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped before " + p.what);
+    queue.clear();
+  }
+
+  bool receive(uint32_t s, std::vector<zmq::message_t>& frames) {
+    try {
+      return transport::recv_frames(sockets[s], frames);
+    } catch (const zmq::error_t& e) {
+      PSHARD_LOG(kWarn) << "worker " << opt.rank << ": receive from " << server_name(s) << " failed: " << e.what();
+      return false;
+    }
+  }
+
+  void send_queued() {
+    std::deque<Part> batch;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu);
+      batch.swap(queue);
+    }
+    for (Part& p : batch) {
+      try {
+        transport::send_frames(sockets[p.server], p.frames);
+      } catch (const zmq::error_t& e) {
+        p.op->part_done("worker " + std::to_string(opt.rank) + ": sending " + p.what + " to " + server_name(p.server) +
+                        " failed: " + e.what());
+        continue;
+      }
+      p.frames.clear();
+      const uint64_t id = p.request_id;
+      inflight.emplace(id, std::move(p));
+    }
+  }
+
+  void expire(Clock::time_point now) {
+    for (auto it = inflight.begin(); it != inflight.end();) {
+      if (it->second.deadline <= now) {
+        const Part& p = it->second;
+        p.op->part_done("worker " + std::to_string(opt.rank) + ": timeout after " +
+                        std::to_string(opt.request_timeout.count()) + " ms: " + server_name(p.server) +
+                        " did not answer " + p.what + " (request " + std::to_string(p.request_id) + ")");
+        it = inflight.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
+    std::vector<protocol::FrameView> v = transport::views(frames, 0);
+    protocol::Decoded d = protocol::decode(v.data(), v.size());
+    auto it = inflight.find(d.message.request_id);
+    if (it == inflight.end() || it->second.server != s) {
+      PSHARD_LOG(kDebug) << "worker " << opt.rank << ": ignoring a reply from " << server_name(s) << " to request "
+                         << d.message.request_id << " (late or unknown)";
+      return;
+    }
+    Part p = std::move(it->second);
+    inflight.erase(it);
+    const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
+    if (!d.ok) {
+      p.op->part_done(who + " sent a malformed reply to " + p.what + ": " + d.error);
+      return;
+    }
+    const protocol::Message& m = d.message;
+    if (m.type == MessageType::ERROR) {
+      p.op->part_done(who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " +
+                      m.error_message);
+      return;
+    }
+    const bool wants_weights = p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL;
+    const MessageType expected = wants_weights ? MessageType::WEIGHTS : MessageType::ACK;
+    if (m.type != expected) {
+      p.op->part_done(who + " answered " + p.what + " with '" + protocol::type_name(m.type) + "'");
+      return;
+    }
+    if (wants_weights) {
+      if (m.keys.size() != p.keys.size()) {
+        p.op->part_done(who + " answered " + p.what + " with " + std::to_string(m.keys.size()) + " keys, expected " +
+                        std::to_string(p.keys.size()));
+        return;
+      }
+      for (size_t k = 0; k < p.keys.size(); ++k) {
+        if (m.keys[k].tensor != p.keys[k].tensor || m.keys[k].slice != p.keys[k].slice ||
+            m.keys[k].length != p.keys[k].length) {
+          p.op->part_done(who + " answered " + p.what + " with the wrong key at position " + std::to_string(k));
+          return;
+        }
+      }
+      for (size_t k = 0; k < p.keys.size(); ++k) std::memcpy(p.dests[k], m.payloads[k].data, m.payloads[k].size);
+    }
+    p.op->part_done("");
+  }
+};
+
+KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+KvClient::~KvClient() = default;
+
+const SliceLayout& KvClient::layout() const { return impl_->layout; }
+
+KvClient::Handle KvClient::init(const std::string& tensor, const float* weights, size_t numel) {
+  if (impl_->opt.rank != 0) throw Error("init of '" + tensor + "': only worker 0 initialises weights");
+  return impl_->submit(MessageType::INIT, tensor, weights, nullptr, numel, 0, true);
+}
+KvClient::Handle KvClient::push(const std::string& tensor, const float* grad, size_t numel, int64_t step) {
+  return impl_->submit(MessageType::PUSH, tensor, grad, nullptr, numel, step, true);
+}
+KvClient::Handle KvClient::zpush(const std::string& tensor, const float* grad, size_t numel, int64_t step) {
+  return impl_->submit(MessageType::PUSH, tensor, grad, nullptr, numel, step, false);
+}
+KvClient::Handle KvClient::zpull(const std::string& tensor, float* out, size_t numel, int64_t step) {
+  return impl_->submit(MessageType::PULL, tensor, nullptr, out, numel, step, false);
+}
+KvClient::Handle KvClient::pull(const std::string& tensor, std::vector<float>* out, int64_t step) {
+  out->resize(impl_->layout.tensors()[impl_->layout.tensor_id(tensor)].numel);
+  return impl_->submit(MessageType::PULL, tensor, nullptr, out->data(), out->size(), step, false);
+}
+KvClient::Handle KvClient::push_pull(const std::string& tensor, const float* grad, float* out, size_t numel,
+                                     int64_t step) {
+  return impl_->submit(MessageType::PUSH_PULL, tensor, grad, out, numel, step, true);
+}
+KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* grad, float* out, size_t numel,
+                                      int64_t step) {
+  return impl_->submit(MessageType::PUSH_PULL, tensor, grad, out, numel, step, false);
+}
+KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
+void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
+bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
+
+}  // namespace pshard

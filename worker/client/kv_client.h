@@ -1,0 +1,81 @@
+// The worker's key-value client: push gradients and pull weights of named tensors, non-blocking, ps-lite style.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/keys/slice_layout.h"
+
+namespace pshard {
+
+struct KvClientOptions {
+  uint32_t rank = 0;                 // this worker's rank (worker 0 sends the inits)
+  std::vector<std::string> servers;  // ROUTER endpoint of each server, index = server rank
+  std::vector<TensorSpec> tensors;   // the model's parameter tensors, in a stable order
+  uint64_t slice_bytes = 1u << 20;   // cluster.slice_bytes
+  std::string job_token;
+  std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
+};
+
+// Talks to every server through DEALER sockets owned by one I/O thread; the calling threads
+// (any number) hand requests to it and get a handle back. A tensor is cut into slices by
+// SliceLayout and each call is scattered to / gathered from the servers that own them.
+//
+// Every call returns at once; wait(h) blocks until the request is done and throws
+// pshard::Error on failure (a server's error reply, or a timeout naming the server's rank and
+// endpoint and the tensor).
+//
+//   KvClient kv(opt);
+//   if (rank == 0) kv.wait(kv.init("fc1.weight", w.data(), w.size()));
+//   kv.wait(kv.zpull("fc1.weight", w.data(), w.size(), /*step=*/0));   // weights for step 0
+//   for (int64_t t = 0; t < steps; ++t) {
+//     compute_gradients(w, g);
+//     auto h = kv.zpush_pull("fc1.weight", g.data(), w.data(), w.size(), t);   // push step t, pull step t+1
+//     kv.wait(h);
+//   }
+class KvClient {
+ public:
+  using Handle = uint64_t;
+
+  explicit KvClient(KvClientOptions options);  // connects; throws pshard::Error on a bad layout or endpoint
+  ~KvClient();                                 // stops the I/O thread; requests not waited for are dropped
+  KvClient(const KvClient&) = delete;
+  KvClient& operator=(const KvClient&) = delete;
+
+  const SliceLayout& layout() const;
+
+  // Worker 0 only, once per tensor before training: the initial weights (copied).
+  Handle init(const std::string& tensor, const float* weights, size_t numel);
+
+  // The gradient of step `step` (0-based). push() copies `grad`, so the caller may reuse it at
+  // once; zpush() sends it without copying: keep `grad` alive and unchanged until wait() returns.
+  Handle push(const std::string& tensor, const float* grad, size_t numel, int64_t step);
+  Handle zpush(const std::string& tensor, const float* grad, size_t numel, int64_t step);
+
+  // The weights a worker about to compute step `step` may read (BSP: after step-1 was applied
+  // everywhere; SSP: within the staleness bound; ASP: current). The reply is written into `out`
+  // (zpull: numel floats; pull: resized to the tensor), which must stay alive until wait() returns.
+  Handle zpull(const std::string& tensor, float* out, size_t numel, int64_t step);
+  Handle pull(const std::string& tensor, std::vector<float>* out, int64_t step);
+
+  // push of step `step`, then pull for step + 1, in one round trip per server.
+  Handle push_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);
+  Handle zpush_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);
+
+  // Asks every server to shut down (needs the job token).
+  Handle shutdown_servers();
+
+  // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
+  void wait(Handle h);
+  // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid).
+  bool wait_for(Handle h, std::chrono::milliseconds timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pshard
