@@ -1,0 +1,186 @@
+// `pshard server`: one parameter server of a job (slices, optimizer, BSP/ASP/SSP) behind a ZeroMQ ROUTER.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <zmq.hpp>
+
+#include "app/command.h"
+#include "common/cluster/cluster_client.h"
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/transport/buffer_pool.h"
+#include "common/util/args.h"
+#include "common/util/log.h"
+#include "server/kv/kv_server.h"
+
+namespace pshard::app {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+// "tcp://IP:PORT" with PORT 0 or "*" gets a free port now (bind, read, close), so the endpoint can be
+// announced to the coordinator before the server (which needs the cluster map) is built.
+std::string concrete_endpoint(const std::string& bind) {
+  const size_t colon = bind.rfind(':');
+  if (colon == std::string::npos || bind.compare(0, 6, "tcp://") != 0) {
+    throw Error("--bind must look like tcp://IP:PORT, got '" + bind + "'");
+  }
+  const std::string port = bind.substr(colon + 1);
+  if (port != "0" && port != "*") return bind;
+  zmq::context_t ctx(1);
+  zmq::socket_t probe(ctx, zmq::socket_type::router);
+  probe.set(zmq::sockopt::linger, 0);
+  try {
+    probe.bind(bind.substr(0, colon) + ":*");
+  } catch (const zmq::error_t& e) {
+    throw Error("cannot bind " + bind + ": " + e.what());
+  }
+  std::string ep = probe.get(zmq::sockopt::last_endpoint);
+  probe.close();
+  return ep;
+}
+
+// What peers should connect to: a wildcard address is replaced by this host's name.
+std::string advertised(const std::string& endpoint) {
+  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
+    const std::string prefix = any;
+    if (endpoint.compare(0, prefix.size(), prefix) == 0)
+      return "tcp://" + host_name() + ":" + endpoint.substr(prefix.size());
+  }
+  return endpoint;
+}
+
+// How the job ends, set from the cluster client's thread or the server.
+struct Outcome {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int status = 0;
+  std::string reason;
+  void finish(int s, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    done = true;
+    status = s;
+    reason = why;
+    cv.notify_all();
+  }
+};
+
+int run_server(const std::vector<std::string>& args) {
+  ArgParser p("pshard server",
+              "one parameter server of a job: registers with the coordinator, holds its share of the model's slices "
+              "and applies the optimizer to the workers' gradients. Usually started by `pshard launch` or srun; the "
+              "job token comes from PSHARD_JOB_TOKEN. The model's tensor list arrives with worker 0's init "
+              "messages. Without --coordinator it runs standalone (no heartbeats) with --servers/--workers/--rank "
+              "and prints its endpoint on stdout.");
+  p.add_option("coordinator", "ENDPOINT", "the coordinator, e.g. tcp://10.0.0.1:47000");
+  p.add_option("bind", "ENDPOINT", "where workers reach this server (port 0: any free port)", false, "tcp://*:0");
+  p.add_option("config", "FILE", "experiment config (TOML)", true);
+  p.add_multi("set", "KEY=VALUE", "override a config key");
+  p.add_option("run-dir", "DIR", "the job's run directory (unused by servers for now)");
+  p.add_option("rank", "R", "ask for this server rank (default: PSHARD_RANK, else assigned by the coordinator)");
+  p.add_option("servers", "S", "standalone: number of servers");
+  p.add_option("workers", "W", "standalone: number of workers");
+  if (!p.parse(args)) return 0;
+
+  Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
+  const log::Level level = log::level_from_string(cfg.get_string("log.level"));
+  log::configure("server", level);
+  transport::retain_freed_memory();
+  const char* token_env = std::getenv("PSHARD_JOB_TOKEN");
+  const std::string token = token_env ? token_env : "";
+  const char* env_rank = std::getenv("PSHARD_RANK");
+  const int64_t requested_rank = p.has("rank") ? p.get_int("rank") : (env_rank ? std::atoll(env_rank) : -1);
+  const std::string bind = concrete_endpoint(p.get("bind"));
+
+  KvServerOptions opt = KvServerOptions::from_config(cfg);
+  opt.bind = bind;
+  opt.job_token = token;
+  Outcome outcome;
+
+  if (!p.has("coordinator")) {
+    if (!p.has("servers") || !p.has("workers") || requested_rank < 0) {
+      throw Error("standalone server (no --coordinator) needs --servers, --workers and --rank");
+    }
+    opt.num_servers = static_cast<uint32_t>(p.get_int("servers"));
+    opt.num_workers = static_cast<uint32_t>(p.get_int("workers"));
+    opt.rank = static_cast<uint32_t>(requested_rank);
+    log::configure("server " + std::to_string(opt.rank), level);
+    KvServer server(opt);
+    std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
+    std::fflush(stdout);
+    while (!server.wait_for_shutdown(std::chrono::hours(1))) {
+    }
+    return 0;
+  }
+
+  ClusterClient::Options copt;
+  copt.coordinator = p.get("coordinator");
+  copt.role = NodeRole::kServer;
+  copt.requested_rank = requested_rank;
+  copt.endpoint = advertised(bind);
+  copt.job_token = token;
+  copt.layout_fingerprint = 0;  // servers learn the tensor list from worker 0's init (then check every request)
+  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
+  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
+  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+  ClusterClient cluster(copt);
+  opt.rank = cluster.rank();
+  opt.num_servers = cluster.map().num_servers;
+  opt.num_workers = cluster.map().num_workers;
+  log::configure("server " + std::to_string(opt.rank), level);
+  KvServer server(opt);
+  PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
+                    << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
+
+  const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue";
+  cluster.on_event([&](const ClusterEvent& e) {
+    switch (e.kind) {
+      case ClusterEvent::Kind::kNodeDead:
+        if (e.node.role == NodeRole::kWorker && keep_going) {
+          server.mark_worker_dead(e.node.rank);
+        } else {
+          outcome.finish(1, "node dead: " + e.reason);
+        }
+        break;
+      case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
+      case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
+    }
+  });
+  {
+    std::unique_lock<std::mutex> lock(outcome.mu);
+    while (!outcome.done) {
+      outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
+        outcome.done = true;
+        outcome.reason = "shutdown requested by a worker";
+      }
+    }
+  }
+  server.stop();
+  const KvServerStats st = server.stats();
+  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
+                    << " updates, " << st.errors << " refused";
+  if (outcome.status != 0) {
+    PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
+    cluster.leave(1);
+    return 1;
+  }
+  cluster.leave(0);
+  return 0;
+}
+
+}  // namespace
+
+PSHARD_COMMAND(server, "one parameter server of a job (usually started by pshard launch)", run_server);
+
+}  // namespace pshard::app
