@@ -1,0 +1,139 @@
+// The CUDA backend: cuBLAS GEMM, cuDNN convolution, custom kernels, one compute stream and one transfer stream.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "models/backend.h"
+#include "models/cuda/kernels.h"
+
+namespace pshard::models {
+
+// Device memory grown on demand and reused (never shrunk); growing waits for the stream that uses it.
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  void* get(size_t bytes, cudaStream_t stream);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Descriptors and chosen algorithms of one convolution geometry (conv_cudnn.cu), cached per ConvShape.
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_algo{};
+  cudnnConvolutionBwdDataAlgo_t data_algo{};
+  cudnnConvolutionBwdFilterAlgo_t filter_algo{};
+  cudnnMathType_t fwd_math = CUDNN_FMA_MATH, data_math = CUDNN_FMA_MATH, filter_math = CUDNN_FMA_MATH;
+  size_t fwd_bytes = 0, data_bytes = 0, filter_bytes = 0;
+};
+
+// Every Backend operation on one GPU. Work is queued on one stream; calls return without waiting except those that
+// hand results to the host (download, loss forwards, synchronize). Gradient downloads and weight uploads of
+// begin_download/begin_upload run on a second stream, ordered against compute with events.
+//
+//   auto gpu = make_cuda_backend(0);
+//   float* x = static_cast<float*>(gpu->allocate(bytes));
+//   gpu->upload(x, host, bytes);
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, bool allow_tf32);
+  ~CudaBackend() override;
+
+  std::string describe() const override;
+  bool host_accessible() const override { return false; }
+  int threads() const override { return 0; }
+  void synchronize() override;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(float* dst, const float* src, int64_t n) override;
+  void fill(float* x, int64_t n, float value) override;
+  float* workspace(int64_t floats) override;
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
+  void axpy(int64_t n, float alpha, const float* x, float* y) override;
+  void add(int64_t n, const float* a, const float* b, float* y) override;
+  void multiply(int64_t n, const float* a, const float* b, float* y) override;
+  void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner) override;
+  void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db) override;
+  void relu_forward(const float* x, float* y, int64_t n) override;
+  void relu_backward(const float* y, const float* dy, float* dx, int64_t n) override;
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override;
+  void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                       float* db) override;
+  void maxpool2d_forward(const PoolShape& s, const float* x, float* y) override;
+  void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override;
+  void avgpool2d_forward(const PoolShape& s, const float* x, float* y) override;
+  void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) override;
+  void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
+                               float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
+                               float* save_invstd, float* y) override;
+  void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
+                              float eps, const float* running_mean, const float* running_var, float* y) override;
+  void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
+                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                          float* dbeta) override;
+  void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+                       uint64_t counter) override;
+  void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes, float* probs,
+                            double* loss_sum, int64_t* correct) override;
+  void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes,
+                             float* dlogits) override;
+  void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) override;
+  void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) override;
+  void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                            const float* x, float* y) override;
+  void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                             const float* dy, float* dx) override;
+
+  void* allocate_host(size_t bytes) override;
+  void deallocate_host(void* p) override;
+  TransferTicket begin_download(void* host_dst, const void* src, size_t bytes) override;
+  TransferTicket begin_upload(void* dst, const void* host_src, size_t bytes) override;
+  void wait_transfer(TransferTicket ticket, double timeout_s) override;
+
+ private:
+  using ConvKey = std::array<int64_t, 9>;
+  void use_device() const;                  // makes device_ current on the calling thread
+  double* scratch_doubles(int64_t count);   // internal reductions (not the layers' workspace())
+  cuda::LossTotals read_totals();           // waits for the stream, copies the totals of the last loss forward
+  ConvPlan& conv_plan(const ConvShape& s);  // conv_cudnn.cu
+  TransferTicket record_transfer();         // an event on the transfer stream, as a ticket
+
+  int device_;
+  bool allow_tf32_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr, transfer_stream_ = nullptr;
+  cudaEvent_t compute_mark_ = nullptr;  // re-recorded to order the transfer stream after queued compute
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  DeviceScratch workspace_, conv_workspace_, scratch_;
+  cuda::LossTotals* totals_ = nullptr;       // device
+  cuda::LossTotals* totals_host_ = nullptr;  // pinned
+  std::map<ConvKey, ConvPlan> conv_plans_;
+  std::unordered_map<TransferTicket, cudaEvent_t> pending_;
+  std::vector<cudaEvent_t> spare_events_;
+  TransferTicket next_ticket_ = 1;
+};
+
+}  // namespace pshard::models
