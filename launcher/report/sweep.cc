@@ -347,6 +347,7 @@ SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions&
         ReportResult rep = write_report(dirs, ro);
         result.report_md = rep.report_md;
         if (!rep.plots_drawn) result.report_note = "plots skipped: " + rep.plots_note;
+        result.report = std::move(rep);
       } catch (const Error& e) {
         result.report_note = std::string("report failed: ") + e.what();
       }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
+#include "launcher/report/report.h"
 
 namespace pshard::report {
 
@@ -71,6 +72,7 @@ struct SweepResult {
   std::vector<SweepRunResult> runs;
   std::string summary_md, summary_csv;  // OUT/sweep.md, OUT/sweep.csv
   std::string report_md;                // OUT/report/report.md when a report was written
+  std::optional<ReportResult> report;   // its tables (scaling groups, labels...)
   std::string report_note;              // why there is no report / plots were skipped
   int failed = 0;
 };

@@ -1,0 +1,83 @@
+// The command-line front of `pshard bench scaling`, built on the sweep runner and the report.
+#include "launcher/report/scaling_bench.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "common/error.h"
+#include "common/util/args.h"
+#include "launcher/report/sweep.h"
+
+namespace pshard::report {
+
+int run_scaling_bench(const std::vector<std::string>& args) {
+  ArgParser p("pshard bench scaling",
+              "run the same job through pshard launch at each worker count and print speedup, efficiency, compute "
+              "vs communication and bandwidth (a report goes to OUT/report)");
+  p.add_option("workers", "LIST", "worker counts, e.g. 1,2,4,8", true);
+  p.add_option("servers", "S", "parameter servers of every run", false, "1");
+  p.add_option("simulate-compute", "MS",
+               "replace forward/backward by a fixed sleep of MS per step (sets train.simulate_compute_ms)");
+  p.add_option("config", "FILE", "experiment config (TOML)", true);
+  p.add_multi("set", "KEY=VALUE", "override a config key in every run");
+  p.add_option("out", "DIR", "folder of the runs (default runs/scaling-<timestamp>)");
+  p.add_option("run-timeout", "SEC", "stop a run that takes longer", false, "86400");
+  p.add_flag("resume", "skip worker counts whose run already finished");
+  if (!p.parse(args)) return 0;
+
+  std::vector<int64_t> workers = parse_int_list(p.get("workers"), "--workers");
+  GridAxis axis{"workers", {}};
+  for (int64_t w : workers) axis.values.push_back(std::to_string(w));
+  std::string spec = "workers=";
+  for (size_t i = 0; i < axis.values.size(); ++i) spec += (i ? "," : "") + axis.values[i];
+  std::vector<SweepPoint> points = expand_grid({parse_grid_axis(spec)});
+
+  SweepOptions o;
+  o.config = p.get("config");
+  o.sets = p.get_all("set");
+  o.servers = p.get_int("servers");
+  if (o.servers < 1) throw Error("pshard bench scaling: --servers must be >= 1");
+  if (p.has("simulate-compute")) {
+    double ms = p.get_double("simulate-compute");
+    if (!(ms >= 0)) throw Error("pshard bench scaling: --simulate-compute must be >= 0 ms");
+    o.sets.push_back("train.simulate_compute_ms=" + p.get("simulate-compute"));
+  }
+  if (p.has("out")) {
+    o.out_dir = p.get("out");
+  } else {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "runs/scaling-%Y%m%d-%H%M%S", &tm);
+    o.out_dir = buf;
+  }
+  o.run_timeout_s = p.get_double("run-timeout");
+  o.resume = p.flag("resume");
+
+  std::printf("bench scaling: %zu runs (workers %s, %lld server%s) into %s\n", points.size(), p.get("workers").c_str(),
+              static_cast<long long>(o.servers), o.servers == 1 ? "" : "s", o.out_dir.c_str());
+  std::fflush(stdout);
+  SweepResult r = run_sweep(points, o, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (r.report && !r.report->scaling.empty()) {
+    for (const ScalingGroup& g : r.report->scaling) {
+      std::printf("\n%s", scaling_markdown(g, r.report->labels).c_str());
+    }
+    std::printf("\ndefinitions of the columns: %s\n", r.report_md.c_str());
+  } else {
+    std::printf("no scaling table (fewer than two worker counts finished)\n");
+  }
+  if (!r.report_note.empty()) std::printf("report: %s\n", r.report_note.c_str());
+  std::printf("summary: %s\n", r.summary_md.c_str());
+  if (r.failed > 0) {
+    std::fprintf(stderr, "pshard bench scaling: %d of %zu runs failed (see %s)\n", r.failed, r.runs.size(),
+                 r.summary_md.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pshard::report
