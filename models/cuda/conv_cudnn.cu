@@ -1,5 +1,6 @@
 // CudaBackend convolution through cuDNN: descriptors and algorithms chosen once per geometry (heuristics of
 // cudnnGet*Algorithm_v7, restricted to FP32 FMA math unless TF32 is allowed), one reused workspace.
+#include <algorithm>
 #include <climits>
 
 #include "models/cuda/check.h"
@@ -19,15 +20,24 @@ int dim(int64_t v, const ConvShape& s) {
   return static_cast<int>(v);
 }
 
-// The first heuristic result that succeeded, fits the workspace limit and uses an allowed math type.
-template <typename Perf>
-const Perf* pick(const Perf* perf, int count, bool allow_tf32) {
+// Tensor-core (TF32) variants, excluded unless TF32 is allowed.
+bool tensor_op(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
+
+// The first heuristic result (best first) that succeeded, is allowed, runs under the math type we will set and whose
+// workspace fits the limit. workspace(algo, math, &bytes) queries cuDNN and returns false when the pair is not
+// supported. Returns false when none qualifies.
+template <typename Perf, typename Algo, typename Query>
+bool pick(const Perf* perf, int count, bool allow_tf32, Query workspace, Algo* algo, cudnnMathType_t* math,
+          size_t* bytes) {
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxConvWorkspace) continue;
-    if (!allow_tf32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
-    return &perf[i];
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || (!allow_tf32 && tensor_op(perf[i].mathType))) continue;
+    const cudnnMathType_t run_math = allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH;
+    size_t need = 0;
+    if (!workspace(perf[i].algo, run_math, &need) || need > kMaxConvWorkspace) continue;
+    *algo = perf[i].algo, *math = run_math, *bytes = need;
+    return true;
   }
-  return nullptr;
+  return false;
 }
 
 }  // namespace
@@ -42,7 +52,7 @@ ConvPlan& CudaBackend::conv_plan(const ConvShape& s) {
   PSHARD_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   PSHARD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
   PSHARD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv));
-  // Stored at once so that the destructor frees the descriptors even if a later step throws.
+  // Inserted now; if a later step throws, the catch below destroys the descriptors and forgets the plan.
   ConvPlan& plan = conv_plans_.emplace(key, p).first->second;
   try {
     PSHARD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dim(s.n, s),
@@ -61,41 +71,55 @@ ConvPlan& CudaBackend::conv_plan(const ConvShape& s) {
     }
     PSHARD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 
+    // Heuristic rankings (cudnnGet*_v7), then the first candidate cuDNN accepts under our math type; the fallbacks
+    // (implicit GEMM, algo 1) need no workspace and always run in FP32.
+    const cudnnHandle_t handle = cudnn_;
+    const cudnnConvolutionDescriptor_t conv = plan.conv;
     int count = 0;
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    PSHARD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, plan.x, plan.w, plan.conv, plan.y,
+    PSHARD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, conv, plan.y,
                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd));
-    if (const auto* best = pick(fwd, count, allow_tf32_)) {
-      plan.fwd_algo = best->algo, plan.fwd_math = best->mathType;
-    } else {
+    auto fwd_bytes = [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m, size_t* b) {
+      return cudnnSetConvolutionMathType(conv, m) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, a, b) ==
+                 CUDNN_STATUS_SUCCESS;
+    };
+    if (!pick(fwd, count, allow_tf32_, fwd_bytes, &plan.fwd_algo, &plan.fwd_math, &plan.fwd_bytes)) {
       plan.fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, plan.fwd_math = CUDNN_FMA_MATH;
+      PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, plan.fwd_math));
+      PSHARD_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, plan.fwd_algo,
+                                                                 &plan.fwd_bytes));
     }
+    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allow_tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        cudnn_, plan.w, plan.y, plan.conv, plan.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data));
-    if (const auto* best = pick(data, count, allow_tf32_)) {
-      plan.data_algo = best->algo, plan.data_math = best->mathType;
-    } else {
+        handle, plan.w, plan.y, conv, plan.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data));
+    auto data_bytes = [&](cudnnConvolutionBwdDataAlgo_t a, cudnnMathType_t m, size_t* b) {
+      return cudnnSetConvolutionMathType(conv, m) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan.w, plan.y, conv, plan.x, a, b) ==
+                 CUDNN_STATUS_SUCCESS;
+    };
+    if (!pick(data, count, allow_tf32_, data_bytes, &plan.data_algo, &plan.data_math, &plan.data_bytes)) {
       plan.data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, plan.data_math = CUDNN_FMA_MATH;
+      PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, plan.data_math));
+      PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan.w, plan.y, conv, plan.x,
+                                                                      plan.data_algo, &plan.data_bytes));
     }
+    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allow_tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        cudnn_, plan.x, plan.y, plan.conv, plan.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, filter));
-    if (const auto* best = pick(filter, count, allow_tf32_)) {
-      plan.filter_algo = best->algo, plan.filter_math = best->mathType;
-    } else {
+        handle, plan.x, plan.y, conv, plan.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, filter));
+    auto filter_bytes = [&](cudnnConvolutionBwdFilterAlgo_t a, cudnnMathType_t m, size_t* b) {
+      return cudnnSetConvolutionMathType(conv, m) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan.x, plan.y, conv, plan.w, a, b) ==
+                 CUDNN_STATUS_SUCCESS;
+    };
+    if (!pick(filter, count, allow_tf32_, filter_bytes, &plan.filter_algo, &plan.filter_math, &plan.filter_bytes)) {
       plan.filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, plan.filter_math = CUDNN_FMA_MATH;
+      PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, plan.filter_math));
+      PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan.x, plan.y, conv, plan.w,
+                                                                        plan.filter_algo, &plan.filter_bytes));
     }
-    // Workspace sizes under the math type each algorithm runs with.
-    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd_math));
-    PSHARD_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, plan.x, plan.w, plan.conv, plan.y, plan.fwd_algo,
-                                                               &plan.fwd_bytes));
-    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.data_math));
-    PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, plan.w, plan.y, plan.conv, plan.x,
-                                                                    plan.data_algo, &plan.data_bytes));
-    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.filter_math));
-    PSHARD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, plan.x, plan.y, plan.conv, plan.w,
-                                                                      plan.filter_algo, &plan.filter_bytes));
   } catch (...) {
     cudnnDestroyTensorDescriptor(plan.x);
     cudnnDestroyTensorDescriptor(plan.y);

@@ -36,8 +36,8 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
 class Array {
  public:
   Array(Backend& b, const std::vector<float>& host) : b_(b), n_(host.size()) {
-    p_ = static_cast<float*>(b_.allocate(bytes()));
-    b_.upload(p_, host.data(), bytes());
+    p_ = static_cast<float*>(b_.allocate(bytes() + sizeof(float)));  // never 0 bytes
+    if (n_ > 0) b_.upload(p_, host.data(), bytes());
   }
   Array(Backend& b, size_t n, float value = 0.0f) : Array(b, std::vector<float>(n, value)) {}
   Array(Backend& b, const std::vector<int32_t>& labels) : Array(b, labels.size()) {
@@ -51,12 +51,12 @@ class Array {
   int32_t* as_int() const { return reinterpret_cast<int32_t*>(p_); }
   std::vector<float> host() const {
     std::vector<float> v(n_);
-    b_.download(v.data(), p_, bytes());
+    if (n_ > 0) b_.download(v.data(), p_, bytes());
     return v;
   }
 
  private:
-  size_t bytes() const { return n_ * sizeof(float) + 4; }  // never 0; labels reuse the float width
+  size_t bytes() const { return n_ * sizeof(float); }  // labels (int32) reuse the float width
   Backend& b_;
   size_t n_;
   float* p_ = nullptr;

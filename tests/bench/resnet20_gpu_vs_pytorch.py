@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""ResNet-20 (CIFAR, option-A shortcut) training throughput on one GPU: pshard's CUDA backend next to PyTorch.
+
+Both sides run forward + backward + an SGD step on synthetic 3x32x32 images at the same batch size, in FP32
+(TF32 off on both unless --tf32). Prints images/s of each and the ratio. Reports only: exits 0 and says SKIP when
+there is no GPU, no torch with CUDA, or no pshard binary that can run on the GPU.
+
+  python3 tests/bench/resnet20_gpu_vs_pytorch.py --batch 128 --iters 50 \
+      --throughput-bin build/tests/models_cuda_throughput
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(0)
+
+
+def pytorch_images_per_s(batch, iters, warmup, tf32):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = False  # heuristics, as pshard's cuDNN plan choice
+
+    class Block(nn.Module):
+        def __init__(self, c_in, c_out, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c_out)
+            self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c_out)
+            self.pad = c_out - c_in
+            self.stride = stride
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            sc = x
+            if self.stride != 1 or self.pad:
+                sc = x[:, :, :: self.stride, :: self.stride]
+                sc = F.pad(sc, (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
+            return F.relu(out + sc)
+
+    class ResNet20(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(16)
+            blocks, c = [], 16
+            for stage, width in enumerate((16, 32, 64)):
+                for b in range(3):
+                    blocks.append(Block(c, width, 2 if stage > 0 and b == 0 else 1))
+                    c = width
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            x = F.relu(self.bn1(self.conv1(x)))
+            x = self.blocks(x)
+            x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+            return self.fc(x)
+
+    dev = torch.device("cuda:0")
+    model = ResNet20().to(dev)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x_host = torch.rand(batch, 3, 32, 32) * 2 - 1
+    y_host = torch.arange(batch) % 10
+
+    def step():
+        # Host batch uploaded every step and the loss read back, as pshard's Model::forward does.
+        x, y = x_host.to(dev), y_host.to(dev)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    return batch * iters / seconds, params, torch.cuda.get_device_name(0)
+
+
+def pshard_images_per_s(args):
+    """`pshard bench compute --device cuda` when available, else the models_cuda_throughput tool."""
+    pshard = os.environ.get("PSHARD_BIN", "")
+    tries = []
+    if pshard and os.path.exists(pshard):
+        tries.append([pshard, "bench", "compute", "--model", "resnet20", "--device", "cuda", "--batch",
+                      str(args.batch), "--iters", str(args.iters), "--json"])
+    if args.throughput_bin and os.path.exists(args.throughput_bin):
+        tries.append([args.throughput_bin, "--model", "resnet20", "--device", "cuda", "--batch", str(args.batch),
+                      "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]
+                     + (["--tf32"] if args.tf32 else []))
+    errors = []
+    for cmd in tries:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            errors.append(f"{cmd[0]}: timed out")
+            continue
+        if out.returncode == 0:
+            line = [l for l in out.stdout.splitlines() if l.startswith("{")]
+            if line:
+                return json.loads(line[-1])["samples_per_s"], " ".join(os.path.basename(c) for c in cmd[:3])
+        errors.append(f"{' '.join(cmd[:3])}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
+    return None, "; ".join(errors) or "no pshard binary found (set PSHARD_BIN or --throughput-bin)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 on both sides")
+    ap.add_argument("--throughput-bin", default="", help="path of models_cuda_throughput")
+    args = ap.parse_args()
+
+    if shutil.which("nvidia-smi") is None:
+        skip("no NVIDIA driver (nvidia-smi not found)")
+    try:
+        import torch
+    except ImportError:
+        skip("PyTorch is not installed (pip install torch, or apt-get install python3-torch)")
+    if not torch.cuda.is_available():
+        skip("PyTorch has no usable CUDA device")
+
+    ours, how = pshard_images_per_s(args)
+    if ours is None:
+        skip(f"pshard could not run resnet20 on the GPU: {how}")
+    theirs, params, gpu = pytorch_images_per_s(args.batch, args.iters, args.warmup, args.tf32)
+    math = "TF32" if args.tf32 else "FP32"
+    print(f"resnet20 ({params} parameters), batch {args.batch}, {math}, {gpu}")
+    print(f"  pshard ({how}): {ours:10.1f} images/s")
+    print(f"  PyTorch {torch.__version__:>12}: {theirs:10.1f} images/s")
+    print(f"  ratio pshard / PyTorch: {ours / theirs:.2f}")
+
+
+if __name__ == "__main__":
+    main()
