@@ -1,0 +1,167 @@
+// The compute backend interface: every layer runs through it (CPU: models/cpu/, CUDA: models/cuda/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pshard::models {
+
+// Geometry of a 2-D convolution over a batch (NCHW input, OIHW weights, square padding and stride).
+struct ConvShape {
+  int64_t n = 0, c_in = 0, h = 0, w = 0;  // input
+  int64_t c_out = 0, kh = 0, kw = 0;      // weights [c_out, c_in, kh, kw]
+  int64_t stride = 1, pad = 0;
+  int64_t h_out = 0, w_out = 0;  // (h + 2*pad - kh) / stride + 1
+  // Fills h_out/w_out; an Error when the kernel does not fit the padded input.
+  static ConvShape make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t k, int64_t stride,
+                        int64_t pad);
+};
+
+// Geometry of 2-D pooling over a batch: window k x k, stride, zero padding (padded cells never win a max and
+// count in an average, as PyTorch's count_include_pad=True).
+struct PoolShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t k = 2, stride = 2, pad = 0;
+  int64_t h_out = 0, w_out = 0;
+  static PoolShape make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad);
+};
+
+// A device that runs the kernels of forward and backward. All pointers are to memory from allocate() ("device
+// memory") unless a parameter says host. Shapes are passed as plain integers so that each CUDA kernel can be tested
+// against the CPU reference with the same arguments. Calls are made from one thread at a time.
+//
+//   auto backend = make_cpu_backend(/*threads=*/2);
+//   float* w = static_cast<float*>(backend->allocate(n * sizeof(float)));
+//   backend->gemm(false, true, batch, out, in, 1.0f, x, in, w, in, 0.0f, y, out);   // y = x w^T
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)"
+  virtual bool host_accessible() const = 0;  // memory from allocate() can be read and written by the host
+  virtual int threads() const = 0;           // compute threads (CPU); 0 when not meaningful
+  virtual void synchronize() {}              // waits until queued work is done
+
+  // ---- memory ----
+  virtual void* allocate(size_t bytes) = 0;  // an Error when out of memory
+  virtual void deallocate(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void fill(float* x, int64_t n, float value) = 0;
+  // Scratch of at least `floats` floats, owned by the backend and reused (grown, never shrunk). Valid until the
+  // next call of workspace(); layers must not keep it across backend calls.
+  virtual float* workspace(int64_t floats) = 0;
+
+  // ---- BLAS ----
+  // Row-major C[m x n] = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n.
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
+  virtual void axpy(int64_t n, float alpha, const float* x, float* y) = 0;         // y += alpha * x
+  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;       // y = a + b
+  virtual void multiply(int64_t n, const float* a, const float* b, float* y) = 0;  // y = a * b
+
+  // ---- bias ----
+  // y[o, c, i] += bias[c] for y of shape [outer, channels, inner] (Linear: inner = 1; Conv: inner = H*W).
+  virtual void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner) = 0;
+  // db[c] = sum over o, i of dy[o, c, i] (overwrites db).
+  virtual void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db) = 0;
+
+  // ---- activation ----
+  virtual void relu_forward(const float* x, float* y, int64_t n) = 0;                     // y = max(x, 0)
+  virtual void relu_backward(const float* y, const float* dy, float* dx, int64_t n) = 0;  // dx = y > 0 ? dy : 0
+
+  // ---- convolution ----
+  // y = conv(x, w) + bias (bias may be null). x [n, c_in, h, w], y [n, c_out, h_out, w_out].
+  virtual void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) = 0;
+  // Overwrites dw [c_out, c_in, kh, kw], db [c_out] (null: no bias) and dx (null: not needed, e.g. first layer).
+  virtual void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
+                               float* dw, float* db) = 0;
+
+  // ---- pooling ----
+  virtual void maxpool2d_forward(const PoolShape& s, const float* x, float* y) = 0;
+  // dx (overwritten) gets dy at the first position in each window that holds the maximum.
+  virtual void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) = 0;
+  virtual void avgpool2d_forward(const PoolShape& s, const float* x, float* y) = 0;
+  virtual void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) = 0;
+
+  // ---- batch normalisation over [n, c, hw] (per channel c; BatchNorm1d: hw = 1) ----
+  // Batch statistics; running_mean/var updated as r = (1 - momentum) * r + momentum * batch (unbiased variance);
+  // save_mean/save_invstd [c] keep what backward needs.
+  virtual void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
+                                       const float* beta, float eps, float momentum, float* running_mean,
+                                       float* running_var, float* save_mean, float* save_invstd, float* y) = 0;
+  virtual void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
+                                      const float* beta, float eps, const float* running_mean, const float* running_var,
+                                      float* y) = 0;
+  // Overwrites dx, dgamma, dbeta.
+  virtual void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
+                                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                                  float* dbeta) = 0;
+
+  // ---- dropout ----
+  // mask[i] = keep(seed, counter, i) ? 1/(1-p) : 0 with keep() of models/cpu/kernels.h (a counter-based hash, so
+  // every backend draws the same mask); y = x * mask.
+  virtual void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+                               uint64_t counter) = 0;
+
+  // ---- losses ----
+  // logits [n, classes], labels [n] in device memory. probs [n, classes] keeps the softmax for backward.
+  // loss_sum (host) = sum over samples of -log p[label]; correct (host) = samples whose first argmax is the label.
+  // A label outside [0, classes) is an Error naming the sample.
+  virtual void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes,
+                                    float* probs, double* loss_sum, int64_t* correct) = 0;
+  // dlogits = (probs - onehot(labels)) / n: the gradient of the MEAN loss.
+  virtual void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes,
+                                     float* dlogits) = 0;
+  // pred, target [n, dim]; loss_sum (host) = sum over samples of mean over dim of (pred - target)^2.
+  virtual void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) = 0;
+  // dpred = 2 (pred - target) / (n * dim): the gradient of the mean over all n * dim elements.
+  virtual void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) = 0;
+
+  // ---- residual shortcuts (ResNet option A) ----
+  // y [n, c_out, h_out, w_out] = x [n, c_in, h, w] subsampled by `stride`, placed at channel offset
+  // (c_out - c_in) / 2, zeros elsewhere (h_out = ceil(h / stride)).
+  virtual void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                                    const float* x, float* y) = 0;
+  // dx += the part of dy that forward took from x.
+  virtual void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                                     const float* dy, float* dx) = 0;
+
+  // ---- asynchronous host <-> device transfers (the worker's push/pull path; helpers in models/transfer.h) ----
+  // The defaults (models/transfer.cc) are synchronous memcpy through download()/upload() and return ticket 0, which
+  // is always complete: right for every host-accessible backend. The CUDA backend overrides them: allocate_host gives
+  // pinned memory, copies run on a side stream and a ticket is an event.
+  //   begin_download: copies device src to host dst AFTER all work queued so far (e.g. the backward that wrote a
+  //                   gradient); dst is valid once wait_transfer(ticket) returns.
+  //   begin_upload:   copies host src to device dst; every operation queued after it sees the new values; src must
+  //                   stay unchanged until wait_transfer(ticket) returns.
+  //   wait_transfer:  blocks until the copy is done; an Error after timeout_s seconds. Waiting for a ticket twice is
+  //                   allowed (the second wait returns at once); wait for every ticket once so its event is recycled.
+  //
+  //   float* staging = static_cast<float*>(backend.allocate_host(bytes));    // once; reuse every step
+  //   TransferTicket t = backend.begin_download(staging, p.grad, bytes);    // in backward's on_grads_ready
+  //   backend.wait_transfer(t, 30.0);                                       // then push `staging`
+  using TransferTicket = uint64_t;
+  virtual void* allocate_host(size_t bytes);  // an Error when out of memory
+  virtual void deallocate_host(void* p);
+  virtual TransferTicket begin_download(void* host_dst, const void* src, size_t bytes);
+  virtual TransferTicket begin_upload(void* dst, const void* host_src, size_t bytes);
+  virtual void wait_transfer(TransferTicket ticket, double timeout_s);
+};
+
+// The CPU backend (OpenBLAS GEMM, im2col convolution, OpenMP). threads = 0: one per core. Sets both OpenBLAS's and
+// OpenMP's thread counts.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// The CUDA backend on GPU `device` (cuBLAS GEMM, cuDNN convolution, custom kernels, one stream; models/cuda/).
+// allow_tf32 = false keeps GEMM and convolution in full FP32 (results match the CPU backend to ~1e-5); true lets
+// cuBLAS/cuDNN use TF32 tensor cores (faster on Ampere/Hopper, ~1e-3 relative error). An Error when pshard was
+// built without CUDA, when no GPU is usable or when `device` does not exist.
+//
+//   auto gpu = make_cuda_backend(/*device=*/0);
+std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32 = false);
+
+}  // namespace pshard::models

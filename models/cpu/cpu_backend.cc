@@ -1,0 +1,184 @@
+// CpuBackend: forwards each Backend operation to the CPU kernels with the configured thread count.
+#include "models/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "models/cpu/kernels.h"
+
+namespace pshard::models {
+namespace {
+// Each OpenMP-using thread remembers the count it last applied.
+thread_local int applied_threads = -1;
+constexpr size_t kAlignment = 64;
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads) {
+  if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
+  if (threads_ == 0) threads_ = omp_get_num_procs();
+  if (threads_ < 1) threads_ = 1;
+  openblas_set_num_threads(threads_);
+  use_threads();
+}
+
+CpuBackend::~CpuBackend() { std::free(workspace_); }
+
+std::string CpuBackend::describe() const {
+  return "cpu (OpenBLAS, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+}
+
+void CpuBackend::use_threads() {
+  if (applied_threads != threads_) {
+    omp_set_num_threads(threads_);
+    applied_threads = threads_;
+  }
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+  if (!p) throw Error("cpu backend: out of memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void CpuBackend::deallocate(void* p) { std::free(p); }
+void CpuBackend::upload(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::download(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy(float* dst, const float* src, int64_t n) {
+  if (dst != src) std::memcpy(dst, src, sizeof(float) * n);
+}
+void CpuBackend::fill(float* x, int64_t n, float value) {
+  use_threads();
+  cpu::fill(x, n, value);
+}
+
+float* CpuBackend::workspace(int64_t floats) {
+  if (floats > workspace_floats_) {
+    std::free(workspace_);
+    workspace_ = nullptr;
+    workspace_floats_ = 0;
+    workspace_ = static_cast<float*>(allocate(sizeof(float) * floats));
+    workspace_floats_ = floats;
+  }
+  return workspace_;
+}
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+void CpuBackend::axpy(int64_t n, float alpha, const float* x, float* y) {
+  use_threads();
+  cpu::axpy(n, alpha, x, y);
+}
+void CpuBackend::add(int64_t n, const float* a, const float* b, float* y) {
+  use_threads();
+  cpu::add(n, a, b, y);
+}
+void CpuBackend::multiply(int64_t n, const float* a, const float* b, float* y) {
+  use_threads();
+  cpu::multiply(n, a, b, y);
+}
+void CpuBackend::add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner) {
+  use_threads();
+  cpu::add_bias(y, bias, outer, channels, inner);
+}
+void CpuBackend::bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db) {
+  use_threads();
+  cpu::bias_grad(dy, outer, channels, inner, db);
+}
+void CpuBackend::relu_forward(const float* x, float* y, int64_t n) {
+  use_threads();
+  cpu::relu_forward(x, y, n);
+}
+void CpuBackend::relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
+  use_threads();
+  cpu::relu_backward(y, dy, dx, n);
+}
+void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
+  use_threads();
+  cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
+}
+void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
+                                 float* dw, float* db) {
+  use_threads();
+  cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
+}
+void CpuBackend::maxpool2d_forward(const PoolShape& s, const float* x, float* y) {
+  use_threads();
+  cpu::maxpool2d_forward(s, x, y);
+}
+void CpuBackend::maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) {
+  use_threads();
+  cpu::maxpool2d_backward(s, x, y, dy, dx);
+}
+void CpuBackend::avgpool2d_forward(const PoolShape& s, const float* x, float* y) {
+  use_threads();
+  cpu::avgpool2d_forward(s, x, y);
+}
+void CpuBackend::avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) {
+  use_threads();
+  cpu::avgpool2d_backward(s, dy, dx);
+}
+void CpuBackend::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
+                                         const float* beta, float eps, float momentum, float* running_mean,
+                                         float* running_var, float* save_mean, float* save_invstd, float* y) {
+  use_threads();
+  cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                               save_invstd, y);
+}
+void CpuBackend::batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
+                                        const float* beta, float eps, const float* running_mean,
+                                        const float* running_var, float* y) {
+  use_threads();
+  cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+}
+void CpuBackend::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy,
+                                    const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                                    float* dgamma, float* dbeta) {
+  use_threads();
+  cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+void CpuBackend::dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+                                 uint64_t counter) {
+  use_threads();
+  cpu::dropout_forward(x, y, mask, n, p, seed, counter);
+}
+void CpuBackend::softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes,
+                                      float* probs, double* loss_sum, int64_t* correct) {
+  use_threads();
+  cpu::softmax_xent_forward(logits, labels, n, classes, probs, loss_sum, correct);
+}
+void CpuBackend::softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes,
+                                       float* dlogits) {
+  use_threads();
+  cpu::softmax_xent_backward(probs, labels, n, classes, dlogits);
+}
+void CpuBackend::mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) {
+  use_threads();
+  cpu::mse_forward(pred, target, n, dim, loss_sum);
+}
+void CpuBackend::mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) {
+  use_threads();
+  cpu::mse_backward(pred, target, n, dim, dpred);
+}
+void CpuBackend::shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                                      const float* x, float* y) {
+  use_threads();
+  cpu::shortcut_pad_forward(n, c_in, h, w, stride, c_out, x, y);
+}
+void CpuBackend::shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                                       const float* dy, float* dx) {
+  use_threads();
+  cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, dy, dx);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace pshard::models

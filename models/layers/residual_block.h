@@ -1,0 +1,53 @@
+// ResNet basic block (He et al. 2016): conv3x3-BN-ReLU-conv3x3-BN plus a shortcut, then ReLU.
+#pragma once
+
+#include <memory>
+
+#include "models/layer.h"
+
+namespace pshard::models {
+
+class Conv2d;
+class BatchNorm;
+
+// How the shortcut matches shapes when a block changes the channel count or the resolution.
+enum class Shortcut {
+  kPad,         // option A: identity, subsampled by the stride, zero-padded channels (no parameters)
+  kProjection,  // option B: 1x1 convolution with the stride, then BatchNorm
+};
+
+// Input {C, H, W}, output {out_channels, ceil(H / stride), ceil(W / stride)}. Parameters, in order:
+// conv1.weight, bn1.weight, bn1.bias, conv2.weight, bn2.weight, bn2.bias and, with a projection shortcut,
+// shortcut.0.weight, shortcut.1.weight, shortcut.1.bias (convolutions have no bias).
+//
+//   ResidualBlock block(backend, {16, 32, 32}, /*out_channels=*/32, /*stride=*/2, Shortcut::kPad);
+class ResidualBlock final : public Layer {
+ public:
+  ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels, int64_t stride,
+                Shortcut shortcut);
+  ~ResidualBlock() override;
+  const char* type() const override { return "ResidualBlock"; }
+  std::vector<ParamDecl> param_decls() const override;
+  void bind_params(const std::vector<float*>& values, const std::vector<float*>& grads) override;
+  std::vector<BufferRef> buffers() override;
+  void reset_state(uint64_t seed) override;
+  void forward(const Tensor& x, const Tensor& y, bool train) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) override;
+
+ private:
+  struct Part {
+    std::string name;  // "conv1", "bn1", ...
+    Layer* layer;
+  };
+  std::vector<Part> parts() const;  // the layers with parameters or buffers, in parameter order
+
+  int64_t stride_;
+  bool identity_;  // same shape: plain identity shortcut
+  Shortcut shortcut_;
+  std::unique_ptr<Conv2d> conv1_, conv2_, proj_conv_;
+  std::unique_ptr<BatchNorm> bn1_, bn2_, proj_bn_;
+  // Activations of the last forward and gradient scratch (reused from step to step).
+  ReusableBuffer a1_, b1_, r1_, a2_, b2_, s_, sa_, ds_, g1_, g2_, gx_;
+};
+
+}  // namespace pshard::models
