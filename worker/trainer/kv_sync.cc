@@ -1,0 +1,79 @@
+// Pushing gradients and pulling weights layer by layer.
+#include "worker/trainer/kv_sync.h"
+
+#include <chrono>
+
+#include "common/config/config.h"
+#include "models/model.h"
+
+namespace pshard::trainer {
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps)
+    : kv_(kv),
+      rank_(rank),
+      schedule_(static_cast<float>(cfg.get_double("optimizer.lr")), optim::LrScheduleParams::from_config(cfg),
+                global_batch, total_steps) {}
+
+void KvSync::start(models::Model& model) {
+  model_ = &model;
+  const auto& params = model.params();
+  layer_params_.assign(static_cast<size_t>(model.num_layers()), {});
+  pending_.assign(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
+
+  const auto t0 = Clock::now();
+  if (rank_ == 0) {
+    std::vector<KvClient::Handle> inits;
+    for (const models::ParamRef& p : params) {
+      inits.push_back(kv_.init(p.name, p.value, static_cast<size_t>(p.numel)));
+      stats_.bytes_sent += static_cast<uint64_t>(p.numel) * sizeof(float);
+    }
+    for (KvClient::Handle h : inits) kv_.wait(h);
+  }
+  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  // Every worker, worker 0 included, starts from the servers' copy.
+  for (size_t i = 0; i < params.size(); ++i) {
+    pending_[i] = kv_.zpull(params[i].name, params[i].value, static_cast<size_t>(params[i].numel), 0);
+    stats_.bytes_recv += static_cast<uint64_t>(params[i].numel) * sizeof(float);
+  }
+  sync_all();
+}
+
+void KvSync::wait_param(size_t i) {
+  if (pending_[i] == 0) return;
+  KvClient::Handle h = pending_[i];
+  pending_[i] = 0;
+  kv_.wait(h);
+}
+
+void KvSync::wait_layer(int layer) {
+  const std::vector<size_t>& ids = layer_params_.at(static_cast<size_t>(layer));
+  if (ids.empty()) return;
+  const auto t0 = Clock::now();
+  for (size_t i : ids) wait_param(i);
+  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void KvSync::grads_ready(int first, int count) {
+  const auto& params = model_->params();
+  for (int i = first; i < first + count; ++i) {
+    const models::ParamRef& p = params[static_cast<size_t>(i)];
+    const size_t n = static_cast<size_t>(p.numel);
+    // The gradient buffer is not written again before the next backward,
+    // which comes after wait_layer() of the next forward: zero-copy is safe.
+    pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, step_);
+    stats_.bytes_sent += n * sizeof(float);
+    stats_.bytes_recv += n * sizeof(float);
+  }
+}
+
+void KvSync::sync_all() {
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
+  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace pshard::trainer

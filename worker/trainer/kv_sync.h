@@ -1,0 +1,55 @@
+// ParameterSync through the parameter servers: per-layer push_pull overlapped with backprop.
+#pragma once
+
+#include <vector>
+
+#include "server/optimizers/lr_schedule.h"
+#include "worker/client/kv_client.h"
+#include "worker/trainer/parameter_sync.h"
+
+namespace pshard {
+class Config;
+}
+
+namespace pshard::trainer {
+
+// As soon as backprop has finished layer l at step t, its gradients are
+// pushed and the weights for step t+1 are requested in the same round trip
+// (zpush_pull straight into the model's parameter memory: layer l's weights
+// are not read again until the next forward reaches layer l). The forward of
+// step t+1 waits for layer l's reply only just before it runs layer l, so
+// communication of late layers overlaps the compute of early ones.
+//
+// Consistency (sync/async/ssp) is the servers' business: the same calls
+// block as long as the servers' rules say.
+class KvSync : public ParameterSync {
+ public:
+  // The servers apply the optimizer and schedule; the schedule here only
+  // reports the learning rate in the metrics.
+  KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps);
+
+  // Worker 0 sends its initial weights (one init per tensor); every worker
+  // then pulls the step-0 weights.
+  void start(models::Model& model) override;
+  void begin_step(int64_t step) override { step_ = step; }
+  void wait_layer(int layer) override;
+  void grads_ready(int first, int count) override;
+  void end_step(int64_t) override {}
+  void sync_all() override;
+  double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
+  SyncStats stats() const override { return stats_; }
+
+ private:
+  void wait_param(size_t i);
+
+  KvClient& kv_;
+  uint32_t rank_;
+  optim::LrSchedule schedule_;
+  models::Model* model_ = nullptr;
+  int64_t step_ = 0;
+  std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
+  std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
+  SyncStats stats_;
+};
+
+}  // namespace pshard::trainer

@@ -1,0 +1,31 @@
+// In-process optimizer steps for `pshard train`.
+#include "worker/trainer/local_sync.h"
+
+#include "common/config/config.h"
+#include "models/model.h"
+
+namespace pshard::trainer {
+
+LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_steps)
+    : optimizer_(optim::make_optimizer(optim::OptimizerParams::from_config(cfg))),
+      schedule_(static_cast<float>(cfg.get_double("optimizer.lr")), optim::LrScheduleParams::from_config(cfg),
+                global_batch, total_steps) {}
+
+void LocalSync::start(models::Model& model) {
+  model_ = &model;
+  state_.clear();
+  for (const models::ParamRef& p : model.params()) {
+    state_.emplace_back(static_cast<size_t>(p.numel) * optimizer_->state_floats(), 0.0f);
+  }
+}
+
+void LocalSync::end_step(int64_t step) {
+  const float lr = schedule_.lr_at(step);
+  const auto& params = model_->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    optimizer_->apply(params[i].value, params[i].grad, state_[i].data(), static_cast<size_t>(params[i].numel), lr,
+                      step + 1);
+  }
+}
+
+}  // namespace pshard::trainer

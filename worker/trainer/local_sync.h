@@ -1,0 +1,41 @@
+// ParameterSync for single-process training: the optimizer runs in-process.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "server/optimizers/lr_schedule.h"
+#include "server/optimizers/optimizer.h"
+#include "worker/trainer/parameter_sync.h"
+
+namespace pshard {
+class Config;
+}
+
+namespace pshard::trainer {
+
+// Applies the configured optimizer and learning-rate schedule to every
+// parameter after each step, with the same library the servers use, so
+// `pshard train` is the reference a distributed run is compared with.
+class LocalSync : public ParameterSync {
+ public:
+  // global_batch: samples per step; total_steps: of the whole run (cosine).
+  LocalSync(const Config& cfg, int64_t global_batch, int64_t total_steps);
+
+  void start(models::Model& model) override;
+  void begin_step(int64_t) override {}
+  void wait_layer(int) override {}
+  void grads_ready(int, int) override {}
+  void end_step(int64_t step) override;
+  void sync_all() override {}
+  double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
+  SyncStats stats() const override { return {}; }
+
+ private:
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  optim::LrSchedule schedule_;
+  models::Model* model_ = nullptr;
+  std::vector<std::vector<float>> state_;  // per parameter: numel * state_floats()
+};
+
+}  // namespace pshard::trainer

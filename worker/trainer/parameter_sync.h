@@ -1,0 +1,42 @@
+// How a trainer's parameters are kept up to date: locally (pshard train) or
+// through the parameter servers (pshard worker). The training loop is the same.
+#pragma once
+
+#include <cstdint>
+
+namespace pshard::models {
+class Model;
+}
+
+namespace pshard::trainer {
+
+// Communication counters since the start of the run.
+struct SyncStats {
+  double wait_s = 0;        // time the compute thread was blocked on communication
+  uint64_t bytes_sent = 0;  // payload bytes pushed
+  uint64_t bytes_recv = 0;  // payload bytes pulled
+};
+
+// The trainer calls these in this order every step:
+//   begin_step(t); forward (wait_layer(l) before each layer l);
+//   backward (grads_ready(first, count) as each layer's gradients are final);
+//   end_step(t).
+class ParameterSync {
+ public:
+  virtual ~ParameterSync() = default;
+  // Before step 0: make every worker start from the same weights.
+  virtual void start(models::Model& model) = 0;
+  virtual void begin_step(int64_t step) = 0;
+  // Blocks until layer `layer` holds the weights step `step` must use.
+  virtual void wait_layer(int layer) = 0;
+  // Parameters [first, first + count) of the model have final gradients.
+  virtual void grads_ready(int first, int count) = 0;
+  virtual void end_step(int64_t step) = 0;
+  // Blocks until the model holds the newest weights (before evaluation, at the end).
+  virtual void sync_all() = 0;
+  // Learning rate used for step `step` (for the metrics).
+  virtual double lr_at(int64_t step) const = 0;
+  virtual SyncStats stats() const = 0;
+};
+
+}  // namespace pshard::trainer

@@ -1,0 +1,39 @@
+// Data + backend + model from a config.
+#include "worker/trainer/run_setup.h"
+
+#include <cstdio>
+
+#include "common/config/config.h"
+#include "common/error.h"
+
+namespace pshard::trainer {
+
+TrainingSetup make_training_setup(const Config& cfg) {
+  TrainingSetup s;
+  s.data = data::load_data(cfg);
+  const std::string device = cfg.get_string("train.device");
+  if (device == "cuda") {
+    throw Error("config " + cfg.origin() +
+                ": train.device = \"cuda\" is not supported by this build's trainer yet; use cpu");
+  }
+  s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")));
+  models::ModelSpec spec =
+      models::ModelSpec::from_config(cfg, s.data.train.sample_shape, s.data.train.num_classes, s.data.train.target_dim);
+  s.model = models::Model::create(spec, *s.backend);
+  s.model->init_params(static_cast<uint64_t>(cfg.get_int("run.seed")));
+  return s;
+}
+
+int64_t model_bytes(const models::Model& model) { return model.num_params_elems() * 4; }
+
+std::string describe_setup(const Config& cfg, const TrainingSetup& setup) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s, %lld parameters (%.2f MiB) in %zu tensors, %s; data %s: %lld train / %lld test",
+                cfg.get_string("model.name").c_str(), static_cast<long long>(setup.model->num_params_elems()),
+                model_bytes(*setup.model) / 1048576.0, setup.model->params().size(), setup.backend->describe().c_str(),
+                cfg.get_string("data.name").c_str(), static_cast<long long>(setup.data.train.size()),
+                static_cast<long long>(setup.data.test.size()));
+  return buf;
+}
+
+}  // namespace pshard::trainer

@@ -1,0 +1,144 @@
+// The training loop.
+#include "worker/trainer/trainer.h"
+
+#include <chrono>
+#include <thread>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "models/model.h"
+#include "worker/data/batch_loader.h"
+#include "worker/data/sampler.h"
+
+namespace pshard::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+TrainerOptions TrainerOptions::from_config(const Config& cfg, uint32_t rank, uint32_t world) {
+  TrainerOptions o;
+  o.epochs = cfg.get_int("train.epochs");
+  o.batch_size = cfg.get_int("train.batch_size");
+  o.log_every = cfg.get_int("train.log_every");
+  o.eval = cfg.get_bool("train.eval");
+  o.rank = rank;
+  o.world = world;
+  o.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
+  o.prefetch = static_cast<int>(cfg.get_int("data.prefetch"));
+  o.simulate_compute_ms = cfg.get_double("train.simulate_compute_ms");
+  return o;
+}
+
+int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size) {
+  int64_t global_batch = static_cast<int64_t>(world) * batch_size;
+  int64_t steps = n / global_batch;
+  if (steps == 0) {
+    throw Error("the training set has " + std::to_string(n) + " samples, fewer than one global batch (" +
+                std::to_string(world) + " workers x batch " + std::to_string(batch_size) +
+                "): lower train.batch_size or use more data");
+  }
+  return steps;
+}
+
+Trainer::Trainer(const TrainerOptions& options, models::Model& model, const data::DataSplits& data, ParameterSync& sync)
+    : options_(options), model_(model), data_(data), sync_(sync) {
+  steps_per_epoch_ = steps_per_epoch_for(data.train.size(), options.world, options.batch_size);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
+                  const std::function<void(const WorkerEpochReport&)>& on_epoch) {
+  data::ShardSampler sampler(data_.train.size(), static_cast<int>(options_.rank), static_cast<int>(options_.world),
+                             options_.seed);
+  data::BatchLoader loader(data_.train, sampler, options_.batch_size, options_.prefetch);
+  const bool classification = data_.train.num_classes > 0;
+  const int num_layers = model_.num_layers();
+  const int num_params = static_cast<int>(model_.params().size());
+  const auto start = Clock::now();
+
+  sync_.start(model_);
+  int64_t step = 0;
+  data::Batch batch;
+  for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
+    WorkerEpochReport report;
+    report.rank = options_.rank;
+    report.epoch = epoch;
+    report.classification = classification;
+    const SyncStats comm_before = sync_.stats();
+    const auto epoch_start = Clock::now();
+    loader.start_epoch(epoch - 1);
+    for (int64_t i = 0; i < steps_per_epoch_; ++i, ++step) {
+      if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
+      sync_.begin_step(step);
+      models::StepResult r;
+      if (options_.simulate_compute_ms > 0) {
+        // Communication studies: the same pushes and pulls, compute replaced by a fixed delay.
+        for (int l = 0; l < num_layers; ++l) sync_.wait_layer(l);
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.simulate_compute_ms));
+        sync_.grads_ready(0, num_params);
+        r.n = batch.n;
+      } else {
+        r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
+                           batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true,
+                           [&](int layer) { sync_.wait_layer(layer); });
+        model_.backward([&](int first, int count) { sync_.grads_ready(first, count); });
+      }
+      sync_.end_step(step);
+      report.samples += r.n;
+      report.loss_sum += r.loss_sum;
+      report.correct += r.correct;
+      if (options_.log_every > 0 && step % options_.log_every == 0 && on_step) {
+        StepEvent ev;
+        ev.epoch = epoch;
+        ev.step = step;
+        ev.loss = r.n ? r.loss_sum / static_cast<double>(r.n) : 0.0;
+        ev.lr = sync_.lr_at(step);
+        ev.wall_s = seconds_since(start);
+        on_step(ev);
+      }
+    }
+    report.epoch_s = seconds_since(epoch_start);
+    report.step = step;
+    report.lr = sync_.lr_at(step - 1);
+    const SyncStats comm = sync_.stats();
+    report.comm_wait_s = comm.wait_s - comm_before.wait_s;
+    report.compute_s = report.epoch_s - report.comm_wait_s;
+    report.bytes_sent = comm.bytes_sent - comm_before.bytes_sent;
+    report.bytes_recv = comm.bytes_recv - comm_before.bytes_recv;
+    if (options_.eval) {
+      const auto eval_start = Clock::now();
+      sync_.sync_all();
+      evaluate(&report);
+      report.eval_s = seconds_since(eval_start);
+    }
+    report.wall_s = seconds_since(start);
+    if (on_epoch) on_epoch(report);
+  }
+  sync_.sync_all();
+}
+
+void Trainer::evaluate(WorkerEpochReport* report) {
+  // Each worker evaluates a disjoint shard (i % world == rank); the shards
+  // cover the whole test set, so the combined numbers are exact.
+  const int64_t eval_batch = std::max<int64_t>(options_.batch_size, 256);
+  std::vector<int64_t> shard =
+      data::eval_shard(data_.test.size(), static_cast<int>(options_.rank), static_cast<int>(options_.world));
+  data::BatchLoader loader(data_.test, shard, eval_batch, /*prefetch_depth=*/1);
+  loader.start_epoch(0);
+  data::Batch batch;
+  while (loader.next(&batch)) {
+    models::StepResult r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
+                                          batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/false);
+    report->test_n += r.n;
+    report->test_loss_sum += r.loss_sum;
+    report->test_correct += r.correct;
+  }
+  report->evaluated = true;
+}
+
+}  // namespace pshard::trainer

@@ -1,0 +1,73 @@
+// The training loop shared by `pshard train` (local) and `pshard worker`
+// (through the parameter servers): one step fits on a screen.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "common/metrics/epoch_report.h"
+#include "worker/data/dataset.h"
+#include "worker/trainer/parameter_sync.h"
+
+namespace pshard {
+class Config;
+}
+namespace pshard::models {
+class Model;
+}
+
+namespace pshard::trainer {
+
+struct TrainerOptions {
+  int64_t epochs = 1;
+  int64_t batch_size = 64;  // per worker
+  int64_t log_every = 50;   // steps between `step` events
+  bool eval = true;
+  uint32_t rank = 0;   // this worker
+  uint32_t world = 1;  // number of workers
+  uint64_t seed = 1;
+  int prefetch = 2;
+  double simulate_compute_ms = 0;  // > 0: replace forward/backward by a sleep (communication studies)
+
+  static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
+};
+
+// A `step` event (docs/METRICS.md).
+struct StepEvent {
+  int64_t epoch = 0, step = 0;
+  double loss = 0, lr = 0, wall_s = 0;
+};
+
+// Runs epochs of: next batch -> forward -> backward -> update, then an
+// evaluation of this worker's shard of the test set.
+//
+//   Trainer t(TrainerOptions::from_config(cfg, 0, 1), *model, data, sync);
+//   t.run([](const StepEvent& s) { ... }, [](const WorkerEpochReport& r) { ... });
+class Trainer {
+ public:
+  Trainer(const TrainerOptions& options, models::Model& model, const data::DataSplits& data, ParameterSync& sync);
+  ~Trainer();
+
+  // Identical on every worker: floor(train size / (world x batch)).
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t total_steps() const { return steps_per_epoch_ * options_.epochs; }
+
+  void run(const std::function<void(const StepEvent&)>& on_step,
+           const std::function<void(const WorkerEpochReport&)>& on_epoch);
+
+ private:
+  void evaluate(WorkerEpochReport* report);
+
+  TrainerOptions options_;
+  models::Model& model_;
+  const data::DataSplits& data_;
+  ParameterSync& sync_;
+  int64_t steps_per_epoch_ = 0;
+};
+
+// steps per epoch for a data set of n samples: floor(n / (world x batch)); an
+// Error when that is 0 (too little data for one global batch).
+int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size);
+
+}  // namespace pshard::trainer
