@@ -101,4 +101,6 @@ struct Header {
   errorCode @10 :ErrorCode;     # error replies only
   errorMessage @11 :Text;       # error replies only: what was wrong, naming the key or field
   numServers @12 :UInt32;       # init only: number of servers the sender's layout assumes
+  runTotalSteps @13 :Int64;     # init only: steps the whole run will take (0 = unknown); servers use it for
+                                # schedules that depend on the run's length (cosine with lr_schedule.total_steps = 0)
 }

@@ -43,13 +43,12 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
   optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
-  if (sp.name == "cosine" && sp.total_steps == 0) {
-    throw Error("config " + cfg.origin() +
-                ": a server cannot know the run's length; set lr_schedule.total_steps for a cosine schedule");
-  }
-  auto schedule = std::make_shared<optim::LrSchedule>(params.lr, sp, cfg.get_int("train.batch_size"),
-                                                      std::max<int64_t>(sp.total_steps, 1));
-  o.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
+  const int64_t batch = cfg.get_int("train.batch_size");
+  // The global batch (linear scaling rule) needs W and a cosine schedule the
+  // run's length: the schedule is built at the first init, when both are known.
+  o.schedule = sp;
+  o.base_lr = params.lr;
+  o.batch_size = batch;
   return o;
 }
 
@@ -174,7 +173,6 @@ struct KvServer::Impl {
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
-    if (!opt.lr_at) throw Error("server " + std::to_string(opt.rank) + ": no learning-rate schedule given");
     if (opt.num_workers == 0 || opt.num_servers == 0 || opt.rank >= opt.num_servers) {
       throw Error("server: rank " + std::to_string(opt.rank) + " of " + std::to_string(opt.num_servers) +
                   " servers with " + std::to_string(opt.num_workers) + " workers is not a valid job");
@@ -434,6 +432,25 @@ struct KvServer::Impl {
       why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
             std::to_string(m.layout_fingerprint);
       return false;
+    }
+    if (!opt.lr_at) {
+      const int64_t run_steps = m.run_total_steps > 0 ? m.run_total_steps : opt.schedule.total_steps;
+      if (opt.schedule.name == "cosine" && run_steps <= 0) {
+        code = ErrorCode::BAD_HEADER;
+        why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
+        return false;
+      }
+      try {
+        auto schedule = std::make_shared<optim::LrSchedule>(opt.base_lr, opt.schedule,
+                                                            opt.batch_size * static_cast<int64_t>(opt.num_workers),
+                                                            std::max<int64_t>(run_steps, 1));
+        opt.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
+      } catch (const Error& e) {
+        code = ErrorCode::BAD_HEADER;
+        why = std::string("learning-rate schedule for a run of ") + std::to_string(m.run_total_steps) +
+              " steps: " + e.what();
+        return false;
+      }
     }
     states.resize(l->slices().size());
     owner.assign(l->slices().size(), -1);

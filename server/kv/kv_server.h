@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
 
 namespace pshard {
@@ -31,7 +32,12 @@ struct KvServerOptions {
   int64_t staleness = 2;                              // kSsp only
   uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
   std::shared_ptr<const optim::Optimizer> optimizer;  // required
-  std::function<float(int64_t step)> lr_at;           // required: learning rate of a step
+  // Learning rate of a step. When empty, the first init builds it from `schedule`, `base_lr`,
+  // the global batch (batch_size x num_workers) and the run's length that worker 0 sends.
+  std::function<float(int64_t step)> lr_at;
+  optim::LrScheduleParams schedule;
+  float base_lr = 0.01f;
+  int64_t batch_size = 64;  // per worker (train.batch_size)
   int update_threads = 2;                             // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
 

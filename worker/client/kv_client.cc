@@ -147,6 +147,7 @@ struct KvClient::Impl {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
         m.slice_bytes = layout.slice_bytes();
         m.num_servers = layout.num_servers();
+        m.run_total_steps = opt.run_total_steps;
       }
       for (uint32_t id : ids) {
         const SliceInfo& s = layout.slice(id);

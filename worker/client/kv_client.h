@@ -18,6 +18,7 @@ struct KvClientOptions {
   uint64_t slice_bytes = 1u << 20;   // cluster.slice_bytes
   std::string job_token;
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
+  int64_t run_total_steps = 0;  // sent with init: lets servers compute run-length schedules (cosine)
 };
 
 // Talks to every server through DEALER sockets owned by one I/O thread; the calling threads
