@@ -16,6 +16,10 @@
 
 #include "common/cluster/control_codec.h"
 #include "common/error.h"
+#include "common/metrics/epoch_report.h"
+#include "common/metrics/metrics_writer.h"
+#include "common/metrics/progress.h"
+#include "common/util/json.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -99,6 +103,14 @@ struct Coordinator::Impl {
   Clock::time_point shutdown_deadline;
   Result result;
 
+  // Job-wide metrics (reports from the workers).
+  std::unique_ptr<MetricsWriter> metrics;
+  Json start_event = Json::object();
+  std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports;  // epoch -> worker rank -> report
+  RunTotals totals;
+  int64_t epochs_written = 0;
+  Clock::time_point running_since;
+
   // Cross-thread state.
   mutable std::mutex mu;
   std::condition_variable done_cv;
@@ -134,6 +146,11 @@ struct Coordinator::Impl {
 
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
+    try {
+      write_summary();
+    } catch (const Error& e) {
+      PSHARD_LOG(kWarn) << "metrics summary not written: " << e.what();
+    }
     result.exit_code = exit_code;
     result.reason = reason;
     phase = Phase::kDone;
@@ -148,6 +165,65 @@ struct Coordinator::Impl {
     if (dead) cc::fill_node(*dead, a.initDeadNode());
     broadcast(b, reachable);
     finish(1, reason);
+  }
+
+  // --- metrics ---------------------------------------------------------------
+  MetricsWriter* writer() {
+    if (!metrics && !opt.run_dir.empty()) metrics = std::make_unique<MetricsWriter>(opt.run_dir);
+    return metrics.get();
+  }
+
+  void on_report(const Peer& p, const std::string& text) {
+    Json event = Json::parse(text, "metrics report from " + cc::describe(p.info));
+    const std::string kind = event.at("event").as_string();
+    if (kind == "start") {
+      start_event = event;
+    } else if (kind == "worker_epoch") {
+      WorkerEpochReport r = WorkerEpochReport::from_json(event);
+      r.rank = p.info.rank;
+      epoch_reports[r.epoch][r.rank] = r;
+      flush_epochs();
+    } else if (MetricsWriter* w = writer()) {
+      w->write(event);
+    }
+  }
+
+  // Writes every epoch for which all workers still in the job reported.
+  void flush_epochs() {
+    size_t expected_reports = 0;
+    for (const auto& [id, q] : peers) {
+      if (q.info.role == NodeRole::kWorker && (q.state == Peer::State::kLive || q.state == Peer::State::kLeft)) {
+        ++expected_reports;
+      }
+    }
+    while (!epoch_reports.empty() && epoch_reports.begin()->second.size() >= expected_reports) {
+      std::vector<WorkerEpochReport> reports;
+      for (const auto& [rank, r] : epoch_reports.begin()->second) reports.push_back(r);
+      epoch_reports.erase(epoch_reports.begin());
+      Json epoch = combine_epoch(reports);
+      totals.add_epoch(epoch);
+      ++epochs_written;
+      if (MetricsWriter* w = writer()) w->write(epoch);
+      const int64_t planned = start_event.has("epochs") ? start_event.at("epochs").as_int() : 0;
+      PSHARD_LOG(kInfo) << format_epoch_line(epoch, planned);
+    }
+  }
+
+  void write_summary() {
+    if (epochs_written == 0) return;
+    Json summary = totals.summary(std::chrono::duration<double>(Clock::now() - running_since).count());
+    for (const auto& [key, value] : start_event.items()) {
+      if (key != "event" && key != "epochs" && key != "steps_per_epoch" && !summary.has(key)) summary.set(key, value);
+    }
+    summary.set("workers", opt.num_workers);
+    summary.set("servers", opt.num_servers);
+    Json finished = Json::array();
+    for (const auto& [id, q] : peers) {
+      if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
+    }
+    summary.set("workers_finished", finished);
+    if (MetricsWriter* w = writer()) w->write(summary);
+    PSHARD_LOG(kInfo) << format_summary_line(summary, opt.run_dir);
   }
 
   // --- rendezvous ------------------------------------------------------------
@@ -292,6 +368,7 @@ struct Coordinator::Impl {
       send(id, b);
     }
     phase = Phase::kRunning;
+    running_since = Clock::now();
     PSHARD_LOG(kInfo) << "rendezvous complete: " << opt.num_servers << " servers, " << opt.num_workers
                       << " workers; cluster map sent";
     {
@@ -440,6 +517,7 @@ struct Coordinator::Impl {
     nd.setReason(why);
     broadcast(b, [](const Peer& q) { return q.state == Peer::State::kLive; });
     check_barriers();
+    flush_epochs();
     maybe_shutdown();
   }
 
@@ -492,6 +570,7 @@ struct Coordinator::Impl {
         }
         case control::ControlMessage::BARRIER_ENTER: on_barrier(p, root.getBarrierEnter().getName().cStr()); break;
         case control::ControlMessage::LEAVE: on_leave(p, root.getLeave().getExitStatus()); break;
+        case control::ControlMessage::REPORT: on_report(p, root.getReport().getJson().cStr()); break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
                             << peer_name;

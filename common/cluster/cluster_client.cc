@@ -50,7 +50,7 @@ std::string random_hex(size_t bytes) {
 
 struct ClusterClient::Impl {
   struct Command {
-    enum class Kind { kBarrier, kLeave, kStop } kind;
+    enum class Kind { kBarrier, kReport, kLeave, kStop } kind;
     std::string name;
     int status = 0;
   };
@@ -263,6 +263,13 @@ struct ClusterClient::Impl {
           capnp::MallocMessageBuilder b;
           b.initRoot<control::ControlMessage>().initBarrierEnter().setName(c.name);
           send(sock, b);
+        } else if (c.kind == Command::Kind::kReport) {
+          capnp::MallocMessageBuilder b;
+          b.initRoot<control::ControlMessage>().initReport().setJson(c.name);
+          zmq::message_t frame = cc::encode(b);
+          if (!sock.send(frame, zmq::send_flags::dontwait)) {  // never block the heartbeat thread
+            PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
+          }
         } else {
           if (c.kind == Command::Kind::kLeave) {
             capnp::MallocMessageBuilder b;
@@ -423,6 +430,15 @@ void ClusterClient::on_event(std::function<void(const ClusterEvent&)> callback) 
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->callback = std::move(callback);
+  }
+  impl_->wake();
+}
+
+void ClusterClient::report(const Json& event) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->leave_requested) return;  // after leave() there is nobody to report to
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0});
   }
   impl_->wake();
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/cluster/cluster_map.h"
+#include "common/util/json.h"
 
 namespace pshard {
 
@@ -75,6 +76,11 @@ class ClusterClient {
 
   // True once a kAbort or kShutdown event has arrived.
   bool stopping() const;
+
+  // Sends one metrics event (docs/METRICS.md: "start", "step",
+  // "worker_epoch") to the coordinator, which writes the job's
+  // metrics.jsonl. Does not block; ordered with barrier() and leave().
+  void report(const Json& event);
 
   // Tells the coordinator this node is done (exit status 0 = success) and
   // stops heartbeats. Idempotent.

@@ -14,6 +14,7 @@
 #                               coordinator -> nodeDead (failure_policy = continue, a worker died)
 #                               coordinator -> abort (a node died under policy abort, a server died,
 #                                              layout mismatch, rendezvous timeout, coordinator stopped)
+#   node -> report(json)        (metrics events; the coordinator writes DIR/metrics.jsonl)
 #   node -> leave(status)       coordinator -> shutdown (all workers left: servers finish and leave)
 #
 # Versioning: add fields at the end of a struct with the next ordinal and
@@ -101,6 +102,15 @@ struct Leave {
   exitStatus @0 :Int32;         # 0 = success; anything else is a failure of this node
 }
 
+# node -> coordinator: one metrics event (docs/METRICS.md) for the job's
+# metrics.jsonl. Workers send "start" (what is trained, rank 0), "step"
+# (rank 0) and "worker_epoch" (every worker, every epoch); the coordinator
+# combines the worker_epoch reports of an epoch into its "epoch" event and
+# writes the "summary" event when the job ends.
+struct Report {
+  json @0 :Text;                # one JSON object with an "event" field
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -114,5 +124,6 @@ struct ControlMessage {
     abort @7 :Abort;
     shutdown @8 :Shutdown;
     leave @9 :Leave;
+    report @10 :Report;
   }
 }

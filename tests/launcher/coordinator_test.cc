@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,8 @@
 #include "common/cluster/cluster_client.h"
 #include "common/cluster/control_codec.h"
 #include "common/error.h"
+#include "common/metrics/epoch_report.h"
+#include "common/util/json.h"
 
 namespace pshard {
 namespace {
@@ -419,6 +423,52 @@ TEST(Coordinator, WorkerLeavingWithFailureStatusAbortsUnderPolicyAbort) {
   ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
   EXPECT_NE(e.reason.find("worker 1"), std::string::npos) << e.reason;
   EXPECT_NE(e.reason.find("exit status 3"), std::string::npos) << e.reason;
+}
+
+TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
+  char tmpl[] = "/tmp/pshard_coord_metrics_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto opt = coord_options(1, 2);
+  opt.run_dir = dir;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  nodes[1]->report(Json::object().set("event", "start").set("model", "mlp").set("epochs", 1));
+  nodes[1]->report(Json::object().set("event", "step").set("epoch", 1).set("step", 0).set("loss", 2.5));
+  for (uint32_t w = 0; w < 2; ++w) {
+    WorkerEpochReport r;
+    r.rank = w;
+    r.epoch = 1;
+    r.step = 10;
+    r.samples = 100 + w * 50;  // 100 and 150
+    r.loss_sum = 50.0;
+    r.correct = 60;
+    r.epoch_s = 1.0;
+    Json j = r.to_json();
+    j.set("event", "worker_epoch");
+    nodes[1 + w]->report(j);
+  }
+  nodes[2].reset();
+  nodes[1].reset();
+  nodes[0].reset();
+  auto res = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->exit_code, 0) << res->reason;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<Json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line, "metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].at("event").as_string(), "step");
+  EXPECT_EQ(lines[1].at("event").as_string(), "epoch");
+  EXPECT_EQ(lines[1].at("epoch").as_int(), 1);
+  EXPECT_NEAR(lines[1].at("train_loss").as_number(), 100.0 / 250.0, 1e-12);
+  EXPECT_EQ(lines[2].at("event").as_string(), "summary");
+  EXPECT_EQ(lines[2].at("model").as_string(), "mlp");
+  EXPECT_EQ(lines[2].at("workers").as_int(), 2);
+  ASSERT_EQ(lines[2].at("workers_finished").size(), 2u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ClusterClient, StoppedCoordinatorAbortsEveryNode) {
