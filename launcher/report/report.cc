@@ -27,8 +27,13 @@ std::string num(double v, int digits = 6, const char* missing = "") {
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
 }
-std::string md(double v, int digits = 4) { return num(v, digits, "n/a"); }
+// Markdown: large numbers without exponent (20457, not 2.046e+04).
+std::string md(double v, int digits = 4) {
+  if (std::isfinite(v) && std::fabs(v) >= 1e4 && std::fabs(v) < 1e15) return num(std::round(v), 16);
+  return num(v, digits, "n/a");
+}
 std::string opt(const std::optional<double>& v, int digits = 6, const char* missing = "") {
+  if (v && std::string(missing) == "n/a") return md(*v, digits);
   return v ? num(*v, digits, missing) : missing;
 }
 

@@ -57,7 +57,11 @@ std::string name_value(const std::string& value) {
 std::string num(const std::optional<double>& v, int digits) {
   if (!v || !std::isfinite(*v)) return "";
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, *v);
+  if (std::fabs(*v) >= 1e4 && std::fabs(*v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", *v);  // 20457, not 2.046e+04
+  } else {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, *v);
+  }
   return buf;
 }
 
