@@ -1,0 +1,127 @@
+// `pshard worker`: one training worker of a job, through the parameter servers.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "app/command.h"
+#include "common/cluster/cluster_client.h"
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/keys/slice_layout.h"
+#include "common/metrics/epoch_report.h"
+#include "common/util/args.h"
+#include "common/util/log.h"
+#include "worker/client/kv_client.h"
+#include "worker/trainer/kv_sync.h"
+#include "worker/trainer/model_file.h"
+#include "worker/trainer/run_setup.h"
+#include "worker/trainer/trainer.h"
+
+namespace pshard::app {
+namespace {
+
+int run_worker(const std::vector<std::string>& args) {
+  ArgParser p("pshard worker",
+              "one worker of a job: registers with the coordinator, trains its shard of the data and pushes "
+              "gradients / pulls weights through the servers. Usually started by `pshard launch` or srun; the job "
+              "token comes from the environment variable PSHARD_JOB_TOKEN.");
+  p.add_option("coordinator", "ENDPOINT", "the coordinator, e.g. tcp://10.0.0.1:47000", true);
+  p.add_option("config", "FILE", "experiment config (TOML)", true);
+  p.add_multi("set", "KEY=VALUE", "override a config key");
+  p.add_option("run-dir", "DIR", "the job's run directory (metrics are written by the coordinator)");
+  p.add_option("rank", "R", "ask for this worker rank (default: PSHARD_RANK, else assigned by the coordinator)");
+  if (!p.parse(args)) return 0;
+
+  Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
+  log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
+  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
+
+  std::vector<TensorSpec> tensors;
+  for (const models::ParamRef& prm : setup.model->params()) {
+    tensors.push_back({prm.name, static_cast<uint64_t>(prm.numel)});
+  }
+  const uint64_t slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+
+  ClusterClient::Options copt;
+  copt.coordinator = p.get("coordinator");
+  copt.role = NodeRole::kWorker;
+  const char* env_rank = std::getenv("PSHARD_RANK");
+  copt.requested_rank = p.has("rank") ? p.get_int("rank") : (env_rank ? std::atoll(env_rank) : -1);
+  const char* token = std::getenv("PSHARD_JOB_TOKEN");
+  copt.job_token = token ? token : "";
+  // The assignment is a function of (tensors, slice_bytes, S); S comes from the
+  // cluster map, so agreeing on the first two means agreeing on the layout.
+  copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
+  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
+  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
+  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+  ClusterClient cluster(copt);
+  const uint32_t rank = cluster.rank();
+  const uint32_t world = cluster.map().num_workers;
+  log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
+  cluster.on_event([](const ClusterEvent& e) {
+    if (e.kind == ClusterEvent::Kind::kAbort) {
+      PSHARD_LOG(kError) << "job aborted: " << e.reason;
+      // The trainer may be blocked on a pull that will never be answered.
+      std::_Exit(1);
+    }
+  });
+
+  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
+  const int64_t global_batch = opts.batch_size * world;
+  const int64_t total_steps =
+      trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
+
+  KvClientOptions kopt;
+  kopt.rank = rank;
+  for (const NodeInfo& s : cluster.map().servers) kopt.servers.push_back(s.endpoint);
+  kopt.tensors = tensors;
+  kopt.slice_bytes = slice_bytes;
+  kopt.job_token = copt.job_token;
+  kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
+  kopt.run_total_steps = total_steps;
+  KvClient kv(kopt);
+  trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);
+  trainer::Trainer t(opts, *setup.model, setup.data, sync);
+  if (rank == 0) {
+    PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
+                      << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
+    cluster.report(Json::object()
+                       .set("event", "start")
+                       .set("model", cfg.get_string("model.name"))
+                       .set("optimizer", cfg.get_string("optimizer.name"))
+                       .set("lr", cfg.get_double("optimizer.lr"))
+                       .set("batch_size", opts.batch_size)
+                       .set("global_batch", global_batch)
+                       .set("model_bytes", trainer::model_bytes(*setup.model))
+                       .set("mode", cfg.get_string("cluster.mode"))
+                       .set("epochs", opts.epochs)
+                       .set("steps_per_epoch", t.steps_per_epoch()));
+  }
+  t.run(
+      [&](const trainer::StepEvent& s) {
+        if (rank != 0) return;
+        cluster.report(Json::object()
+                           .set("event", "step")
+                           .set("epoch", s.epoch)
+                           .set("step", s.step)
+                           .set("loss", s.loss)
+                           .set("lr", s.lr)
+                           .set("wall_s", s.wall_s));
+      },
+      [&](const WorkerEpochReport& r) {
+        Json j = r.to_json();
+        j.set("event", "worker_epoch");
+        cluster.report(j);
+      });
+  if (rank == 0 && p.has("run-dir")) trainer::save_model_file(*setup.model, p.get("run-dir") + "/model.bin");
+  cluster.leave(0);
+  return 0;
+}
+
+}  // namespace
+
+PSHARD_COMMAND(worker, "run one training worker of a job (started by launch or srun)", run_worker);
+
+}  // namespace pshard::app

@@ -1,0 +1,78 @@
+// Synchronous training through the servers equals local training: W=2
+// workers with batch b through 2 servers give the same weights after N steps
+// as `pshard train` with batch 2b (dropout off), up to float rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/integration/training/run_helpers.h"
+#include "worker/trainer/model_file.h"
+
+namespace {
+
+using namespace pshard;
+using pshard::testing::fresh_dir;
+using pshard::testing::pshard_bin;
+using pshard::testing::read_file;
+using pshard::testing::run_with_timeout;
+using pshard::testing::source_dir;
+
+// Relative distance ||a - b|| / ||a|| of two flattened tensors.
+double relative_distance(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(a[i]) * a[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+void expect_same_weights(const std::string& local_dir, const std::string& dist_dir, double tolerance) {
+  std::vector<trainer::NamedTensor> local = trainer::load_model_file(local_dir + "/model.bin");
+  std::vector<trainer::NamedTensor> dist = trainer::load_model_file(dist_dir + "/model.bin");
+  ASSERT_EQ(local.size(), dist.size());
+  for (size_t i = 0; i < local.size(); ++i) {
+    ASSERT_EQ(local[i].name, dist[i].name);
+    ASSERT_EQ(local[i].data.size(), dist[i].data.size());
+    double d = relative_distance(local[i].data, dist[i].data);
+    EXPECT_LE(d, tolerance) << local[i].name;
+    std::printf("  %-14s relative distance %.3g\n", local[i].name.c_str(), d);
+  }
+}
+
+struct Case {
+  const char* name;
+  const char* config;
+  const char* extra;
+};
+
+void run_case(const Case& c) {
+  const std::string dir = fresh_dir(std::string("equiv-") + c.name);
+  const std::string config = source_dir() + "/configs/" + c.config;
+  // 2560 samples / global batch 128 = 20 steps; constant lr, no dropout, no
+  // evaluation; one thread per process so BLAS sums are ordered the same way.
+  const std::string common = std::string(" --config ") + config +
+                             " --set data.train_size=2560 --set data.test_size=256 --set train.epochs=1"
+                             " --set train.eval=false --set model.dropout=0 --set lr_schedule.name=constant"
+                             " --set lr_schedule.scaling=none --set train.threads=1 " +
+                             c.extra;
+  const std::string local_dir = dir + "/local", dist_dir = dir + "/dist";
+  int rc = run_with_timeout(pshard_bin() + " train" + common + " --set train.batch_size=128 --run-dir " + local_dir,
+                            300, dir + "/local.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/local.log");
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 300" + common +
+                            " --set train.batch_size=64 --set cluster.mode=sync --run-dir " + dist_dir,
+                        330, dir + "/dist.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/dist.log");
+  expect_same_weights(local_dir, dist_dir, 1e-5);
+}
+
+TEST(DistributedEquivalence, MlpMomentumTwoWorkersEqualsOneWorkerDoubleBatch) {
+  run_case({"mlp", "fmnist_mlp.toml", "--set optimizer.name=momentum --set optimizer.lr=0.05"});
+}
+
+TEST(DistributedEquivalence, LenetAdamTwoWorkersEqualsOneWorkerDoubleBatch) {
+  run_case({"lenet", "fmnist_lenet.toml", "--set optimizer.name=adam --set optimizer.lr=0.001"});
+}
+
+}  // namespace

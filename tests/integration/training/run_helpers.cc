@@ -1,0 +1,63 @@
+// Helpers for tests that run whole pshard jobs.
+#include "tests/integration/training/run_helpers.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace pshard::testing {
+
+std::string pshard_bin() {
+  const char* bin = std::getenv("PSHARD_BIN");
+  if (!bin) throw Error("PSHARD_BIN is not set (run the test through ctest)");
+  return bin;
+}
+
+std::string source_dir() {
+  const char* dir = std::getenv("PSHARD_SOURCE_DIR");
+  if (!dir) throw Error("PSHARD_SOURCE_DIR is not set (run the test through ctest)");
+  return dir;
+}
+
+std::string fresh_dir(const std::string& name) {
+  std::string dir = "/tmp/pshard-test-" + std::to_string(::getpid()) + "-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+int run_with_timeout(const std::string& command, int timeout_s, const std::string& log_path) {
+  std::string full = "timeout -k 10 " + std::to_string(timeout_s) + " " + command + " > '" + log_path + "' 2>&1";
+  int status = std::system(full.c_str());
+  if (status == -1) throw Error("cannot run: " + full);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Json read_summary(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  if (!in) throw Error("no " + run_dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  Json j = Json::parse(last, run_dir + "/metrics.jsonl (last line)");
+  if (!j.has("event") || j.at("event").as_string() != "summary") {
+    throw Error(run_dir + "/metrics.jsonl: the last line is not a summary: " + last);
+  }
+  return j;
+}
+
+}  // namespace pshard::testing

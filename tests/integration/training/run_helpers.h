@@ -1,0 +1,25 @@
+// Running pshard commands from tests and reading their run directories.
+#pragma once
+
+#include <string>
+
+#include "common/util/json.h"
+
+namespace pshard::testing {
+
+// Absolute path of the pshard executable under test (env PSHARD_BIN).
+std::string pshard_bin();
+// Absolute path of the source tree (env PSHARD_SOURCE_DIR).
+std::string source_dir();
+// A fresh, empty directory under /tmp for one test.
+std::string fresh_dir(const std::string& name);
+// Runs `command` through /bin/sh with a wall-clock limit (coreutils timeout,
+// SIGKILL 10 s after SIGTERM); output goes to `log_path`. Returns the exit
+// status (124 = timed out).
+int run_with_timeout(const std::string& command, int timeout_s, const std::string& log_path);
+// The last line (the `summary` event) of RUN_DIR/metrics.jsonl.
+Json read_summary(const std::string& run_dir);
+// The whole file, for failure messages.
+std::string read_file(const std::string& path);
+
+}  // namespace pshard::testing
