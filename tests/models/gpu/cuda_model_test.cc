@@ -101,5 +101,49 @@ TEST(CudaModel, Resnet20MatchesCpu) {
   compare_model(spec_of("resnet20", {3, 32, 32}), 8, 2e-3);
 }
 
+TEST(CudaModel, Resnet20StepIsBitwiseDeterministic) {
+  PSHARD_REQUIRE_GPU();
+  // Fixed-order reductions and deterministic cuDNN algorithms: the same step twice gives the same bits.
+  auto gpu = make_cuda_backend(0);
+  const ModelSpec spec = spec_of("resnet20", {3, 32, 32});
+  const int64_t batch = 16;
+  const auto x = random_floats(static_cast<size_t>(batch * 3 * 32 * 32), 700);
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
+  std::vector<std::vector<float>> grads;
+  std::vector<double> losses;
+  for (int run = 0; run < 2; ++run) {
+    auto m = Model::create(spec, *gpu);
+    m->init_params(7);
+    losses.push_back(m->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum);
+    m->backward();
+    const ParamRef& first = m->params().front();
+    grads.push_back(read(*gpu, first.grad, m->num_params_elems()));  // the whole contiguous gradient block
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+TEST(CudaModel, Tf32BackendStaysCloseToFp32) {
+  PSHARD_REQUIRE_GPU();
+  // TF32 tensor cores (10-bit mantissa inputs) on a lenet forward: within 1e-2 of the FP32 CPU result.
+  auto cpu = make_cpu_backend(2);
+  auto gpu = make_cuda_backend(0, /*allow_tf32=*/true);
+  EXPECT_NE(gpu->describe().find("TF32"), std::string::npos) << gpu->describe();
+  const ModelSpec spec = spec_of("lenet", {1, 28, 28});
+  auto mc = Model::create(spec, *cpu);
+  auto mg = Model::create(spec, *gpu);
+  mc->init_params(3);
+  mg->init_params(3);
+  const int64_t batch = 32;
+  const auto x = random_floats(static_cast<size_t>(batch * 784), 800);
+  std::vector<int32_t> labels(static_cast<size_t>(batch), 4);
+  const double lc = mc->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum;
+  const double lg = mg->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum;
+  EXPECT_NEAR(lg, lc, 1e-2 * std::fabs(lc));
+  expect_close(read(*cpu, mc->output().data(), mc->output().numel()),
+               read(*gpu, mg->output().data(), mg->output().numel()), 1e-2, "lenet logits (TF32)", 1e-1);
+}
+
 }  // namespace
 }  // namespace pshard::models

@@ -40,7 +40,7 @@ TEST(Transfer, DownloadAfterQueuedComputeSeesItsResult) {
   }
 }
 
-TEST(Transfer, UploadIsSeenByLaterComputeAndOverlapsWithIt) {
+TEST(Transfer, UploadIsSeenByLaterCompute) {
   for (auto& b : backends()) {
     const int64_t n = 1 << 16;
     const auto w = random_floats(n, 3);
