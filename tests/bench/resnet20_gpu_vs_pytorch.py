@@ -2,8 +2,8 @@
 """ResNet-20 (CIFAR, option-A shortcut) training throughput on one GPU: pshard's CUDA backend next to PyTorch.
 
 Both sides run forward + backward + an SGD step on synthetic 3x32x32 images at the same batch size, in FP32
-(TF32 off on both unless --tf32). Prints images/s of each and the ratio. Reports only: exits 0 and says SKIP when
-there is no GPU, no torch with CUDA, or no pshard binary that can run on the GPU.
+(TF32 off on both unless --tf32; `pshard bench compute` always runs FP32). Prints images/s of each and the ratios.
+Reports only: exits 0 and says SKIP when there is no GPU, no torch with CUDA, or no pshard binary that runs on it.
 
   python3 tests/bench/resnet20_gpu_vs_pytorch.py --batch 128 --iters 50 \
       --throughput-bin build/tests/models_cuda_throughput
@@ -96,30 +96,34 @@ def pytorch_images_per_s(batch, iters, warmup, tf32):
     return batch * iters / seconds, params, torch.cuda.get_device_name(0)
 
 
-def pshard_images_per_s(args):
-    """`pshard bench compute --device cuda` when available, else the models_cuda_throughput tool."""
+def pshard_runs(args):
+    """[(label, images/s or None, error)] for `pshard bench compute --device cuda` (optimizer update on the host,
+    weights and gradients copied every step, as a worker does) and models_cuda_throughput (SGD on the GPU, what
+    PyTorch does)."""
+    runs = []
     pshard = os.environ.get("PSHARD_BIN", "")
-    tries = []
     if pshard and os.path.exists(pshard):
-        tries.append([pshard, "bench", "compute", "--model", "resnet20", "--device", "cuda", "--batch",
-                      str(args.batch), "--iters", str(args.iters), "--json"])
+        runs.append(("pshard bench compute (host update)",
+                     [pshard, "bench", "compute", "--model", "resnet20", "--device", "cuda", "--batch",
+                      str(args.batch), "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]))
     if args.throughput_bin and os.path.exists(args.throughput_bin):
-        tries.append([args.throughput_bin, "--model", "resnet20", "--device", "cuda", "--batch", str(args.batch),
+        runs.append(("pshard models_cuda_throughput (GPU SGD)",
+                     [args.throughput_bin, "--model", "resnet20", "--device", "cuda", "--batch", str(args.batch),
                       "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]
-                     + (["--tf32"] if args.tf32 else []))
-    errors = []
-    for cmd in tries:
+                     + (["--tf32"] if args.tf32 else [])))
+    results = []
+    for label, cmd in runs:
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
-            errors.append(f"{cmd[0]}: timed out")
+            results.append((label, None, "timed out"))
             continue
-        if out.returncode == 0:
-            line = [l for l in out.stdout.splitlines() if l.startswith("{")]
-            if line:
-                return json.loads(line[-1])["samples_per_s"], " ".join(os.path.basename(c) for c in cmd[:3])
-        errors.append(f"{' '.join(cmd[:3])}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
-    return None, "; ".join(errors) or "no pshard binary found (set PSHARD_BIN or --throughput-bin)"
+        lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+        if out.returncode == 0 and lines:
+            results.append((label, json.loads(lines[-1])["samples_per_s"], ""))
+        else:
+            results.append((label, None, f"exit {out.returncode}: {out.stderr.strip()[-300:]}"))
+    return results
 
 
 def main():
@@ -140,16 +144,19 @@ def main():
     if not torch.cuda.is_available():
         skip("PyTorch has no usable CUDA device")
 
-    ours, how = pshard_images_per_s(args)
-    if ours is None:
-        skip(f"pshard could not run resnet20 on the GPU: {how}")
+    ours = pshard_runs(args)
+    if not any(v for _, v, _ in ours):
+        why = "; ".join(f"{label}: {err}" for label, _, err in ours) or "no pshard binary (PSHARD_BIN, --throughput-bin)"
+        skip(f"pshard could not run resnet20 on the GPU: {why}")
     theirs, params, gpu = pytorch_images_per_s(args.batch, args.iters, args.warmup, args.tf32)
     math = "TF32" if args.tf32 else "FP32"
     print(f"resnet20 ({params} parameters), batch {args.batch}, {math}, {gpu}")
-    print(f"  pshard ({how}): {ours:10.1f} images/s")
-    print(f"  PyTorch {torch.__version__:>12}: {theirs:10.1f} images/s")
-    print(f"  ratio pshard / PyTorch: {ours / theirs:.2f}")
-
+    print(f"  {'PyTorch ' + torch.__version__ + ' (GPU SGD)':42s} {theirs:10.1f} images/s")
+    for label, value, err in ours:
+        if value is None:
+            print(f"  {label:42s} failed: {err}")
+        else:
+            print(f"  {label:42s} {value:10.1f} images/s   ratio to PyTorch {value / theirs:.2f}")
 
 if __name__ == "__main__":
     main()
