@@ -90,6 +90,7 @@ ScalingRow scaling_row(const RunMetrics& run, size_t index) {
   row.compute_s_per_step = sum_over(run.epochs, &EpochRecord::compute_s) / steps;
   row.comm_s_per_step = sum_over(run.epochs, &EpochRecord::comm_wait_s) / steps;
   row.other_s_per_step = row.step_s - row.compute_s_per_step - row.comm_s_per_step;
+  if (std::fabs(row.other_s_per_step) < 1e-6 * row.step_s) row.other_s_per_step = 0;  // %.9g rounding of the sums
   row.model_bytes = run.summary && run.summary->model_bytes > 0 ? static_cast<double>(run.summary->model_bytes) : kNaN;
   double sent = sum_over(run.epochs, &EpochRecord::bytes_sent);
   double recv = sum_over(run.epochs, &EpochRecord::bytes_recv);
