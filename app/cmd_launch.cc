@@ -1,14 +1,19 @@
 // `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "app/command.h"
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/progress.h"
 #include "common/util/args.h"
 #include "launcher/local_job.h"
+#include "launcher/progress.h"
 
 namespace pshard::app {
 namespace {
@@ -80,6 +85,8 @@ int run_launch(const std::vector<std::string>& args) {
   opt.handle_signals = true;
   opt.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
   opt.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
+  TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
+  opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
   LocalJob job(opt);
 
   ChildSpec coord;
@@ -119,12 +126,26 @@ int run_launch(const std::vector<std::string>& args) {
 
   std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s\n",
                static_cast<long long>(servers), static_cast<long long>(workers), coordinator.c_str(), run_dir.c_str());
-  LocalJob::Result r = job.run();
+  // Follow the coordinator's metrics.jsonl for the progress line.
+  MetricsFollower follower(run_dir + "/metrics.jsonl");
+  ProgressState progress;
+  job.start();
+  std::optional<LocalJob::Result> finished;
+  while (!(finished = job.wait_for(std::chrono::milliseconds(250)))) {
+    for (const Json& e : follower.poll()) progress.add(e);
+    if (auto line = progress.line()) terminal.set("[progress] " + *line);
+  }
+  for (const Json& e : follower.poll()) progress.add(e);
+  terminal.clear();
+  LocalJob::Result r = *finished;
   for (const ChildExit& e : r.children) {
     if (e.failed()) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
   }
   if (r.exit_code == 0) {
     std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
+    if (!progress.summary().is_null()) {
+      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
+    }
     return 0;
   }
   // The coordinator failing is usually a consequence (it aborts when a node

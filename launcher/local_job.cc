@@ -106,10 +106,12 @@ struct LocalJob::Impl {
   // --- output --------------------------------------------------------------
   void emit_line(const Child& c, int fd, const std::string& line) {
     const std::string prefix = "[" + c.spec.name + "]";
-    if (line.compare(0, prefix.size(), prefix) == 0) {
-      write_all(fd, line + "\n");  // the child already names itself (pshard's log prefix)
+    // The child may already name itself (pshard's log prefix).
+    std::string text = line.compare(0, prefix.size(), prefix) == 0 ? line + "\n" : prefix + " " + line + "\n";
+    if (opt.line_sink) {
+      opt.line_sink(fd, text);
     } else {
-      write_all(fd, prefix + " " + line + "\n");
+      write_all(fd, text);
     }
   }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,10 @@ class LocalJob {
     bool handle_signals = false;            // SIGINT/SIGTERM sent to this process stop the job
     int out_fd = 1;                         // where children's stdout lines go (prefixed)
     int err_fd = 2;                         // where children's stderr lines and the job's own messages go
+    // When set, each prefixed child line (with its "\n") goes here instead of
+    // being written to out_fd/err_fd (e.g. to redraw a progress line around
+    // it). Called from the job's I/O thread.
+    std::function<void(int fd, const std::string& text)> line_sink;
   };
 
   struct Result {

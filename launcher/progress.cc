@@ -1,0 +1,137 @@
+// Following metrics.jsonl and formatting the progress line.
+#include "launcher/progress.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace pshard {
+
+std::vector<Json> MetricsFollower::poll() {
+  std::vector<Json> out;
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return out;
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(in.tellg());
+  if (size < offset_) {  // rewritten from the start
+    offset_ = 0;
+    partial_.clear();
+  }
+  if (size == offset_) return out;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  std::string chunk(size - offset_, '\0');
+  in.read(&chunk[0], static_cast<std::streamsize>(chunk.size()));
+  offset_ += static_cast<uint64_t>(in.gcount());
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  partial_ += chunk;
+  size_t start = 0;
+  for (size_t nl = partial_.find('\n'); nl != std::string::npos; nl = partial_.find('\n', start)) {
+    std::string line = partial_.substr(start, nl - start);
+    start = nl + 1;
+    if (line.empty()) continue;
+    try {
+      out.push_back(Json::parse(line, path_));
+    } catch (const Error&) {
+      // not one of ours; ignore
+    }
+  }
+  partial_.erase(0, start);
+  return out;
+}
+
+namespace {
+double num(const Json& j, const char* key, double fallback = 0) {
+  return j.has(key) && j.at(key).is_number() ? j.at(key).as_number() : fallback;
+}
+}  // namespace
+
+void ProgressState::add(const Json& e) {
+  if (!e.has("event") || !e.at("event").is_string()) return;
+  const std::string& kind = e.at("event").as_string();
+  if (kind == "start") {
+    epochs_ = static_cast<int64_t>(num(e, "epochs"));
+    steps_per_epoch_ = static_cast<int64_t>(num(e, "steps_per_epoch"));
+    global_batch_ = static_cast<int64_t>(num(e, "global_batch"));
+  } else if (kind == "step") {
+    epoch_ = static_cast<int64_t>(num(e, "epoch"));
+    step_ = static_cast<int64_t>(num(e, "step"));
+    loss_ = num(e, "loss");
+    wall_s_ = num(e, "wall_s");
+  } else if (kind == "epoch") {
+    epoch_ = static_cast<int64_t>(num(e, "epoch"));
+    step_ = static_cast<int64_t>(num(e, "step")) - 1;
+    wall_s_ = num(e, "wall_s", wall_s_);
+    if (e.has("train_loss") && e.at("train_loss").is_number()) loss_ = e.at("train_loss").as_number();
+  } else if (kind == "summary") {
+    summary_ = e;
+  }
+}
+
+std::optional<std::string> ProgressState::line() const {
+  if (step_ < 0) return std::nullopt;
+  const int64_t total = epochs_ * steps_per_epoch_;
+  const int64_t done = step_ + 1;
+  const double rate = wall_s_ > 0 ? static_cast<double>(done * global_batch_) / wall_s_ : 0.0;
+  std::string eta = "-";
+  if (total > 0 && done > 0 && wall_s_ > 0) {
+    const int64_t left = static_cast<int64_t>(wall_s_ / static_cast<double>(done) * static_cast<double>(total - done));
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(left / 60), static_cast<long long>(left % 60));
+    eta = buf;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                static_cast<long long>(epoch_), static_cast<long long>(epochs_), static_cast<long long>(done),
+                static_cast<long long>(total), loss_, rate, eta.c_str());
+  return std::string(buf);
+}
+
+namespace {
+void write_text(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+constexpr const char* kClearLine = "\r\033[K";
+}  // namespace
+
+TerminalStatus::TerminalStatus(int status_fd, bool is_tty, double plain_every_s)
+    : fd_(status_fd), tty_(is_tty), plain_every_s_(plain_every_s) {}
+
+void TerminalStatus::print(int fd, const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tty_ && !status_.empty()) write_text(fd_, kClearLine);
+  write_text(fd, text);
+  if (tty_ && !status_.empty()) write_text(fd_, status_);
+}
+
+void TerminalStatus::set(const std::string& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status == status_) return;
+  status_ = status;
+  if (tty_) {
+    write_text(fd_, kClearLine + status_);
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_plain_).count() >= plain_every_s_) {
+    write_text(fd_, status_ + "\n");
+    last_plain_ = now;
+  }
+}
+
+void TerminalStatus::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tty_ && !status_.empty()) write_text(fd_, kClearLine);
+  status_.clear();
+}
+
+}  // namespace pshard

@@ -1,0 +1,86 @@
+// The launch progress line: following metrics.jsonl as it grows, the line's
+// numbers, and the terminal status redrawn around printed lines.
+#include "launcher/progress.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using pshard::Json;
+
+TEST(MetricsFollower, ReturnsOnlyCompleteNewLines) {
+  const std::string path = "/tmp/pshard-progress-test-" + std::to_string(::getpid()) + ".jsonl";
+  std::remove(path.c_str());
+  pshard::MetricsFollower f(path);
+  EXPECT_TRUE(f.poll().empty());  // no file yet
+  {
+    std::ofstream out(path);
+    out << "{\"event\":\"start\",\"epochs\":2}\n{\"event\":\"step\",\"st";
+  }
+  std::vector<Json> got = f.poll();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].at("event").as_string(), "start");
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "ep\":7}\n";
+  }
+  got = f.poll();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].at("step").as_int(), 7);
+  EXPECT_TRUE(f.poll().empty());
+  std::remove(path.c_str());
+}
+
+TEST(ProgressState, LineHasEpochStepLossRateAndEta) {
+  pshard::ProgressState p;
+  EXPECT_FALSE(p.line().has_value());
+  p.add(Json::parse(R"({"event":"start","epochs":2,"steps_per_epoch":100,"global_batch":128})", "t"));
+  p.add(Json::parse(R"({"event":"step","epoch":1,"step":49,"loss":0.5,"wall_s":10})", "t"));
+  // 50 steps x 128 samples in 10 s = 640 samples/s; 150 steps left at 0.2 s each = 30 s.
+  EXPECT_EQ(*p.line(), "epoch 1/2  step 50/200  loss 0.5000  640 samples/s  ETA 0:30");
+  p.add(Json::parse(R"({"event":"summary","test_acc":0.9})", "t"));
+  EXPECT_DOUBLE_EQ(p.summary().at("test_acc").as_number(), 0.9);
+}
+
+std::string drain(int fd) {
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(TerminalStatus, TtyRedrawsStatusAroundPrintedLines) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  {
+    pshard::TerminalStatus t(fds[1], /*is_tty=*/true);
+    t.set("[progress] a");
+    t.print(fds[1], "[worker 0] hello\n");
+    t.clear();
+  }
+  ::close(fds[1]);
+  EXPECT_EQ(drain(fds[0]), "\r\033[K[progress] a\r\033[K[worker 0] hello\n[progress] a\r\033[K");
+  ::close(fds[0]);
+}
+
+TEST(TerminalStatus, PlainOutputPrintsStatusLinesAtMostEveryPeriod) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  {
+    pshard::TerminalStatus t(fds[1], /*is_tty=*/false, /*plain_every_s=*/3600);
+    t.set("[progress] a");
+    t.set("[progress] b");  // within the period: not printed
+    t.print(fds[1], "line\n");
+  }
+  ::close(fds[1]);
+  EXPECT_EQ(drain(fds[0]), "[progress] a\nline\n");
+  ::close(fds[0]);
+}
+
+}  // namespace
