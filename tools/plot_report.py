@@ -130,7 +130,10 @@ def draw_chart(folder, chart):
         ax.set_xlabel(panel.get("xlabel", ""))
         ax.set_ylabel(panel.get("ylabel", ""))
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
+        handles = ax.get_legend_handles_labels()[0]
+        if len(handles) > 6:  # many runs: the legend goes beside the plot, not over the curves
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        elif handles:
             ax.legend(fontsize=8)
     for ax in [a for row in axes for a in row][len(panels):]:
         ax.set_visible(False)

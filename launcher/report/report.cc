@@ -237,12 +237,32 @@ PlotPanel panel(const std::string& title, const std::string& xlabel, const std::
   return p;
 }
 
+// Losses spanning more than two decades read better on a log axis (all must be > 0).
+bool losses_want_log_axis(const std::vector<RunMetrics>& runs) {
+  double lo = HUGE_VAL, hi = 0;
+  auto add = [&](const std::optional<double>& v) {
+    if (!v || !std::isfinite(*v)) return;
+    lo = std::min(lo, *v);
+    hi = std::max(hi, *v);
+  };
+  for (const RunMetrics& r : runs) {
+    for (const StepRecord& s : r.steps) add(s.loss);
+    for (const EpochRecord& e : r.epochs) {
+      add(e.train_loss);
+      add(e.test_loss);
+    }
+  }
+  return lo > 0 && hi > 100 * lo;
+}
+
 std::vector<PlotChart> convergence_charts(const std::vector<RunMetrics>& runs, const ReportOptions& o) {
+  const bool logy = losses_want_log_axis(runs);
   bool have_steps = false;
   for (const RunMetrics& r : runs) have_steps = have_steps || !r.steps.empty();
   const std::string sc = "convergence_steps.csv", ec = "convergence_epochs.csv";
   std::vector<PlotChart> charts;
   auto chart = [&](const std::string& png, const std::string& title, PlotPanel p) {
+    if (p.ylabel.find("loss") != std::string::npos) p.logy = logy;
     PlotChart c;
     c.png = png;
     c.title = title;
