@@ -223,6 +223,9 @@ StepResult Model::forward(const float* x, int64_t n, const int32_t* labels, cons
 void Model::backward(const std::function<void(int first_param, int count)>& on_grads_ready) {
   if (!have_train_forward_) throw Error("model " + spec_.name + ": backward() needs a forward(train=true) first");
   const Tensor& out = acts_.back();
+  // The input needs no gradient: the first layer that computes (after leading views such as Flatten) skips dx.
+  int first_compute = 0;
+  while (first_compute < num_layers() - 1 && layers_[first_compute].layer->is_view()) ++first_compute;
   int cur = 0;
   Tensor d = grad_buffers_[cur].get(backend_, out.shape());
   loss_->backward(out, last_labels_, last_targets_, d);
@@ -230,7 +233,7 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
     Layer& ly = *layers_[l].layer;
     if (ly.is_view()) {
       d = d.reshape(acts_[l].shape());
-    } else if (l > 0) {
+    } else if (l > first_compute) {
       Tensor dx = grad_buffers_[1 - cur].get(backend_, acts_[l].shape());
       ly.backward(acts_[l], acts_[l + 1], d, &dx);
       d = dx;
@@ -239,6 +242,7 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
       ly.backward(acts_[l], acts_[l + 1], d, nullptr);
     }
     if (on_grads_ready && layer_params_[l].second > 0) on_grads_ready(layer_params_[l].first, layer_params_[l].second);
+    if (l == first_compute) break;  // only views (no parameters) before it
   }
 }
 

@@ -21,7 +21,9 @@ CpuBackend::CpuBackend(int threads) : threads_(threads) {
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
-  openblas_set_num_threads(threads_);
+  // One thread pool: OpenBLAS runs single-threaded and cpu::gemm splits each GEMM over the OpenMP threads. Two pools
+  // (OpenBLAS's pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
+  openblas_set_num_threads(1);
   use_threads();
 }
 
@@ -69,8 +71,8 @@ float* CpuBackend::workspace(int64_t floats) {
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-              a, lda, b, ldb, beta, c, ldc);
+  use_threads();
+  cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void CpuBackend::axpy(int64_t n, float alpha, const float* x, float* y) {

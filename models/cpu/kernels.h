@@ -37,6 +37,14 @@ PSHARD_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t counter, uin
   return uniform01(seed, counter, i) >= p;
 }
 
+// ---- GEMM ----
+// Row-major C[m x n] = alpha op(A) op(B) + beta C. gemm() splits C over the OpenMP threads (each part one
+// single-threaded OpenBLAS call); gemm_serial() is one call, for use inside parallel regions.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 // ---- elementwise ----
 void fill(float* x, int64_t n, float value);
 void axpy(int64_t n, float alpha, const float* x, float* y);
@@ -53,7 +61,7 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n);
 void im2col(const float* x, const ConvShape& s, float* col, int64_t ld);
 // The adjoint of im2col: x [c, h, w] is OVERWRITTEN with the sum of the column entries that read each pixel.
 void col2im(const float* col, const ConvShape& s, int64_t ld, float* x);
-// Floats of workspace conv2d_forward / conv2d_backward need for s.
+// Floats of workspace conv2d_forward / conv2d_backward need for s with the current OpenMP thread count.
 int64_t conv2d_workspace_floats(const ConvShape& s);
 void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, float* workspace);
 void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,

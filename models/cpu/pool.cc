@@ -55,6 +55,27 @@ void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, cons
     const float* dyp = dy + pl * s.h_out * s.w_out;
     float* dxp = dx + pl * s.h * s.w;
     std::memset(dxp, 0, sizeof(float) * s.h * s.w);
+    if (s.k == 2 && s.stride == 2 && s.pad == 0) {
+      for (int64_t oh = 0; oh < s.h_out; ++oh) {
+        const float* r0 = xp + 2 * oh * s.w;
+        const float* r1 = r0 + s.w;
+        float* d0 = dxp + 2 * oh * s.w;
+        float* d1 = d0 + s.w;
+        for (int64_t ow = 0; ow < s.w_out; ++ow) {
+          const float m = yp[oh * s.w_out + ow], g = dyp[oh * s.w_out + ow];
+          if (r0[2 * ow] == m) {
+            d0[2 * ow] = g;
+          } else if (r0[2 * ow + 1] == m) {
+            d0[2 * ow + 1] = g;
+          } else if (r1[2 * ow] == m) {
+            d1[2 * ow] = g;
+          } else {
+            d1[2 * ow + 1] = g;
+          }
+        }
+      }
+      continue;
+    }
     for (int64_t oh = 0; oh < s.h_out; ++oh) {
       for (int64_t ow = 0; ow < s.w_out; ++ow) {
         // The first cell of the window (row-major) that holds the maximum, as forward found it.

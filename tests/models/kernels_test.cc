@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "common/error.h"
 #include "models/cpu/cpu_backend.h"
@@ -88,6 +89,29 @@ TEST(Conv2dForward, MatchesDirectConvolution) {
     cpu.conv2d_forward(s, x.data(), w.data(), b.data(), y.data());
     std::vector<float> ref = naive_conv(s, x, w, b);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4) << "case n=" << c.n << " i=" << i;
+  }
+}
+
+TEST(Gemm, EveryTransposeAndSplitMatchesNaive) {
+  CpuBackend cpu(2);
+  // Large enough to be split over the threads: by columns (n >= m) and by rows (m > n).
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{40, 300, 50}, {300, 40, 50}, {7, 5, 3}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        std::vector<float> a = random_vector(m * k, 1), b = random_vector(k * n, 2), c = random_vector(m * n, 3);
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        std::vector<float> ref = c;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t l = 0; l < k; ++l)
+              acc += static_cast<double>(ta ? a[l * lda + i] : a[i * lda + l]) * (tb ? b[j * ldb + l] : b[l * ldb + j]);
+            ref[i * n + j] = static_cast<float>(0.5 * acc + 2.0 * ref[i * n + j]);
+          }
+        cpu.gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, c.data(), n);
+        for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], 1e-4) << m << "x" << n << " " << ta << tb;
+      }
+    }
   }
 }
 

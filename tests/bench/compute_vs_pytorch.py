@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Compute throughput of pshard's CPU backend against PyTorch CPU on the same architectures (bench label).
+
+For each model and thread count, runs forward + backward + SGD update at the same batch size in PyTorch and with
+`pshard bench compute`, alternating the two several times and keeping each one's best run (the machine may be
+shared), then prints samples/s of both and the ratio pshard / PyTorch. Reports only: exits 0 whatever the ratio,
+and skips with a message when PyTorch is not installed.
+
+  tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models mlp,lenet --threads 1,2 --batch 64
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+
+def torch_or_reexec():
+    try:
+        import torch  # noqa: F401
+        return torch
+    except ImportError:
+        # Debian's python3-torch lives in the system interpreter; a pyenv/venv python3 on PATH does not see it.
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system) \
+                and not os.environ.get("PSHARD_BENCH_REEXEC"):
+            os.environ["PSHARD_BENCH_REEXEC"] = "1"
+            os.execv(system, [system] + sys.argv)
+        return None
+
+
+def torch_model(torch, name, hidden):
+    nn = torch.nn
+    if name == "mlp":
+        layers, last = [nn.Flatten()], 784
+        for h in hidden:
+            layers += [nn.Linear(last, h), nn.ReLU()]
+            last = h
+        return nn.Sequential(*layers, nn.Linear(last, 10)), (1, 28, 28)
+    if name == "lenet":
+        return nn.Sequential(nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10)), (1, 28, 28)
+    if name == "resnet20":
+        class Block(nn.Module):
+            def __init__(self, cin, cout, stride):
+                super().__init__()
+                self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+                self.b1 = nn.BatchNorm2d(cout)
+                self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+                self.b2 = nn.BatchNorm2d(cout)
+                self.stride, self.pad = stride, (cout - cin) // 2
+
+            def forward(self, x):
+                out = torch.relu(self.b1(self.c1(x)))
+                out = self.b2(self.c2(out))
+                sc = x
+                if self.stride != 1 or self.pad:
+                    sc = nn.functional.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.pad, self.pad))
+                return torch.relu(out + sc)
+
+        blocks, cin = [], 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for b in range(3):
+                blocks.append(Block(cin, cout, stride if b == 0 else 1))
+                cin = cout
+        return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), *blocks,
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)), (3, 32, 32)
+    raise SystemExit("unknown model " + name)
+
+
+def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup):
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    model, shape = torch_model(torch, name, hidden)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(batch, *shape)
+    y = torch.arange(batch) % 10
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return batch * iters / (time.perf_counter() - t0)
+
+
+def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup):
+    cmd = [binary, "bench", "compute", "--model", name, "--batch", str(batch), "--threads", str(threads),
+           "--iters", str(iters), "--warmup", str(warmup), "--hidden", ",".join(map(str, hidden)), "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
+    return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pshard", default=os.environ.get("PSHARD_BIN") or shutil.which("pshard"),
+                    help="pshard executable (default: $PSHARD_BIN)")
+    ap.add_argument("--models", default="mlp,lenet", help="comma list of mlp, lenet, resnet20")
+    ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--hidden", default="256,128", help="mlp hidden sizes")
+    ap.add_argument("--seconds", type=float, default=1.5, help="target seconds per timed run")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each side; the best one counts")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    args = ap.parse_args()
+
+    torch = torch_or_reexec()
+    if torch is None:
+        print("SKIP: PyTorch is not installed (apt-get install python3-torch); nothing to compare against")
+        return 0
+    if not args.pshard or not os.path.exists(args.pshard):
+        print("SKIP: pshard executable not found (--pshard or $PSHARD_BIN)")
+        return 0
+    hidden = [int(h) for h in args.hidden.split(",")]
+    rows = []
+    for name in args.models.split(","):
+        for threads in (int(t) for t in args.threads.split(",")):
+            # Size the runs from one short probe of each side so that both run about --seconds.
+            probe_t = torch_samples_per_s(torch, name, hidden, args.batch, threads, 3, 1)
+            probe_p = pshard_samples_per_s(args.pshard, name, hidden, args.batch, threads, 3, 1)
+            it_t = max(3, int(args.seconds * probe_t / args.batch))
+            it_p = max(3, int(args.seconds * probe_p / args.batch))
+            best_t = best_p = 0.0
+            for _ in range(args.rounds):
+                best_t = max(best_t, torch_samples_per_s(torch, name, hidden, args.batch, threads, it_t, 2))
+                best_p = max(best_p, pshard_samples_per_s(args.pshard, name, hidden, args.batch, threads, it_p, 2))
+            rows.append({"model": name, "batch": args.batch, "threads": threads, "pytorch_samples_per_s": best_t,
+                         "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0})
+            if args.json:
+                print(json.dumps(rows[-1]), flush=True)
+    if not args.json:
+        print("compute throughput, forward + backward + SGD, batch %d (PyTorch %s, best of %d alternating runs)"
+              % (args.batch, torch.__version__, args.rounds))
+        print("%-9s %7s %14s %14s %8s" % ("model", "threads", "pytorch/s", "pshard/s", "ratio"))
+        for r in rows:
+            print("%-9s %7d %14.0f %14.0f %7.2fx" % (r["model"], r["threads"], r["pytorch_samples_per_s"],
+                                                   r["pshard_samples_per_s"], r["ratio"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
