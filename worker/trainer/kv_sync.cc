@@ -19,6 +19,7 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_ba
 
 void KvSync::start(models::Model& model) {
   model_ = &model;
+  staging_ = std::make_unique<DeviceStaging>(model);
   const auto& params = model.params();
   layer_params_.assign(static_cast<size_t>(model.num_layers()), {});
   pending_.assign(params.size(), 0);
@@ -27,16 +28,17 @@ void KvSync::start(models::Model& model) {
   const auto t0 = Clock::now();
   if (rank_ == 0) {
     std::vector<KvClient::Handle> inits;
-    for (const models::ParamRef& p : params) {
-      inits.push_back(kv_.init(p.name, p.value, static_cast<size_t>(p.numel)));
-      stats_.bytes_sent += static_cast<uint64_t>(p.numel) * sizeof(float);
+    staging_->download_all_weights();
+    for (size_t i = 0; i < params.size(); ++i) {
+      inits.push_back(kv_.init(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel)));
+      stats_.bytes_sent += static_cast<uint64_t>(params[i].numel) * sizeof(float);
     }
     for (KvClient::Handle h : inits) kv_.wait(h);
   }
   stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
-    pending_[i] = kv_.zpull(params[i].name, params[i].value, static_cast<size_t>(params[i].numel), 0);
+    pending_[i] = kv_.zpull(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel), 0);
     stats_.bytes_recv += static_cast<uint64_t>(params[i].numel) * sizeof(float);
   }
   sync_all();
@@ -47,6 +49,7 @@ void KvSync::wait_param(size_t i) {
   KvClient::Handle h = pending_[i];
   pending_[i] = 0;
   kv_.wait(h);
+  staging_->begin_weight_upload(i);  // CUDA: before the kernels that read it
 }
 
 void KvSync::wait_layer(int layer) {
@@ -58,6 +61,16 @@ void KvSync::wait_layer(int layer) {
 }
 
 void KvSync::grads_ready(int first, int count) {
+  if (staging_->active()) {
+    // CUDA: the layers queued before this one have finished their downloads
+    // (or soon will); push them, then start this layer's download.
+    push_downloaded();
+    for (int i = first; i < first + count; ++i) {
+      staging_->begin_grad_download(static_cast<size_t>(i));
+      downloading_.push_back(static_cast<size_t>(i));
+    }
+    return;
+  }
   const auto& params = model_->params();
   for (int i = first; i < first + count; ++i) {
     const models::ParamRef& p = params[static_cast<size_t>(i)];
@@ -70,9 +83,32 @@ void KvSync::grads_ready(int first, int count) {
   }
 }
 
+void KvSync::push_downloaded() {
+  const auto& params = model_->params();
+  for (size_t i : downloading_) {
+    const auto t0 = Clock::now();
+    staging_->wait_grad(i);
+    stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    const size_t n = static_cast<size_t>(params[i].numel);
+    pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
+    stats_.bytes_sent += n * sizeof(float);
+    stats_.bytes_recv += n * sizeof(float);
+  }
+  downloading_.clear();
+}
+
+void KvSync::end_step(int64_t) {
+  push_downloaded();
+  // The uploads of this step's weights were consumed by its forward; their
+  // host buffers are about to receive the next step's pulls.
+  staging_->finish_uploads();
+}
+
 void KvSync::sync_all() {
   const auto t0 = Clock::now();
+  push_downloaded();
   for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
+  staging_->finish_uploads();
   stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 

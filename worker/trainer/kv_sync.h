@@ -1,10 +1,12 @@
 // ParameterSync through the parameter servers: per-layer push_pull overlapped with backprop.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "server/optimizers/lr_schedule.h"
 #include "worker/client/kv_client.h"
+#include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
 
 namespace pshard {
@@ -22,6 +24,11 @@ namespace pshard::trainer {
 //
 // Consistency (sync/async/ssp) is the servers' business: the same calls
 // block as long as the servers' rules say.
+//
+// On a CUDA worker, pushes and pulls go through pinned host buffers
+// (DeviceStaging): a layer's gradients are downloaded on a side stream while
+// backprop continues and pushed when the next layer is done; pulled weights
+// are uploaded just before the forward reaches their layer.
 class KvSync : public ParameterSync {
  public:
   // The servers apply the optimizer and schedule; the schedule here only
@@ -34,13 +41,14 @@ class KvSync : public ParameterSync {
   void begin_step(int64_t step) override { step_ = step; }
   void wait_layer(int layer) override;
   void grads_ready(int first, int count) override;
-  void end_step(int64_t) override {}
+  void end_step(int64_t) override;
   void sync_all() override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
   SyncStats stats() const override { return stats_; }
 
  private:
   void wait_param(size_t i);
+  void push_downloaded();  // CUDA: push the layers whose gradient download was started
 
   KvClient& kv_;
   uint32_t rank_;
@@ -49,6 +57,8 @@ class KvSync : public ParameterSync {
   int64_t step_ = 0;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
+  std::unique_ptr<DeviceStaging> staging_;
+  std::vector<size_t> downloading_;  // CUDA: parameters whose gradients are on their way to the host
   SyncStats stats_;
 };
 

@@ -13,6 +13,8 @@ LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_step
 
 void LocalSync::start(models::Model& model) {
   model_ = &model;
+  staging_ = std::make_unique<DeviceStaging>(model);
+  staging_->download_all_weights();  // CUDA: the host copy is the master copy the optimizer updates
   state_.clear();
   for (const models::ParamRef& p : model.params()) {
     state_.emplace_back(static_cast<size_t>(p.numel) * optimizer_->state_floats(), 0.0f);
@@ -22,10 +24,13 @@ void LocalSync::start(models::Model& model) {
 void LocalSync::end_step(int64_t step) {
   const float lr = schedule_.lr_at(step);
   const auto& params = model_->params();
+  for (size_t i = 0; i < params.size(); ++i) staging_->begin_grad_download(i);
   for (size_t i = 0; i < params.size(); ++i) {
-    optimizer_->apply(params[i].value, params[i].grad, state_[i].data(), static_cast<size_t>(params[i].numel), lr,
-                      step + 1);
+    staging_->wait_grad(i);
+    optimizer_->apply(staging_->weights(i), staging_->grads(i), state_[i].data(), static_cast<size_t>(params[i].numel),
+                      lr, step + 1);
   }
+  staging_->upload_all_weights();
 }
 
 }  // namespace pshard::trainer

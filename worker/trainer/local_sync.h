@@ -6,6 +6,7 @@
 
 #include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
+#include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
 
 namespace pshard {
@@ -35,7 +36,8 @@ class LocalSync : public ParameterSync {
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   models::Model* model_ = nullptr;
-  std::vector<std::vector<float>> state_;  // per parameter: numel * state_floats()
+  std::unique_ptr<DeviceStaging> staging_;  // CUDA: host copies the optimizer works on
+  std::vector<std::vector<float>> state_;   // per parameter: numel * state_floats()
 };
 
 }  // namespace pshard::trainer

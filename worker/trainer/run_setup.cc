@@ -13,10 +13,12 @@ TrainingSetup make_training_setup(const Config& cfg) {
   s.data = data::load_data(cfg);
   const std::string device = cfg.get_string("train.device");
   if (device == "cuda") {
-    throw Error("config " + cfg.origin() +
-                ": train.device = \"cuda\" is not supported by this build's trainer yet; use cpu");
+    // One GPU per worker: launchers set CUDA_VISIBLE_DEVICES (by local rank
+    // under SLURM), so a worker always uses its device 0.
+    s.backend = models::make_cuda_backend(0);
+  } else {
+    s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")));
   }
-  s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")));
   models::ModelSpec spec =
       models::ModelSpec::from_config(cfg, s.data.train.sample_shape, s.data.train.num_classes, s.data.train.target_dim);
   s.model = models::Model::create(spec, *s.backend);
