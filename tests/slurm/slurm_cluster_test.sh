@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The real SLURM test: a 2-node SLURM cluster (scripts/slurm-cluster), an sbatch job running `srun pshard slurm`
+# (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement.
+#
+# Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
+# Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
+#      PSHARD_SLURM_EPOCHS (default 2), PSHARD_SLURM_MIN_ACC (default 0.84).
+# Every wait is bounded; the cluster is always torn down (trap), also on failure or Ctrl-C.
+set -uo pipefail
+
+T0=$SECONDS
+say() { echo "[slurm-test $((SECONDS - T0))s] $*"; }
+skip() { echo "SKIPPED: $*"; exit 77; }
+die() { echo "[slurm-test] FAILED: $*" >&2; exit 1; }
+
+SRC=${PSHARD_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BIN=${PSHARD_BIN:-}
+EPOCHS=${PSHARD_SLURM_EPOCHS:-2}
+MIN_ACC=${PSHARD_SLURM_MIN_ACC:-0.84}
+DATA=/usr/share/datasets/fashion-mnist
+
+[ "$(id -u)" -eq 0 ] || skip "the slurm test needs root (it starts slurmctld/slurmd and network namespaces)"
+probe="pshard-probe-$$"
+ip netns add "$probe" >/dev/null 2>&1 || skip "network namespaces are unavailable here (ip netns add failed)"
+ip netns del "$probe" >/dev/null 2>&1
+[ -n "$BIN" ] && [ -x "$BIN" ] || die "PSHARD_BIN='$BIN' is not an executable (run through ctest)"
+if [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
+  say "installing dataset-fashion-mnist"
+  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends \
+    -o DPkg::Lock::Timeout=120 dataset-fashion-mnist >/dev/null || die "Fashion-MNIST is missing at $DATA"
+fi
+
+DIR=$(mktemp -d /tmp/pshard-slurm.XXXXXX) || die "mktemp failed"
+cleanup() {
+  say "tearing down the cluster"
+  timeout 120 bash "$SRC/scripts/slurm-cluster/stop.sh" --dir "$DIR" --purge --quiet \
+    || echo "[slurm-test] WARNING: teardown reported a problem" >&2
+  say "total time $((SECONDS - T0)) s"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "bringing up a 2-node SLURM cluster in $DIR"
+timeout 400 bash "$SRC/scripts/slurm-cluster/start.sh" --dir "$DIR" --nodes 2 --cpus 4 || die "cluster bring-up failed"
+T_UP=$((SECONDS - T0))
+export SLURM_CONF="$DIR/etc/slurm.conf"
+
+# The job: the project's CPU template, 2 nodes x 2 tasks = server + worker on each node. The nodes share this
+# machine's filesystem, so the binary, the config, the data and the run directory are visible on both.
+RUN="$DIR/run"
+OUT="$DIR/job.out"
+say "submitting the job (sbatch --wait, ${EPOCHS} epochs)"
+t_job=$SECONDS
+PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN" \
+  timeout 300 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 --chdir="$DIR" \
+  --output="$OUT" "$SRC/launcher/slurm/templates/pshard-cpu.sbatch" \
+  --set "train.epochs=$EPOCHS" --set train.threads=1 --set train.log_every=0
+rc=$?
+T_JOB=$((SECONDS - t_job))
+echo "======== job output ($OUT) ========"
+cat "$OUT" 2>/dev/null || echo "(no job output)"
+echo "======== end of job output ========"
+[ "$rc" -eq 0 ] || die "sbatch --wait returned $rc (the job failed or timed out)"
+
+# 1. accuracy from the summary line (the last line of metrics.jsonl)
+[ -s "$RUN/metrics.jsonl" ] || die "no $RUN/metrics.jsonl"
+summary=$(tail -n 1 "$RUN/metrics.jsonl")
+echo "summary: $summary"
+echo "$summary" | grep -q '"event": *"summary"' || die "the last line of metrics.jsonl is not the summary"
+acc=$(echo "$summary" | grep -o '"test_acc": *[0-9.eE+-]*' | sed 's/.*: *//')
+[ -n "$acc" ] || die "no test_acc in the summary"
+awk -v a="$acc" -v m="$MIN_ACC" 'BEGIN { exit !(a >= m) }' || die "test accuracy $acc < $MIN_ACC"
+say "test accuracy $acc >= $MIN_ACC"
+echo "$summary" | grep -q '"workers": *2' || die "summary does not show 2 workers"
+echo "$summary" | grep -q '"servers": *2' || die "summary does not show 2 servers"
+
+# 2. placement from cluster.json: a server and a worker on each node, servers advertising their node's address
+[ -s "$RUN/cluster.json" ] || die "no $RUN/cluster.json"
+echo "cluster.json: $(cat "$RUN/cluster.json")"
+nodes=$(sed 's/}, {/}\n{/g' "$RUN/cluster.json" | grep -o '"role": "[a-z]*".*"host": "[^"]*".*"endpoint": "[^"]*"' \
+  | sed -E 's/"role": "([a-z]*)".*"host": "([^"]*)".*"endpoint": "([^"]*)"/\1 \2 \3/')
+echo "$nodes" | sed 's/^/    /'
+for want in "server node1 tcp://10.250.78.11:" "server node2 tcp://10.250.78.12:" "worker node1" "worker node2"; do
+  echo "$nodes" | grep -q "^$want" || die "cluster.json has no '$want...'"
+done
+
+# 3. cross-node traffic: both servers applied updates (each holds part of the model, and BSP needs every
+#    worker's push for every slice), so the worker on node1 pushed to node2's server and vice versa.
+for s in 0 1; do
+  line=$(grep -E "\[server $s\].*stopping \([^)]*\): [0-9]+ requests, [0-9]+ updates" "$OUT" | head -n 1)
+  [ -n "$line" ] || die "no shutdown line of server $s in the job output"
+  updates=$(echo "$line" | sed -E 's/.* ([0-9]+) updates.*/\1/')
+  [ "$updates" -gt 0 ] || die "server $s applied no updates: $line"
+  say "server $s: $(echo "$line" | sed -E 's/.*stopping \([^)]*\): //')"
+done
+grep -q "task 1/4 on node1: worker 0" "$OUT" && grep -q "task 3/4 on node2: worker 1" "$OUT" \
+  || die "the job output does not show worker 0 on node1 and worker 1 on node2"
+
+say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s"
+exit 0
