@@ -14,10 +14,10 @@ const char* role_name(NodeRole role);  // "coordinator", "server", "worker"
 // One registered process.
 struct NodeInfo {
   NodeRole role = NodeRole::kWorker;
-  uint32_t rank = 0;      // rank within its role, 0-based
-  std::string endpoint;   // servers: the ZeroMQ ROUTER endpoint peers connect to ("tcp://10.0.0.2:40001")
-  std::string host;       // host name the process runs on (for logs and reports)
-  int64_t pid = 0;        // process id on that host (for logs)
+  uint32_t rank = 0;     // rank within its role, 0-based
+  std::string endpoint;  // servers: the ZeroMQ ROUTER endpoint peers connect to ("tcp://10.0.0.2:40001")
+  std::string host;      // host name the process runs on (for logs and reports)
+  int64_t pid = 0;       // process id on that host (for logs)
 };
 
 // The full membership of a job, identical on every node after rendezvous.

@@ -43,8 +43,8 @@ struct Message {
   uint32_t sender_rank = 0;
   int64_t step = 0;
   uint64_t layout_fingerprint = 0;
-  uint64_t slice_bytes = 0;  // init only
-  uint32_t num_servers = 0;  // init only
+  uint64_t slice_bytes = 0;     // init only
+  uint32_t num_servers = 0;     // init only
   int64_t run_total_steps = 0;  // init only: 0 = unknown
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only

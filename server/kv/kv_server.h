@@ -37,8 +37,8 @@ struct KvServerOptions {
   std::function<float(int64_t step)> lr_at;
   optim::LrScheduleParams schedule;
   float base_lr = 0.01f;
-  int64_t batch_size = 64;  // per worker (train.batch_size)
-  int update_threads = 2;                             // cluster.server_threads
+  int64_t batch_size = 64;                  // per worker (train.batch_size)
+  int update_threads = 2;                   // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
 
   // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer and schedule come from `cfg`.
