@@ -5,7 +5,8 @@
 # Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
 # Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
 #      PSHARD_SLURM_EPOCHS (default 2), PSHARD_SLURM_MIN_ACC (default 0.84).
-# Every wait is bounded; the cluster is always torn down (trap), also on failure or Ctrl-C.
+# Every wait is bounded (bring-up 240 s, job 240 s, teardown 90 s: below the ctest TIMEOUT of 600 s, so the
+# trap always runs); the cluster is always torn down, also on failure, Ctrl-C or SIGTERM.
 set -uo pipefail
 
 T0=$SECONDS
@@ -20,20 +21,26 @@ MIN_ACC=${PSHARD_SLURM_MIN_ACC:-0.84}
 DATA=/usr/share/datasets/fashion-mnist
 
 [ "$(id -u)" -eq 0 ] || skip "the slurm test needs root (it starts slurmctld/slurmd and network namespaces)"
+apt_install() {  # packages... (the package lists may be stale on a fresh machine: update once on failure)
+  local opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=120)
+  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install "${opts[@]}" "$@" >/dev/null 2>&1 && return 0
+  timeout 120 apt-get update -q -o DPkg::Lock::Timeout=120 >/dev/null 2>&1
+  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install "${opts[@]}" "$@" >/dev/null
+}
+command -v ip >/dev/null 2>&1 || { say "installing iproute2"; apt_install iproute2 || die "cannot install iproute2"; }
 probe="pshard-probe-$$"
 ip netns add "$probe" >/dev/null 2>&1 || skip "network namespaces are unavailable here (ip netns add failed)"
 ip netns del "$probe" >/dev/null 2>&1
 [ -n "$BIN" ] && [ -x "$BIN" ] || die "PSHARD_BIN='$BIN' is not an executable (run through ctest)"
 if [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
   say "installing dataset-fashion-mnist"
-  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends \
-    -o DPkg::Lock::Timeout=120 dataset-fashion-mnist >/dev/null || die "Fashion-MNIST is missing at $DATA"
+  apt_install dataset-fashion-mnist || die "Fashion-MNIST is missing at $DATA (apt-get install dataset-fashion-mnist failed)"
 fi
 
 DIR=$(mktemp -d /tmp/pshard-slurm.XXXXXX) || die "mktemp failed"
 cleanup() {
   say "tearing down the cluster"
-  timeout 120 bash "$SRC/scripts/slurm-cluster/stop.sh" --dir "$DIR" --purge --quiet \
+  timeout 90 bash "$SRC/scripts/slurm-cluster/stop.sh" --dir "$DIR" --purge --quiet \
     || echo "[slurm-test] WARNING: teardown reported a problem" >&2
   say "total time $((SECONDS - T0)) s"
 }
@@ -41,7 +48,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 say "bringing up a 2-node SLURM cluster in $DIR"
-timeout 400 bash "$SRC/scripts/slurm-cluster/start.sh" --dir "$DIR" --nodes 2 --cpus 4 || die "cluster bring-up failed"
+timeout 240 bash "$SRC/scripts/slurm-cluster/start.sh" --dir "$DIR" --nodes 2 --cpus 4 || die "cluster bring-up failed"
 T_UP=$((SECONDS - T0))
 export SLURM_CONF="$DIR/etc/slurm.conf"
 
@@ -52,7 +59,7 @@ OUT="$DIR/job.out"
 say "submitting the job (sbatch --wait, ${EPOCHS} epochs)"
 t_job=$SECONDS
 PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN" \
-  timeout 300 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=5 --chdir="$DIR" \
+  timeout 240 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
   --output="$OUT" "$SRC/launcher/slurm/templates/pshard-cpu.sbatch" \
   --set "train.epochs=$EPOCHS" --set train.threads=1 --set train.log_every=0
 rc=$?
