@@ -1,0 +1,133 @@
+// A worker SIGKILLed in the middle of synchronous training: with
+// cluster.failure_policy = continue the others finish the run and the summary
+// says who finished; with abort the job ends promptly, naming the dead worker.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "tests/integration/training/run_helpers.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace pshard;
+using pshard::testing::fresh_dir;
+using pshard::testing::pshard_bin;
+using pshard::testing::read_file;
+using pshard::testing::read_summary;
+using pshard::testing::source_dir;
+using Clock = std::chrono::steady_clock;
+
+// `pshard launch` in the background (its own process group, so cleanup
+// reaches every child even if the test fails half-way).
+class BackgroundJob {
+ public:
+  BackgroundJob(const std::string& command, const std::string& log) {
+    std::string sh = "exec " + command + " > '" + log + "' 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
+    posix_spawnattr_destroy(&attr);
+  }
+  ~BackgroundJob() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  // Exit status, or nullopt if still running after `timeout`.
+  std::optional<int> wait(std::chrono::seconds timeout) {
+    const auto end = Clock::now() + timeout;
+    while (Clock::now() < end) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+// Waits until the coordinator wrote cluster.json and the first epoch line,
+// then returns worker 1's pid.
+int64_t worker1_pid_after_first_epoch(const std::string& run_dir, std::chrono::seconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    const std::string metrics = read_file(run_dir + "/metrics.jsonl");
+    if (metrics.find("\"event\":\"epoch\"") != std::string::npos &&
+        std::filesystem::exists(run_dir + "/cluster.json")) {
+      Json map = Json::parse(read_file(run_dir + "/cluster.json"), run_dir + "/cluster.json");
+      for (const Json& n : map.at("nodes").elements()) {
+        if (n.at("role").as_string() == "worker" && n.at("rank").as_int() == 1) return n.at("pid").as_int();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return -1;
+}
+
+std::string launch_command(const std::string& run_dir, const std::string& policy) {
+  return pshard_bin() + " launch --servers 2 --workers 2 --timeout 240 --config " + source_dir() +
+         "/configs/fmnist_mlp_sync.toml --set data.train_size=12800 --set data.test_size=2000 --set train.epochs=8"
+         " --set cluster.heartbeat_interval_ms=200 --set cluster.heartbeat_timeout_ms=1500"
+         " --set cluster.failure_policy=" +
+         policy + " --run-dir " + run_dir;
+}
+
+TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
+  const std::string dir = fresh_dir("kill-continue");
+  BackgroundJob job(launch_command(dir + "/run", "continue"), dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim = worker1_pid_after_first_epoch(dir + "/run", std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(240));
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a worker was killed\n" << read_file(dir + "/log");
+  // The run completed with worker 0 alone; launch still reports the dead worker as a failure.
+  Json summary = read_summary(dir + "/run");
+  ASSERT_EQ(summary.at("workers_finished").size(), 1u) << summary.dump();
+  EXPECT_EQ(summary.at("workers_finished").elements()[0].as_int(), 0);
+  EXPECT_EQ(summary.at("epochs").as_int(), 8);
+  EXPECT_GT(summary.at("test_acc").as_number(), 0.75);
+  EXPECT_NE(read_file(dir + "/log").find("worker 1"), std::string::npos);
+}
+
+TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
+  const std::string dir = fresh_dir("kill-abort");
+  BackgroundJob job(launch_command(dir + "/run", "abort"), dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim = worker1_pid_after_first_epoch(dir + "/run", std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  const auto killed = Clock::now();
+  // heartbeat timeout 1.5 s + 5 s, plus the launcher's grace period for the others to stop.
+  std::optional<int> rc = job.wait(std::chrono::seconds(12));
+  ASSERT_TRUE(rc.has_value()) << "the job did not end after a worker was killed\n" << read_file(dir + "/log");
+  EXPECT_NE(*rc, 0);
+  const double took = std::chrono::duration<double>(Clock::now() - killed).count();
+  std::printf("job ended %.1f s after the kill\n", took);
+  const std::string log = read_file(dir + "/log");
+  EXPECT_NE(log.find("worker 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
+}
+
+}  // namespace
