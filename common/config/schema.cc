@@ -68,7 +68,8 @@ const std::vector<ConfigKey> kSchema = {
 
     // learning-rate schedule (computed from the step)
     {"lr_schedule.name", T::kString, "constant", 0, 0, "constant|step|cosine", "decay shape after warmup"},
-    {"lr_schedule.warmup_steps", T::kInt, "0", 0, 1e12, "", "linear warmup from 0 over this many steps"},
+    {"lr_schedule.warmup_steps", T::kInt, "0", 0, 1e12, "",
+     "linear warmup: lr rises from peak/W at step 0 to the peak at step W-1 (W = this value)"},
     {"lr_schedule.step_size", T::kInt, "1000", 1, 1e12, "", "step: decay every this many steps"},
     {"lr_schedule.gamma", T::kDouble, "0.1", 0, 1, "", "step: multiply the lr by this at each decay"},
     {"lr_schedule.total_steps", T::kInt, "0", 0, 1e12, "", "cosine: steps to decay over (0: the whole run)"},
