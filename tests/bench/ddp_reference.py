@@ -68,6 +68,10 @@ def read_idx_gz(path, kind):
 
 def load_fashion_mnist(torch, data_dir, train_size):
     """Training images as float32 [n, 784] normalised with the set's mean/std, labels as int64 [n]."""
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        if not os.path.exists(os.path.join(data_dir, name)):
+            raise SystemExit("Fashion-MNIST not found: %s (apt-get install dataset-fashion-mnist, or --data-dir)"
+                             % os.path.join(data_dir, name))
     x = read_idx_gz(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), "images")
     y = read_idx_gz(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), "labels")
     if len(x) != len(y):
@@ -153,22 +157,31 @@ def run_job(args):
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                                       text=True))
     deadline = time.monotonic() + args.timeout
-    out, failed = "", []
+    failed = []
     try:
-        out = procs[0].communicate(timeout=args.timeout)[0]
-        for rank, p in enumerate(procs):
-            if p.wait(timeout=max(1.0, deadline - time.monotonic())) != 0:
-                failed.append("rank %d exited with %d" % (rank, p.returncode))
-    except subprocess.TimeoutExpired:
-        failed.append("DDP job did not finish within %d s" % args.timeout)
+        # Rank 0 prints one short line, so polling cannot block on a full pipe. A rank that fails ends the job
+        # at once instead of leaving the others waiting in gloo until their own timeout.
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode for p in procs):
+                break
+            if time.monotonic() > deadline:
+                failed.append("DDP job did not finish within %d s" % args.timeout)
+                break
+            time.sleep(0.05)
+        failed += ["rank %d exited with %d" % (r, p.returncode) for r, p in enumerate(procs) if p.returncode]
+        out = "" if failed else procs[0].stdout.read()
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
+        procs[0].stdout.close()
     if failed:
         raise SystemExit("ddp_reference: " + "; ".join(failed))
-    return json.loads(out.strip().splitlines()[-1])
+    lines = out.strip().splitlines()
+    if not lines:
+        raise SystemExit("ddp_reference: rank 0 printed no result")
+    return json.loads(lines[-1])
 
 
 def main():
