@@ -1,6 +1,7 @@
 // `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -148,17 +149,24 @@ int run_launch(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  // The coordinator failing is usually a consequence (it aborts when a node
-  // fails): name the failed servers and workers first.
+  // Name the likely cause first. Which child exits first is a race, so order
+  // by what the exit says: a signal nobody sent or an exit status other than
+  // 1 (pshard processes exit 1 when the coordinator aborts the job) before
+  // plain status-1 exits; workers before servers before the coordinator.
+  std::vector<const ChildExit*> failed;
+  for (const ChildExit& c : r.children) {
+    if (c.failed()) failed.push_back(&c);
+  }
+  auto order = [](const ChildExit* c) {
+    const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
+    const int role = c->name.rfind("worker", 0) == 0 ? 0 : c->name.rfind("server", 0) == 0 ? 1 : 2;
+    return consequence * 3 + role;
+  };
+  std::stable_sort(failed.begin(), failed.end(),
+                   [&](const ChildExit* a, const ChildExit* b) { return order(a) < order(b); });
   std::string headline;
-  for (size_t i = 1; i < r.children.size(); ++i) {
-    if (r.children[i].failed()) headline += (headline.empty() ? "" : "; ") + r.children[i].describe();
-  }
-  if (headline.empty() || r.failure.rfind("coordinator", 0) != 0) {
-    headline = r.failure;
-  } else {
-    headline += "; " + r.failure;
-  }
+  for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
+  if (headline.empty()) headline = r.failure;  // e.g. the job timed out
   std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
   return r.exit_code;
 }

@@ -256,12 +256,15 @@ TEST(KvProcesses, AbortPolicyEndsTheServersNamingTheDeadWorker) {
   auto result = job.wait_for(std::chrono::seconds(20));
   ASSERT_TRUE(result.has_value()) << job.log();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
-  int failed_servers = 0;
-  for (const ChildExit& e : result->children) {
-    if (e.name.rfind("server", 0) == 0 && e.failed()) ++failed_servers;
-  }
-  EXPECT_EQ(failed_servers, 2) << job.log();
+  // Each server ends because of the abort: it exits non-zero, or (when the
+  // coordinator's exit made the supervisor stop it first) it has logged the
+  // abort it received.
   const std::string log = job.log();
+  for (const ChildExit& e : result->children) {
+    if (e.name.rfind("server", 0) != 0) continue;
+    const bool logged_abort = log.find("[" + e.name + "] error: job aborted") != std::string::npos;
+    EXPECT_TRUE(e.failed() || logged_abort) << e.describe() << "\n" << log;
+  }
   EXPECT_NE(log.find("job aborted"), std::string::npos) << log;
   EXPECT_NE(log.find("worker 2"), std::string::npos) << log;
 }
