@@ -65,6 +65,7 @@ void run_case(const Case& c) {
                         330, dir + "/dist.log");
   ASSERT_EQ(rc, 0) << read_file(dir + "/dist.log");
   expect_same_weights(local_dir, dist_dir, 1e-5);
+  pshard::testing::remove_dir_if_passed(dir);
 }
 
 TEST(DistributedEquivalence, MlpMomentumTwoWorkersEqualsOneWorkerDoubleBatch) {

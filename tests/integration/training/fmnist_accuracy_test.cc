@@ -36,6 +36,7 @@ void expect_accuracy(const std::string& name, const std::string& command_prefix,
               summary.at("samples_per_s").as_number(), summary.at("wall_s").as_number());
   EXPECT_GE(acc, min_acc) << name;
   EXPECT_EQ(summary.at("epochs").as_int(), 10);
+  pshard::testing::remove_dir_if_passed(dir);
 }
 
 std::string launch() { return pshard_bin() + " launch --servers 2 --workers 2 --timeout 1500"; }

@@ -1,9 +1,11 @@
 // Helpers for tests that run whole pshard jobs.
 #include "tests/integration/training/run_helpers.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,15 @@ std::string source_dir() {
   const char* dir = std::getenv("PSHARD_SOURCE_DIR");
   if (!dir) throw Error("PSHARD_SOURCE_DIR is not set (run the test through ctest)");
   return dir;
+}
+
+void remove_dir_if_passed(const std::string& dir) {
+  if (::testing::Test::HasFailure()) {
+    std::printf("kept %s for inspection\n", dir.c_str());
+    return;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 std::string fresh_dir(const std::string& name) {

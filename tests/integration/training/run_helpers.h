@@ -13,6 +13,9 @@ std::string pshard_bin();
 std::string source_dir();
 // A fresh, empty directory under /tmp for one test.
 std::string fresh_dir(const std::string& name);
+// Removes a test's directory when the test has passed so far; a failed
+// test's directory stays for inspection (its path is in the failure output).
+void remove_dir_if_passed(const std::string& dir);
 // Runs `command` through /bin/sh with a wall-clock limit (coreutils timeout,
 // SIGKILL 10 s after SIGTERM); output goes to `log_path`. Returns the exit
 // status (124 = timed out).

@@ -108,6 +108,7 @@ TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
   EXPECT_EQ(summary.at("epochs").as_int(), 8);
   EXPECT_GT(summary.at("test_acc").as_number(), 0.75);
   EXPECT_NE(read_file(dir + "/log").find("worker 1"), std::string::npos);
+  pshard::testing::remove_dir_if_passed(dir);
 }
 
 TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
@@ -128,6 +129,7 @@ TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
   const std::string log = read_file(dir + "/log");
   EXPECT_NE(log.find("worker 1"), std::string::npos) << log;
   EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
 }
 
 }  // namespace
