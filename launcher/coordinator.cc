@@ -177,7 +177,9 @@ struct Coordinator::Impl {
     Json event = Json::parse(text, "metrics report from " + cc::describe(p.info));
     const std::string kind = event.at("event").as_string();
     if (kind == "start") {
-      start_event = event;
+      start_event = event;  // also feeds the summary
+      // The first line of metrics.jsonl: what runs (launch's progress line reads it).
+      if (MetricsWriter* w = writer()) w->write(event);
     } else if (kind == "worker_epoch") {
       WorkerEpochReport r = WorkerEpochReport::from_json(event);
       r.rank = p.info.rank;

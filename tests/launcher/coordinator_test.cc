@@ -459,15 +459,17 @@ TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
   std::ifstream in(dir + "/metrics.jsonl");
   std::vector<Json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line, "metrics.jsonl"));
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0].at("event").as_string(), "step");
-  EXPECT_EQ(lines[1].at("event").as_string(), "epoch");
-  EXPECT_EQ(lines[1].at("epoch").as_int(), 1);
-  EXPECT_NEAR(lines[1].at("train_loss").as_number(), 100.0 / 250.0, 1e-12);
-  EXPECT_EQ(lines[2].at("event").as_string(), "summary");
-  EXPECT_EQ(lines[2].at("model").as_string(), "mlp");
-  EXPECT_EQ(lines[2].at("workers").as_int(), 2);
-  ASSERT_EQ(lines[2].at("workers_finished").size(), 2u);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].at("event").as_string(), "start");
+  EXPECT_EQ(lines[0].at("epochs").as_int(), 1);
+  EXPECT_EQ(lines[1].at("event").as_string(), "step");
+  EXPECT_EQ(lines[2].at("event").as_string(), "epoch");
+  EXPECT_EQ(lines[2].at("epoch").as_int(), 1);
+  EXPECT_NEAR(lines[2].at("train_loss").as_number(), 100.0 / 250.0, 1e-12);
+  EXPECT_EQ(lines[3].at("event").as_string(), "summary");
+  EXPECT_EQ(lines[3].at("model").as_string(), "mlp");
+  EXPECT_EQ(lines[3].at("workers").as_int(), 2);
+  ASSERT_EQ(lines[3].at("workers_finished").size(), 2u);
   std::filesystem::remove_all(dir);
 }
 
