@@ -18,7 +18,8 @@ Decoded::Decoded(const zmq::message_t& frame, const std::string& peer) {
     throw Error("control message from " + peer + ": frame of " + std::to_string(frame.size()) +
                 " bytes is not a Cap'n Proto message");
   }
-  words_.resize(frame.size() / sizeof(capnp::word));
+  // Not resize(): with clang, capnp::word is not movable.
+  words_ = std::vector<capnp::word>(frame.size() / sizeof(capnp::word));
   std::memcpy(words_.data(), frame.data(), frame.size());
   try {
     capnp::ReaderOptions options;

@@ -126,7 +126,7 @@ Decoded decode(const FrameView* frames, size_t count) {
   std::vector<capnp::word> aligned;
   const capnp::word* words = static_cast<const capnp::word*>(hf.data);
   if (reinterpret_cast<uintptr_t>(hf.data) % alignof(capnp::word) != 0) {
-    aligned.resize(hf.size / sizeof(capnp::word));
+    aligned = std::vector<capnp::word>(hf.size / sizeof(capnp::word));  // not resize(): clang's word is not movable
     std::memcpy(aligned.data(), hf.data, hf.size);
     words = aligned.data();
   }
