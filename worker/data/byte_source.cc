@@ -57,6 +57,28 @@ void ByteSource::read_exact(void* dst, size_t n, const std::string& what) {
   uint64_t start = offset_;
   size_t got = read_some(dst, n);
   if (got == n) return;
+  throw_truncated(start, n, what);
+}
+
+void ByteSource::read_exact_append(std::vector<uint8_t>* dst, size_t n, const std::string& what) {
+  const uint64_t start = offset_;
+  size_t chunk = size_t(64) << 10;  // doubles up to 16 MiB: small files stay cheap, big ones read in big pieces
+  size_t done = 0;
+  while (done < n) {
+    const size_t want = std::min(chunk, n - done);
+    chunk = std::min(chunk * 2, size_t(16) << 20);
+    const size_t at = dst->size();
+    dst->resize(at + want);
+    const size_t got = read_some(dst->data() + at, want);
+    done += got;
+    if (got < want) {
+      dst->resize(at + got);
+      throw_truncated(start, n, what);
+    }
+  }
+}
+
+void ByteSource::throw_truncated(uint64_t start, size_t n, const std::string& what) {
   std::ostringstream msg;
   msg << path_ << ": truncated at byte " << offset_ << ": expected " << n << " bytes of " << what
       << " starting at byte " << start;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pshard::data {
 
@@ -25,6 +26,9 @@ class ByteSource {
   // Reads exactly n bytes or throws an Error naming the file, the byte offset
   // where the content ended and what was expected (`what`).
   void read_exact(void* dst, size_t n, const std::string& what);
+  // Same, appending to *dst, which grows only as the bytes arrive: a header that announces
+  // more than the file holds costs no more memory than the file (then the same Error).
+  void read_exact_append(std::vector<uint8_t>* dst, size_t n, const std::string& what);
   // Reads up to n bytes; returns how many (0 at the end). Corrupt gzip -> Error.
   size_t read_some(void* dst, size_t n);
   // True when no byte is left (reads ahead one byte; use it at the end only).
@@ -35,6 +39,8 @@ class ByteSource {
   bool compressed() const { return compressed_; }
 
  private:
+  [[noreturn]] void throw_truncated(uint64_t start, size_t n, const std::string& what);
+
   std::string path_;
   void* gz_ = nullptr;  // gzFile
   uint64_t offset_ = 0;

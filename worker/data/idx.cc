@@ -67,11 +67,11 @@ IdxArray read_idx(const std::string& path, int expected_ndims, int64_t max_items
     total = total / out.dims[0] * max_items;
     out.dims[0] = max_items;
   }
-  out.data.resize(static_cast<size_t>(total));
   std::string what = "data (" + std::to_string(out.dims[0]);
   for (size_t d = 1; d < out.dims.size(); ++d) what += "x" + std::to_string(out.dims[d]);
   what += " bytes)";
-  in.read_exact(out.data.data(), out.data.size(), what);
+  // Not resize(total) first: a corrupt header may announce terabytes; memory follows the file.
+  in.read_exact_append(&out.data, static_cast<size_t>(total), what);
   if (!limited && !in.at_end()) {
     throw Error(path + ": unexpected bytes after the IDX data at byte " + std::to_string(in.offset()) +
                 " (the header announces " + std::to_string(in.offset()) + " bytes in all)");

@@ -93,6 +93,19 @@ TEST(Idx, TruncatedPlainFileNamesFileAndOffset) {
   EXPECT_NE(e.find("truncated at byte 9"), std::string::npos) << e;
 }
 
+// Found by fuzz_idx: the reader allocated what the header announced before reading it.
+TEST(Idx, HeaderAnnouncingATerabyteIsATruncationErrorNotAnAllocation) {
+  TempDir dir;
+  std::string path = dir.file("huge.idx");
+  // 65536 x 4096 x 4096 = 2^40 bytes announced, 10 bytes present.
+  const char header[] = {0, 0, 8, 3, 0, 1, 0, 0, 0, 0, 16, 0, 0, 0, 16, 0};
+  testing::write_all(path, std::string(header, sizeof header) + std::string(10, '\x05'));
+  std::string e = error_of([&] { read_idx(path, 3); });
+  EXPECT_NE(e.find(path + ": truncated at byte 26"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected 1099511627776 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("starting at byte 16"), std::string::npos) << e;
+}
+
 TEST(Idx, TruncatedGzipNamesFileAndOffset) {
   TempDir dir;
   std::string path = dir.file("t.idx.gz");
