@@ -42,20 +42,29 @@ SliceLayout::SliceLayout(std::vector<TensorSpec> tensors, uint64_t slice_bytes, 
     throw Error("slice layout: slice_bytes must be >= 4, got " + std::to_string(slice_bytes_));
   }
   if (num_servers_ == 0) throw Error("slice layout: the number of servers must be >= 1");
-  if (tensors_.size() > UINT32_MAX) throw Error("slice layout: too many tensors");
   const uint64_t per_slice = slice_elements();
-  first_slice_.reserve(tensors_.size() + 1);
+  // Count first, so that a tensor list from the wire cannot make us allocate without bound.
+  uint64_t total = 0;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const TensorSpec& spec = tensors_[t];
     if (spec.name.empty()) throw Error("slice layout: tensor " + std::to_string(t) + " has an empty name");
+    if (spec.numel == 0) throw Error("slice layout: tensor '" + spec.name + "' has 0 elements");
+    const uint64_t count = spec.numel / per_slice + (spec.numel % per_slice != 0);  // no overflow near 2^64
+    total += std::min(count, kMaxSlices + 1);
+    if (total > kMaxSlices) {
+      throw Error("slice layout: with tensor '" + spec.name + "' the model needs more than " +
+                  std::to_string(kMaxSlices) + " slices of " + std::to_string(slice_bytes_) +
+                  " bytes; raise cluster.slice_bytes");
+    }
+  }
+  slices_.reserve(total);
+  first_slice_.reserve(tensors_.size() + 1);
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const TensorSpec& spec = tensors_[t];
     if (!ids_.emplace(spec.name, static_cast<uint32_t>(t)).second)
       throw Error("slice layout: tensor name '" + spec.name + "' appears twice");
-    if (spec.numel == 0) throw Error("slice layout: tensor '" + spec.name + "' has 0 elements");
     first_slice_.push_back(static_cast<uint32_t>(slices_.size()));
-    const uint64_t count = (spec.numel + per_slice - 1) / per_slice;
-    if (count > UINT32_MAX || slices_.size() + count > UINT32_MAX) {
-      throw Error("slice layout: tensor '" + spec.name + "' needs too many slices; raise cluster.slice_bytes");
-    }
+    const uint64_t count = spec.numel / per_slice + (spec.numel % per_slice != 0);
     for (uint64_t s = 0; s < count; ++s) {
       SliceInfo info;
       info.tensor = static_cast<uint32_t>(t);

@@ -33,9 +33,13 @@ struct SliceInfo {
 //   ClusterClient::Options opt; opt.layout_fingerprint = layout.fingerprint();
 class SliceLayout {
  public:
+  // The most slices a layout holds (a server keeps state per slice; a bigger model needs a larger
+  // cluster.slice_bytes). Also bounds what an init message from the wire can make a server allocate.
+  static constexpr uint64_t kMaxSlices = uint64_t(1) << 20;
+
   SliceLayout() = default;
   // Throws pshard::Error on an empty list, an empty or duplicate name, a tensor with 0 elements,
-  // slice_bytes < 4 or num_servers == 0.
+  // slice_bytes < 4, num_servers == 0 or more than kMaxSlices slices.
   SliceLayout(std::vector<TensorSpec> tensors, uint64_t slice_bytes, uint32_t num_servers);
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }

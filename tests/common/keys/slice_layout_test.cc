@@ -89,5 +89,26 @@ TEST(SliceLayout, BadInputsAreErrorsNamingTheTensor) {
   EXPECT_THROW(l.tensor_id("b"), Error);
 }
 
+// Found by fuzz_kv_message: an init announcing a 2^31-element tensor with 4-byte slices made the
+// server build 2^31 slices (80 GB; the old limit was 2^32). The limit is checked before anything is allocated.
+TEST(SliceLayout, MoreThanMaxSlicesIsAnErrorNamingTheTensor) {
+  const uint64_t half = SliceLayout::kMaxSlices / 2;
+  SliceLayout at_limit({{"a", half}, {"b", half}}, 4, 1);
+  EXPECT_EQ(at_limit.slices().size(), SliceLayout::kMaxSlices);
+  try {
+    SliceLayout({{"a", half}, {"b", half + 1}}, 4, 2);
+    FAIL() << "a layout over the limit was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("raise cluster.slice_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SliceLayout({{"w", uint64_t(1) << 31}}, 4, 2), Error);
+  EXPECT_THROW(SliceLayout({{"w", UINT64_MAX}}, 4, 2), Error);
+  // numel + elements per slice - 1 overflowed: the tensor got 0 slices instead of 16.
+  SliceLayout wide({{"w", UINT64_MAX}}, uint64_t(1) << 62, 1);
+  ASSERT_EQ(wide.slices().size(), 16u);
+  EXPECT_EQ(wide.slice(15).offset + wide.slice(15).length, UINT64_MAX);
+}
+
 }  // namespace
 }  // namespace pshard
