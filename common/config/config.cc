@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -62,6 +63,34 @@ bool parse_double(const std::string& text, double* out) {
   return true;
 }
 
+// Why `s` cannot be a string value (written back by to_toml() and into logs), or "" when it can:
+// it must be UTF-8 without control characters.
+std::string bad_string_reason(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      return std::string("a control character ") + hex + " at byte " + std::to_string(i);
+    }
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t j = 1; ok && j < len; ++j) {
+      const auto b = static_cast<unsigned char>(s[i + j]);
+      ok = (b >> 6) == 2;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    if (ok && len > 1) {
+      ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+    }
+    if (!ok) return "an invalid UTF-8 sequence at byte " + std::to_string(i);
+    i += len;
+  }
+  return "";
+}
+
 // Validates `text` (from an override or a default) for key `k` and returns
 // its canonical form.
 std::string canonical_from_text(const ConfigKey& k, const std::string& raw, const std::string& origin) {
@@ -69,6 +98,7 @@ std::string canonical_from_text(const ConfigKey& k, const std::string& raw, cons
   switch (k.type) {
     case ConfigType::kString: {
       if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+      if (std::string why = bad_string_reason(text); !why.empty()) fail(origin, k.key, "the string has " + why);
       std::string choices = k.choices;
       if (!choices.empty()) {
         std::string padded = "|" + choices + "|";
@@ -275,7 +305,17 @@ std::string Config::to_toml() const {
       section = sec;
     }
     const std::string& v = values_.at(key);
-    out << key.substr(dot + 1) << " = " << (k.type == ConfigType::kString ? "\"" + v + "\"" : v) << "\n";
+    if (k.type == ConfigType::kString) {
+      // A TOML basic string; values hold no control characters (checked when set).
+      std::string quoted = "\"";
+      for (char c : v) {
+        if (c == '"' || c == '\\') quoted += '\\';
+        quoted += c;
+      }
+      out << key.substr(dot + 1) << " = " << quoted << "\"\n";
+    } else {
+      out << key.substr(dot + 1) << " = " << v << "\n";
+    }
   }
   return out.str();
 }

@@ -82,4 +82,26 @@ TEST(Config, ToTomlRoundTrips) {
   EXPECT_EQ(b.to_toml(), a.to_toml());
 }
 
+// Found by fuzz_config: to_toml() wrote string values unescaped, so a run name with a quote
+// gave a config.toml that does not load.
+TEST(Config, ToTomlEscapesQuotesAndBackslashes) {
+  Config a = Config::from_string("[run]\nname = 'say \"hi\" \\o/'\n", "t.toml", {"data.dir=/d/a\"b"});
+  EXPECT_EQ(a.get_string("run.name"), "say \"hi\" \\o/");
+  Config b = Config::from_string(a.to_toml(), "dump.toml");
+  EXPECT_EQ(b.get_string("run.name"), "say \"hi\" \\o/");
+  EXPECT_EQ(b.get_string("data.dir"), "/d/a\"b");
+  EXPECT_EQ(b.to_toml(), a.to_toml());
+}
+
+// Control characters and invalid UTF-8 cannot be written back as TOML: refused with the key named.
+TEST(Config, StringsWithControlCharactersOrBadUtf8AreErrors) {
+  std::string e = error_of("[run]\nname = \"a\\nb\"\n");
+  EXPECT_NE(e.find("run.name"), std::string::npos) << e;
+  EXPECT_NE(e.find("control character 0x0a"), std::string::npos) << e;
+  e = error_of("", {"data.dir=/d/\xff"});
+  EXPECT_NE(e.find("data.dir"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid UTF-8"), std::string::npos) << e;
+  EXPECT_EQ(error_of("[run]\nname = \"gr\u00fc\u00df \u6e2c\"\n"), "");  // UTF-8 is fine
+}
+
 }  // namespace
