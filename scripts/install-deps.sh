@@ -14,6 +14,8 @@ PACKAGES=(
   libopenblas-dev
   # tests
   libgtest-dev
+  # fuzzing (scripts/fuzz.sh: clang's libFuzzer, ASan, UBSan)
+  clang libclang-rt-14-dev
   # the real Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
   dataset-fashion-mnist
   # report plots (tools/plot_report.py)

@@ -1,0 +1,93 @@
+// libFuzzer target: decoding one control-plane frame and reading it the way the coordinator and nodes do.
+//
+// Input: the frame's bytes. Decoding and every field read must either succeed or throw
+// pshard::Error / kj::Exception, the two the receive loops of coordinator.cc and
+// cluster_client.cc catch; anything else escaping (or a crash) is a bug.
+#include <kj/exception.h>
+
+#include <string>
+
+#include "common/cluster/control_codec.h"
+#include "common/error.h"
+#include "common/metrics/epoch_report.h"
+#include "common/util/json.h"
+#include "tests/fuzz/fuzz_util.h"
+
+using namespace pshard;
+namespace cc = pshard::control_codec;
+
+namespace {
+
+// Reads every field of whichever message arrived, as the handlers do.
+void read_all(control::ControlMessage::Reader root) {
+  switch (root.which()) {
+    case control::ControlMessage::REGISTER: {
+      auto r = root.getRegister();
+      NodeInfo n;
+      n.host = r.getHost().cStr();
+      n.pid = r.getPid();
+      n.endpoint = r.getEndpoint().cStr();
+      n.role = cc::from_wire(r.getRole());
+      (void)r.getRequestedRank();
+      (void)r.getLayoutFingerprint();
+      (void)std::string(r.getJobToken().cStr());
+      (void)cc::describe(n);
+      break;
+    }
+    case control::ControlMessage::REGISTER_REFUSED:
+      (void)std::string(root.getRegisterRefused().getReason().cStr());
+      break;
+    case control::ControlMessage::CLUSTER_MAP: {
+      auto cm = root.getClusterMap();
+      ClusterMap m;
+      m.num_servers = cm.getNumServers();
+      m.num_workers = cm.getNumWorkers();
+      for (auto n : cm.getServers()) m.servers.push_back(cc::read_node(n));
+      for (auto n : cm.getWorkers()) m.workers.push_back(cc::read_node(n));
+      (void)cm.getYourRank();
+      (void)cm.getYourRole();
+      (void)cm.getHeartbeatIntervalMs();
+      (void)cm.getHeartbeatTimeoutMs();
+      break;
+    }
+    case control::ControlMessage::BARRIER_ENTER: (void)std::string(root.getBarrierEnter().getName().cStr()); break;
+    case control::ControlMessage::BARRIER_RELEASE: (void)std::string(root.getBarrierRelease().getName().cStr()); break;
+    case control::ControlMessage::HEARTBEAT: (void)root.getHeartbeat().getSeq(); break;
+    case control::ControlMessage::NODE_DEAD: {
+      NodeInfo n = cc::read_node(root.getNodeDead().getNode());
+      (void)(cc::describe(n) + root.getNodeDead().getReason().cStr());
+      break;
+    }
+    case control::ControlMessage::ABORT: {
+      auto a = root.getAbort();
+      (void)std::string(a.getReason().cStr());
+      if (a.getHasDeadNode()) (void)cc::describe(cc::read_node(a.getDeadNode()));
+      break;
+    }
+    case control::ControlMessage::SHUTDOWN: (void)std::string(root.getShutdown().getReason().cStr()); break;
+    case control::ControlMessage::LEAVE: (void)root.getLeave().getExitStatus(); break;
+    case control::ControlMessage::REPORT: {
+      // coordinator.cc on_report(): a JSON event; worker_epoch reports are parsed further.
+      Json event = Json::parse(root.getReport().getJson().cStr(), "fuzz report");
+      const std::string kind = event.at("event").as_string();
+      if (kind == "worker_epoch") (void)WorkerEpochReport::from_json(event);
+      break;
+    }
+    default: break;  // an unknown union member (a newer peer): logged and ignored
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  zmq::message_t frame(data, size);
+  try {
+    cc::Decoded msg(frame, "fuzz peer");
+    read_all(msg.root());
+  } catch (const Error& e) {
+    PSHARD_FUZZ_REQUIRE(e.what()[0] != '\0');
+  } catch (const kj::Exception& e) {
+    PSHARD_FUZZ_REQUIRE(e.getDescription().size() > 0);
+  }
+  return 0;
+}

@@ -1,0 +1,136 @@
+// libFuzzer target: what a KV server runs on a received data-plane message before it touches weights.
+//
+// Input: byte 0 = flags (bit 0: header frame at an odd address, bit 1: the server already has a
+// layout, bit 2: server rank 1 instead of 0), then frames as [u16 little-endian length][bytes],
+// at most 64 frames; frame 0 is the header. The server's job: token "tok", 2 workers, 2 servers,
+// slice_bytes 64 (16 floats per slice); its prepared layout is {w: 40, b: 8} floats.
+// Every input must end in an accepted request whose keys are safe to apply, or in an error
+// code with a message (what the server sends back); anything else is a crash.
+#include <memory>
+#include <vector>
+
+#include "common/error.h"
+#include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
+#include "common/protocol/request_check.h"
+#include "tests/fuzz/fuzz_util.h"
+
+using namespace pshard;
+using namespace pshard::protocol;
+
+namespace {
+
+constexpr uint64_t kSliceBytes = 64;
+constexpr uint32_t kServers = 2;
+constexpr size_t kMaxFrames = 64;
+
+const SliceLayout& prepared_layout() {
+  static const SliceLayout layout({{"w", 40}, {"b", 8}}, kSliceBytes, kServers);
+  return layout;
+}
+
+// The error reply the server would send: it must encode, and decode back to the same text.
+void check_error_reply(uint64_t request_id, ErrorCode code, const std::string& why) {
+  PSHARD_FUZZ_REQUIRE(code != ErrorCode::NONE);
+  PSHARD_FUZZ_REQUIRE(!why.empty());
+  Message r;
+  r.type = MessageType::ERROR;
+  r.request_id = request_id;
+  r.sender_role = Role::SERVER;
+  r.error_code = code;
+  r.error_message = why;
+  std::string bytes = encode_header(r);
+  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  FrameView f{words.data(), bytes.size()};
+  Decoded back = decode(&f, 1);
+  PSHARD_FUZZ_REQUIRE(back.ok);
+  PSHARD_FUZZ_REQUIRE(back.message.error_message == why);
+  PSHARD_FUZZ_REQUIRE(back.message.request_id == request_id);
+}
+
+// kv_server.cc create_layout(): the first init from worker 0 with the right token builds the layout.
+std::unique_ptr<SliceLayout> layout_from_init(const Message& m, ErrorCode* code, std::string* why) {
+  if (m.slice_bytes != kSliceBytes || m.num_servers != kServers) {
+    *code = ErrorCode::LAYOUT_MISMATCH;
+    *why = "init assumes another slice_bytes or server count";
+    return nullptr;
+  }
+  std::vector<TensorSpec> specs;
+  for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
+  std::unique_ptr<SliceLayout> l;
+  try {
+    l = std::make_unique<SliceLayout>(std::move(specs), m.slice_bytes, m.num_servers);
+  } catch (const Error& e) {
+    *code = ErrorCode::BAD_HEADER;
+    *why = std::string("init tensor list: ") + e.what();
+    return nullptr;
+  }
+  if (l->fingerprint() != m.layout_fingerprint) {
+    *code = ErrorCode::LAYOUT_MISMATCH;
+    *why = "fingerprint mismatch";
+    return nullptr;
+  }
+  return l;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzz::FuzzInput in(data, size);
+  const uint8_t flags = in.u8();
+  // Each frame in its own allocation that ends exactly where the frame ends, so ASan sees any overread.
+  std::vector<std::unique_ptr<uint8_t[]>> storage;
+  std::vector<FrameView> frames;
+  while (in.left() > 0 && frames.size() < kMaxFrames) {
+    std::string bytes = in.piece(in.u16());
+    const size_t shift = frames.empty() && (flags & 1) ? 1 : 0;
+    storage.emplace_back(new uint8_t[bytes.size() + shift]);
+    uint8_t* p = storage.back().get() + shift;
+    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    frames.push_back({p, bytes.size()});
+  }
+
+  Decoded d = decode(frames.data(), frames.size());
+  if (!d.ok) {
+    check_error_reply(d.message.request_id, d.code, d.error);
+    return 0;
+  }
+  const Message& m = d.message;
+  PSHARD_FUZZ_REQUIRE(m.payloads.size() == frames.size() - 1);
+
+  ServerView view{"tok", static_cast<uint32_t>((flags >> 2) & 1), 2, nullptr};
+  std::unique_ptr<SliceLayout> from_init;
+  if (flags & 2) {
+    view.layout = &prepared_layout();
+  } else if (m.type == MessageType::INIT && m.job_token == view.job_token && m.sender_role == Role::WORKER &&
+             m.sender_rank == 0) {
+    ErrorCode code = ErrorCode::NONE;
+    std::string why;
+    from_init = layout_from_init(m, &code, &why);
+    if (!from_init) {
+      check_error_reply(m.request_id, code, why);
+      return 0;
+    }
+    view.layout = from_init.get();
+  }
+
+  RequestCheck c = check_request(m, view);
+  if (!c.ok) {
+    check_error_reply(m.request_id, c.code, c.error);
+    return 0;
+  }
+  // Accepted: every key names one slice of this server, once, with its exact extent, and a
+  // payload frame (when the type carries one) of exactly that many floats.
+  PSHARD_FUZZ_REQUIRE(c.slice_ids.size() == m.keys.size());
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    PSHARD_FUZZ_REQUIRE(view.layout != nullptr);
+    PSHARD_FUZZ_REQUIRE(c.slice_ids[i] < view.layout->slices().size());
+    const SliceInfo& s = view.layout->slice(c.slice_ids[i]);
+    PSHARD_FUZZ_REQUIRE(s.server == view.server_rank);
+    PSHARD_FUZZ_REQUIRE(m.keys[i].offset == s.offset && m.keys[i].length == s.length);
+    if (carries_payloads(m.type)) PSHARD_FUZZ_REQUIRE(m.payloads[i].size == s.length * sizeof(float));
+    for (size_t j = 0; j < i; ++j) PSHARD_FUZZ_REQUIRE(c.slice_ids[j] != c.slice_ids[i]);
+  }
+  return 0;
+}

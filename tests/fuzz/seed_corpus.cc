@@ -1,0 +1,244 @@
+// Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/): small valid inputs.
+//
+//   build-fuzz/bin/pshard_fuzz_seeds tests/fuzz/corpus
+//
+// Each seed is laid out as its target reads it (see the comment at the top of each fuzz_*.cc).
+#include <capnp/message.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "common/cluster/control_codec.h"
+#include "common/config/config.h"
+#include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
+#include "worker/data/cifar10.h"
+#include "worker/data/idx.h"
+#include "worker/data/packed.h"
+
+using namespace pshard;
+using namespace pshard::protocol;
+
+namespace {
+
+std::string root;
+
+void save(const std::string& target, const std::string& name, const std::string& bytes) {
+  const std::string dir = root + "/" + target;
+  mkdir(dir.c_str(), 0755);
+  std::ofstream out(dir + "/" + name, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) {
+    std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
+    std::exit(1);
+  }
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --- fuzz_kv_message: flags, then [u16 length][bytes] frames ------------------------------------
+std::string frame(const std::string& bytes) {
+  std::string out;
+  out.push_back(static_cast<char>(bytes.size() & 0xff));
+  out.push_back(static_cast<char>(bytes.size() >> 8));
+  return out + bytes;
+}
+
+void kv_seeds() {
+  SliceLayout layout({{"w", 40}, {"b", 8}}, 64, 2);
+  Message m;
+  m.request_id = 7;
+  m.job_token = "tok";
+  m.sender_role = Role::WORKER;
+  m.sender_rank = 0;
+  m.step = 3;
+  m.layout_fingerprint = layout.fingerprint();
+  std::vector<std::string> payloads;
+  for (const SliceInfo& s : layout.slices()) {
+    if (s.server != 0) continue;
+    m.keys.push_back({s.tensor, s.slice, s.offset, s.length, DType::FLOAT32});
+    payloads.push_back(std::string(s.length * 4, '\x01'));
+  }
+  auto with_payloads = [&](uint8_t flags, const Message& msg, bool carry) {
+    std::string out(1, static_cast<char>(flags));
+    out += frame(encode_header(msg));
+    if (carry) {
+      for (const std::string& p : payloads) out += frame(p);
+    }
+    return out;
+  };
+  Message init = m;
+  init.type = MessageType::INIT;
+  init.slice_bytes = 64;
+  init.num_servers = 2;
+  init.run_total_steps = 100;
+  init.tensors = {{"w", 40}, {"b", 8}};
+  save("fuzz_kv_message", "init", with_payloads(0, init, true));
+  Message push = m;
+  push.type = MessageType::PUSH;
+  save("fuzz_kv_message", "push", with_payloads(2, push, true));
+  save("fuzz_kv_message", "push-unaligned", with_payloads(3, push, true));
+  Message pp = m;
+  pp.type = MessageType::PUSH_PULL;
+  pp.sender_rank = 1;
+  save("fuzz_kv_message", "pushpull", with_payloads(2, pp, true));
+  Message pull = m;
+  pull.type = MessageType::PULL;
+  save("fuzz_kv_message", "pull", with_payloads(2, pull, false));
+  Message ping;
+  ping.type = MessageType::PING;
+  ping.job_token = "tok";
+  save("fuzz_kv_message", "ping", with_payloads(0, ping, false));
+  Message err;
+  err.type = MessageType::ERROR;
+  err.error_code = ErrorCode::WRONG_LENGTH;
+  err.error_message = "key 0: wrong length";
+  save("fuzz_kv_message", "error", with_payloads(0, err, false));
+}
+
+// --- fuzz_control_message: one frame ------------------------------------------------------------
+std::string bytes_of(capnp::MessageBuilder& b) {
+  zmq::message_t f = control_codec::encode(b);
+  return std::string(static_cast<const char*>(f.data()), f.size());
+}
+
+void control_seeds() {
+  NodeInfo node{NodeRole::kServer, 1, "tcp://127.0.0.1:4000", "host-a", 42};
+  {
+    capnp::MallocMessageBuilder b;
+    auto r = b.initRoot<control::ControlMessage>().initRegister();
+    r.setRole(wire::Role::WORKER);
+    r.setRequestedRank(-1);
+    r.setEndpoint("");
+    r.setHost("host-b");
+    r.setPid(43);
+    r.setJobToken("tok");
+    r.setLayoutFingerprint(99);
+    save("fuzz_control_message", "register", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
+    cm.setNumServers(1);
+    cm.setNumWorkers(1);
+    control_codec::fill_node(node, cm.initServers(1)[0]);
+    NodeInfo worker{NodeRole::kWorker, 0, "", "host-b", 43};
+    control_codec::fill_node(worker, cm.initWorkers(1)[0]);
+    cm.setYourRole(wire::Role::WORKER);
+    cm.setHeartbeatIntervalMs(500);
+    cm.setHeartbeatTimeoutMs(5000);
+    save("fuzz_control_message", "cluster-map", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initBarrierEnter().setName("epoch-1");
+    save("fuzz_control_message", "barrier", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(5);
+    save("fuzz_control_message", "heartbeat", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto a = b.initRoot<control::ControlMessage>().initAbort();
+    a.setReason("server 1 is dead");
+    a.setHasDeadNode(true);
+    control_codec::fill_node(node, a.initDeadNode());
+    save("fuzz_control_message", "abort", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto d = b.initRoot<control::ControlMessage>().initNodeDead();
+    d.setReason("no heartbeat for 5000 ms");
+    control_codec::fill_node(node, d.initNode());
+    save("fuzz_control_message", "node-dead", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initLeave().setExitStatus(0);
+    save("fuzz_control_message", "leave", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initReport().setJson(
+        "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"classification\":true,\"samples\":64,"
+        "\"loss_sum\":3.5,\"correct\":20,\"evaluated\":false,\"test_n\":0,\"test_loss_sum\":0,\"test_correct\":0,"
+        "\"epoch_s\":1.5,\"eval_s\":0,\"compute_s\":1,\"comm_wait_s\":0.2,\"bytes_sent\":100,\"bytes_recv\":100,"
+        "\"wall_s\":2,\"lr\":0.1}");
+    save("fuzz_control_message", "report", bytes_of(b));
+  }
+}
+
+// --- fuzz_config: TOML, then "%%" and overrides ---------------------------------------------
+void config_seeds() {
+  save("fuzz_config", "defaults", Config::defaults().to_toml());
+  save("fuzz_config", "small",
+       "[model]\nname = \"lenet\"\nhidden = [256, 128]\n\n[optimizer]\nname = \"adam\"\nlr = 0.001\n"
+       "\n[cluster]\nmode = \"ssp\"\nstaleness = 2\n%%\noptimizer.lr=0.05\ntrain.epochs=3\n");
+}
+
+// --- data files: flags byte, then the file ------------------------------------------------------
+void data_seeds() {
+  const std::string tmp = root + "/.tmp-seed";
+  std::vector<uint8_t> pixels(2 * 3 * 3);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 13);
+  data::write_idx(tmp, {2, 3, 3}, pixels);
+  save("fuzz_idx", "images-plain", std::string(1, '\x00') + slurp(tmp));
+  save("fuzz_idx", "images-gzip-on-write", std::string(1, '\x07') + slurp(tmp));
+  data::write_idx(tmp, {4}, {1, 2, 3, 9});
+  save("fuzz_idx", "labels-limited", std::string(1, '\x0a') + slurp(tmp));
+  data::write_idx(tmp + ".gz", {2, 3, 3}, pixels);
+  save("fuzz_idx", "images-gz-file", std::string(1, '\x00') + slurp(tmp + ".gz"));
+  std::remove((tmp + ".gz").c_str());
+
+  std::vector<uint8_t> labels = {3, 9};
+  std::vector<uint8_t> cifar_pixels(2 * 3072);
+  for (size_t i = 0; i < cifar_pixels.size(); ++i) cifar_pixels[i] = static_cast<uint8_t>(i);
+  data::write_cifar10_file(tmp, labels, cifar_pixels);
+  save("fuzz_cifar", "two-records", std::string(1, '\x00') + slurp(tmp));
+  save("fuzz_cifar", "two-records-normalized-limited", std::string(1, '\x05') + slurp(tmp));
+
+  data::Dataset d;
+  d.name = "seed";
+  d.sample_shape = {1, 2, 2};
+  d.num_classes = 3;
+  d.features = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  d.labels = {0, 2, 1};
+  data::write_packed(tmp, d);
+  save("fuzz_packed", "classes", std::string(1, '\x00') + slurp(tmp));
+  save("fuzz_packed", "classes-fix-crc-limited", std::string(1, '\x07') + slurp(tmp));
+  data::Dataset r;
+  r.name = "regression";
+  r.sample_shape = {3};
+  r.target_dim = 1;
+  r.features = {1, 2, 3, 4, 5, 6};
+  r.targets = {0.5f, -0.5f};
+  data::write_packed(tmp, r);
+  save("fuzz_packed", "regression", std::string(1, '\x03') + slurp(tmp));
+  std::remove(tmp.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR   (writes CORPUS_DIR/<target>/<seed>)\n", argv[0]);
+    return 2;
+  }
+  root = argv[1];
+  mkdir(root.c_str(), 0755);
+  kv_seeds();
+  control_seeds();
+  config_seeds();
+  data_seeds();
+  return 0;
+}
