@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "common/error.h"
@@ -75,6 +76,7 @@ class LineReader {
     if (!v.is_number()) fail(field, "expected a number or null");
     return v.as_number();
   }
+  bool has(const std::string& field) const { return obj_.has(field); }
   double number(const std::string& field) const {
     if (!obj_.has(field)) fail(field, "missing");
     std::optional<double> v = opt_number(field);
@@ -107,7 +109,9 @@ StepRecord read_step(const LineReader& r) {
   StepRecord s;
   s.epoch = r.integer("epoch");
   s.step = r.integer("step");
-  s.loss = r.number("loss");
+  // null: the loss was not finite (the writer prints NaN and inf as null): a diverged run.
+  if (!r.has("loss")) r.fail("loss", "missing");
+  s.loss = r.opt_number("loss").value_or(std::numeric_limits<double>::quiet_NaN());
   s.lr = r.opt_number("lr");
   s.wall_s = r.number("wall_s");
   return s;

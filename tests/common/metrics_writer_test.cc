@@ -1,13 +1,16 @@
-// MetricsWriter: JSON lines as written, epoch rows in the CSV.
+// MetricsWriter: JSON lines as written, epoch rows in the CSV; MetricsReader reads a diverged run back.
 #include "common/metrics/metrics_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/metrics/metrics_reader.h"
 
 namespace {
 
@@ -39,6 +42,36 @@ TEST(MetricsWriter, WritesJsonLinesAndEpochCsv) {
   EXPECT_EQ(read_all(dir + "/config.toml"), "[run]\nname = \"x\"\n");
   std::string cleanup = "rm -rf /tmp/pshard_metrics_test_" + std::to_string(::getpid());
   EXPECT_EQ(std::system(cleanup.c_str()), 0);
+}
+
+TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
+  // A diverged run: the writer prints NaN as null; the reader keeps the step as NaN (a gap in a
+  // chart) instead of rejecting the run, but a missing loss is still an error naming the line.
+  std::string dir = "/tmp/pshard_metrics_nan_test_" + std::to_string(::getpid());
+  {
+    pshard::MetricsWriter m(dir);
+    m.write(
+        pshard::Json::object().set("event", "step").set("epoch", 1).set("step", 0).set("loss", 2.5).set("wall_s", 0.1));
+    m.write(pshard::Json::object()
+                .set("event", "step")
+                .set("epoch", 1)
+                .set("step", 7)
+                .set("loss", std::nan(""))
+                .set("wall_s", 0.2));
+  }
+  EXPECT_NE(read_all(dir + "/metrics.jsonl").find("\"loss\":null"), std::string::npos);
+  pshard::RunMetrics run = pshard::read_run(dir);
+  ASSERT_EQ(run.steps.size(), 2u);
+  EXPECT_EQ(run.steps[0].loss, 2.5);
+  EXPECT_TRUE(std::isnan(run.steps[1].loss));
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"event\":\"step\",\"epoch\":1,\"step\":8,\"wall_s\":1}\n";
+  try {
+    pshard::read_run(dir);
+    FAIL() << "a step without a loss was accepted";
+  } catch (const pshard::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:3: field 'loss': missing"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MetricsWriter, UnwritableDirectoryIsAnError) {

@@ -2,6 +2,7 @@
 #include "worker/trainer/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "common/config/config.h"
@@ -92,7 +93,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       report.samples += r.n;
       report.loss_sum += r.loss_sum;
       report.correct += r.correct;
-      if (options_.log_every > 0 && step % options_.log_every == 0 && on_step) {
+      const bool diverged = !std::isfinite(r.loss_sum);
+      if (((options_.log_every > 0 && step % options_.log_every == 0) || diverged) && on_step) {
         StepEvent ev;
         ev.epoch = epoch;
         ev.step = step;
@@ -100,6 +102,13 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
         ev.lr = sync_.lr_at(step);
         ev.wall_s = seconds_since(start);
         on_step(ev);
+      }
+      // Nothing useful comes after a non-finite loss (the weights are NaN from here on), so a
+      // diverged run stops now with the reason instead of burning its remaining epochs.
+      if (diverged) {
+        throw Error("training diverged: the loss of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
+                    ") is not finite at learning rate " + std::to_string(sync_.lr_at(step)) +
+                    "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
       }
     }
     report.epoch_s = seconds_since(epoch_start);

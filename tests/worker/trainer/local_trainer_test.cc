@@ -96,4 +96,17 @@ TEST(LocalTrainer, TooLittleDataIsAClearError) {
   }
 }
 
+TEST(LocalTrainer, DivergenceStopsTheRunWithTheReason) {
+  Config cfg = Config::from_string(kLinreg, "linreg.toml", {"optimizer.lr=1000", "train.epochs=3"});
+  try {
+    train(cfg);
+    FAIL() << "a learning rate of 1000 did not diverge";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("training diverged: the loss of step"), std::string::npos) << what;
+    EXPECT_NE(what.find("epoch 1"), std::string::npos) << what;  // stops early, not after 3 epochs
+    EXPECT_NE(what.find("lower optimizer.lr"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
