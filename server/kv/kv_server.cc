@@ -59,7 +59,9 @@ thread_local bool on_socket_thread = false;  // true on a KvServer's socket thre
 constexpr size_t kMaxDeferred = 4096;  // requests held while no init has told us the layout
 
 // One request in progress. Payload frames are shared so that BSP can hold an out-of-order
-// contribution without copying it after the request has been answered.
+// contribution without copying it after the request has been answered; each is released as
+// soon as its slice has used it (not when the reply goes out), so a server's memory holds
+// the pushes not yet applied, not every push whose request is still open.
 struct Request {
   zmq::message_t identity;
   protocol::Message msg;
@@ -611,6 +613,7 @@ struct KvServer::Impl {
         const zmq::message_t& p = *req->payloads[k];
         s.weights.resize(s.length);
         std::memcpy(s.weights.data(), p.data(), p.size());
+        req->payloads[k].reset();
         s.opt_state.assign(s.length * opt.optimizer->state_floats(), 0.0f);
         s.pending.assign(opt.num_workers, nullptr);
         s.pushed.assign(opt.num_workers, 0);
@@ -641,10 +644,11 @@ struct KvServer::Impl {
             break;
           }
           s.pushed[rank] = 1;
-          s.pending[rank] = req->payloads[k];
+          s.pending[rank] = std::move(req->payloads[k]);
           bsp_advance(s, dead, scratch);
         } else {
           apply(s, aligned_floats(*req->payloads[k], scratch), m.step);
+          req->payloads[k].reset();
           ++s.version;
           s.clock[rank] = std::max(s.clock[rank], m.step + 1);
         }
