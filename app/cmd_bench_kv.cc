@@ -55,9 +55,10 @@ int64_t minor_faults() {
 // One worker of the benchmark (a child process): init (worker 0), pull, `rounds` rounds of push_pull of
 // every tensor, then `rtt_iters` sequential 4 KiB push_pulls. Writes one JSON line to `result_path`.
 int bench_worker(uint32_t rank, const std::vector<std::string>& servers, int64_t model_mib, uint64_t slice_bytes,
-                 int64_t rounds, int64_t rtt_iters, const std::string& result_path) {
+                 int64_t rounds, int64_t rtt_iters, int64_t spin_us, const std::string& result_path) {
   transport::retain_freed_memory();
   KvClientOptions o;
+  o.spin = std::chrono::microseconds(spin_us);
   o.rank = rank;
   o.servers = servers;
   o.tensors = bench_tensors(model_mib);
@@ -201,6 +202,7 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("rtt-iters", "N", "sequential 4 KiB push_pulls for the latency percentiles", false, "2000");
   p.add_option("optimizer", "NAME", "update rule on the servers", false, "sgd");
   p.add_option("server-threads", "N", "cluster.server_threads", false, "2");
+  p.add_option("spin-us", "US", "cluster.spin_us: busy-poll before sleeping (0: always sleep)", false, "0");
   p.add_flag("json", "print one JSON object on stdout");
   // Internal: how the benchmark starts its own worker processes.
   p.add_option("worker-rank", "R", "(internal) run as benchmark worker R");
@@ -216,6 +218,8 @@ int run_bench_kv(const std::vector<std::string>& args) {
   if (rounds <= 0) rounds = std::max<int64_t>(4, 2048 / M);
   const int64_t rtt_iters = p.get_int("rtt-iters");
   const uint64_t slice_bytes = static_cast<uint64_t>(K) << 10;
+  const int64_t spin_us = p.get_int("spin-us");
+  if (spin_us < 0) throw Error("bench kv: --spin-us must be >= 0");
 
   if (p.has("worker-rank")) {
     std::vector<std::string> eps;
@@ -223,7 +227,7 @@ int run_bench_kv(const std::vector<std::string>& args) {
     for (std::string e; std::getline(ss, e, ',');) eps.push_back(e);
     log::configure("bench worker " + p.get("worker-rank"), log::Level::kWarn);
     return bench_worker(static_cast<uint32_t>(p.get_int("worker-rank")), eps, M, slice_bytes, rounds, rtt_iters,
-                        p.get("result"));
+                        spin_us, p.get("result"));
   }
   log::configure("bench kv", log::Level::kWarn);
 
@@ -233,8 +237,9 @@ int run_bench_kv(const std::vector<std::string>& args) {
   std::filesystem::create_directories(dir);
   const std::string config = (dir / "bench.toml").string();
   std::ofstream(config) << "[cluster]\nmode = \"sync\"\nslice_bytes = " << slice_bytes
-                        << "\nserver_threads = " << p.get_int("server-threads") << "\n[optimizer]\nname = \""
-                        << p.get("optimizer") << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n";
+                        << "\nserver_threads = " << p.get_int("server-threads") << "\nspin_us = " << spin_us
+                        << "\n[optimizer]\nname = \"" << p.get("optimizer")
+                        << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n";
   const std::string token = random_token();
   std::vector<int> ports = pick_free_ports(static_cast<int>(S));
   std::vector<std::string> endpoints;
@@ -276,6 +281,8 @@ int run_bench_kv(const std::vector<std::string>& args) {
                   std::to_string(rounds),
                   "--rtt-iters",
                   std::to_string(rtt_iters),
+                  "--spin-us",
+                  std::to_string(spin_us),
                   "--result",
                   (dir / ("worker" + std::to_string(w) + ".json")).string()},
                  {"PSHARD_JOB_TOKEN=" + token},

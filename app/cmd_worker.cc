@@ -80,6 +80,7 @@ int run_worker(const std::vector<std::string>& args) {
   kopt.slice_bytes = slice_bytes;
   kopt.job_token = copt.job_token;
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
+  kopt.spin = std::chrono::microseconds(cfg.get_int("cluster.spin_us"));
   kopt.run_total_steps = total_steps;
   KvClient kv(kopt);
   trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);

@@ -40,6 +40,7 @@ struct KvServerOptions {
   int64_t batch_size = 64;                  // per worker (train.batch_size)
   int update_threads = 2;                   // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
+  std::chrono::microseconds spin{0};        // after traffic, poll without sleeping this long (cluster.spin_us)
 
   // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer and schedule come from `cfg`.
   static KvServerOptions from_config(const Config& cfg);
