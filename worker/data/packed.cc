@@ -142,6 +142,13 @@ Header read_header(std::ifstream& in, const std::string& path) {
     elems *= v;
     h.info.sample_shape.push_back(v);
   }
+  // Bounds the section sizes, so that layout_for() cannot wrap around 2^64 (a wrapped size would
+  // pass the file-size check and leave a data set claiming 2^31 samples with no features).
+  constexpr int64_t kMaxValues = int64_t(1) << 40;
+  if (h.info.count > 0 && (elems > kMaxValues / h.info.count || h.info.target_dim > kMaxValues / h.info.count)) {
+    throw Error(at(path, 16) + "sample count " + std::to_string(h.info.count) + " times " + std::to_string(elems) +
+                " values per sample (target_dim " + std::to_string(h.info.target_dim) + ") exceeds 2^40 values");
+  }
   h.info.name = header.substr(kFixedHeader + 8 * ndims, name_bytes);
   h.layout = layout_for(h.info.count, elems, h.info.num_classes, h.info.target_dim, ndims, name_bytes);
   struct {

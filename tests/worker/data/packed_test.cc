@@ -2,6 +2,7 @@
 #include "worker/data/packed.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +102,36 @@ TEST(Packed, CorruptAndTruncatedFiles) {
   testing::write_all(path, good + "zz");
   e = error_of([&] { read_packed(path); });
   EXPECT_NE(e.find("unexpected bytes after byte " + std::to_string(good.size())), std::string::npos) << e;
+}
+
+// A header whose section sizes wrap around 2^64: 2^31 samples of 2^32 x 2 floats are 2^66 bytes,
+// i.e. 0 modulo 2^64, so a 192-byte file matched its own layout and read_packed returned a data
+// set of "2^31 samples" without features (and computed 2^31 * 2^33 in int64: undefined behaviour).
+TEST(Packed, SectionSizesThatWrapAroundAreAnError) {
+  TempDir dir;
+  std::string path = dir.file("wrap.pshd");
+  Dataset d;
+  d.name = "x";
+  d.sample_shape = {1, 2};
+  d.features = {1, 2};
+  write_packed(path, d);
+  std::string bytes = testing::read_all(path);
+  ASSERT_EQ(bytes.size(), 256u);  // 192 bytes of header, one 64-byte features section
+  auto put64 = [&](size_t off, uint64_t v) { std::memcpy(&bytes[off], &v, 8); };
+  auto put32 = [&](size_t off, uint32_t v) { std::memcpy(&bytes[off], &v, 4); };
+  bytes.resize(192);
+  put64(16, uint64_t(1) << 31);   // count
+  put64(128, uint64_t(1) << 32);  // sample shape {2^32, 2}
+  put64(48, 192);                 // features_offset
+  put64(72, 192);                 // file_bytes: the wrapped layout ends with the header
+  put32(80, 0);                   // crc32 of the (empty) features section
+  put32(92, 0);
+  put32(92, static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), 192)));
+  testing::write_all(path, bytes);
+  std::string e = error_of([&] { read_packed(path); });
+  EXPECT_NE(e.find(path + ": byte 16: sample count 2147483648 times 8589934592 values per sample"), std::string::npos)
+      << e;
+  EXPECT_NE(error_of([&] { read_packed_info(path); }).find("exceeds 2^40 values"), std::string::npos);
 }
 
 TEST(Packed, LoadDataReadsPackedSplits) {
