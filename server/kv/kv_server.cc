@@ -20,6 +20,7 @@
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "server/kv/slice_weights.h"
 #include "server/optimizers/lr_schedule.h"
 
 namespace pshard {
@@ -95,7 +96,8 @@ struct SliceState {
   uint32_t id = 0;
   uint64_t length = 0;
   bool initialized = false;
-  std::vector<float> weights;
+  explicit SliceState(std::shared_ptr<transport::BufferPool> pool) : weights(std::move(pool)) {}
+  SliceWeights weights;  // sent zero-copy to pullers, updated copy-on-write
   std::vector<float> opt_state;
   int64_t version = 0;  // BSP: steps aggregated; ASP/SSP: pushes applied
   int64_t updates = 0;  // optimizer t
@@ -172,7 +174,7 @@ struct KvServer::Impl {
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0}, n_weight_copies{0};
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -465,7 +467,7 @@ struct KvServer::Impl {
     for (const SliceInfo& s : l->slices()) {
       const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
       if (s.server != opt.rank) continue;
-      auto st = std::make_unique<SliceState>();
+      auto st = std::make_unique<SliceState>(pool);
       st->id = id;
       st->length = s.length;
       states[id] = std::move(st);
@@ -518,12 +520,7 @@ struct KvServer::Impl {
     return false;
   }
 
-  void answer(SliceState& s, Request& req, size_t key) {
-    const size_t bytes = s.length * sizeof(float);
-    zmq::message_t frame = pool->message(bytes);
-    std::memcpy(frame.data(), s.weights.data(), bytes);
-    req.replies[key] = std::move(frame);
-  }
+  void answer(SliceState& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
 
   // Answers every waiting pull that is now ready; returns the requests that finished.
   std::vector<RequestPtr> release_waiters(SliceState& s, const std::vector<char>& dead) {
@@ -544,8 +541,10 @@ struct KvServer::Impl {
 
   void apply(SliceState& s, const float* g, int64_t step) {
     ++s.updates;
-    opt.optimizer->apply(s.weights.data(), g, s.opt_state.data(), s.length, opt.lr_at(step), s.updates);
+    const uint64_t copies_before = s.weights.copies();
+    opt.optimizer->apply(s.weights.writable(), g, s.opt_state.data(), s.length, opt.lr_at(step), s.updates);
     ++n_updates;
+    n_weight_copies += s.weights.copies() - copies_before;
   }
 
   // BSP: sums contributions in rank order as far as they are contiguous; closes the step when
@@ -616,8 +615,7 @@ struct KvServer::Impl {
           break;
         }
         const zmq::message_t& p = *req->payloads[k];
-        s.weights.resize(s.length);
-        std::memcpy(s.weights.data(), p.data(), p.size());
+        s.weights.assign(static_cast<const float*>(p.data()), s.length);
         req->payloads[k].reset();
         s.opt_state.assign(s.length * opt.optimizer->state_floats(), 0.0f);
         s.pending.assign(opt.num_workers, nullptr);
@@ -759,6 +757,7 @@ KvServerStats KvServer::stats() const {
   s.bytes_received = impl_->bytes_in;
   s.bytes_sent = impl_->bytes_out;
   s.updates = impl_->n_updates;
+  s.weight_copies = impl_->n_weight_copies;
   return s;
 }
 

@@ -52,6 +52,7 @@ struct KvServerStats {
   uint64_t bytes_received = 0;  // payload bytes
   uint64_t bytes_sent = 0;      // payload bytes
   uint64_t updates = 0;         // optimizer applications (all slices)
+  uint64_t weight_copies = 0;   // updates that copied their slice first because a reply was still sending it
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

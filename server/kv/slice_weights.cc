@@ -1,0 +1,46 @@
+// SliceWeights: shared_ptr-counted pooled buffers behind zero-copy reply frames.
+#include "server/kv/slice_weights.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace pshard {
+namespace {
+
+void drop_reference(void*, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }
+
+}  // namespace
+
+void SliceWeights::assign(const float* values, size_t n) {
+  auto fresh = std::make_shared<Buffer>();
+  fresh->memory = pool_->message(n * sizeof(float));
+  std::memcpy(fresh->memory.data(), values, n * sizeof(float));
+  buf_ = std::move(fresh);
+  n_ = n;
+}
+
+const float* SliceWeights::data() const { return buf_ ? static_cast<const float*>(buf_->memory.data()) : nullptr; }
+
+float* SliceWeights::writable() {
+  if (!buf_) return nullptr;
+  if (buf_.use_count() > 1) {
+    // A reply is still being sent from this buffer: leave it to the reply and update a copy.
+    auto fresh = std::make_shared<Buffer>();
+    fresh->memory = pool_->message(n_ * sizeof(float));
+    std::memcpy(fresh->memory.data(), buf_->memory.data(), n_ * sizeof(float));
+    buf_ = std::move(fresh);
+    ++copies_;
+  } else {
+    // The last reply dropped its reference on ZeroMQ's thread after reading the bytes; this
+    // fence pairs with that release so our writes cannot be seen by (or race with) its reads.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return static_cast<float*>(buf_->memory.data());
+}
+
+zmq::message_t SliceWeights::frame() const {
+  auto* hint = new std::shared_ptr<void>(buf_);
+  return zmq::message_t(buf_->memory.data(), n_ * sizeof(float), &drop_reference, hint);
+}
+
+}  // namespace pshard

@@ -1,0 +1,46 @@
+// A slice's weights, sent to pullers zero-copy and updated copy-on-write.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <zmq.hpp>
+
+#include "common/transport/buffer_pool.h"
+
+namespace pshard {
+
+// Replies carry the weights without copying them: a reply frame holds a reference to the
+// buffer until ZeroMQ has sent it. An update that finds such a reference still alive writes a
+// fresh buffer (from the pool: recycled, already-touched memory) instead of changing bytes
+// that are going out, so a pull never sees a half-applied step and never costs a copy of its
+// own. Owned by the one thread that updates the slice; reply frames may die on any thread.
+//
+//   SliceWeights w(pool);
+//   w.assign(initial, n);
+//   zmq::message_t reply = w.frame();                   // zero-copy, holds a reference
+//   optimizer.apply(w.writable(), grad, state, n, ...);  // copies first only if `reply` is unsent
+class SliceWeights {
+ public:
+  explicit SliceWeights(std::shared_ptr<transport::BufferPool> pool) : pool_(std::move(pool)) {}
+
+  void assign(const float* values, size_t n);  // n floats into a buffer of their own
+  size_t size() const { return n_; }
+  const float* data() const;  // read-only view (owner thread)
+
+  // The buffer to update in place: the current one when no reply holds it, else a copy.
+  float* writable();
+  // A zero-copy frame of the current weights; keeps them alive and unchanged until destroyed.
+  zmq::message_t frame() const;
+  uint64_t copies() const { return copies_; }  // updates that had to copy (replies still in flight)
+
+ private:
+  struct Buffer {
+    zmq::message_t memory;  // pooled bytes: back to the pool when the last reference goes
+  };
+  std::shared_ptr<transport::BufferPool> pool_;
+  std::shared_ptr<Buffer> buf_;
+  size_t n_ = 0;
+  uint64_t copies_ = 0;
+};
+
+}  // namespace pshard
