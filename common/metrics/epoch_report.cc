@@ -2,6 +2,7 @@
 #include "common/metrics/epoch_report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 
@@ -33,24 +34,35 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
       throw Error(std::string("worker epoch report: field '") + key + "': " + e.what());
     }
   };
+  // Counts arrive as JSON numbers from another process: a whole number in [0, max] or an Error
+  // (casting 1e300 or -1 to an integer type is undefined behaviour).
+  auto count = [&](const char* key, double max) {
+    const double v = number(key);
+    if (!(v >= 0 && v <= max && v == std::floor(v))) {
+      throw Error(std::string("worker epoch report: field '") + key + "': " + Json(v).dump() +
+                  " is not a whole number in [0, " + Json(max).dump() + "]");
+    }
+    return v;
+  };
+  constexpr double kMaxCount = 9007199254740992.0;  // 2^53: every integer up to it is exact in a double
   WorkerEpochReport r;
-  r.rank = static_cast<uint32_t>(number("rank"));
-  r.epoch = static_cast<int64_t>(number("epoch"));
-  r.step = static_cast<int64_t>(number("step"));
+  r.rank = static_cast<uint32_t>(count("rank", 4294967295.0));
+  r.epoch = static_cast<int64_t>(count("epoch", kMaxCount));
+  r.step = static_cast<int64_t>(count("step", kMaxCount));
   r.classification = boolean("classification");
-  r.samples = static_cast<int64_t>(number("samples"));
+  r.samples = static_cast<int64_t>(count("samples", kMaxCount));
   r.loss_sum = number("loss_sum");
-  r.correct = static_cast<int64_t>(number("correct"));
+  r.correct = static_cast<int64_t>(count("correct", kMaxCount));
   r.evaluated = boolean("evaluated");
-  r.test_n = static_cast<int64_t>(number("test_n"));
+  r.test_n = static_cast<int64_t>(count("test_n", kMaxCount));
   r.test_loss_sum = number("test_loss_sum");
-  r.test_correct = static_cast<int64_t>(number("test_correct"));
+  r.test_correct = static_cast<int64_t>(count("test_correct", kMaxCount));
   r.epoch_s = number("epoch_s");
   r.eval_s = number("eval_s");
   r.compute_s = number("compute_s");
   r.comm_wait_s = number("comm_wait_s");
-  r.bytes_sent = static_cast<uint64_t>(number("bytes_sent"));
-  r.bytes_recv = static_cast<uint64_t>(number("bytes_recv"));
+  r.bytes_sent = static_cast<uint64_t>(count("bytes_sent", kMaxCount));
+  r.bytes_recv = static_cast<uint64_t>(count("bytes_recv", kMaxCount));
   r.wall_s = number("wall_s");
   r.lr = number("lr");
   return r;

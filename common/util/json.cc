@@ -67,6 +67,8 @@ double Json::as_number() const {
 int64_t Json::as_int() const {
   double v = as_number();
   if (v != std::floor(v)) throw Error("json: expected an integer");
+  // [-2^63, 2^63): outside it the cast is undefined behaviour.
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) throw Error("json: integer out of range");
   return static_cast<int64_t>(v);
 }
 

@@ -1,0 +1,73 @@
+// Worker epoch reports read from JSON (what the coordinator receives): counts out of range are errors.
+#include "common/metrics/epoch_report.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+WorkerEpochReport sample() {
+  WorkerEpochReport r;
+  r.rank = 2;
+  r.epoch = 3;
+  r.step = 120;
+  r.samples = 640;
+  r.loss_sum = 12.5;
+  r.correct = 500;
+  r.bytes_sent = 1 << 20;
+  r.bytes_recv = 1 << 21;
+  r.lr = 0.05;
+  return r;
+}
+
+std::string error_of(const Json& j) {
+  try {
+    WorkerEpochReport::from_json(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WorkerEpochReport, RoundTripsThroughJson) {
+  WorkerEpochReport back = WorkerEpochReport::from_json(Json::parse(sample().to_json().dump(), "test"));
+  EXPECT_EQ(back.rank, 2u);
+  EXPECT_EQ(back.epoch, 3);
+  EXPECT_EQ(back.step, 120);
+  EXPECT_EQ(back.samples, 640);
+  EXPECT_DOUBLE_EQ(back.loss_sum, 12.5);
+  EXPECT_EQ(back.bytes_recv, uint64_t(1) << 21);
+}
+
+// Seen while writing fuzz_control_message: a report with "rank": -1 or "step": 1e300 was cast to
+// an integer type (undefined behaviour) instead of being refused.
+TEST(WorkerEpochReport, CountsOutOfRangeAreErrorsNamingTheField) {
+  Json j = sample().to_json();
+  j.set("rank", -1.0);
+  std::string e = error_of(j);
+  EXPECT_NE(e.find("field 'rank'"), std::string::npos) << e;
+  EXPECT_NE(e.find("not a whole number in [0, 4294967295]"), std::string::npos) << e;
+  j = sample().to_json();
+  j.set("step", 1e300);
+  EXPECT_NE(error_of(j).find("field 'step'"), std::string::npos);
+  j = sample().to_json();
+  j.set("bytes_sent", 2.5);
+  EXPECT_NE(error_of(j).find("field 'bytes_sent'"), std::string::npos);
+  j = sample().to_json();
+  j.set("samples", 9007199254740992.0);  // 2^53 is still fine
+  EXPECT_EQ(error_of(j), "");
+}
+
+TEST(Json, AsIntRefusesValuesOutsideInt64) {
+  EXPECT_EQ(Json::parse("-9223372036854775808", "t").as_int(), INT64_MIN);
+  EXPECT_THROW(Json::parse("9223372036854775808", "t").as_int(), Error);
+  EXPECT_THROW(Json::parse("1e300", "t").as_int(), Error);
+  EXPECT_THROW(Json::parse("-1e19", "t").as_int(), Error);
+}
+
+}  // namespace
+}  // namespace pshard
