@@ -82,6 +82,10 @@ void kv_seeds() {
   init.run_total_steps = 100;
   init.tensors = {{"w", 40}, {"b", 8}};
   save("fuzz_kv_message", "init", with_payloads(0, init, true));
+  // Regression: an init asking for 2^31 slices (SliceLayout allocated them; now an Error).
+  Message huge = init;
+  huge.tensors = {{"w", uint64_t(1) << 35}, {"b", 8}};
+  save("fuzz_kv_message", "regress-init-with-2pow31-slices", with_payloads(0, huge, true));
   Message push = m;
   push.type = MessageType::PUSH;
   save("fuzz_kv_message", "push", with_payloads(2, push, true));
