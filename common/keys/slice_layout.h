@@ -33,9 +33,10 @@ struct SliceInfo {
 //   ClusterClient::Options opt; opt.layout_fingerprint = layout.fingerprint();
 class SliceLayout {
  public:
-  // The most slices a layout holds (a server keeps state per slice; a bigger model needs a larger
-  // cluster.slice_bytes). Also bounds what an init message from the wire can make a server allocate.
-  static constexpr uint64_t kMaxSlices = uint64_t(1) << 20;
+  // The most slices a layout holds: 256 GiB of float32 at the default 1 MiB slices (a server keeps
+  // state per slice; a bigger model needs a larger cluster.slice_bytes). Also bounds what an init
+  // message from the wire can make a server allocate and sort.
+  static constexpr uint64_t kMaxSlices = uint64_t(1) << 18;
 
   SliceLayout() = default;
   // Throws pshard::Error on an empty list, an empty or duplicate name, a tensor with 0 elements,
