@@ -55,7 +55,11 @@ int main(int argc, char** argv) {
     try {
       return c.run(std::vector<std::string>(argv + 2, argv + argc));
     } catch (const pshard::Error& e) {
-      std::fprintf(stderr, "pshard %s: error: %s\n", c.name, e.what());
+      // Argument errors already start with "pshard <command>: "; say it once.
+      std::string what = e.what();
+      const std::string self = std::string("pshard ") + c.name + ": ";
+      if (what.compare(0, self.size(), self) == 0) what.erase(0, self.size());
+      std::fprintf(stderr, "pshard %s: error: %s\n", c.name, what.c_str());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pshard %s: internal error: %s\n", c.name, e.what());

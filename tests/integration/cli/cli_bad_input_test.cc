@@ -1,0 +1,129 @@
+// Every row of docs/BAD_INPUT.md that a user types: the pshard executable exits non-zero, within a
+// bounded time, with one error line naming what was wrong.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launcher/report/child_process.h"
+
+namespace pshard {
+namespace {
+
+std::string pshard_bin() {
+  const char* bin = std::getenv("PSHARD_BIN");
+  return bin ? bin : "pshard";
+}
+
+std::string source_dir() {
+  const char* dir = std::getenv("PSHARD_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+struct Case {
+  std::vector<std::string> args;  // after "pshard"
+  int exit_code;
+  std::string message;  // must appear in the output
+};
+
+class CliBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = "/tmp/pshard_cli_bad_input_" + std::to_string(::getpid());
+    ASSERT_EQ(std::system(("mkdir -p " + dir_).c_str()), 0);
+    std::ofstream(dir_ + "/syntax.toml") << "[train]\nepochs = \n";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  void expect(const Case& c) {
+    std::vector<std::string> argv = {pshard_bin()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    std::string cmd;
+    for (const std::string& a : c.args) cmd += " " + a;
+    const std::string log = dir_ + "/out.log";
+    std::remove(log.c_str());
+    report::ChildResult r = report::run_child(argv, log, 60);
+    std::ifstream in(log);
+    std::stringstream out;
+    out << in.rdbuf();
+    EXPECT_FALSE(r.timed_out) << "pshard" << cmd;
+    EXPECT_EQ(r.exit_code, c.exit_code) << "pshard" << cmd << "\n" << out.str();
+    EXPECT_NE(out.str().find(c.message), std::string::npos)
+        << "pshard" << cmd << ": expected '" << c.message << "' in:\n"
+        << out.str();
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CliBadInput, CommandLines) {
+  const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
+  const std::vector<Case> cases = {
+      {{"frob"}, 2, "pshard: unknown command 'frob'"},
+      {{"launch", "--bogus"}, 1, "pshard launch: error: unknown option --bogus (see --help)"},
+      {{"launch", "--servers", "x", "--workers", "1", "--config", cfg},
+       1,
+       "option --servers expects an integer, got 'x'"},
+      {{"launch", "--servers", "1", "--workers", "1"}, 1, "option --config is required"},
+      {{"launch", "--servers", "0", "--workers", "1", "--config", cfg}, 1, "--servers must be in 1..1024, got 0"},
+      {{"sweep", "--config", cfg, "--grid", "foo"}, 1, "--grid 'foo': expected KEY=V1,V2,..."},
+      {{"report", dir_ + "/nothing"}, 1, "not a run directory (no metrics.jsonl) and not a folder of runs"},
+      {{"data", "convert"}, 1, "option --data is required"},
+  };
+  for (const Case& c : cases) expect(c);
+}
+
+TEST_F(CliBadInput, ConfigsAndOverrides) {
+  const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
+  const std::vector<Case> cases = {
+      {{"train", "--config", dir_ + "/missing.toml"}, 1, "config " + dir_ + "/missing.toml: cannot open file"},
+      {{"train", "--config", dir_ + "/syntax.toml"}, 1, "syntax.toml: line 2"},
+      {{"train", "--config", cfg, "--set", "foo.bar=1"}, 1, "key 'foo.bar': unknown key"},
+      {{"train", "--config", cfg, "--set", "train.epochs=abc"},
+       1,
+       "key 'train.epochs': expected an integer, got 'abc'"},
+      {{"train", "--config", cfg, "--set", "train.batch_size=0"}, 1, "key 'train.batch_size': value 0 is out of range"},
+      {{"train", "--config", cfg, "--set", "optimizer.name=adamx"}, 1, "key 'optimizer.name': 'adamx' is not one of"},
+      {{"train", "--config", cfg, "--set", "data.train_size=10"}, 1, "fewer than one global batch"},
+  };
+  for (const Case& c : cases) expect(c);
+}
+
+TEST_F(CliBadInput, DataFiles) {
+  const std::string fmnist = source_dir() + "/configs/fmnist_mlp.toml";
+  // A folder without the IDX files, then IDX files cut short.
+  expect({{"train", "--config", fmnist, "--set", "data.dir=" + dir_}, 1, "neither train-images-idx3-ubyte"});
+  const std::string d = dir_ + "/short";
+  ASSERT_EQ(std::system(("mkdir -p " + d).c_str()), 0);
+  for (const char* name :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    // A valid header announcing 60000 28x28 images (or labels), followed by 10 bytes.
+    std::ofstream f(d + "/" + name, std::ios::binary);
+    const bool images = std::string(name).find("images") != std::string::npos;
+    const unsigned char header_images[] = {0, 0, 8, 3, 0, 0, 0xEA, 0x60, 0, 0, 0, 28, 0, 0, 0, 28};
+    const unsigned char header_labels[] = {0, 0, 8, 1, 0, 0, 0xEA, 0x60};
+    if (images) {
+      f.write(reinterpret_cast<const char*>(header_images), sizeof header_images);
+    } else {
+      f.write(reinterpret_cast<const char*>(header_labels), sizeof header_labels);
+    }
+    f.write("0123456789", 10);
+  }
+  expect({{"train", "--config", fmnist, "--set", "data.dir=" + d}, 1, "train-images-idx3-ubyte"});
+  expect({{"train", "--config", fmnist, "--set", "data.dir=" + d}, 1, "truncated"});
+}
+
+TEST_F(CliBadInput, ClusterEnvironment) {
+  const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
+  // `pshard slurm` outside an allocation, and a worker given a coordinator address that is not one.
+  ::unsetenv("SLURM_JOB_ID");
+  expect({{"slurm", "--config", cfg}, 1, "environment variable SLURM_JOB_ID is not set"});
+  expect({{"worker", "--coordinator", "nonsense", "--config", cfg}, 1, "cannot connect to coordinator 'nonsense'"});
+}
+
+}  // namespace
+}  // namespace pshard
