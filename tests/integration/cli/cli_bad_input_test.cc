@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/report/child_process.h"
@@ -123,6 +124,18 @@ TEST_F(CliBadInput, ClusterEnvironment) {
   ::unsetenv("SLURM_JOB_ID");
   expect({{"slurm", "--config", cfg}, 1, "environment variable SLURM_JOB_ID is not set"});
   expect({{"worker", "--coordinator", "nonsense", "--config", cfg}, 1, "cannot connect to coordinator 'nonsense'"});
+  // Inside an allocation, an interface without an IPv4 address lists the interfaces that have one.
+  const std::vector<std::pair<const char*, const char*>> slurm_env = {{"SLURM_JOB_ID", "1"},
+                                                                      {"SLURM_PROCID", "0"},
+                                                                      {"SLURM_NTASKS", "2"},
+                                                                      {"SLURM_NODEID", "0"},
+                                                                      {"SLURM_LOCALID", "0"},
+                                                                      {"SLURM_NNODES", "1"},
+                                                                      {"SLURM_JOB_NODELIST", "localhost"},
+                                                                      {"SLURM_TASKS_PER_NODE", "2"}};
+  for (const auto& [k, v] : slurm_env) ::setenv(k, v, 1);
+  expect({{"slurm", "--config", cfg, "--iface", "nosuch0"}, 1, "--iface nosuch0: no IPv4 address on that interface"});
+  for (const auto& kv : slurm_env) ::unsetenv(kv.first);
 }
 
 }  // namespace
