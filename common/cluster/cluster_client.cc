@@ -223,6 +223,7 @@ struct ClusterClient::Impl {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
     sock.set(zmq::sockopt::linger, 2000);
+    transport::apply_curve_client(sock, opt.curve);
     try {
       sock.connect(opt.coordinator);
     } catch (const zmq::error_t& e) {

@@ -90,6 +90,12 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
+
+    // security (docs/OPERATIONS.md, "Security")
+    {"security.curve", T::kBool, "false", 0, 0, "",
+     "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)"},
+    {"security.key_dir", T::kString, "", 0, 0, "",
+     "directory of the job's key file curve.keys (mode 0600); empty: RUN_DIR/keys. --key-dir overrides it"},
 };
 
 }  // namespace
