@@ -292,7 +292,11 @@ struct ClusterClient::Impl {
       if (now - last_heard > silence_limit && !stopping.load()) {
         raise_abort("coordinator " + opt.coordinator + " silent for " +
                         std::to_string(std::chrono::duration_cast<milliseconds>(now - last_heard).count()) + " ms (" +
-                        (heard_once ? "heartbeat timeout" : "never answered") + ")",
+                        (heard_once ? "heartbeat timeout" : "never answered") + ")" +
+                        (!heard_once && opt.curve.enabled()
+                             ? "; security.curve is on: a coordinator that refuses this node's CurveZMQ keys stays "
+                               "silent, see its log and check --key-dir"
+                             : ""),
                     nullptr);
       }
       deliver_events();
