@@ -17,6 +17,7 @@
 #include "common/transport/curve.h"
 #include "common/transport/frames.h"
 #include "launcher/coordinator.h"
+#include "launcher/local_job.h"
 #include "server/kv/kv_server.h"
 #include "server/optimizers/optimizer.h"
 #include "worker/client/kv_client.h"
@@ -213,6 +214,38 @@ TEST(CurveJob, LaunchRefusesAKeyFileOthersCanRead) {
   EXPECT_NE(rc, 0) << text;
   EXPECT_NE(text.find(file + " has mode 0644"), std::string::npos) << text;
   EXPECT_EQ(text.find("[worker"), std::string::npos) << "no process should start\n" << text;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// An srun step simulated on this machine: 3 tasks of `pshard slurm` on one "node" (task 0: coordinator and
+// server, tasks 1-2: workers). The workers start first and wait for the key file task 0 creates.
+TEST(CurveJob, SlurmTasksWaitForTheKeyFileTask0Creates) {
+  if (!transport::curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  const std::string dir = fresh_dir("curve-slurm");
+  const int port = pick_free_ports(1).at(0);
+  auto task = [&](int id) {
+    const std::string env =
+        "env PSHARD_JOB_TOKEN=slurm-curve SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_NTASKS=3 "
+        "SLURM_NODEID=0 SLURM_JOB_NODELIST=node1 SLURM_TASKS_PER_NODE=3 SLURM_PROCID=" +
+        std::to_string(id) + " SLURM_LOCALID=" + std::to_string(id) + " ";
+    const std::string cmd = env + pshard_bin() + " slurm --config " + source_dir() +
+                            "/configs/linreg_sgd.toml --set security.curve=true --set train.epochs=1"
+                            " --set data.train_size=1024 --set data.test_size=128 --set train.threads=1"
+                            " --iface lo --coordinator-host 127.0.0.1 --port " +
+                            std::to_string(port) + " --run-dir " + dir + "/run";
+    return run_with_timeout(cmd, 120, dir + "/task" + std::to_string(id) + ".log");
+  };
+  auto w1 = std::async(std::launch::async, task, 1);
+  auto w2 = std::async(std::launch::async, task, 2);
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/keys/curve.keys"));
+  const int rc0 = task(0);
+  const int rc1 = w1.get(), rc2 = w2.get();
+  EXPECT_EQ(rc0, 0) << read_file(dir + "/task0.log");
+  EXPECT_EQ(rc1, 0) << read_file(dir + "/task1.log");
+  EXPECT_EQ(rc2, 0) << read_file(dir + "/task2.log");
+  EXPECT_EQ(mode_of(dir + "/run/keys/curve.keys"), 0600u);
+  EXPECT_EQ(pshard::testing::read_summary(dir + "/run").at("epochs").as_int(), 1);
   pshard::testing::remove_dir_if_passed(dir);
 }
 
