@@ -19,6 +19,7 @@
 #include "app/bench.h"
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/json.h"
 #include "common/util/log.h"
@@ -55,7 +56,8 @@ int64_t minor_faults() {
 // One worker of the benchmark (a child process): init (worker 0), pull, `rounds` rounds of push_pull of
 // every tensor, then `rtt_iters` sequential 4 KiB push_pulls. Writes one JSON line to `result_path`.
 int bench_worker(uint32_t rank, const std::vector<std::string>& servers, int64_t model_mib, uint64_t slice_bytes,
-                 int64_t rounds, int64_t rtt_iters, int64_t spin_us, const std::string& result_path) {
+                 int64_t rounds, int64_t rtt_iters, int64_t spin_us, const std::string& result_path,
+                 const transport::CurveKeys& curve) {
   transport::retain_freed_memory();
   KvClientOptions o;
   o.spin = std::chrono::microseconds(spin_us);
@@ -65,6 +67,7 @@ int bench_worker(uint32_t rank, const std::vector<std::string>& servers, int64_t
   o.slice_bytes = slice_bytes;
   const char* token = std::getenv("PSHARD_JOB_TOKEN");
   o.job_token = token ? token : "";
+  o.curve = curve;
   o.request_timeout = std::chrono::milliseconds(120000);
   KvClient kv(o);
   const auto& tensors = o.tensors;
@@ -203,11 +206,13 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("optimizer", "NAME", "update rule on the servers", false, "sgd");
   p.add_option("server-threads", "N", "cluster.server_threads", false, "2");
   p.add_option("spin-us", "US", "cluster.spin_us: busy-poll before sleeping (0: always sleep)", false, "0");
+  p.add_flag("curve", "CurveZMQ on every socket (security.curve; keys in a temporary 0700 directory)");
   p.add_flag("json", "print one JSON object on stdout");
   // Internal: how the benchmark starts its own worker processes.
   p.add_option("worker-rank", "R", "(internal) run as benchmark worker R");
   p.add_option("endpoints", "LIST", "(internal) comma-separated server endpoints");
   p.add_option("result", "FILE", "(internal) where a worker writes its result");
+  p.add_option("key-dir", "DIR", "(internal) the CurveZMQ key directory of the benchmark (\"\": plaintext)");
   if (!p.parse(args)) return 0;
 
   const int64_t S = p.get_int("servers"), W = p.get_int("workers"), M = p.get_int("model-mib");
@@ -226,8 +231,10 @@ int run_bench_kv(const std::vector<std::string>& args) {
     std::stringstream ss(p.get("endpoints"));
     for (std::string e; std::getline(ss, e, ',');) eps.push_back(e);
     log::configure("bench worker " + p.get("worker-rank"), log::Level::kWarn);
+    const transport::CurveKeys curve =
+        p.get("key-dir").empty() ? transport::CurveKeys{} : transport::read_curve_keys(p.get("key-dir"));
     return bench_worker(static_cast<uint32_t>(p.get_int("worker-rank")), eps, M, slice_bytes, rounds, rtt_iters,
-                        spin_us, p.get("result"));
+                        spin_us, p.get("result"), curve);
   }
   log::configure("bench kv", log::Level::kWarn);
 
@@ -239,7 +246,14 @@ int run_bench_kv(const std::vector<std::string>& args) {
   std::ofstream(config) << "[cluster]\nmode = \"sync\"\nslice_bytes = " << slice_bytes
                         << "\nserver_threads = " << p.get_int("server-threads") << "\nspin_us = " << spin_us
                         << "\n[optimizer]\nname = \"" << p.get("optimizer")
-                        << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n";
+                        << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
+                        << (p.flag("curve") ? "true" : "false") << "\n";
+  const std::string key_dir = (dir / "keys").string();
+  std::string worker_key_dir;  // "": plaintext
+  if (p.flag("curve")) {
+    transport::ensure_curve_keys(key_dir);
+    worker_key_dir = key_dir;
+  }
   const std::string token = random_token();
   std::vector<int> ports = pick_free_ports(static_cast<int>(S));
   std::vector<std::string> endpoints;
@@ -251,7 +265,7 @@ int run_bench_kv(const std::vector<std::string>& args) {
     endpoints.push_back("tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s)]));
     servers.add({"server " + std::to_string(s),
                  {exe, "server", "--config", config, "--servers", std::to_string(S), "--workers", std::to_string(W),
-                  "--rank", std::to_string(s), "--bind", endpoints.back()},
+                  "--rank", std::to_string(s), "--bind", endpoints.back(), "--key-dir", key_dir},
                  {"PSHARD_JOB_TOKEN=" + token},
                  false,
                  false});
@@ -284,7 +298,9 @@ int run_bench_kv(const std::vector<std::string>& args) {
                   "--spin-us",
                   std::to_string(spin_us),
                   "--result",
-                  (dir / ("worker" + std::to_string(w) + ".json")).string()},
+                  (dir / ("worker" + std::to_string(w) + ".json")).string(),
+                  "--key-dir",
+                  worker_key_dir},
                  {"PSHARD_JOB_TOKEN=" + token},
                  false,
                  false});
@@ -339,6 +355,7 @@ int run_bench_kv(const std::vector<std::string>& args) {
       .set("model_mib", M)
       .set("slice_kib", K)
       .set("optimizer", p.get("optimizer"))
+      .set("curve", p.flag("curve"))
       .set("rounds", rounds)
       .set("push_pull_gbps", kv_gbps)
       .set("tcp_baseline_gbps", tcp_gbps)
@@ -352,9 +369,10 @@ int run_bench_kv(const std::vector<std::string>& args) {
   if (p.flag("json")) {
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("pshard bench kv: %lld server(s), %lld worker(s), %lld MiB model, %lld KiB slices, %s, %lld rounds\n",
+    std::printf("pshard bench kv: %lld server(s), %lld worker(s), %lld MiB model, %lld KiB slices, %s, %lld rounds%s\n",
                 static_cast<long long>(S), static_cast<long long>(W), static_cast<long long>(M),
-                static_cast<long long>(K), p.get("optimizer").c_str(), static_cast<long long>(rounds));
+                static_cast<long long>(K), p.get("optimizer").c_str(), static_cast<long long>(rounds),
+                p.flag("curve") ? ", CurveZMQ" : "");
     std::printf("  push+pull      %.3f GB/s\n  tcp loopback   %.3f GB/s\n  ratio          %.3f\n", kv_gbps, tcp_gbps,
                 kv_gbps / tcp_gbps);
     std::printf("  4 KiB push_pull round trip: p50 %.1f us, p99 %.1f us\n", p50, p99);

@@ -7,6 +7,7 @@
 #include "app/command.h"
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/log.h"
 #include "launcher/coordinator.h"
@@ -28,6 +29,9 @@ int run_coordinator(const std::vector<std::string>& args) {
   p.add_option("config", "FILE", "experiment config (TOML): cluster.* keys set heartbeats and the failure policy");
   p.add_multi("set", "KEY=VALUE", "override a config key");
   p.add_option("run-dir", "DIR", "write cluster.json (who runs where) into DIR");
+  p.add_option(
+      "key-dir", "DIR",
+      "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
   if (!p.parse(args)) return 0;
 
   Config cfg = p.has("config") ? Config::from_file(p.get("config"), p.get_all("set")) : Config::defaults();
@@ -47,6 +51,7 @@ int run_coordinator(const std::vector<std::string>& args) {
   if (opt.job_token.empty()) {
     PSHARD_LOG(kWarn) << "PSHARD_JOB_TOKEN is not set: only nodes without a token can join";
   }
+  opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
   if (p.has("run-dir")) {
     opt.run_dir = p.get("run-dir");
     std::filesystem::create_directories(opt.run_dir);

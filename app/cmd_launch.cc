@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/progress.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "launcher/local_job.h"
 #include "launcher/progress.h"
@@ -38,6 +39,9 @@ int run_launch(const std::vector<std::string>& args) {
   p.add_multi("set", "KEY=VALUE", "override a config key, passed to every process");
   p.add_option("run-dir", "DIR", "run directory (default runs/<run.name>)");
   p.add_option("port", "P", "coordinator port on 127.0.0.1 (default: a free port)");
+  p.add_option("key-dir", "DIR",
+               "security.curve: where the job's key file curve.keys is created if missing (default: security.key_dir, "
+               "else RUN_DIR/keys)");
   p.add_option("server-exe", "PATH", "run PATH instead of `pshard server` (gets the same arguments)");
   p.add_option("worker-exe", "PATH", "run PATH instead of `pshard worker` (a custom training loop on the KV API)");
   p.add_option("grace-ms", "MS", "how long processes get to exit after SIGTERM before SIGKILL", false, "5000");
@@ -81,6 +85,14 @@ int run_launch(const std::vector<std::string>& args) {
   }
   common.push_back("--run-dir");
   common.push_back(run_dir);
+  std::string security = "job token";
+  if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
+    const std::string key_dir = transport::curve_key_dir(cfg, p.get("key-dir"), run_dir);
+    transport::ensure_curve_keys(key_dir);
+    common.push_back("--key-dir");
+    common.push_back(key_dir);
+    security = "CurveZMQ, keys " + transport::curve_key_file(key_dir);
+  }
 
   LocalJob::Options opt;
   opt.handle_signals = true;
@@ -125,8 +137,9 @@ int run_launch(const std::vector<std::string>& args) {
     job.add(c);
   }
 
-  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s\n",
-               static_cast<long long>(servers), static_cast<long long>(workers), coordinator.c_str(), run_dir.c_str());
+  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s, security: %s\n",
+               static_cast<long long>(servers), static_cast<long long>(workers), coordinator.c_str(), run_dir.c_str(),
+               security.c_str());
   // Follow the coordinator's metrics.jsonl for the progress line.
   MetricsFollower follower(run_dir + "/metrics.jsonl");
   ProgressState progress;

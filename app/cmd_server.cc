@@ -13,6 +13,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/log.h"
 #include "server/kv/kv_server.h"
@@ -86,7 +87,10 @@ int run_server(const std::vector<std::string>& args) {
   p.add_option("bind", "ENDPOINT", "where workers reach this server (port 0: any free port)", false, "tcp://*:0");
   p.add_option("config", "FILE", "experiment config (TOML)", true);
   p.add_multi("set", "KEY=VALUE", "override a config key");
-  p.add_option("run-dir", "DIR", "the job's run directory (unused by servers for now)");
+  p.add_option("run-dir", "DIR", "the job's run directory (the default key directory is RUN_DIR/keys)");
+  p.add_option(
+      "key-dir", "DIR",
+      "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
   p.add_option("rank", "R", "ask for this server rank (default: PSHARD_RANK, else assigned by the coordinator)");
   p.add_option("servers", "S", "standalone: number of servers");
   p.add_option("workers", "W", "standalone: number of workers");
@@ -105,6 +109,7 @@ int run_server(const std::vector<std::string>& args) {
   KvServerOptions opt = KvServerOptions::from_config(cfg);
   opt.bind = bind;
   opt.job_token = token;
+  opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
   Outcome outcome;
 
   if (!p.has("coordinator")) {
@@ -129,6 +134,7 @@ int run_server(const std::vector<std::string>& args) {
   copt.requested_rank = requested_rank;
   copt.endpoint = advertised(bind);
   copt.job_token = token;
+  copt.curve = opt.curve;
   copt.layout_fingerprint = 0;  // servers learn the tensor list from worker 0's init (then check every request)
   copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));

@@ -17,6 +17,7 @@
 #include "app/command.h"
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/json.h"
 #include "launcher/local_job.h"
@@ -64,6 +65,21 @@ std::string token_from_file(const std::string& path, bool create, std::chrono::m
   }
 }
 
+// security.curve: task 0 creates the key file if it is missing; the others wait for it (shared run directory).
+void wait_for_key_file(const std::string& key_dir, std::chrono::milliseconds timeout) {
+  const std::string path = transport::curve_key_file(key_dir);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error("no CurveZMQ key file: " + path + " (created by task 0 on the first node) did not appear within " +
+                  std::to_string(timeout.count()) +
+                  " ms. Is the key directory on a filesystem all nodes share? Set security.key_dir or --key-dir");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  transport::read_curve_keys(key_dir);  // refuses a file others can read, before any process starts
+}
+
 int run_slurm(const std::vector<std::string>& args) {
   ArgParser p("pshard slurm",
               "run as every task of an srun step (`srun pshard slurm --config F`): each task derives its role and "
@@ -79,6 +95,9 @@ int run_slurm(const std::vector<std::string>& args) {
   p.add_option("server-nodes", "K", "dedicated server nodes: every task on the first K nodes is a server", false, "0");
   p.add_option("port", "P", "coordinator port (default 10000 + (SLURM_JOB_ID % 2500) * 8 + SLURM_STEP_ID % 8)");
   p.add_option("iface", "IFACE", "advertise this interface's IPv4 address (default: the address of the node name)");
+  p.add_option("key-dir", "DIR",
+               "security.curve: the job's key directory, shared by all nodes (default: security.key_dir, else "
+               "RUN_DIR/keys); task 0 creates curve.keys there if missing");
   p.add_option("coordinator-host", "HOST", "reach the coordinator at HOST (default: the first node's name)");
   p.add_option("grace-ms", "MS", "how long this task's processes get to exit after SIGTERM before SIGKILL", false,
                "5000");
@@ -160,6 +179,16 @@ int run_slurm(const std::vector<std::string>& args) {
   }
   common.push_back("--run-dir");
   common.push_back(run_dir);
+  if (cfg.get_bool("security.curve")) {
+    const std::string key_dir = transport::curve_key_dir(cfg, p.get("key-dir"), run_dir);
+    if (plan.runs_coordinator) {
+      transport::ensure_curve_keys(key_dir);
+    } else {
+      wait_for_key_file(key_dir, std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms")));
+    }
+    common.push_back("--key-dir");
+    common.push_back(key_dir);
+  }
 
   LocalJob::Options opt;
   opt.handle_signals = true;  // scancel / srun's SIGTERM stop this task's processes

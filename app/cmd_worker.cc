@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
+#include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
@@ -30,6 +31,9 @@ int run_worker(const std::vector<std::string>& args) {
   p.add_option("config", "FILE", "experiment config (TOML)", true);
   p.add_multi("set", "KEY=VALUE", "override a config key");
   p.add_option("run-dir", "DIR", "the job's run directory (metrics are written by the coordinator)");
+  p.add_option(
+      "key-dir", "DIR",
+      "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
   p.add_option("rank", "R", "ask for this worker rank (default: PSHARD_RANK, else assigned by the coordinator)");
   if (!p.parse(args)) return 0;
 
@@ -50,6 +54,7 @@ int run_worker(const std::vector<std::string>& args) {
   copt.requested_rank = p.has("rank") ? p.get_int("rank") : (env_rank ? std::atoll(env_rank) : -1);
   const char* token = std::getenv("PSHARD_JOB_TOKEN");
   copt.job_token = token ? token : "";
+  copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
   // The assignment is a function of (tensors, slice_bytes, S); S comes from the
   // cluster map, so agreeing on the first two means agreeing on the layout.
   copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
@@ -79,6 +84,7 @@ int run_worker(const std::vector<std::string>& args) {
   kopt.tensors = tensors;
   kopt.slice_bytes = slice_bytes;
   kopt.job_token = copt.job_token;
+  kopt.curve = copt.curve;
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   kopt.spin = std::chrono::microseconds(cfg.get_int("cluster.spin_us"));
   kopt.run_total_steps = total_steps;

@@ -93,6 +93,7 @@ struct Coordinator::Impl {
   Options opt;
   zmq::context_t ctx{1};
   zmq::socket_t router{ctx, zmq::socket_type::router};
+  std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
   std::string endpoint;
 
   // Loop state (owned by the loop thread).
@@ -663,6 +664,7 @@ Coordinator::Coordinator(const Options& options) : impl_(std::make_unique<Impl>(
   }
   m.router.set(zmq::sockopt::linger, 1000);
   m.router.set(zmq::sockopt::router_handover, 1);  // a node reconnecting with its routing id takes it over
+  m.curve = std::make_unique<transport::CurveServer>(m.ctx, m.router, options.curve, "coordinator");
   try {
     m.router.bind(options.bind);
   } catch (const zmq::error_t& e) {

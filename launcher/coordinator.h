@@ -10,6 +10,7 @@
 
 #include "common/cluster/cluster_map.h"
 #include "common/config/config.h"
+#include "common/transport/curve.h"
 
 namespace pshard {
 
@@ -36,6 +37,7 @@ class Coordinator {
     uint32_t num_workers = 1;
     std::string bind = "tcp://127.0.0.1:0";  // ROUTER endpoint; port 0 picks a free port
     std::string job_token;                   // registrations with another token are refused
+    transport::CurveKeys curve;              // empty: plaintext; else CurveZMQ, only the job's clients connect
     FailurePolicy failure_policy = FailurePolicy::kAbort;
     std::chrono::milliseconds heartbeat_interval{500};    // period nodes are told to use (and the check granularity)
     std::chrono::milliseconds heartbeat_timeout{5000};    // silence after which a node is dead

@@ -223,6 +223,7 @@ struct ClusterClient::Impl {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
     sock.set(zmq::sockopt::linger, 2000);
+    transport::apply_curve_client(sock, opt.curve);
     try {
       sock.connect(opt.coordinator);
     } catch (const zmq::error_t& e) {
@@ -291,7 +292,11 @@ struct ClusterClient::Impl {
       if (now - last_heard > silence_limit && !stopping.load()) {
         raise_abort("coordinator " + opt.coordinator + " silent for " +
                         std::to_string(std::chrono::duration_cast<milliseconds>(now - last_heard).count()) + " ms (" +
-                        (heard_once ? "heartbeat timeout" : "never answered") + ")",
+                        (heard_once ? "heartbeat timeout" : "never answered") + ")" +
+                        (!heard_once && opt.curve.enabled()
+                             ? "; security.curve is on: a coordinator that refuses this node's CurveZMQ keys stays "
+                               "silent, see its log and check --key-dir"
+                             : ""),
                     nullptr);
       }
       deliver_events();

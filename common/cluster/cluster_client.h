@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/cluster/cluster_map.h"
+#include "common/transport/curve.h"
 #include "common/util/json.h"
 
 namespace pshard {
@@ -47,6 +48,7 @@ class ClusterClient {
     std::string endpoint;             // servers: the endpoint peers connect to; workers: "" (or their own, for logs)
     std::string host;                 // this host's name (default: gethostname())
     std::string job_token;            // must equal the coordinator's token, else registration is refused
+    transport::CurveKeys curve;       // empty: plaintext; else CurveZMQ with the job's keys
     uint64_t layout_fingerprint = 0;  // hash of the slice assignment; the coordinator checks all non-zero values agree
     std::chrono::milliseconds heartbeat_interval{500};
     std::chrono::milliseconds heartbeat_timeout{5000};  // coordinator silent this long -> kAbort event locally

@@ -92,6 +92,12 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
     {"cluster.spin_us", T::kInt, "0", 0, 100000, "",
      "busy-poll this long before sleeping in the worker client and server (us; latency vs CPU)"},
+
+    // security (docs/OPERATIONS.md, "Security")
+    {"security.curve", T::kBool, "false", 0, 0, "",
+     "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)"},
+    {"security.key_dir", T::kString, "", 0, 0, "",
+     "directory of the job's key file curve.keys (mode 0600); empty: RUN_DIR/keys. --key-dir overrides it"},
 };
 
 }  // namespace

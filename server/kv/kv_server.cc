@@ -147,6 +147,7 @@ struct KvServer::Impl {
   KvServerOptions opt;
   zmq::context_t ctx{1};
   zmq::socket_t router{ctx, zmq::socket_type::router};
+  std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
   std::string endpoint;
   transport::Wakeup wake;
   std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
@@ -186,6 +187,7 @@ struct KvServer::Impl {
     router.set(zmq::sockopt::sndhwm, 0);
     router.set(zmq::sockopt::rcvhwm, 0);
     router.set(zmq::sockopt::linger, 0);
+    curve = std::make_unique<transport::CurveServer>(ctx, router, opt.curve, "server " + std::to_string(opt.rank));
     std::string bind = opt.bind;
     if (bind.size() > 2 && bind.compare(bind.size() - 2, 2, ":0") == 0) bind = bind.substr(0, bind.size() - 1) + "*";
     try {

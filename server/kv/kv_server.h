@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/transport/curve.h"
 #include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
 
@@ -28,6 +29,7 @@ struct KvServerOptions {
   uint32_t num_workers = 1;                // W
   std::string bind = "tcp://127.0.0.1:0";  // port 0: any free port (see endpoint())
   std::string job_token;
+  transport::CurveKeys curve;  // empty: plaintext; else a CurveZMQ server that accepts only the job's clients
   Consistency mode = Consistency::kBsp;
   int64_t staleness = 2;                              // kSsp only
   uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes

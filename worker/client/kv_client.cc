@@ -91,6 +91,7 @@ struct KvClient::Impl {
       sock.set(zmq::sockopt::linger, 0);
       sock.set(zmq::sockopt::sndhwm, 0);
       sock.set(zmq::sockopt::rcvhwm, 0);
+      transport::apply_curve_client(sock, opt.curve);
       try {
         sock.connect(opt.servers[s]);
       } catch (const zmq::error_t& e) {

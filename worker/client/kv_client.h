@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/keys/slice_layout.h"
+#include "common/transport/curve.h"
 
 namespace pshard {
 
@@ -17,6 +18,7 @@ struct KvClientOptions {
   std::vector<TensorSpec> tensors;   // the model's parameter tensors, in a stable order
   uint64_t slice_bytes = 1u << 20;   // cluster.slice_bytes
   std::string job_token;
+  transport::CurveKeys curve;                        // empty: plaintext; else CurveZMQ with the job's keys
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
   int64_t run_total_steps = 0;  // sent with init: lets servers compute run-length schedules (cosine)
   // How long wait() and the I/O thread keep polling before they sleep. On a VM waking a sleeping

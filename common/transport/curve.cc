@@ -1,0 +1,365 @@
+// CurveZMQ keys (generation, the 0600 key file) and socket set-up: CURVE clients, CURVE servers with a ZAP handler.
+#include "common/transport/curve.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/transport/frames.h"
+#include "common/transport/wakeup.h"
+#include "common/util/log.h"
+
+namespace pshard::transport {
+namespace {
+
+constexpr size_t kZ85KeyChars = 40;
+const char* const kFields[] = {"server_public", "server_secret", "client_public", "client_secret"};
+
+void require_curve(const std::string& what) {
+  if (!curve_available()) {
+    int major = 0, minor = 0, patch = 0;
+    zmq_version(&major, &minor, &patch);
+    throw Error(what + ": security.curve is on, but this libzmq (" + std::to_string(major) + "." +
+                std::to_string(minor) + "." + std::to_string(patch) +
+                ") was built without CURVE (libsodium); install a libzmq with CURVE or set security.curve = false");
+  }
+}
+
+std::string mode_string(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Writes `keys` to a new temporary file (mode 0600) next to `path` and returns its name.
+std::string write_temporary(const std::string& path, const CurveKeys& keys) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error("cannot create the CurveZMQ key file " + tmp + ": " + errno_text());
+  std::string text =
+      "# pshard CurveZMQ keys of one job (Z85). Secret: keep this file mode 0600 and share it only with the job's "
+      "nodes.\n";
+  const std::string* values[] = {&keys.server_public, &keys.server_secret, &keys.client_public, &keys.client_secret};
+  for (size_t i = 0; i < 4; ++i) text += std::string(kFields[i]) + " = " + *values[i] + "\n";
+  const bool ok = ::fchmod(fd, 0600) == 0 &&
+                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const std::string why = errno_text();
+  ::close(fd);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw Error("cannot write the CurveZMQ key file " + tmp + ": " + why);
+  }
+  return tmp;
+}
+
+void make_key_dir(const std::string& key_dir) {
+  std::filesystem::path dir(key_dir);
+  if (dir.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir.parent_path(), ec);
+  }
+  if (::mkdir(key_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw Error("cannot create the CurveZMQ key directory " + key_dir + ": " + errno_text());
+  }
+}
+
+bool decode_key(const std::string& z85, std::array<uint8_t, 32>& out) {
+  return z85.size() == kZ85KeyChars && zmq_z85_decode(out.data(), z85.c_str()) != nullptr;
+}
+
+// Logs the first refusal of each kind at once and then at most one line per kind per 10 s, counting
+// the ones in between (a peer retrying every few ms must not flood the log).
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::string who) : who_(std::move(who)) {}
+  void add(const std::string& kind, const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    auto [it, first] = kinds_.try_emplace(kind);
+    Kind& k = it->second;
+    if (!first && now - k.last < std::chrono::seconds(10)) {
+      ++k.suppressed;
+      return;
+    }
+    std::string extra;
+    if (k.suppressed > 0) extra = " (and " + std::to_string(k.suppressed) + " more like it since the last such line)";
+    PSHARD_LOG(kWarn) << who_ << ": " << what << extra;
+    k.last = now;
+    k.suppressed = 0;
+  }
+
+ private:
+  struct Kind {
+    std::chrono::steady_clock::time_point last;
+    uint64_t suppressed = 0;
+  };
+  std::string who_;
+  std::map<std::string, Kind> kinds_;
+};
+
+std::string handshake_failure(uint16_t event, uint32_t value) {
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) return "the peer does not speak CurveZMQ (plaintext?)";
+    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+      return "the peer's handshake does not decrypt (wrong server key?)";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "protocol error 0x%08x", value);
+    return buf;
+  }
+  return "the handshake broke off (" + std::string(zmq_strerror(static_cast<int>(value))) +
+         "): a peer without this job's keys?";
+}
+
+}  // namespace
+
+bool curve_available() { return zmq_has("curve") != 0; }
+
+CurveKeys generate_curve_keys() {
+  require_curve("generating CurveZMQ keys");
+  char pub[41], sec[41];
+  CurveKeys k;
+  if (zmq_curve_keypair(pub, sec) != 0) throw Error("zmq_curve_keypair failed: " + std::string(zmq_strerror(errno)));
+  k.server_public = pub;
+  k.server_secret = sec;
+  if (zmq_curve_keypair(pub, sec) != 0) throw Error("zmq_curve_keypair failed: " + std::string(zmq_strerror(errno)));
+  k.client_public = pub;
+  k.client_secret = sec;
+  return k;
+}
+
+std::string curve_key_file(const std::string& key_dir) { return key_dir + "/curve.keys"; }
+
+void write_curve_keys(const std::string& key_dir, const CurveKeys& keys) {
+  make_key_dir(key_dir);
+  const std::string path = curve_key_file(key_dir);
+  const std::string tmp = write_temporary(path, keys);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot write the CurveZMQ key file " + path + ": " + why);
+  }
+}
+
+CurveKeys read_curve_keys(const std::string& key_dir) {
+  const std::string path = curve_key_file(key_dir);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw Error("CurveZMQ key file " + path + ": " + errno_text() +
+                " (security.curve is on: `pshard launch` and task 0 of `pshard slurm` create it; every process of "
+                "the job needs the same key directory, --key-dir or security.key_dir)");
+  }
+  if (!S_ISREG(st.st_mode)) throw Error("CurveZMQ key file " + path + " is not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    throw Error("CurveZMQ key file " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                ", not by this user (uid " + std::to_string(::geteuid()) + "): refusing to use it");
+  }
+  if ((st.st_mode & 077) != 0) {
+    throw Error("CurveZMQ key file " + path + " has mode " + mode_string(st.st_mode) +
+                ": it holds the job's secret keys and must be readable only by its owner; refusing to use it (chmod "
+                "600 " +
+                path + ")");
+  }
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the CurveZMQ key file " + path);
+  std::map<std::string, std::string> values;
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t eq = line.find('=');  // Z85 text may contain '=': split at the first one
+    auto trim = [](std::string s) {
+      const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    };
+    if (eq == std::string::npos) {
+      throw Error("CurveZMQ key file " + path + ", line " + std::to_string(line_no) + ": expected NAME = KEY");
+    }
+    values[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  CurveKeys k;
+  std::string* fields[] = {&k.server_public, &k.server_secret, &k.client_public, &k.client_secret};
+  for (size_t i = 0; i < 4; ++i) {
+    auto it = values.find(kFields[i]);
+    std::array<uint8_t, 32> bin{};
+    if (it == values.end() || !decode_key(it->second, bin)) {
+      throw Error("CurveZMQ key file " + path + ": " + kFields[i] + " is missing or not a 40-character Z85 key");
+    }
+    *fields[i] = it->second;
+  }
+  // Each public key must belong to its secret key (a truncated or hand-edited file fails here).
+  for (size_t i = 0; i < 4; i += 2) {
+    char derived[41];
+    if (zmq_curve_public(derived, fields[i + 1]->c_str()) != 0 || *fields[i] != derived) {
+      throw Error("CurveZMQ key file " + path + ": " + kFields[i] + " does not match " + kFields[i + 1]);
+    }
+  }
+  return k;
+}
+
+CurveKeys ensure_curve_keys(const std::string& key_dir) {
+  const std::string path = curve_key_file(key_dir);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    make_key_dir(key_dir);
+    const std::string tmp = write_temporary(path, generate_curve_keys());
+    // link() fails if another process created the file meanwhile: then both use that one.
+    if (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+      const std::string why = errno_text();
+      ::unlink(tmp.c_str());
+      throw Error("cannot create the CurveZMQ key file " + path + ": " + why);
+    }
+    ::unlink(tmp.c_str());
+  }
+  return read_curve_keys(key_dir);
+}
+
+std::string curve_key_dir(const Config& cfg, const std::string& key_dir_flag, const std::string& run_dir) {
+  std::string dir = key_dir_flag;
+  if (dir.empty()) dir = cfg.get_string("security.key_dir");
+  if (dir.empty() && !run_dir.empty()) dir = run_dir + "/keys";
+  if (dir.empty()) return "";
+  return std::filesystem::absolute(dir).lexically_normal().string();
+}
+
+CurveKeys job_curve_keys(const Config& cfg, const std::string& key_dir) {
+  if (!cfg.get_bool("security.curve")) return {};
+  require_curve("CurveZMQ");
+  if (key_dir.empty()) {
+    throw Error(
+        "security.curve is on but no key directory is known: pass --key-dir DIR, set security.key_dir, or give "
+        "--run-dir (the keys are then RUN_DIR/keys/curve.keys)");
+  }
+  return read_curve_keys(key_dir);
+}
+
+void apply_curve_client(zmq::socket_t& socket, const CurveKeys& keys) {
+  if (!keys.enabled()) return;
+  require_curve("CurveZMQ client");
+  socket.set(zmq::sockopt::curve_serverkey, keys.server_public);
+  socket.set(zmq::sockopt::curve_publickey, keys.client_public);
+  socket.set(zmq::sockopt::curve_secretkey, keys.client_secret);
+}
+
+struct CurveServer::Impl {
+  std::string who;
+  std::array<uint8_t, 32> client_key{};
+  zmq::socket_t zap;      // REP on inproc://zeromq.zap.01
+  zmq::socket_t monitor;  // PAIR receiving the server socket's handshake-failure events
+  Wakeup wake;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> accepted{0}, refused{0}, failed{0};
+  RefusalLog refusals;
+  std::thread thread;
+
+  Impl(zmq::context_t& ctx, zmq::socket_t& socket, const CurveKeys& keys, std::string name)
+      : who(std::move(name)), zap(ctx, zmq::socket_type::rep), monitor(ctx, zmq::socket_type::pair), refusals(who) {
+    if (!decode_key(keys.client_public, client_key)) throw Error(who + ": the job's client public key is not Z85");
+    zap.set(zmq::sockopt::linger, 0);
+    try {
+      zap.bind("inproc://zeromq.zap.01");
+    } catch (const zmq::error_t& e) {
+      throw Error(who + ": cannot start the CurveZMQ authenticator (inproc://zeromq.zap.01): " + e.what());
+    }
+    const std::string monitor_ep = "inproc://pshard-curve-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    if (zmq_socket_monitor(socket.handle(), monitor_ep.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
+      throw Error(who + ": cannot monitor the CurveZMQ socket: " + zmq_strerror(zmq_errno()));
+    }
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(monitor_ep);
+    socket.set(zmq::sockopt::curve_server, 1);
+    socket.set(zmq::sockopt::curve_secretkey, keys.server_secret);
+    socket.set(zmq::sockopt::zap_domain, "pshard");
+    thread = std::thread([this] { loop(); });
+  }
+
+  ~Impl() {
+    stopping = true;
+    wake.notify();
+    if (thread.joinable()) thread.join();
+  }
+
+  // RFC 27 (ZAP): version, request id, domain, address, routing id, mechanism, credentials.
+  void answer(std::vector<zmq::message_t>& req) {
+    auto text = [&](size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
+    const std::string address = text(3), mechanism = text(5);
+    const bool ok = mechanism == "CURVE" && req.size() >= 7 && req[6].size() == client_key.size() &&
+                    std::memcmp(req[6].data(), client_key.data(), client_key.size()) == 0;
+    if (ok) {
+      ++accepted;
+    } else {
+      ++refused;
+      refusals.add(
+          "key",
+          "refused a " + (mechanism.empty() ? std::string("ZeroMQ") : mechanism) + " client from " +
+              (address.empty() ? std::string("an unknown address") : address) +
+              ": its key is not this job's client key (a process of another job, or one started with another key "
+              "directory)");
+    }
+    std::vector<zmq::message_t> reply;
+    reply.push_back(copy_frame("1.0"));
+    reply.push_back(copy_frame(text(1)));
+    reply.push_back(copy_frame(ok ? "200" : "400"));
+    reply.push_back(copy_frame(ok ? "OK" : "unknown client key"));
+    reply.push_back(copy_frame(""));  // user id
+    reply.push_back(copy_frame(""));  // metadata
+    send_frames(zap, reply);
+  }
+
+  void on_monitor_event(std::vector<zmq::message_t>& ev) {
+    if (ev.size() < 2 || ev[0].size() < 6) return;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    std::memcpy(&event, ev[0].data(), sizeof event);
+    std::memcpy(&value, static_cast<const char*>(ev[0].data()) + 2, sizeof value);
+    ++failed;
+    refusals.add("handshake " + std::to_string(event) + "/" + std::to_string(value),
+                 "refused a connection on " + ev[1].to_string() + ": " + handshake_failure(event, value));
+  }
+
+  void loop() {
+    std::vector<zmq::message_t> frames;
+    while (!stopping) {
+      zmq::pollitem_t items[] = {
+          {zap.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 3, std::chrono::milliseconds(1000));
+        if (items[2].revents & ZMQ_POLLIN) wake.drain();
+        while (recv_frames(zap, frames)) answer(frames);
+        while (recv_frames(monitor, frames)) on_monitor_event(frames);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) return;
+        PSHARD_LOG(kError) << who << ": CurveZMQ authenticator: " << e.what();
+      }
+    }
+  }
+};
+
+CurveServer::CurveServer(zmq::context_t& ctx, zmq::socket_t& socket, const CurveKeys& keys, std::string who) {
+  if (!keys.enabled()) return;
+  require_curve(who);
+  impl_ = std::make_unique<Impl>(ctx, socket, keys, std::move(who));
+}
+
+CurveServer::~CurveServer() = default;
+
+uint64_t CurveServer::accepted() const { return impl_ ? impl_->accepted.load() : 0; }
+uint64_t CurveServer::refused_keys() const { return impl_ ? impl_->refused.load() : 0; }
+uint64_t CurveServer::failed_handshakes() const { return impl_ ? impl_->failed.load() : 0; }
+
+}  // namespace pshard::transport

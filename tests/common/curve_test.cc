@@ -1,0 +1,340 @@
+// CurveZMQ keys and sockets: the 0600 key file, refusals of unsafe or broken files, and a CURVE server that
+// answers the job's clients only and whose traffic is not plaintext on the wire.
+#include "common/transport/curve.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/config/config.h"
+#include "common/error.h"
+
+namespace pshard::transport {
+namespace {
+
+using std::chrono::milliseconds;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("pshard-curve-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CurveKeys, EnsureCreatesA0600FileInA0700DirectoryAndReusesIt) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir tmp;
+  const std::string dir = tmp / "run/keys";
+  const CurveKeys k = ensure_curve_keys(dir);
+  EXPECT_TRUE(k.enabled());
+  EXPECT_EQ(k.server_public.size(), 40u);
+  EXPECT_EQ(k.client_secret.size(), 40u);
+  EXPECT_NE(k.server_public, k.client_public);
+  EXPECT_EQ(mode_of(curve_key_file(dir)), 0600u);
+  EXPECT_EQ(mode_of(dir), 0700u);
+  const CurveKeys again = ensure_curve_keys(dir);  // the existing file is reused, not replaced
+  EXPECT_EQ(again.server_secret, k.server_secret);
+  EXPECT_EQ(again.client_secret, k.client_secret);
+  const CurveKeys other = generate_curve_keys();
+  EXPECT_NE(other.server_secret, k.server_secret);
+}
+
+TEST(CurveKeys, AKeyFileOthersCanReadIsRefusedNamingFileAndMode) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir tmp;
+  const std::string dir = tmp / "keys";
+  write_curve_keys(dir, generate_curve_keys());
+  const std::string file = curve_key_file(dir);
+  ASSERT_EQ(::chmod(file.c_str(), 0640), 0);
+  std::string msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0640"), std::string::npos) << msg;
+  msg = error_of([&] { ensure_curve_keys(dir); });  // launch does not silently replace it either
+  EXPECT_NE(msg.find("0640"), std::string::npos) << msg;
+  ASSERT_EQ(::chmod(file.c_str(), 0604), 0);
+  msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find("0604"), std::string::npos) << msg;
+  ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { read_curve_keys(dir); }), "");
+}
+
+TEST(CurveKeys, MissingOrBrokenKeyFilesAreErrors) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir tmp;
+  const std::string dir = tmp / "keys";
+  std::string msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find(curve_key_file(dir)), std::string::npos) << msg;
+
+  const CurveKeys k = generate_curve_keys();
+  const CurveKeys other = generate_curve_keys();
+  write_curve_keys(dir, k);
+  auto rewrite = [&](const std::string& text) {
+    std::ofstream(curve_key_file(dir)) << text;  // existing file: keeps mode 0600
+  };
+  rewrite("server_public = " + k.server_public + "\nserver_secret = " + k.server_secret +
+          "\nclient_public = " + k.client_public + "\n");
+  msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find("client_secret"), std::string::npos) << msg;
+  rewrite("server_public = " + other.server_public + "\nserver_secret = " + k.server_secret +
+          "\nclient_public = " + k.client_public + "\nclient_secret = " + k.client_secret + "\n");
+  msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find("does not match"), std::string::npos) << msg;
+  rewrite("server_public = " + k.server_public.substr(0, 39) + "\n");
+  msg = error_of([&] { read_curve_keys(dir); });
+  EXPECT_NE(msg.find("server_public"), std::string::npos) << msg;
+}
+
+TEST(CurveKeys, ConfigDecidesWhetherKeysAreNeededAndWhere) {
+  Config off = Config::defaults();
+  EXPECT_FALSE(job_curve_keys(off, "").enabled());
+  EXPECT_EQ(curve_key_dir(off, "", "/tmp/r1"), "/tmp/r1/keys");
+  EXPECT_EQ(curve_key_dir(off, "/tmp/k", "/tmp/r1"), "/tmp/k");
+  EXPECT_EQ(curve_key_dir(off, "", ""), "");
+  Config on = Config::defaults();
+  on.set("security.curve=true");
+  on.set("security.key_dir=/tmp/shared-keys");
+  EXPECT_EQ(curve_key_dir(on, "", "/tmp/r1"), "/tmp/shared-keys");
+  EXPECT_EQ(curve_key_dir(on, "/tmp/k", "/tmp/r1"), "/tmp/k");
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  const std::string msg = error_of([&] { job_curve_keys(on, ""); });
+  EXPECT_NE(msg.find("--key-dir"), std::string::npos) << msg;
+}
+
+// A ROUTER that echoes every message; `keys` empty: plaintext.
+class EchoServer {
+ public:
+  explicit EchoServer(const CurveKeys& keys) : router_(ctx_, zmq::socket_type::router) {
+    router_.set(zmq::sockopt::linger, 0);
+    curve_ = std::make_unique<CurveServer>(ctx_, router_, keys, "echo server");
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, milliseconds(50));
+        zmq::message_t id, body;
+        while (router_.recv(id, zmq::recv_flags::dontwait)) {
+          (void)router_.recv(body, zmq::recv_flags::none);
+          ++received_;
+          router_.send(id, zmq::send_flags::sndmore);
+          router_.send(body, zmq::send_flags::none);
+        }
+      }
+    });
+  }
+  ~EchoServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  int received() const { return received_; }
+  const CurveServer& curve() const { return *curve_; }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_;
+  std::unique_ptr<CurveServer> curve_;
+  std::string endpoint_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> received_{0};
+};
+
+// Sends "ping" from a DEALER set up by `setup` and waits up to `wait` for the echo.
+bool echoed(const std::string& endpoint, const std::function<void(zmq::socket_t&)>& setup, milliseconds wait) {
+  zmq::context_t ctx(1);
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  d.set(zmq::sockopt::linger, 0);
+  setup(d);
+  d.connect(endpoint);
+  d.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+  zmq::pollitem_t item{d.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, wait);
+  zmq::message_t reply;
+  return d.recv(reply, zmq::recv_flags::dontwait) && reply.to_string() == "ping";
+}
+
+template <typename F>
+bool eventually(F f, milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!f()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+TEST(CurveServer, OnlyClientsWithTheJobsKeysGetThrough) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  const CurveKeys job = generate_curve_keys();
+  EchoServer server(job);
+
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, job); }, milliseconds(5000)));
+  EXPECT_EQ(server.received(), 1);
+  EXPECT_GE(server.curve().accepted(), 1u);
+
+  // No keys at all (plaintext): the handshake fails, the message never reaches the ROUTER.
+  EXPECT_FALSE(echoed(
+      server.endpoint(), [](zmq::socket_t&) {}, milliseconds(700)));
+  EXPECT_TRUE(eventually([&] { return server.curve().failed_handshakes() >= 1; }, milliseconds(2000)));
+
+  // Another job's keys, but the right server public key: ZAP refuses the client key.
+  const CurveKeys stranger = generate_curve_keys();
+  CurveKeys wrong_client = stranger;
+  wrong_client.server_public = job.server_public;
+  EXPECT_FALSE(echoed(
+      server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, wrong_client); }, milliseconds(700)));
+  EXPECT_TRUE(eventually([&] { return server.curve().refused_keys() >= 1; }, milliseconds(2000)));
+
+  // The job's client keys but another server key: the server cannot decrypt the handshake.
+  CurveKeys wrong_server = job;
+  wrong_server.server_public = stranger.server_public;
+  EXPECT_FALSE(echoed(
+      server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, wrong_server); }, milliseconds(700)));
+  EXPECT_EQ(server.received(), 1);  // none of the three got a message through
+
+  // And the job's own client still does.
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, job); }, milliseconds(5000)));
+  EXPECT_EQ(server.received(), 2);
+}
+
+// A TCP relay on 127.0.0.1 that records every byte the client sends.
+class Tap {
+ public:
+  explicit Tap(int target_port) : target_port_(target_port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 1) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw Error("tap: cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Tap() {
+    stop_ = true;
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  int port() const { return port_; }
+  std::string captured() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return captured_;
+  }
+
+ private:
+  void run() {
+    pollfd p{listen_fd_, POLLIN, 0};
+    while (!stop_ && ::poll(&p, 1, 50) <= 0) {
+    }
+    if (stop_) return;
+    const int client = ::accept(listen_fd_, nullptr, nullptr);
+    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(target_port_));
+    if (client < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    char buf[65536];
+    while (!stop_) {
+      pollfd fds[] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(fds, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+        const ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, 0);
+        if (n <= 0) {
+          stop_ = true;
+          break;
+        }
+        if (i == 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          captured_.append(buf, static_cast<size_t>(n));
+        }
+        (void)::send(fds[1 - i].fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
+      }
+    }
+    ::close(client);
+    ::close(server);
+  }
+
+  int target_port_, port_ = 0, listen_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::string captured_;
+};
+
+int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+// What a client's message looks like on the wire, through a Tap.
+std::string wire_bytes(const CurveKeys& keys, const std::string& secret) {
+  EchoServer server(keys);
+  Tap tap(port_of(server.endpoint()));
+  zmq::context_t ctx(1);
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  d.set(zmq::sockopt::linger, 0);
+  apply_curve_client(d, keys);
+  d.connect("tcp://127.0.0.1:" + std::to_string(tap.port()));
+  d.send(zmq::buffer(secret), zmq::send_flags::none);
+  zmq::pollitem_t item{d.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, milliseconds(5000));
+  zmq::message_t reply;
+  EXPECT_TRUE(d.recv(reply, zmq::recv_flags::dontwait));
+  EXPECT_EQ(reply.to_string(), secret);
+  return tap.captured();
+}
+
+TEST(CurveServer, MessagesAreNotPlaintextOnTheWire) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  const std::string secret = "gradient-bytes-0123456789-visible-to-a-sniffer";
+  // Plaintext: the tap sees the message (so the check below can fail).
+  EXPECT_NE(wire_bytes(CurveKeys{}, secret).find(secret), std::string::npos);
+  const std::string curve = wire_bytes(generate_curve_keys(), secret);
+  EXPECT_GT(curve.size(), secret.size());
+  EXPECT_EQ(curve.find(secret), std::string::npos);
+  EXPECT_EQ(curve.find("gradient"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pshard::transport
