@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "app/command.h"
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/cluster/cluster_client.h"
 #include "common/config/config.h"
 #include "common/error.h"
@@ -86,7 +87,10 @@ int run_server(const std::vector<std::string>& args) {
   p.add_option("bind", "ENDPOINT", "where workers reach this server (port 0: any free port)", false, "tcp://*:0");
   p.add_option("config", "FILE", "experiment config (TOML)", true);
   p.add_multi("set", "KEY=VALUE", "override a config key");
-  p.add_option("run-dir", "DIR", "the job's run directory (unused by servers for now)");
+  p.add_option("run-dir", "DIR", "the job's run directory: checkpoints go to DIR/checkpoints (checkpoint.every_steps)");
+  p.add_option("restore-step", "K",
+               "start from DIR/checkpoints/server-R.step-K.ckpt (weights, optimizer state, versions) instead of "
+               "worker 0's init; needs --run-dir (pshard launch --resume passes it)");
   p.add_option("rank", "R", "ask for this server rank (default: PSHARD_RANK, else assigned by the coordinator)");
   p.add_option("servers", "S", "standalone: number of servers");
   p.add_option("workers", "W", "standalone: number of workers");
@@ -103,6 +107,10 @@ int run_server(const std::vector<std::string>& args) {
   const std::string bind = concrete_endpoint(p.get("bind"));
 
   KvServerOptions opt = KvServerOptions::from_config(cfg);
+  const std::string checkpoint_dir = p.has("run-dir") ? p.get("run-dir") + "/checkpoints" : "";
+  opt.checkpoint_dir = checkpoint_dir;
+  if (p.has("restore-step") && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
+  const int64_t restore_step = p.has("restore-step") ? p.get_int("restore-step") : -1;
   opt.bind = bind;
   opt.job_token = token;
   Outcome outcome;
@@ -115,6 +123,7 @@ int run_server(const std::vector<std::string>& args) {
     opt.num_workers = static_cast<uint32_t>(p.get_int("workers"));
     opt.rank = static_cast<uint32_t>(requested_rank);
     log::configure("server " + std::to_string(opt.rank), level);
+    if (restore_step >= 0) opt.restore_path = checkpoint_path(checkpoint_dir, opt.rank, restore_step);
     KvServer server(opt);
     std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
     std::fflush(stdout);
@@ -138,6 +147,7 @@ int run_server(const std::vector<std::string>& args) {
   opt.num_servers = cluster.map().num_servers;
   opt.num_workers = cluster.map().num_workers;
   log::configure("server " + std::to_string(opt.rank), level);
+  if (restore_step >= 0) opt.restore_path = checkpoint_path(checkpoint_dir, opt.rank, restore_step);
   KvServer server(opt);
   PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                     << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";

@@ -31,7 +31,13 @@ int run_worker(const std::vector<std::string>& args) {
   p.add_multi("set", "KEY=VALUE", "override a config key");
   p.add_option("run-dir", "DIR", "the job's run directory (metrics are written by the coordinator)");
   p.add_option("rank", "R", "ask for this worker rank (default: PSHARD_RANK, else assigned by the coordinator)");
+  p.add_option("start-step", "K",
+               "resume at global step K: no inits, pull the weights of step K from servers that restored their "
+               "checkpoint of step K (pshard launch --resume passes it)",
+               false, "0");
   if (!p.parse(args)) return 0;
+  const int64_t start_step = p.get_int("start-step");
+  if (start_step < 0) throw Error("pshard worker: --start-step must be >= 0, got " + p.get("start-step"));
 
   Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
@@ -69,6 +75,7 @@ int run_worker(const std::vector<std::string>& args) {
   });
 
   trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
+  opts.start_step = start_step;
   const int64_t global_batch = opts.batch_size * world;
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
@@ -82,22 +89,29 @@ int run_worker(const std::vector<std::string>& args) {
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   kopt.run_total_steps = total_steps;
   KvClient kv(kopt);
+  if (start_step > total_steps) {
+    throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
+                std::to_string(total_steps) + " steps)");
+  }
   trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);
+  sync.set_start_step(start_step);
   trainer::Trainer t(opts, *setup.model, setup.data, sync);
   if (rank == 0) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
-    cluster.report(Json::object()
-                       .set("event", "start")
-                       .set("model", cfg.get_string("model.name"))
-                       .set("optimizer", cfg.get_string("optimizer.name"))
-                       .set("lr", cfg.get_double("optimizer.lr"))
-                       .set("batch_size", opts.batch_size)
-                       .set("global_batch", global_batch)
-                       .set("model_bytes", trainer::model_bytes(*setup.model))
-                       .set("mode", cfg.get_string("cluster.mode"))
-                       .set("epochs", opts.epochs)
-                       .set("steps_per_epoch", t.steps_per_epoch()));
+    Json start = Json::object()
+                     .set("event", "start")
+                     .set("model", cfg.get_string("model.name"))
+                     .set("optimizer", cfg.get_string("optimizer.name"))
+                     .set("lr", cfg.get_double("optimizer.lr"))
+                     .set("batch_size", opts.batch_size)
+                     .set("global_batch", global_batch)
+                     .set("model_bytes", trainer::model_bytes(*setup.model))
+                     .set("mode", cfg.get_string("cluster.mode"))
+                     .set("epochs", opts.epochs)
+                     .set("steps_per_epoch", t.steps_per_epoch());
+    if (start_step > 0) start.set("start_step", start_step);  // a resumed run
+    cluster.report(start);
   }
   t.run(
       [&](const trainer::StepEvent& s) {

@@ -90,6 +90,15 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
+    {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
+     "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},
+    {"cluster.max_restarts", T::kInt, "3", 0, 1000, "",
+     "server_failure_policy = restart: how many times pshard launch restarts a job before giving up"},
+
+    // checkpoints (sync mode; docs/OPERATIONS.md)
+    {"checkpoint.every_steps", T::kInt, "0", 0, 1e12, "",
+     "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)"},
+    {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
 };
 
 }  // namespace

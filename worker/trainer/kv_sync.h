@@ -35,6 +35,9 @@ class KvSync : public ParameterSync {
   // reports the learning rate in the metrics.
   KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps);
 
+  // Resume at `step` (before start()): nobody sends inits; every worker pulls
+  // the weights for `step` from the servers, which restored a checkpoint.
+  void set_start_step(int64_t step) { start_step_ = step; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
@@ -55,6 +58,7 @@ class KvSync : public ParameterSync {
   optim::LrSchedule schedule_;
   models::Model* model_ = nullptr;
   int64_t step_ = 0;
+  int64_t start_step_ = 0;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
   std::unique_ptr<DeviceStaging> staging_;
