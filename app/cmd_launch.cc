@@ -179,6 +179,12 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
   const std::string token = new_job_token();
   const std::string self = self_executable();
   const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
+  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
+  if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
+    throw Error(
+        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
+        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
+  }
 
   // The arguments every role gets (the contract in docs/OPERATIONS.md).
   std::vector<std::string> common = {"--config", config_path};
@@ -236,7 +242,13 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
       c.argv.push_back("--start-step");
       c.argv.push_back(std::to_string(resume_step));
     }
-    job.add(c);
+    if (restart_workers) {
+      std::vector<std::string> again = c.argv;
+      again.push_back("--join");
+      job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
+    } else {
+      job.add(c);
+    }
   }
 
   std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s%s\n",

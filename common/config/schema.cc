@@ -95,6 +95,10 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.max_restarts", T::kInt, "3", 0, 1000, "",
      "server_failure_policy = restart: how many times pshard launch restarts a job before giving up"},
 
+    {"cluster.restart_workers", T::kBool, "false", 0, 0, "",
+     "pshard launch restarts a worker that died (up to cluster.max_restarts times); it rejoins the running sync job "
+     "(needs failure_policy = continue)"},
+
     // checkpoints (sync mode; docs/OPERATIONS.md)
     {"checkpoint.every_steps", T::kInt, "0", 0, 1e12, "",
      "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)"},

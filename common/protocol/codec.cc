@@ -21,7 +21,7 @@ Decoded fail(Decoded d, ErrorCode code, std::string why) {
 
 bool known_type(MessageType t) {
   return static_cast<uint16_t>(t) >= static_cast<uint16_t>(MessageType::PING) &&
-         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::SHUTDOWN);
+         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::JOIN);
 }
 
 std::string key_name(size_t i, const KeyRef& k) {
@@ -49,6 +49,7 @@ const char* type_name(MessageType type) {
     case MessageType::WEIGHTS: return "weights";
     case MessageType::ERROR: return "error";
     case MessageType::SHUTDOWN: return "shutdown";
+    case MessageType::JOIN: return "join";
   }
   return "unknown";
 }
@@ -183,8 +184,8 @@ Decoded decode(const FrameView* frames, size_t count) {
     return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT,
                 std::string(type_name(m.type)) + " must carry no payload frames, got " + std::to_string(payloads));
   }
-  if (m.type == MessageType::PULL && m.keys.empty()) {
-    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, "pull lists no keys");
+  if ((m.type == MessageType::PULL || m.type == MessageType::JOIN) && m.keys.empty()) {
+    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, std::string(type_name(m.type)) + " lists no keys");
   }
   for (size_t i = 0; i < m.keys.size(); ++i) {
     const KeyRef& k = m.keys[i];

@@ -10,7 +10,8 @@
 #   push      keys + one payload per key (gradients)         -> ack | error
 #   pull      keys, no payload                               -> weights | error
 #   pushPull  keys + one payload per key (gradients)         -> weights | error
-#   ping      nothing                                        -> pong
+#   ping      nothing                                        -> pong (its `step`: the server's highest slice version)
+#   join      keys, no payload                               -> weights | error (a worker rejoining a sync job)
 #   shutdown  nothing                                        -> ack (then the server stops)
 @0x90a67fa7ef1961e4;
 
@@ -44,6 +45,8 @@ enum MessageType {
   weights @8;       # server -> worker: reply to pull/pushPull, one float32 payload per key, same key order
   error @9;         # server -> worker: the request was refused; `errorCode` and `errorMessage` say why; no payload
   shutdown @10;     # -> server: finish and exit (needs the job token); answered with ack
+  join @11;         # worker -> server (sync): a rejoining worker is counted in every step >= `step` of `keys`;
+                    # answered like a pull at `step`; badStep when a key is already past `step`
 }
 
 # Why a request was refused (in an `error` reply).

@@ -114,6 +114,8 @@ struct SliceState {
   // SSP: pushes seen per worker (the worker's clock as this slice knows it).
   std::vector<int64_t> clock;
   std::vector<Waiter> waiting;
+  // BSP: per rank, the step from which a worker that rejoined (join) is counted again; -1: not rejoined.
+  std::vector<int64_t> join_step;
 };
 
 struct Task {
@@ -164,7 +166,8 @@ struct KvServer::Impl {
   std::vector<std::unique_ptr<TaskQueue>> queues;
   std::vector<std::thread> workers;
   std::thread io;
-  std::vector<char> io_dead;  // dead workers as the socket thread knows them
+  std::vector<char> io_dead;      // dead workers as the socket thread knows them
+  std::vector<char> io_rejoined;  // dead workers that sent a join since (counted per slice from its join step)
 
   std::mutex done_mu;  // completions and control events for the socket thread
   std::deque<RequestPtr> done;
@@ -188,7 +191,8 @@ struct KvServer::Impl {
   bool ckpt_stop = false;
   std::thread ckpt_writer;
   size_t local_slices = 0;
-  int64_t run_total_steps = 0;  // from the init (or the restored checkpoint), stored in checkpoints
+  int64_t run_total_steps = 0;          // from the init (or the restored checkpoint), stored in checkpoints
+  std::atomic<int64_t> max_version{0};  // highest slice version (BSP step) on this server, for pong
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -209,6 +213,7 @@ struct KvServer::Impl {
     }
     endpoint = router.get(zmq::sockopt::last_endpoint);
     io_dead.assign(opt.num_workers, 0);
+    io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
     if (!opt.restore_path.empty()) restore(opt.restore_path);
     if (checkpointing()) ckpt_writer = std::thread([this] { write_loop(); });
@@ -326,7 +331,8 @@ struct KvServer::Impl {
         return;
       }
     }
-    const bool weights = r.msg.type == MessageType::PULL || r.msg.type == MessageType::PUSH_PULL;
+    const bool weights =
+        r.msg.type == MessageType::PULL || r.msg.type == MessageType::PUSH_PULL || r.msg.type == MessageType::JOIN;
     m.type = weights ? MessageType::WEIGHTS : MessageType::ACK;
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
@@ -386,6 +392,7 @@ struct KvServer::Impl {
       r.request_id = m.request_id;
       r.sender_role = protocol::Role::SERVER;
       r.sender_rank = opt.rank;
+      r.step = max_version.load(std::memory_order_relaxed);  // where a rejoining worker can start
       std::vector<zmq::message_t> out;
       out.push_back(std::move(frames[0]));
       out.push_back(transport::copy_frame(protocol::encode_header(r)));
@@ -398,7 +405,10 @@ struct KvServer::Impl {
       }
       return;
     }
-    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank]) {
+    // A rejoining worker's pushes are accepted again; each slice counts it from its join step on.
+    if (m.type == MessageType::JOIN) io_rejoined[m.sender_rank] = 1;
+    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank] &&
+        !io_rejoined[m.sender_rank]) {
       send_error(frames[0], m.request_id, ErrorCode::WORKER_DEAD,
                  "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
       return;
@@ -513,8 +523,9 @@ struct KvServer::Impl {
   std::vector<float> inline_scratch;
 
   void handle_dead(uint32_t rank) {
-    if (rank >= opt.num_workers || io_dead[rank]) return;
+    if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
+    io_rejoined[rank] = 0;
     PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
     if (!layout) return;
@@ -598,7 +609,7 @@ struct KvServer::Impl {
         }
         ++s.contributions;
         ++s.next_rank;
-      } else if (dead[r]) {
+      } else if (dead[r] && !(s.join_step[r] >= 0 && s.version >= s.join_step[r])) {
         ++s.next_rank;
       } else {
         return;
@@ -616,6 +627,9 @@ struct KvServer::Impl {
       apply(s, a, step);
     }
     s.version = step + 1;
+    for (int64_t seen = max_version.load(std::memory_order_relaxed);
+         seen < s.version && !max_version.compare_exchange_weak(seen, s.version, std::memory_order_relaxed);) {
+    }
     s.contributions = 0;
     s.next_rank = 0;
     std::fill(s.pushed.begin(), s.pushed.end(), 0);
@@ -713,14 +727,16 @@ struct KvServer::Impl {
       s.pending.assign(opt.num_workers, nullptr);
       s.pushed.assign(opt.num_workers, 0);
       s.clock.assign(opt.num_workers, cs.version);
+      s.join_step.assign(opt.num_workers, -1);
       s.initialized = true;
+      max_version = std::max<int64_t>(max_version, cs.version);
     }
     PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
   }
 
   std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
-    (void)rank;
+    if (rank < s.join_step.size()) s.join_step[rank] = -1;  // a rejoined worker died again
     if (s.initialized && opt.mode == Consistency::kBsp && s.next_rank < opt.num_workers) bsp_advance(s, dead, scratch);
     return release_waiters(s, dead);
   }
@@ -748,6 +764,7 @@ struct KvServer::Impl {
         s.pending.assign(opt.num_workers, nullptr);
         s.pushed.assign(opt.num_workers, 0);
         s.clock.assign(opt.num_workers, 0);
+        s.join_step.assign(opt.num_workers, -1);
         s.initialized = true;
         others = release_waiters(s, dead);
         break;
@@ -758,7 +775,7 @@ struct KvServer::Impl {
           req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
           break;
         }
-        if (dead[rank]) {
+        if (dead[rank] && s.join_step[rank] < 0) {
           req->fail(ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead");
           break;
         }
@@ -792,6 +809,18 @@ struct KvServer::Impl {
         }
         break;
       }
+      case MessageType::JOIN:
+        if (!s.initialized || opt.mode != Consistency::kBsp || s.version > m.step) {
+          req->fail(ErrorCode::BAD_STEP,
+                    "worker " + std::to_string(rank) + " cannot join " + name() + " at step " + std::to_string(m.step) +
+                        ": " +
+                        (opt.mode != Consistency::kBsp ? std::string("joining needs sync mode")
+                         : !s.initialized              ? std::string("the slice is not initialised")
+                                                       : "the slice is already at step " + std::to_string(s.version)));
+          break;
+        }
+        s.join_step[rank] = m.step;
+        [[fallthrough]];
       case MessageType::PULL:
         if (ready(s, m.step, dead)) {
           answer(s, *req, k);

@@ -1,6 +1,7 @@
 // KvClient: request building on the calling thread, one I/O thread owning every DEALER socket.
 #include "worker/client/kv_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -29,9 +30,10 @@ namespace {
 struct Op {
   std::mutex mu;
   std::condition_variable cv;
-  int remaining = 0;  // per-server parts not yet answered
-  int borrowed = 0;   // zero-copy frames ZeroMQ still holds
-  std::string error;  // first failure
+  int remaining = 0;      // per-server parts not yet answered
+  int borrowed = 0;       // zero-copy frames ZeroMQ still holds
+  int64_t max_step = -1;  // ping: the highest step a pong reported
+  std::string error;      // first failure
 
   void part_done(const std::string& failure) {
     std::lock_guard<std::mutex> lock(mu);
@@ -189,7 +191,7 @@ struct KvClient::Impl {
     return h;
   }
 
-  Handle shutdown_all() {
+  Handle shutdown_all(MessageType type = MessageType::SHUTDOWN) {
     auto op = std::make_shared<Op>();
     op->remaining = static_cast<int>(opt.servers.size());
     std::vector<Part> parts;
@@ -197,12 +199,12 @@ struct KvClient::Impl {
       Part p;
       p.server = s;
       p.request_id = next_request++;
-      p.type = MessageType::SHUTDOWN;
-      p.what = "shutdown";
+      p.type = type;
+      p.what = protocol::type_name(type);
       p.op = op;
       p.deadline = Clock::now() + opt.request_timeout;
       protocol::Message m;
-      m.type = MessageType::SHUTDOWN;
+      m.type = type;
       m.request_id = p.request_id;
       m.job_token = opt.job_token;
       m.sender_role = protocol::Role::WORKER;
@@ -355,11 +357,18 @@ struct KvClient::Impl {
                       m.error_message);
       return;
     }
-    const bool wants_weights = p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL;
-    const MessageType expected = wants_weights ? MessageType::WEIGHTS : MessageType::ACK;
+    const bool wants_weights =
+        p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL || p.type == MessageType::JOIN;
+    const MessageType expected = wants_weights                 ? MessageType::WEIGHTS
+                                 : p.type == MessageType::PING ? MessageType::PONG
+                                                               : MessageType::ACK;
     if (m.type != expected) {
       p.op->part_done(who + " answered " + p.what + " with '" + protocol::type_name(m.type) + "'");
       return;
+    }
+    if (p.type == MessageType::PING) {
+      std::lock_guard<std::mutex> lock(p.op->mu);
+      p.op->max_step = std::max(p.op->max_step, m.step);
     }
     if (wants_weights) {
       if (m.keys.size() != p.keys.size()) {
@@ -411,6 +420,20 @@ KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* gr
   return impl_->submit(MessageType::PUSH_PULL, tensor, grad, out, numel, step, false);
 }
 KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
+KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
+  return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
+}
+int64_t KvClient::servers_step() {
+  const Handle h = impl_->shutdown_all(MessageType::PING);
+  std::shared_ptr<Op> op;
+  {
+    std::lock_guard<std::mutex> lock(impl_->ops_mu);
+    op = impl_->ops.at(h);
+  }
+  wait(h);  // throws on a timeout or an error reply
+  std::lock_guard<std::mutex> lock(op->mu);
+  return op->max_step;
+}
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
 

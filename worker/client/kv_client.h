@@ -69,6 +69,15 @@ class KvClient {
   // Asks every server to shut down (needs the job token).
   Handle shutdown_servers();
 
+  // Rejoining a running sync job (a restarted worker): the highest step any server's slices have
+  // reached, from a ping of every server; throws pshard::Error when a server does not answer in time.
+  int64_t servers_step();
+  // Rejoin: the servers count this worker in every step >= `step` of `tensor` again and answer with
+  // its weights for `step` (like zpull). Fails with badStep when a slice is already past `step`.
+  //   const int64_t start = kv.servers_step() + 20;              // a step boundary not reached yet
+  //   kv.wait(kv.join("fc1.weight", w.data(), w.size(), start));  // then push step `start`
+  Handle join(const std::string& tensor, float* out, size_t numel, int64_t step);
+
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);
   // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid).

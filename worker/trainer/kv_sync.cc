@@ -26,7 +26,7 @@ void KvSync::start(models::Model& model) {
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
   const auto t0 = Clock::now();
-  if (rank_ == 0 && start_step_ == 0) {
+  if (rank_ == 0 && start_step_ == 0 && !rejoin_) {
     std::vector<KvClient::Handle> inits;
     staging_->download_all_weights();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -38,7 +38,9 @@ void KvSync::start(models::Model& model) {
   stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
-    pending_[i] = kv_.zpull(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel), start_step_);
+    const size_t n = static_cast<size_t>(params[i].numel);
+    pending_[i] = rejoin_ ? kv_.join(params[i].name, staging_->weights(i), n, start_step_)
+                          : kv_.zpull(params[i].name, staging_->weights(i), n, start_step_);
     stats_.bytes_recv += static_cast<uint64_t>(params[i].numel) * sizeof(float);
   }
   sync_all();

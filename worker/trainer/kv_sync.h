@@ -38,6 +38,9 @@ class KvSync : public ParameterSync {
   // Resume at `step` (before start()): nobody sends inits; every worker pulls
   // the weights for `step` from the servers, which restored a checkpoint.
   void set_start_step(int64_t step) { start_step_ = step; }
+  // Rejoin a running job at the start step (a restarted worker): the first
+  // pulls are `join`s, so the servers count this worker from that step on.
+  void set_rejoin(bool rejoin) { rejoin_ = rejoin; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
@@ -59,6 +62,7 @@ class KvSync : public ParameterSync {
   models::Model* model_ = nullptr;
   int64_t step_ = 0;
   int64_t start_step_ = 0;
+  bool rejoin_ = false;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
   std::unique_ptr<DeviceStaging> staging_;

@@ -1,6 +1,7 @@
 // Checkpoints and failures through real processes: a resumed sync run ends with the same weights as an
 // uninterrupted one, corrupt checkpoints are named and skipped, and a SIGKILLed server either ends the
-// job promptly (server_failure_policy = abort) or the job restarts from its checkpoint and finishes.
+// job promptly (server_failure_policy = abort) or the job restarts from its checkpoint and finishes; a SIGKILLed
+// worker restarted by launch rejoins the running job.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -212,6 +213,53 @@ TEST(ServerFailure, RestartPolicyFinishesTheRunFromTheCheckpoint) {
   EXPECT_NE(log.find("restarting the job (restart 1 of 3) from the checkpoint of step"), std::string::npos) << log;
   Json summary = read_summary(dir + "/run");
   EXPECT_GT(summary.at("test_acc").as_number(), 0.75) << summary.dump();
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(WorkerJoin, KilledWorkerIsRestartedAndRejoinsTheRunningJob) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("worker-rejoin");
+  // 9600 samples / (3 x 64): 50 steps per epoch, 6 epochs.
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 3 --timeout 200" + job_args(6, 0) +
+                        " --set data.train_size=9600 --set cluster.failure_policy=continue"
+                        " --set cluster.restart_workers=true --run-dir " +
+                        dir + "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  int64_t victim = -1;
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (victim < 0 && Clock::now() < end) {
+    if (read_file(dir + "/run/metrics.jsonl").find("\"event\":\"epoch\"") != std::string::npos) {
+      Json map = Json::parse(read_file(dir + "/run/cluster.json"), dir + "/run/cluster.json");
+      for (const Json& n : map.at("nodes").elements()) {
+        if (n.at("role").as_string() == "worker" && n.at("rank").as_int() == 1) victim = n.at("pid").as_int();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(200));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a worker was killed\n" << log;
+  EXPECT_EQ(*rc, 0) << log;  // the restarted worker finished: the job fully succeeded
+  EXPECT_NE(log.find("rejoined the job in place of the dead worker 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("rejoining the job at step"), std::string::npos) << log;
+  Json summary = read_summary(dir + "/run");
+  EXPECT_EQ(summary.at("epochs").as_int(), 6) << summary.dump();
+  EXPECT_EQ(summary.at("workers_finished").size(), 3u) << summary.dump();
+  EXPECT_GT(summary.at("test_acc").as_number(), 0.75) << summary.dump();
+  // The last epoch moved as many bytes as the first: all three workers push and pull again.
+  std::vector<Json> epochs;
+  const std::string metrics = read_file(dir + "/run/metrics.jsonl");
+  size_t pos = 0;
+  while ((pos = metrics.find("{\"event\":\"epoch\"", pos)) != std::string::npos) {
+    const size_t nl = metrics.find('\n', pos);
+    epochs.push_back(Json::parse(metrics.substr(pos, nl - pos), "metrics.jsonl"));
+    pos = nl;
+  }
+  ASSERT_EQ(epochs.size(), 6u);
+  EXPECT_EQ(epochs.back().at("bytes_sent").as_number(), epochs.front().at("bytes_sent").as_number());
   pshard::testing::remove_dir_if_passed(dir);
 }
 
