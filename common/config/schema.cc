@@ -102,6 +102,9 @@ const std::vector<ConfigKey> kSchema = {
     // checkpoints (sync mode; docs/OPERATIONS.md)
     {"checkpoint.every_steps", T::kInt, "0", 0, 1e12, "",
      "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)"},
+    {"checkpoint.every_seconds", T::kDouble, "0", 0, 1e9, "",
+     "also checkpoint at the first step boundary after this many seconds since the last one (worker 0 decides; 0: "
+     "off)"},
     {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
 };
 

@@ -109,6 +109,7 @@ std::string encode_header(const Message& msg) {
   h.setSliceBytes(msg.slice_bytes);
   h.setNumServers(msg.num_servers);
   h.setRunTotalSteps(msg.run_total_steps);
+  h.setCheckpoint(msg.checkpoint);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -148,6 +149,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.slice_bytes = h.getSliceBytes();
     m.num_servers = h.getNumServers();
     m.run_total_steps = h.getRunTotalSteps();
+    m.checkpoint = h.getCheckpoint();
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();

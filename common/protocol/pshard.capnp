@@ -106,4 +106,6 @@ struct Header {
   numServers @12 :UInt32;       # init only: number of servers the sender's layout assumes
   runTotalSteps @13 :Int64;     # init only: steps the whole run will take (0 = unknown); servers use it for
                                 # schedules that depend on the run's length (cosine with lr_schedule.total_steps = 0)
+  checkpoint @14 :Bool;         # push/pushPull (BSP): checkpoint the keys when the step this push belongs to
+                                # closes, i.e. at step boundary `step` + 1 (worker 0 sets it: checkpoint.every_seconds)
 }

@@ -53,9 +53,10 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.batch_size = batch;
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
-  if (o.checkpoint_every_steps > 0 && o.mode != Consistency::kBsp) {
-    throw Error("checkpoint.every_steps = " + std::to_string(o.checkpoint_every_steps) +
-                " needs cluster.mode = sync (checkpoints are taken at step boundaries)");
+  if ((o.checkpoint_every_steps > 0 || cfg.get_double("checkpoint.every_seconds") > 0) && o.mode != Consistency::kBsp) {
+    throw Error(
+        "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
+        "boundaries)");
   }
   return o;
 }
@@ -116,6 +117,7 @@ struct SliceState {
   std::vector<Waiter> waiting;
   // BSP: per rank, the step from which a worker that rejoined (join) is counted again; -1: not rejoined.
   std::vector<int64_t> join_step;
+  bool checkpoint_requested = false;  // a push of the open step asked for a checkpoint when it closes
 };
 
 struct Task {
@@ -633,14 +635,16 @@ struct KvServer::Impl {
     s.contributions = 0;
     s.next_rank = 0;
     std::fill(s.pushed.begin(), s.pushed.end(), 0);
-    if (checkpointing() && s.version % opt.checkpoint_every_steps == 0) snapshot(s);
+    const bool requested = s.checkpoint_requested;
+    s.checkpoint_requested = false;
+    if (checkpointing() &&
+        (requested || (opt.checkpoint_every_steps > 0 && s.version % opt.checkpoint_every_steps == 0)))
+      snapshot(s);
   }
 
   // ---- checkpoints -------------------------------------------------------------------------------
 
-  bool checkpointing() const {
-    return opt.mode == Consistency::kBsp && opt.checkpoint_every_steps > 0 && !opt.checkpoint_dir.empty();
-  }
+  bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
 
   // On the slice's own thread, right after it reached a checkpoint step.
   void snapshot(const SliceState& s) {
@@ -792,6 +796,7 @@ struct KvServer::Impl {
           }
           s.pushed[rank] = 1;
           s.pending[rank] = req->payloads[k];
+          if (m.checkpoint) s.checkpoint_requested = true;
           bsp_advance(s, dead, scratch);
         } else {
           apply(s, aligned_floats(*req->payloads[k], scratch), m.step);

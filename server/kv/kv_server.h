@@ -43,8 +43,10 @@ struct KvServerOptions {
   // Checkpoints (sync mode only): every slice's state is copied when it reaches a version that is a
   // multiple of checkpoint_every_steps; once all of this server's slices are copied, a writer thread
   // writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the newest checkpoint_keep files.
-  std::string checkpoint_dir;          // "" or every_steps 0: no checkpoints
-  int64_t checkpoint_every_steps = 0;  // checkpoint.every_steps
+  // A push with the `checkpoint` flag (worker 0, checkpoint.every_seconds) also makes the step it
+  // closes a checkpoint step.
+  std::string checkpoint_dir;          // "": no checkpoints
+  int64_t checkpoint_every_steps = 0;  // checkpoint.every_steps (0: only when a push asks)
   int64_t checkpoint_keep = 3;         // checkpoint.keep (0: keep all)
   // When set, the server starts from this checkpoint file (layout, weights, optimizer state and
   // versions) instead of waiting for worker 0's init; an Error names the file when it is corrupt or

@@ -85,6 +85,7 @@ struct KvClient::Impl {
   std::unordered_map<Handle, std::shared_ptr<Op>> ops;
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_request{1};
+  std::atomic<int64_t> checkpoint_step{-1};
 
   explicit Impl(KvClientOptions o)
       : opt(std::move(o)), layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())) {
@@ -145,6 +146,7 @@ struct KvClient::Impl {
       m.sender_rank = opt.rank;
       m.step = step;
       m.layout_fingerprint = layout.fingerprint();
+      m.checkpoint = (type == MessageType::PUSH || type == MessageType::PUSH_PULL) && step == checkpoint_step.load();
       if (type == MessageType::INIT) {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
         m.slice_bytes = layout.slice_bytes();
@@ -420,6 +422,7 @@ KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* gr
   return impl_->submit(MessageType::PUSH_PULL, tensor, grad, out, numel, step, false);
 }
 KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
+void KvClient::request_checkpoint(int64_t step) { impl_->checkpoint_step = step; }
 KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
   return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
 }

@@ -62,6 +62,10 @@ class KvClient {
   Handle zpull(const std::string& tensor, float* out, size_t numel, int64_t step);
   Handle pull(const std::string& tensor, std::vector<float>* out, int64_t step);
 
+  // BSP: pushes of step `step` made after this call carry the checkpoint flag: the servers
+  // checkpoint every slice when that step closes (checkpoint.every_seconds). -1: none.
+  void request_checkpoint(int64_t step);
+
   // push of step `step`, then pull for step + 1, in one round trip per server.
   Handle push_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);
   Handle zpush_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);

@@ -15,7 +15,21 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_ba
     : kv_(kv),
       rank_(rank),
       schedule_(static_cast<float>(cfg.get_double("optimizer.lr")), optim::LrScheduleParams::from_config(cfg),
-                global_batch, total_steps) {}
+                global_batch, total_steps),
+      checkpoint_every_s_(
+          rank == 0 && cfg.get_string("cluster.mode") == "sync" ? cfg.get_double("checkpoint.every_seconds") : 0.0),
+      last_checkpoint_(Clock::now()) {}
+
+void KvSync::begin_step(int64_t step) {
+  step_ = step;
+  // checkpoint.every_seconds: worker 0 flags its pushes of this step, so every server checkpoints
+  // the same step boundary (step + 1).
+  if (checkpoint_every_s_ > 0 &&
+      std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() >= checkpoint_every_s_) {
+    kv_.request_checkpoint(step);
+    last_checkpoint_ = Clock::now();
+  }
+}
 
 void KvSync::start(models::Model& model) {
   model_ = &model;

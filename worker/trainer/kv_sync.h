@@ -1,6 +1,7 @@
 // ParameterSync through the parameter servers: per-layer push_pull overlapped with backprop.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -44,7 +45,7 @@ class KvSync : public ParameterSync {
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
-  void begin_step(int64_t step) override { step_ = step; }
+  void begin_step(int64_t step) override;
   void wait_layer(int layer) override;
   void grads_ready(int first, int count) override;
   void end_step(int64_t) override;
@@ -63,6 +64,8 @@ class KvSync : public ParameterSync {
   int64_t step_ = 0;
   int64_t start_step_ = 0;
   bool rejoin_ = false;
+  double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
+  std::chrono::steady_clock::time_point last_checkpoint_;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
   std::unique_ptr<DeviceStaging> staging_;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -119,6 +120,26 @@ TEST(CheckpointResume, ResumedRunEndsWithTheSameWeightsAsAnUninterruptedOne) {
   }
   const std::string want = read_file(a + "/model.bin");
   ASSERT_GT(want.size(), 100000u);
+
+  // checkpoint.every_seconds: worker 0 flags a step, every server checkpoints that same boundary;
+  // checkpointing does not change the training.
+  const std::string d = dir + "/d";
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + job_args(3, 0) +
+                            " --set checkpoint.every_seconds=0.2 --run-dir " + d,
+                        150, dir + "/d.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/d.log");
+  EXPECT_TRUE(read_file(d + "/model.bin") == want) << "a run with timed checkpoints trained differently";
+  std::vector<int64_t> timed[2];
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (const auto& e : fs::directory_iterator(d + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      const std::string prefix = "server-" + std::to_string(s) + ".step-";
+      if (name.rfind(prefix, 0) == 0) timed[s].push_back(std::stoll(name.substr(prefix.size(), 8)));
+    }
+    std::sort(timed[s].begin(), timed[s].end());
+  }
+  ASSERT_FALSE(timed[0].empty()) << read_file(dir + "/d.log");
+  EXPECT_EQ(timed[0], timed[1]);  // the same step boundaries on both servers
 
   // Resume from step 80 (epoch 2, 30 batches in): only checkpoints 40 and 80 are left.
   const std::string b = dir + "/b";
