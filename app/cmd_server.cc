@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <zmq.hpp>
 
@@ -76,6 +77,18 @@ struct Outcome {
   }
 };
 
+// This server's checkpoint of `step`; a server that owns no slices writes none and takes the
+// layout from another server's file (KvServer checks that it owns nothing in it).
+std::string restore_file(const std::string& dir, const KvServerOptions& opt, int64_t step) {
+  const std::string own = checkpoint_path(dir, opt.rank, step);
+  if (std::filesystem::exists(own)) return own;
+  for (uint32_t s = 0; s < opt.num_servers; ++s) {
+    const std::string other = checkpoint_path(dir, s, step);
+    if (s != opt.rank && std::filesystem::exists(other)) return other;
+  }
+  return own;  // KvServer names the missing file
+}
+
 int run_server(const std::vector<std::string>& args) {
   ArgParser p("pshard server",
               "one parameter server of a job: registers with the coordinator, holds its share of the model's slices "
@@ -123,7 +136,7 @@ int run_server(const std::vector<std::string>& args) {
     opt.num_workers = static_cast<uint32_t>(p.get_int("workers"));
     opt.rank = static_cast<uint32_t>(requested_rank);
     log::configure("server " + std::to_string(opt.rank), level);
-    if (restore_step >= 0) opt.restore_path = checkpoint_path(checkpoint_dir, opt.rank, restore_step);
+    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
     KvServer server(opt);
     std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
     std::fflush(stdout);
@@ -147,7 +160,7 @@ int run_server(const std::vector<std::string>& args) {
   opt.num_servers = cluster.map().num_servers;
   opt.num_workers = cluster.map().num_workers;
   log::configure("server " + std::to_string(opt.rank), level);
-  if (restore_step >= 0) opt.restore_path = checkpoint_path(checkpoint_dir, opt.rank, restore_step);
+  if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
   KvServer server(opt);
   PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                     << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";

@@ -52,7 +52,8 @@ ServerCheckpoint read_checkpoint(const std::string& path);
 std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_rank);
 
 // The newest step for which every server 0..num_servers-1 has a complete checkpoint (all files
-// read and checked); -1 when there is none. Files that fail the check are reported in `skipped`
+// read and checked; a server that owns no slices in the layout needs none); -1 when there is none. Files that fail the
+// check are reported in `skipped`
 // ("path: why") and ignored.
 int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::vector<std::string>* skipped);
 

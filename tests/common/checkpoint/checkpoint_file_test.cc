@@ -151,6 +151,33 @@ TEST(CheckpointFile, NewestCompleteStepNeedsEveryServerAndSkipsBadFiles) {
   fs::remove_all(dir);
 }
 
+TEST(CheckpointFile, AServerWithoutSlicesNeedsNoFile) {
+  const std::string dir = fresh_dir("noslices");
+  // Tensors a (25 floats) and b (10) in 40-byte slices: 4 slices, so server 4 of 5 owns none.
+  for (uint32_t s = 0; s < 4; ++s) {
+    ServerCheckpoint c = sample(s, 7);
+    c.num_servers = 5;
+    SliceLayout layout(c.tensors, c.slice_bytes, 5);
+    ASSERT_EQ(layout.bytes_on_server(4), 0u);
+    c.layout_fingerprint = layout.fingerprint();
+    c.slices.clear();
+    for (uint32_t id = 0; id < layout.slices().size(); ++id) {
+      if (layout.slice(id).server != s) continue;
+      CheckpointSlice sl;
+      sl.id = id;
+      sl.version = 7;
+      sl.weights.assign(layout.slice(id).length, 1.0f);
+      sl.opt_state.assign(layout.slice(id).length, 0.0f);
+      c.slices.push_back(sl);
+    }
+    write_checkpoint(checkpoint_path(dir, s, 7), c);
+  }
+  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), 7);
+  fs::remove(checkpoint_path(dir, 3, 7));  // server 3 owns a slice: its file is needed
+  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), -1);
+  fs::remove_all(dir);
+}
+
 TEST(CheckpointFile, PruneKeepsTheNewest) {
   const std::string dir = fresh_dir("prune");
   for (int64_t step : {5, 10, 15, 20}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step));
