@@ -5,10 +5,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <zmq.hpp>
 
 #include "app/command.h"
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/cluster/cluster_client.h"
 #include "common/config/config.h"
 #include "common/error.h"
@@ -76,6 +78,18 @@ struct Outcome {
   }
 };
 
+// This server's checkpoint of `step`; a server that owns no slices writes none and takes the
+// layout from another server's file (KvServer checks that it owns nothing in it).
+std::string restore_file(const std::string& dir, const KvServerOptions& opt, int64_t step) {
+  const std::string own = checkpoint_path(dir, opt.rank, step);
+  if (std::filesystem::exists(own)) return own;
+  for (uint32_t s = 0; s < opt.num_servers; ++s) {
+    const std::string other = checkpoint_path(dir, s, step);
+    if (s != opt.rank && std::filesystem::exists(other)) return other;
+  }
+  return own;  // KvServer names the missing file
+}
+
 int run_server(const std::vector<std::string>& args) {
   ArgParser p("pshard server",
               "one parameter server of a job: registers with the coordinator, holds its share of the model's slices "
@@ -91,6 +105,10 @@ int run_server(const std::vector<std::string>& args) {
   p.add_option(
       "key-dir", "DIR",
       "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
+  p.add_option("run-dir", "DIR", "the job's run directory: checkpoints go to DIR/checkpoints (checkpoint.every_steps)");
+  p.add_option("restore-step", "K",
+               "start from DIR/checkpoints/server-R.step-K.ckpt (weights, optimizer state, versions) instead of "
+               "worker 0's init; needs --run-dir (pshard launch --resume passes it)");
   p.add_option("rank", "R", "ask for this server rank (default: PSHARD_RANK, else assigned by the coordinator)");
   p.add_option("servers", "S", "standalone: number of servers");
   p.add_option("workers", "W", "standalone: number of workers");
@@ -107,6 +125,10 @@ int run_server(const std::vector<std::string>& args) {
   const std::string bind = concrete_endpoint(p.get("bind"));
 
   KvServerOptions opt = KvServerOptions::from_config(cfg);
+  const std::string checkpoint_dir = p.has("run-dir") ? p.get("run-dir") + "/checkpoints" : "";
+  opt.checkpoint_dir = checkpoint_dir;
+  if (p.has("restore-step") && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
+  const int64_t restore_step = p.has("restore-step") ? p.get_int("restore-step") : -1;
   opt.bind = bind;
   opt.job_token = token;
   opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
@@ -120,6 +142,7 @@ int run_server(const std::vector<std::string>& args) {
     opt.num_workers = static_cast<uint32_t>(p.get_int("workers"));
     opt.rank = static_cast<uint32_t>(requested_rank);
     log::configure("server " + std::to_string(opt.rank), level);
+    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
     KvServer server(opt);
     std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
     std::fflush(stdout);
@@ -144,6 +167,7 @@ int run_server(const std::vector<std::string>& args) {
   opt.num_servers = cluster.map().num_servers;
   opt.num_workers = cluster.map().num_workers;
   log::configure("server " + std::to_string(opt.rank), level);
+  if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
   KvServer server(opt);
   PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                     << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";

@@ -35,7 +35,17 @@ int run_worker(const std::vector<std::string>& args) {
       "key-dir", "DIR",
       "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
   p.add_option("rank", "R", "ask for this worker rank (default: PSHARD_RANK, else assigned by the coordinator)");
+  p.add_option("start-step", "K",
+               "resume at global step K: no inits, pull the weights of step K from servers that restored their "
+               "checkpoint of step K (pshard launch --resume passes it)",
+               false, "0");
+  p.add_flag("join",
+             "rejoin a running sync job (a restarted worker, cluster.failure_policy = continue): take over a dead "
+             "worker's rank, start a few steps after the servers' current step and be counted from then on");
   if (!p.parse(args)) return 0;
+  const bool join = p.flag("join");
+  int64_t start_step = p.get_int("start-step");
+  if (start_step < 0) throw Error("pshard worker: --start-step must be >= 0, got " + p.get("start-step"));
 
   Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
@@ -74,6 +84,7 @@ int run_worker(const std::vector<std::string>& args) {
   });
 
   trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
+  opts.start_step = start_step;
   const int64_t global_batch = opts.batch_size * world;
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
@@ -89,22 +100,38 @@ int run_worker(const std::vector<std::string>& args) {
   kopt.spin = std::chrono::microseconds(cfg.get_int("cluster.spin_us"));
   kopt.run_total_steps = total_steps;
   KvClient kv(kopt);
+  if (join) {
+    // A step boundary the running workers have not reached yet, so that every slice can still
+    // count this worker from it; the servers refuse the join (badStep) if they got there first.
+    constexpr int64_t kJoinMargin = 20;
+    start_step = std::min(kv.servers_step() + kJoinMargin, total_steps);
+    opts.start_step = start_step;
+    PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
+  }
+  if (start_step > total_steps) {
+    throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
+                std::to_string(total_steps) + " steps)");
+  }
   trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);
+  sync.set_start_step(start_step);
+  sync.set_rejoin(join);
   trainer::Trainer t(opts, *setup.model, setup.data, sync);
-  if (rank == 0) {
+  if (rank == 0 && !join) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
-    cluster.report(Json::object()
-                       .set("event", "start")
-                       .set("model", cfg.get_string("model.name"))
-                       .set("optimizer", cfg.get_string("optimizer.name"))
-                       .set("lr", cfg.get_double("optimizer.lr"))
-                       .set("batch_size", opts.batch_size)
-                       .set("global_batch", global_batch)
-                       .set("model_bytes", trainer::model_bytes(*setup.model))
-                       .set("mode", cfg.get_string("cluster.mode"))
-                       .set("epochs", opts.epochs)
-                       .set("steps_per_epoch", t.steps_per_epoch()));
+    Json start = Json::object()
+                     .set("event", "start")
+                     .set("model", cfg.get_string("model.name"))
+                     .set("optimizer", cfg.get_string("optimizer.name"))
+                     .set("lr", cfg.get_double("optimizer.lr"))
+                     .set("batch_size", opts.batch_size)
+                     .set("global_batch", global_batch)
+                     .set("model_bytes", trainer::model_bytes(*setup.model))
+                     .set("mode", cfg.get_string("cluster.mode"))
+                     .set("epochs", opts.epochs)
+                     .set("steps_per_epoch", t.steps_per_epoch());
+    if (start_step > 0) start.set("start_step", start_step);  // a resumed run
+    cluster.report(start);
   }
   t.run(
       [&](const trainer::StepEvent& s) {

@@ -110,6 +110,7 @@ struct Coordinator::Impl {
   std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports;  // epoch -> worker rank -> report
   RunTotals totals;
   int64_t epochs_written = 0;
+  int64_t last_epoch_written = 0;
   Clock::time_point running_since;
 
   // Cross-thread state.
@@ -184,6 +185,7 @@ struct Coordinator::Impl {
     } else if (kind == "worker_epoch") {
       WorkerEpochReport r = WorkerEpochReport::from_json(event);
       r.rank = p.info.rank;
+      if (r.epoch <= last_epoch_written) return;  // a rejoined worker's part of an epoch already written
       epoch_reports[r.epoch][r.rank] = r;
       flush_epochs();
     } else if (MetricsWriter* w = writer()) {
@@ -202,6 +204,7 @@ struct Coordinator::Impl {
     while (!epoch_reports.empty() && epoch_reports.begin()->second.size() >= expected_reports) {
       std::vector<WorkerEpochReport> reports;
       for (const auto& [rank, r] : epoch_reports.begin()->second) reports.push_back(r);
+      last_epoch_written = epoch_reports.begin()->first;
       epoch_reports.erase(epoch_reports.begin());
       Json epoch = combine_epoch(reports);
       totals.add_epoch(epoch);
@@ -273,6 +276,11 @@ struct Coordinator::Impl {
     if (phase != Phase::kRendezvous) {
       auto it = peers.find(id);
       if (it != peers.end() && reachable(it->second)) return;  // a duplicate of an accepted registration
+      if (phase == Phase::kRunning && p.info.role == NodeRole::kWorker &&
+          opt.failure_policy == FailurePolicy::kContinue) {
+        rejoin(id, p, refuse);
+        return;
+      }
       refuse("the job is already running: all " + std::to_string(opt.num_servers) + " servers and " +
              std::to_string(opt.num_workers) + " workers registered");
       return;
@@ -318,6 +326,80 @@ struct Coordinator::Impl {
     }
   }
 
+  // A worker registering while the job runs (failure policy continue) takes over the rank of a dead
+  // worker: it gets the cluster map with itself in it and is live from now on (docs/OPERATIONS.md).
+  template <typename Refuse>
+  void rejoin(const std::string& id, Peer p, Refuse refuse) {
+    // A restarted process asking for its old rank usually comes before the heartbeat timeout
+    // declared the old one dead: the new registration replaces it (same job token, same rank).
+    for (auto& [oid, o] : peers) {
+      if (o.info.role == NodeRole::kWorker && o.state == Peer::State::kLive &&
+          static_cast<int64_t>(o.info.rank) == p.requested_rank) {
+        on_node_failed(
+            o, "replaced by a new process (pid " + std::to_string(p.info.pid) + ") that registered for its rank");
+        break;
+      }
+    }
+    if (phase != Phase::kRunning) {
+      refuse("the job is no longer running");
+      return;
+    }
+    std::set<uint32_t> dead, live;
+    for (const auto& [oid, o] : peers) {
+      if (o.info.role != NodeRole::kWorker) continue;
+      if (o.state == Peer::State::kDead) dead.insert(o.info.rank);
+      if (o.state == Peer::State::kLive || o.state == Peer::State::kLeft) live.insert(o.info.rank);
+      if (o.state == Peer::State::kLive && o.fingerprint != 0 && p.fingerprint != 0 && o.fingerprint != p.fingerprint) {
+        refuse("layout fingerprint mismatch with the running " + cc::describe(o.info) + ": " + hex64(p.fingerprint) +
+               " vs " + hex64(o.fingerprint));
+        return;
+      }
+    }
+    for (uint32_t r : live) dead.erase(r);
+    int64_t rank = -1;
+    if (p.requested_rank >= 0) {
+      if (dead.count(static_cast<uint32_t>(p.requested_rank))) rank = p.requested_rank;
+    } else if (!dead.empty()) {
+      rank = *dead.begin();
+    }
+    if (rank < 0) {
+      refuse("the job is already running and " +
+             (p.requested_rank >= 0 ? "worker rank " + std::to_string(p.requested_rank) + " is not dead"
+                                    : std::string("no worker is dead")) +
+             ": a worker can only rejoin in place of a dead one");
+      return;
+    }
+    p.info.rank = static_cast<uint32_t>(rank);
+    p.state = Peer::State::kLive;
+    peers.erase(id);
+    peers[id] = p;
+    ClusterMap m;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      published_map.workers.at(p.info.rank) = p.info;
+      m = published_map;
+    }
+    send_map(id, m, p.info);
+    PSHARD_LOG(kInfo) << cc::describe(p.info) << " rejoined the job in place of the dead worker " << rank;
+    if (!opt.run_dir.empty()) write_cluster_json(m);
+  }
+
+  void send_map(const std::string& id, const ClusterMap& m, const NodeInfo& to) {
+    capnp::MallocMessageBuilder b;
+    auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
+    cm.setNumServers(m.num_servers);
+    cm.setNumWorkers(m.num_workers);
+    auto servers = cm.initServers(m.num_servers);
+    for (uint32_t i = 0; i < m.num_servers; ++i) cc::fill_node(m.servers[i], servers[i]);
+    auto workers = cm.initWorkers(m.num_workers);
+    for (uint32_t i = 0; i < m.num_workers; ++i) cc::fill_node(m.workers[i], workers[i]);
+    cm.setYourRole(cc::to_wire(to.role));
+    cm.setYourRank(to.rank);
+    cm.setHeartbeatIntervalMs(static_cast<uint32_t>(opt.heartbeat_interval.count()));
+    cm.setHeartbeatTimeoutMs(static_cast<uint32_t>(opt.heartbeat_timeout.count()));
+    send(id, b);
+  }
+
   void assign_ranks(NodeRole role) {
     std::vector<Peer*> mine;
     for (auto& [id, p] : peers) {
@@ -355,20 +437,7 @@ struct Coordinator::Impl {
       (p.info.role == NodeRole::kServer ? m.servers : m.workers)[p.info.rank] = p.info;
     }
     for (auto& [id, p] : peers) {
-      if (p.state != Peer::State::kLive) continue;
-      capnp::MallocMessageBuilder b;
-      auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
-      cm.setNumServers(m.num_servers);
-      cm.setNumWorkers(m.num_workers);
-      auto servers = cm.initServers(m.num_servers);
-      for (uint32_t i = 0; i < m.num_servers; ++i) cc::fill_node(m.servers[i], servers[i]);
-      auto workers = cm.initWorkers(m.num_workers);
-      for (uint32_t i = 0; i < m.num_workers; ++i) cc::fill_node(m.workers[i], workers[i]);
-      cm.setYourRole(cc::to_wire(p.info.role));
-      cm.setYourRank(p.info.rank);
-      cm.setHeartbeatIntervalMs(static_cast<uint32_t>(opt.heartbeat_interval.count()));
-      cm.setHeartbeatTimeoutMs(static_cast<uint32_t>(opt.heartbeat_timeout.count()));
-      send(id, b);
+      if (p.state == Peer::State::kLive) send_map(id, m, p.info);
     }
     phase = Phase::kRunning;
     running_since = Clock::now();

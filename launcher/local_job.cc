@@ -80,6 +80,8 @@ std::string ChildExit::describe() const {
 struct LocalJob::Impl {
   struct Child {
     ChildSpec spec;
+    std::vector<std::string> restart_argv;  // add_restartable()
+    int max_restarts = 0;
     ChildExit exit;
     bool reaped = false;
     std::unique_ptr<asio::posix::stream_descriptor> out, err;
@@ -280,7 +282,29 @@ struct LocalJob::Impl {
     }
     if (stopping) ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);  // leftovers of its process group
     if (c.exit.failed()) {
-      if (c.spec.may_fail) {
+      if (c.spec.may_fail && !stopping && !c.restart_argv.empty() && c.max_restarts > 0) {
+        write_all(opt.err_fd, "[launch] " + c.exit.describe() + ": starting it again (" +
+                                  std::to_string(c.max_restarts - 1) + " restarts left)\n");
+        c.exit.restarted = true;
+        ChildSpec again = c.spec;
+        again.argv = c.restart_argv;
+        const int left = c.max_restarts - 1;
+        // Not inside the reap loop, which iterates over `children`.
+        asio::post(io, [this, again, left] {
+          if (stopping) return;
+          auto n = std::make_unique<Child>();
+          n->spec = again;
+          n->restart_argv = again.argv;
+          n->max_restarts = left;
+          n->exit.name = again.name;
+          children.push_back(std::move(n));
+          try {
+            spawn(*children.back());
+          } catch (const Error& e) {
+            children.back()->exit.start_error = e.what();
+          }
+        });
+      } else if (c.spec.may_fail) {
         write_all(opt.err_fd, "[launch] " + c.exit.describe() + " (allowed to fail: the job goes on)\n");
       } else if (!stopping) {
         fail(c.exit.describe());
@@ -390,7 +414,7 @@ struct LocalJob::Impl {
       r.exit_code = 1;
     } else {
       for (const ChildExit& e : r.children) {
-        if (e.failed()) {
+        if (e.failed() && !e.restarted) {
           r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
           if (r.failure.empty()) r.failure = e.describe();
         }
@@ -441,6 +465,13 @@ std::optional<LocalJob::Result> LocalJob::wait_for(std::chrono::milliseconds tim
   std::unique_lock<std::mutex> lock(impl_->mu);
   if (!impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished; })) return std::nullopt;
   return impl_->result;
+}
+
+void LocalJob::add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts) {
+  add(child);
+  impl_->children.back()->spec.may_fail = true;
+  impl_->children.back()->restart_argv = std::move(restart_argv);
+  impl_->children.back()->max_restarts = max_restarts;
 }
 
 LocalJob::Result LocalJob::run() {

@@ -32,6 +32,7 @@ struct ChildExit {
   int signal = 0;        // killed by this signal (0: none)
   bool stopped = false;  // the job sent it SIGTERM/SIGKILL (stopping is not a failure)
   bool may_fail = false;
+  bool restarted = false;  // it failed and was started again (restart_argv): the new run's exit counts
 
   bool failed() const;           // could not start, non-zero exit, or killed by a signal we did not send
   std::string describe() const;  // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"
@@ -74,8 +75,11 @@ class LocalJob {
   LocalJob& operator=(const LocalJob&) = delete;
 
   void add(const ChildSpec& child);  // before start()
-  void start();                      // spawns every child (returns once all were spawned)
-  Result wait();                     // until every child ended
+  // A may_fail child that, when it fails, is started again (same name) with `restart_argv`, at most
+  // `max_restarts` times in all; each run is its own ChildExit in Result::children.
+  void add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts);
+  void start();   // spawns every child (returns once all were spawned)
+  Result wait();  // until every child ended
   std::optional<Result> wait_for(std::chrono::milliseconds timeout);
   Result run();                          // start() + wait()
   void stop(const std::string& reason);  // any thread: SIGTERM all, SIGKILL after grace (not a failure)

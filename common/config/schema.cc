@@ -93,6 +93,23 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.spin_us", T::kInt, "0", 0, 100000, "",
      "busy-poll this long before sleeping in the worker client and server (us; latency vs CPU)"},
 
+    {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
+     "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},
+    {"cluster.max_restarts", T::kInt, "3", 0, 1000, "",
+     "server_failure_policy = restart: how many times pshard launch restarts a job before giving up"},
+
+    {"cluster.restart_workers", T::kBool, "false", 0, 0, "",
+     "pshard launch restarts a worker that died (up to cluster.max_restarts times); it rejoins the running sync job "
+     "(needs failure_policy = continue)"},
+
+    // checkpoints (sync mode; docs/OPERATIONS.md)
+    {"checkpoint.every_steps", T::kInt, "0", 0, 1e12, "",
+     "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)"},
+    {"checkpoint.every_seconds", T::kDouble, "0", 0, 1e9, "",
+     "also checkpoint at the first step boundary after this many seconds since the last one (worker 0 decides; 0: "
+     "off)"},
+    {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
+
     // security (docs/OPERATIONS.md, "Security")
     {"security.curve", T::kBool, "false", 0, 0, "",
      "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)"},

@@ -21,7 +21,7 @@ Decoded fail(Decoded d, ErrorCode code, std::string why) {
 
 bool known_type(MessageType t) {
   return static_cast<uint16_t>(t) >= static_cast<uint16_t>(MessageType::PING) &&
-         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::SHUTDOWN);
+         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::JOIN);
 }
 
 std::string key_name(size_t i, const KeyRef& k) {
@@ -49,6 +49,7 @@ const char* type_name(MessageType type) {
     case MessageType::WEIGHTS: return "weights";
     case MessageType::ERROR: return "error";
     case MessageType::SHUTDOWN: return "shutdown";
+    case MessageType::JOIN: return "join";
   }
   return "unknown";
 }
@@ -108,6 +109,7 @@ std::string encode_header(const Message& msg) {
   h.setSliceBytes(msg.slice_bytes);
   h.setNumServers(msg.num_servers);
   h.setRunTotalSteps(msg.run_total_steps);
+  h.setCheckpoint(msg.checkpoint);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -147,6 +149,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.slice_bytes = h.getSliceBytes();
     m.num_servers = h.getNumServers();
     m.run_total_steps = h.getRunTotalSteps();
+    m.checkpoint = h.getCheckpoint();
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();
@@ -183,8 +186,8 @@ Decoded decode(const FrameView* frames, size_t count) {
     return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT,
                 std::string(type_name(m.type)) + " must carry no payload frames, got " + std::to_string(payloads));
   }
-  if (m.type == MessageType::PULL && m.keys.empty()) {
-    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, "pull lists no keys");
+  if ((m.type == MessageType::PULL || m.type == MessageType::JOIN) && m.keys.empty()) {
+    return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, std::string(type_name(m.type)) + " lists no keys");
   }
   for (size_t i = 0; i < m.keys.size(); ++i) {
     const KeyRef& k = m.keys[i];

@@ -46,6 +46,7 @@ struct Message {
   uint64_t slice_bytes = 0;     // init only
   uint32_t num_servers = 0;     // init only
   int64_t run_total_steps = 0;  // init only: 0 = unknown
+  bool checkpoint = false;      // push/pushPull: checkpoint the keys at step boundary step + 1
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only
   ErrorCode error_code = ErrorCode::NONE;

@@ -10,7 +10,8 @@
 #   push      keys + one payload per key (gradients)         -> ack | error
 #   pull      keys, no payload                               -> weights | error
 #   pushPull  keys + one payload per key (gradients)         -> weights | error
-#   ping      nothing                                        -> pong
+#   ping      nothing                                        -> pong (its `step`: the server's highest slice version)
+#   join      keys, no payload                               -> weights | error (a worker rejoining a sync job)
 #   shutdown  nothing                                        -> ack (then the server stops)
 @0x90a67fa7ef1961e4;
 
@@ -44,6 +45,8 @@ enum MessageType {
   weights @8;       # server -> worker: reply to pull/pushPull, one float32 payload per key, same key order
   error @9;         # server -> worker: the request was refused; `errorCode` and `errorMessage` say why; no payload
   shutdown @10;     # -> server: finish and exit (needs the job token); answered with ack
+  join @11;         # worker -> server (sync): a rejoining worker is counted in every step >= `step` of `keys`;
+                    # answered like a pull at `step`; badStep when a key is already past `step`
 }
 
 # Why a request was refused (in an `error` reply).
@@ -103,4 +106,6 @@ struct Header {
   numServers @12 :UInt32;       # init only: number of servers the sender's layout assumes
   runTotalSteps @13 :Int64;     # init only: steps the whole run will take (0 = unknown); servers use it for
                                 # schedules that depend on the run's length (cosine with lr_schedule.total_steps = 0)
+  checkpoint @14 :Bool;         # push/pushPull (BSP): checkpoint the keys when the step this push belongs to
+                                # closes, i.e. at step boundary `step` + 1 (worker 0 sets it: checkpoint.every_seconds)
 }

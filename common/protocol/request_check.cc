@@ -17,8 +17,8 @@ RequestCheck refuse(ErrorCode code, std::string why) {
 
 RequestCheck check_request(const Message& msg, const ServerView& view) {
   const MessageType t = msg.type;
-  const bool data =
-      t == MessageType::INIT || t == MessageType::PUSH || t == MessageType::PULL || t == MessageType::PUSH_PULL;
+  const bool data = t == MessageType::INIT || t == MessageType::PUSH || t == MessageType::PULL ||
+                    t == MessageType::PUSH_PULL || t == MessageType::JOIN;
   if (!data && t != MessageType::PING && t != MessageType::SHUTDOWN) {
     return refuse(ErrorCode::UNKNOWN_TYPE, std::string("'") + type_name(t) + "' is not a request a server handles");
   }

@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
@@ -51,6 +53,13 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.schedule = sp;
   o.base_lr = params.lr;
   o.batch_size = batch;
+  o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
+  o.checkpoint_keep = cfg.get_int("checkpoint.keep");
+  if ((o.checkpoint_every_steps > 0 || cfg.get_double("checkpoint.every_seconds") > 0) && o.mode != Consistency::kBsp) {
+    throw Error(
+        "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
+        "boundaries)");
+  }
   return o;
 }
 
@@ -111,6 +120,9 @@ struct SliceState {
   // SSP: pushes seen per worker (the worker's clock as this slice knows it).
   std::vector<int64_t> clock;
   std::vector<Waiter> waiting;
+  // BSP: per rank, the step from which a worker that rejoined (join) is counted again; -1: not rejoined.
+  std::vector<int64_t> join_step;
+  bool checkpoint_requested = false;  // a push of the open step asked for a checkpoint when it closes
 };
 
 struct Task {
@@ -162,7 +174,8 @@ struct KvServer::Impl {
   std::vector<std::unique_ptr<TaskQueue>> queues;
   std::vector<std::thread> workers;
   std::thread io;
-  std::vector<char> io_dead;  // dead workers as the socket thread knows them
+  std::vector<char> io_dead;      // dead workers as the socket thread knows them
+  std::vector<char> io_rejoined;  // dead workers that sent a join since (counted per slice from its join step)
 
   std::mutex done_mu;  // completions and control events for the socket thread
   std::deque<RequestPtr> done;
@@ -175,7 +188,20 @@ struct KvServer::Impl {
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0}, n_weight_copies{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0}, n_weight_copies{0},
+      n_checkpoints{0};
+
+  // Checkpoints: slices copy their state into snapshots[step] on their own thread; the writer
+  // thread writes a snapshot once every local slice is in it.
+  std::mutex ckpt_mu;
+  std::condition_variable ckpt_cv;
+  std::map<int64_t, std::vector<CheckpointSlice>> snapshots;
+  std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write;
+  bool ckpt_stop = false;
+  std::thread ckpt_writer;
+  size_t local_slices = 0;
+  int64_t run_total_steps = 0;          // from the init (or the restored checkpoint), stored in checkpoints
+  std::atomic<int64_t> max_version{0};  // highest slice version (BSP step) on this server, for pong
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -197,7 +223,10 @@ struct KvServer::Impl {
     }
     endpoint = router.get(zmq::sockopt::last_endpoint);
     io_dead.assign(opt.num_workers, 0);
+    io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
+    if (!opt.restore_path.empty()) restore(opt.restore_path);
+    if (checkpointing()) ckpt_writer = std::thread([this] { write_loop(); });
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
     io = std::thread([this] { socket_loop(); });
   }
@@ -209,6 +238,14 @@ struct KvServer::Impl {
       if (io.joinable()) io.join();
       for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
       for (auto& t : workers) t.join();
+      if (ckpt_writer.joinable()) {
+        {
+          std::lock_guard<std::mutex> lock(ckpt_mu);
+          ckpt_stop = true;
+        }
+        ckpt_cv.notify_all();
+        ckpt_writer.join();
+      }
       router.close();
     });
   }
@@ -308,7 +345,8 @@ struct KvServer::Impl {
         return;
       }
     }
-    const bool weights = r.msg.type == MessageType::PULL || r.msg.type == MessageType::PUSH_PULL;
+    const bool weights =
+        r.msg.type == MessageType::PULL || r.msg.type == MessageType::PUSH_PULL || r.msg.type == MessageType::JOIN;
     m.type = weights ? MessageType::WEIGHTS : MessageType::ACK;
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
@@ -368,6 +406,7 @@ struct KvServer::Impl {
       r.request_id = m.request_id;
       r.sender_role = protocol::Role::SERVER;
       r.sender_rank = opt.rank;
+      r.step = max_version.load(std::memory_order_relaxed);  // where a rejoining worker can start
       std::vector<zmq::message_t> out;
       out.push_back(std::move(frames[0]));
       out.push_back(transport::copy_frame(protocol::encode_header(r)));
@@ -380,7 +419,10 @@ struct KvServer::Impl {
       }
       return;
     }
-    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank]) {
+    // A rejoining worker's pushes are accepted again; each slice counts it from its join step on.
+    if (m.type == MessageType::JOIN) io_rejoined[m.sender_rank] = 1;
+    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank] &&
+        !io_rejoined[m.sender_rank]) {
       send_error(frames[0], m.request_id, ErrorCode::WORKER_DEAD,
                  "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
       return;
@@ -430,6 +472,12 @@ struct KvServer::Impl {
     }
     std::vector<TensorSpec> specs;
     for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
+    return install_layout(std::move(specs), m.layout_fingerprint, m.run_total_steps, code, why);
+  }
+
+  // Builds the layout, the learning-rate schedule and the (empty) states of this server's slices.
+  bool install_layout(std::vector<TensorSpec> specs, uint64_t fingerprint, int64_t total_steps, ErrorCode& code,
+                      std::string& why) {
     std::unique_ptr<SliceLayout> l;
     try {
       l = std::make_unique<SliceLayout>(std::move(specs), opt.slice_bytes, opt.num_servers);
@@ -438,14 +486,15 @@ struct KvServer::Impl {
       why = std::string("init tensor list: ") + e.what();
       return false;
     }
-    if (l->fingerprint() != m.layout_fingerprint) {
+    if (l->fingerprint() != fingerprint) {
       code = ErrorCode::LAYOUT_MISMATCH;
       why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
-            std::to_string(m.layout_fingerprint);
+            std::to_string(fingerprint);
       return false;
     }
+    run_total_steps = total_steps;
     if (!opt.lr_at) {
-      const int64_t run_steps = m.run_total_steps > 0 ? m.run_total_steps : opt.schedule.total_steps;
+      const int64_t run_steps = total_steps > 0 ? total_steps : opt.schedule.total_steps;
       if (opt.schedule.name == "cosine" && run_steps <= 0) {
         code = ErrorCode::BAD_HEADER;
         why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
@@ -458,8 +507,7 @@ struct KvServer::Impl {
         opt.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
       } catch (const Error& e) {
         code = ErrorCode::BAD_HEADER;
-        why = std::string("learning-rate schedule for a run of ") + std::to_string(m.run_total_steps) +
-              " steps: " + e.what();
+        why = std::string("learning-rate schedule for a run of ") + std::to_string(total_steps) + " steps: " + e.what();
         return false;
       }
     }
@@ -473,6 +521,7 @@ struct KvServer::Impl {
       st->id = id;
       st->length = s.length;
       states[id] = std::move(st);
+      ++local_slices;
       owner[id] = s.length * sizeof(float) <= opt.inline_slice_bytes ? -1 : static_cast<int>(local++ % queues.size());
     }
     layout = std::move(l);
@@ -488,8 +537,9 @@ struct KvServer::Impl {
   std::vector<float> inline_scratch;
 
   void handle_dead(uint32_t rank) {
-    if (rank >= opt.num_workers || io_dead[rank]) return;
+    if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
+    io_rejoined[rank] = 0;
     PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
     if (!layout) return;
@@ -570,7 +620,7 @@ struct KvServer::Impl {
         }
         ++s.contributions;
         ++s.next_rank;
-      } else if (dead[r]) {
+      } else if (dead[r] && !(s.join_step[r] >= 0 && s.version >= s.join_step[r])) {
         ++s.next_rank;
       } else {
         return;
@@ -588,14 +638,123 @@ struct KvServer::Impl {
       apply(s, a, step);
     }
     s.version = step + 1;
+    for (int64_t seen = max_version.load(std::memory_order_relaxed);
+         seen < s.version && !max_version.compare_exchange_weak(seen, s.version, std::memory_order_relaxed);) {
+    }
     s.contributions = 0;
     s.next_rank = 0;
     std::fill(s.pushed.begin(), s.pushed.end(), 0);
+    const bool requested = s.checkpoint_requested;
+    s.checkpoint_requested = false;
+    if (checkpointing() &&
+        (requested || (opt.checkpoint_every_steps > 0 && s.version % opt.checkpoint_every_steps == 0)))
+      snapshot(s);
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------------
+
+  bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
+
+  // On the slice's own thread, right after it reached a checkpoint step.
+  void snapshot(const SliceState& s) {
+    CheckpointSlice c;
+    c.id = s.id;
+    c.version = s.version;
+    c.updates = s.updates;
+    c.weights.assign(s.weights.data(), s.weights.data() + s.weights.size());
+    c.opt_state = s.opt_state;
+    {
+      std::lock_guard<std::mutex> lock(ckpt_mu);
+      std::vector<CheckpointSlice>& snap = snapshots[s.version];
+      snap.push_back(std::move(c));
+      if (snap.size() < local_slices) return;
+      to_write.emplace_back(s.version, std::move(snap));
+      snapshots.erase(s.version);
+    }
+    ckpt_cv.notify_all();
+  }
+
+  void write_loop() {
+    for (;;) {
+      std::pair<int64_t, std::vector<CheckpointSlice>> job;
+      {
+        std::unique_lock<std::mutex> lock(ckpt_mu);
+        ckpt_cv.wait(lock, [&] { return ckpt_stop || !to_write.empty(); });
+        if (to_write.empty()) return;
+        job = std::move(to_write.front());
+        to_write.pop_front();
+      }
+      ServerCheckpoint c;
+      c.server_rank = opt.rank;
+      c.num_servers = opt.num_servers;
+      c.num_workers = opt.num_workers;
+      c.step = job.first;
+      c.run_total_steps = run_total_steps;
+      c.slice_bytes = opt.slice_bytes;
+      c.layout_fingerprint = layout->fingerprint();
+      c.state_floats = static_cast<uint32_t>(opt.optimizer->state_floats());
+      c.optimizer = opt.optimizer->name();
+      c.tensors = layout->tensors();
+      c.slices = std::move(job.second);
+      std::sort(c.slices.begin(), c.slices.end(),
+                [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
+      const std::string path = checkpoint_path(opt.checkpoint_dir, opt.rank, c.step);
+      try {
+        write_checkpoint(path, c);
+        prune_checkpoints(opt.checkpoint_dir, opt.rank, opt.checkpoint_keep);
+        ++n_checkpoints;
+        PSHARD_LOG(kInfo) << "server " << opt.rank << ": checkpoint of step " << c.step << " written to " << path;
+      } catch (const Error& e) {
+        PSHARD_LOG(kError) << "server " << opt.rank << ": checkpoint of step " << c.step
+                           << " not written: " << e.what();
+      }
+    }
+  }
+
+  // Before any thread runs: the layout, weights, optimizer state and versions from a checkpoint.
+  void restore(const std::string& path) {
+    ServerCheckpoint c = read_checkpoint(path);
+    auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
+      throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
+    };
+    if (c.server_rank != opt.rank) {
+      // Another server's file gives the layout to a server that owns no slices (and so wrote none).
+      if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)
+        mismatch("server rank", std::to_string(c.server_rank), std::to_string(opt.rank));
+      c.slices.clear();
+    }
+    if (c.num_servers != opt.num_servers)
+      mismatch("servers =", std::to_string(c.num_servers), std::to_string(opt.num_servers));
+    if (c.num_workers != opt.num_workers)
+      mismatch("workers =", std::to_string(c.num_workers), std::to_string(opt.num_workers));
+    if (c.slice_bytes != opt.slice_bytes)
+      mismatch("cluster.slice_bytes =", std::to_string(c.slice_bytes), std::to_string(opt.slice_bytes));
+    if (c.optimizer != opt.optimizer->name() || c.state_floats != opt.optimizer->state_floats())
+      mismatch("optimizer", c.optimizer, opt.optimizer->name());
+    ErrorCode code = ErrorCode::NONE;
+    std::string why;
+    if (!install_layout(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
+      throw Error("checkpoint " + path + ": " + why);
+    }
+    for (CheckpointSlice& cs : c.slices) {
+      SliceState& s = *states.at(cs.id);
+      s.weights.assign(cs.weights.data(), cs.weights.size());
+      s.opt_state = std::move(cs.opt_state);
+      s.version = cs.version;
+      s.updates = cs.updates;
+      s.pending.assign(opt.num_workers, nullptr);
+      s.pushed.assign(opt.num_workers, 0);
+      s.clock.assign(opt.num_workers, cs.version);
+      s.join_step.assign(opt.num_workers, -1);
+      s.initialized = true;
+      max_version = std::max<int64_t>(max_version, cs.version);
+    }
+    PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
   }
 
   std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
-    (void)rank;
+    if (rank < s.join_step.size()) s.join_step[rank] = -1;  // a rejoined worker died again
     if (s.initialized && opt.mode == Consistency::kBsp && s.next_rank < opt.num_workers) bsp_advance(s, dead, scratch);
     return release_waiters(s, dead);
   }
@@ -623,6 +782,7 @@ struct KvServer::Impl {
         s.pending.assign(opt.num_workers, nullptr);
         s.pushed.assign(opt.num_workers, 0);
         s.clock.assign(opt.num_workers, 0);
+        s.join_step.assign(opt.num_workers, -1);
         s.initialized = true;
         others = release_waiters(s, dead);
         break;
@@ -633,7 +793,7 @@ struct KvServer::Impl {
           req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
           break;
         }
-        if (dead[rank]) {
+        if (dead[rank] && s.join_step[rank] < 0) {
           req->fail(ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead");
           break;
         }
@@ -650,6 +810,7 @@ struct KvServer::Impl {
           }
           s.pushed[rank] = 1;
           s.pending[rank] = std::move(req->payloads[k]);
+          if (m.checkpoint) s.checkpoint_requested = true;
           bsp_advance(s, dead, scratch);
         } else {
           apply(s, aligned_floats(*req->payloads[k], scratch), m.step);
@@ -668,6 +829,18 @@ struct KvServer::Impl {
         }
         break;
       }
+      case MessageType::JOIN:
+        if (!s.initialized || opt.mode != Consistency::kBsp || s.version > m.step) {
+          req->fail(ErrorCode::BAD_STEP,
+                    "worker " + std::to_string(rank) + " cannot join " + name() + " at step " + std::to_string(m.step) +
+                        ": " +
+                        (opt.mode != Consistency::kBsp ? std::string("joining needs sync mode")
+                         : !s.initialized              ? std::string("the slice is not initialised")
+                                                       : "the slice is already at step " + std::to_string(s.version)));
+          break;
+        }
+        s.join_step[rank] = m.step;
+        [[fallthrough]];
       case MessageType::PULL:
         if (ready(s, m.step, dead)) {
           answer(s, *req, k);
@@ -760,6 +933,7 @@ KvServerStats KvServer::stats() const {
   s.bytes_sent = impl_->bytes_out;
   s.updates = impl_->n_updates;
   s.weight_copies = impl_->n_weight_copies;
+  s.checkpoints = impl_->n_checkpoints;
   return s;
 }
 

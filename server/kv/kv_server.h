@@ -43,8 +43,21 @@ struct KvServerOptions {
   int update_threads = 2;                   // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
   std::chrono::microseconds spin{0};        // after traffic, poll without sleeping this long (cluster.spin_us)
+  // Checkpoints (sync mode only): every slice's state is copied when it reaches a version that is a
+  // multiple of checkpoint_every_steps; once all of this server's slices are copied, a writer thread
+  // writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the newest checkpoint_keep files.
+  // A push with the `checkpoint` flag (worker 0, checkpoint.every_seconds) also makes the step it
+  // closes a checkpoint step.
+  std::string checkpoint_dir;          // "": no checkpoints
+  int64_t checkpoint_every_steps = 0;  // checkpoint.every_steps (0: only when a push asks)
+  int64_t checkpoint_keep = 3;         // checkpoint.keep (0: keep all)
+  // When set, the server starts from this checkpoint file (layout, weights, optimizer state and
+  // versions) instead of waiting for worker 0's init; an Error names the file when it is corrupt or
+  // belongs to another job shape.
+  std::string restore_path;
 
-  // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer and schedule come from `cfg`.
+  // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer, schedule and the
+  // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).
   static KvServerOptions from_config(const Config& cfg);
 };
 
@@ -55,6 +68,7 @@ struct KvServerStats {
   uint64_t bytes_sent = 0;      // payload bytes
   uint64_t updates = 0;         // optimizer applications (all slices)
   uint64_t weight_copies = 0;   // updates that copied their slice first because a reply was still sending it
+  uint64_t checkpoints = 0;     // checkpoint files written
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

@@ -1,6 +1,7 @@
 // KvClient: request building on the calling thread, one I/O thread owning every DEALER socket.
 #include "worker/client/kv_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -31,6 +32,7 @@ struct Op {
   std::condition_variable cv;
   std::atomic<int> remaining{0};  // per-server parts not yet answered (changed under mu; read lock-free by spins)
   int borrowed = 0;               // zero-copy frames ZeroMQ still holds
+  int64_t max_step = -1;          // ping: the highest step a pong reported
   std::string error;              // first failure
 
   void part_done(const std::string& failure) {
@@ -83,6 +85,7 @@ struct KvClient::Impl {
   std::unordered_map<Handle, std::shared_ptr<Op>> ops;
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_request{1};
+  std::atomic<int64_t> checkpoint_step{-1};
 
   explicit Impl(KvClientOptions o)
       : opt(std::move(o)), layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())) {
@@ -144,6 +147,7 @@ struct KvClient::Impl {
       m.sender_rank = opt.rank;
       m.step = step;
       m.layout_fingerprint = layout.fingerprint();
+      m.checkpoint = (type == MessageType::PUSH || type == MessageType::PUSH_PULL) && step == checkpoint_step.load();
       if (type == MessageType::INIT) {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
         m.slice_bytes = layout.slice_bytes();
@@ -190,7 +194,7 @@ struct KvClient::Impl {
     return h;
   }
 
-  Handle shutdown_all() {
+  Handle shutdown_all(MessageType type = MessageType::SHUTDOWN) {
     auto op = std::make_shared<Op>();
     op->remaining = static_cast<int>(opt.servers.size());
     std::vector<Part> parts;
@@ -198,12 +202,12 @@ struct KvClient::Impl {
       Part p;
       p.server = s;
       p.request_id = next_request++;
-      p.type = MessageType::SHUTDOWN;
-      p.what = "shutdown";
+      p.type = type;
+      p.what = protocol::type_name(type);
       p.op = op;
       p.deadline = Clock::now() + opt.request_timeout;
       protocol::Message m;
-      m.type = MessageType::SHUTDOWN;
+      m.type = type;
       m.request_id = p.request_id;
       m.job_token = opt.job_token;
       m.sender_role = protocol::Role::WORKER;
@@ -373,11 +377,18 @@ struct KvClient::Impl {
                       m.error_message);
       return;
     }
-    const bool wants_weights = p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL;
-    const MessageType expected = wants_weights ? MessageType::WEIGHTS : MessageType::ACK;
+    const bool wants_weights =
+        p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL || p.type == MessageType::JOIN;
+    const MessageType expected = wants_weights                 ? MessageType::WEIGHTS
+                                 : p.type == MessageType::PING ? MessageType::PONG
+                                                               : MessageType::ACK;
     if (m.type != expected) {
       p.op->part_done(who + " answered " + p.what + " with '" + protocol::type_name(m.type) + "'");
       return;
+    }
+    if (p.type == MessageType::PING) {
+      std::lock_guard<std::mutex> lock(p.op->mu);
+      p.op->max_step = std::max(p.op->max_step, m.step);
     }
     if (wants_weights) {
       if (m.keys.size() != p.keys.size()) {
@@ -429,6 +440,21 @@ KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* gr
   return impl_->submit(MessageType::PUSH_PULL, tensor, grad, out, numel, step, false);
 }
 KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
+void KvClient::request_checkpoint(int64_t step) { impl_->checkpoint_step = step; }
+KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
+  return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
+}
+int64_t KvClient::servers_step() {
+  const Handle h = impl_->shutdown_all(MessageType::PING);
+  std::shared_ptr<Op> op;
+  {
+    std::lock_guard<std::mutex> lock(impl_->ops_mu);
+    op = impl_->ops.at(h);
+  }
+  wait(h);  // throws on a timeout or an error reply
+  std::lock_guard<std::mutex> lock(op->mu);
+  return op->max_step;
+}
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
 

@@ -68,12 +68,25 @@ class KvClient {
   Handle zpull(const std::string& tensor, float* out, size_t numel, int64_t step);
   Handle pull(const std::string& tensor, std::vector<float>* out, int64_t step);
 
+  // BSP: pushes of step `step` made after this call carry the checkpoint flag: the servers
+  // checkpoint every slice when that step closes (checkpoint.every_seconds). -1: none.
+  void request_checkpoint(int64_t step);
+
   // push of step `step`, then pull for step + 1, in one round trip per server.
   Handle push_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);
   Handle zpush_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);
 
   // Asks every server to shut down (needs the job token).
   Handle shutdown_servers();
+
+  // Rejoining a running sync job (a restarted worker): the highest step any server's slices have
+  // reached, from a ping of every server; throws pshard::Error when a server does not answer in time.
+  int64_t servers_step();
+  // Rejoin: the servers count this worker in every step >= `step` of `tensor` again and answer with
+  // its weights for `step` (like zpull). Fails with badStep when a slice is already past `step`.
+  //   const int64_t start = kv.servers_step() + 20;              // a step boundary not reached yet
+  //   kv.wait(kv.join("fc1.weight", w.data(), w.size(), start));  // then push step `start`
+  Handle join(const std::string& tensor, float* out, size_t numel, int64_t step);
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);

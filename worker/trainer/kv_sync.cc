@@ -15,7 +15,21 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_ba
     : kv_(kv),
       rank_(rank),
       schedule_(static_cast<float>(cfg.get_double("optimizer.lr")), optim::LrScheduleParams::from_config(cfg),
-                global_batch, total_steps) {}
+                global_batch, total_steps),
+      checkpoint_every_s_(
+          rank == 0 && cfg.get_string("cluster.mode") == "sync" ? cfg.get_double("checkpoint.every_seconds") : 0.0),
+      last_checkpoint_(Clock::now()) {}
+
+void KvSync::begin_step(int64_t step) {
+  step_ = step;
+  // checkpoint.every_seconds: worker 0 flags its pushes of this step, so every server checkpoints
+  // the same step boundary (step + 1).
+  if (checkpoint_every_s_ > 0 &&
+      std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() >= checkpoint_every_s_) {
+    kv_.request_checkpoint(step);
+    last_checkpoint_ = Clock::now();
+  }
+}
 
 void KvSync::start(models::Model& model) {
   model_ = &model;
@@ -26,7 +40,7 @@ void KvSync::start(models::Model& model) {
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
   const auto t0 = Clock::now();
-  if (rank_ == 0) {
+  if (rank_ == 0 && start_step_ == 0 && !rejoin_) {
     std::vector<KvClient::Handle> inits;
     staging_->download_all_weights();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -38,7 +52,9 @@ void KvSync::start(models::Model& model) {
   stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
-    pending_[i] = kv_.zpull(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel), 0);
+    const size_t n = static_cast<size_t>(params[i].numel);
+    pending_[i] = rejoin_ ? kv_.join(params[i].name, staging_->weights(i), n, start_step_)
+                          : kv_.zpull(params[i].name, staging_->weights(i), n, start_step_);
     stats_.bytes_recv += static_cast<uint64_t>(params[i].numel) * sizeof(float);
   }
   sync_all();

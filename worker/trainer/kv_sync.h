@@ -1,6 +1,7 @@
 // ParameterSync through the parameter servers: per-layer push_pull overlapped with backprop.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -35,10 +36,16 @@ class KvSync : public ParameterSync {
   // reports the learning rate in the metrics.
   KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps);
 
+  // Resume at `step` (before start()): nobody sends inits; every worker pulls
+  // the weights for `step` from the servers, which restored a checkpoint.
+  void set_start_step(int64_t step) { start_step_ = step; }
+  // Rejoin a running job at the start step (a restarted worker): the first
+  // pulls are `join`s, so the servers count this worker from that step on.
+  void set_rejoin(bool rejoin) { rejoin_ = rejoin; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
-  void begin_step(int64_t step) override { step_ = step; }
+  void begin_step(int64_t step) override;
   void wait_layer(int layer) override;
   void grads_ready(int first, int count) override;
   void end_step(int64_t) override;
@@ -55,6 +62,10 @@ class KvSync : public ParameterSync {
   optim::LrSchedule schedule_;
   models::Model* model_ = nullptr;
   int64_t step_ = 0;
+  int64_t start_step_ = 0;
+  bool rejoin_ = false;
+  double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
+  std::chrono::steady_clock::time_point last_checkpoint_;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
   std::unique_ptr<DeviceStaging> staging_;

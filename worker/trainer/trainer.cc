@@ -63,9 +63,10 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   const auto start = Clock::now();
 
   sync_.start(model_);
-  int64_t step = 0;
+  int64_t step = options_.start_step;
+  const int64_t first_epoch = step / steps_per_epoch_ + 1;
   data::Batch batch;
-  for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     WorkerEpochReport report;
     report.rank = options_.rank;
     report.epoch = epoch;
@@ -73,7 +74,11 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     const SyncStats comm_before = sync_.stats();
     const auto epoch_start = Clock::now();
     loader.start_epoch(epoch - 1);
-    for (int64_t i = 0; i < steps_per_epoch_; ++i, ++step) {
+    const int64_t skip = epoch == first_epoch ? options_.start_step % steps_per_epoch_ : 0;
+    for (int64_t i = 0; i < skip; ++i) {  // resume: batches the run before the checkpoint consumed
+      if (!loader.next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
+    }
+    for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
       if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
       sync_.begin_step(step);
       models::StepResult r;

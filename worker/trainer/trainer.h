@@ -29,6 +29,10 @@ struct TrainerOptions {
   uint64_t seed = 1;
   int prefetch = 2;
   double simulate_compute_ms = 0;  // > 0: replace forward/backward by a sleep (communication studies)
+  // Resume: the first global step to run. The data position follows from it (epoch = step /
+  // steps_per_epoch + 1 with that epoch's seeded shuffle, the first step % steps_per_epoch batches
+  // skipped), so a resumed sync run sees the same batches as an uninterrupted one.
+  int64_t start_step = 0;
 
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };

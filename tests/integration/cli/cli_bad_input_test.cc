@@ -69,7 +69,7 @@ TEST_F(CliBadInput, CommandLines) {
       {{"launch", "--servers", "x", "--workers", "1", "--config", cfg},
        1,
        "option --servers expects an integer, got 'x'"},
-      {{"launch", "--servers", "1", "--workers", "1"}, 1, "option --config is required"},
+      {{"launch", "--servers", "1", "--workers", "1"}, 1, "--config FILE is required"},
       {{"launch", "--servers", "0", "--workers", "1", "--config", cfg}, 1, "--servers must be in 1..1024, got 0"},
       {{"sweep", "--config", cfg, "--grid", "foo"}, 1, "--grid 'foo': expected KEY=V1,V2,..."},
       {{"report", dir_ + "/nothing"}, 1, "not a run directory (no metrics.jsonl) and not a folder of runs"},

@@ -1,0 +1,331 @@
+// Checkpoint files: a little-endian header, the raw slice data, and a CRC-32 trailer (docs/OPERATIONS.md).
+#include "common/checkpoint/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kMaxNameBytes = 4096;
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_string(std::string& out, const std::string& s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+void put_floats(std::string& out, const std::vector<float>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// Bounds-checked reading of the file's bytes; every failure names the file and the offset.
+class Reader {
+ public:
+  Reader(const std::string& path, const std::string& bytes) : path_(path), bytes_(bytes) {}
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    need(sizeof v, what);
+    std::memcpy(&v, bytes_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string get_string(const char* what) {
+    const uint32_t n = get<uint32_t>(what);
+    if (n > kMaxNameBytes) fail(std::string(what) + " claims " + std::to_string(n) + " bytes");
+    need(n, what);
+    std::string s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  void get_floats(std::vector<float>* out, uint64_t n, const char* what) {
+    if (n > (bytes_.size() - pos_) / sizeof(float)) need(n * sizeof(float), what);
+    out->resize(n);
+    std::memcpy(out->data(), bytes_.data() + pos_, n * sizeof(float));
+    pos_ += n * sizeof(float);
+  }
+  size_t pos() const { return pos_; }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error("checkpoint " + path_ + ": " + why + " (at byte offset " + std::to_string(pos_) + ")");
+  }
+
+ private:
+  void need(uint64_t n, const char* what) const {
+    if (n > bytes_.size() - pos_) {
+      fail(std::string("truncated: ") + what + " needs " + std::to_string(n) + " more bytes, the file has " +
+           std::to_string(bytes_.size() - pos_) + " left");
+    }
+  }
+  const std::string& path_;
+  const std::string& bytes_;
+  size_t pos_ = 0;
+};
+
+std::string io_error(const std::string& what, const std::string& path) {
+  return "checkpoint " + path + ": " + what + " failed: " + std::strerror(errno);
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // the rename is done; a directory fsync is best effort
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// "server-R.step-K.ckpt" -> K for rank R; -1 when the name does not match.
+int64_t step_of(const std::string& name, uint32_t rank) {
+  const std::string prefix = "server-" + std::to_string(rank) + ".step-";
+  const std::string suffix = ".ckpt";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, uint32_t server_rank, int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "server-%u.step-%08lld.ckpt", server_rank, static_cast<long long>(step));
+  return dir + "/" + buf;
+}
+
+void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
+  std::string out;
+  out.append(kMagic, sizeof kMagic);
+  put<uint32_t>(out, kFormatVersion);
+  put<uint32_t>(out, c.server_rank);
+  put<uint32_t>(out, c.num_servers);
+  put<uint32_t>(out, c.num_workers);
+  put<int64_t>(out, c.step);
+  put<int64_t>(out, c.run_total_steps);
+  put<uint64_t>(out, c.slice_bytes);
+  put<uint64_t>(out, c.layout_fingerprint);
+  put<uint32_t>(out, c.state_floats);
+  put_string(out, c.optimizer);
+  put<uint32_t>(out, static_cast<uint32_t>(c.tensors.size()));
+  for (const TensorSpec& t : c.tensors) {
+    put_string(out, t.name);
+    put<uint64_t>(out, t.numel);
+  }
+  put<uint32_t>(out, static_cast<uint32_t>(c.slices.size()));
+  for (const CheckpointSlice& s : c.slices) {
+    put<uint32_t>(out, s.id);
+    put<int64_t>(out, s.version);
+    put<int64_t>(out, s.updates);
+    put<uint64_t>(out, s.weights.size());
+  }
+  for (const CheckpointSlice& s : c.slices) {
+    if (s.opt_state.size() != s.weights.size() * c.state_floats) {
+      throw Error("checkpoint " + path + ": slice " + std::to_string(s.id) + " has " +
+                  std::to_string(s.opt_state.size()) + " optimizer floats, expected " +
+                  std::to_string(s.weights.size() * c.state_floats));
+    }
+    put_floats(out, s.weights);
+    put_floats(out, s.opt_state);
+  }
+  const uLong crc = ::crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size()));
+  put<uint32_t>(out, static_cast<uint32_t>(crc));
+
+  const std::filesystem::path final_path(path);
+  const std::string dir = final_path.parent_path().string();
+  const std::string tmp = dir + "/." + final_path.filename().string() + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("checkpoint " + path + ": cannot create " + dir + ": " + ec.message());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(io_error("open", tmp));
+  const char* p = out.data();
+  size_t left = out.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = io_error("write", tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(why);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const std::string why = io_error("fsync", tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(why);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = io_error("rename to " + path, tmp);
+    ::unlink(tmp.c_str());
+    throw Error(why);
+  }
+  fsync_dir(dir);
+}
+
+ServerCheckpoint read_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint " + path + ": cannot open: " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error("checkpoint " + path + ": read failed");
+  Reader r(path, bytes);
+  char magic[sizeof kMagic];
+  for (char& ch : magic) ch = r.get<char>("the magic number");
+  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");
+  const uint32_t version = r.get<uint32_t>("the format version");
+  if (version != kFormatVersion) {
+    r.fail("format version " + std::to_string(version) + ", this build reads version " +
+           std::to_string(kFormatVersion));
+  }
+  if (bytes.size() < sizeof(uint32_t) + r.pos()) r.fail("truncated: no CRC trailer");
+  {
+    uint32_t stored;
+    std::memcpy(&stored, bytes.data() + bytes.size() - sizeof stored, sizeof stored);
+    const uLong crc =
+        ::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size() - sizeof stored));
+    if (static_cast<uint32_t>(crc) != stored) {
+      throw Error("checkpoint " + path +
+                  ": CRC mismatch (the file is truncated or corrupt: " + std::to_string(bytes.size()) + " bytes)");
+    }
+  }
+  ServerCheckpoint c;
+  c.server_rank = r.get<uint32_t>("the server rank");
+  c.num_servers = r.get<uint32_t>("the number of servers");
+  c.num_workers = r.get<uint32_t>("the number of workers");
+  c.step = r.get<int64_t>("the step");
+  c.run_total_steps = r.get<int64_t>("the run length");
+  c.slice_bytes = r.get<uint64_t>("slice_bytes");
+  c.layout_fingerprint = r.get<uint64_t>("the layout fingerprint");
+  c.state_floats = r.get<uint32_t>("the optimizer state size");
+  c.optimizer = r.get_string("the optimizer name");
+  if (c.num_servers == 0 || c.server_rank >= c.num_servers || c.step < 0 || c.state_floats > 16) {
+    r.fail("implausible header: server " + std::to_string(c.server_rank) + " of " + std::to_string(c.num_servers) +
+           ", step " + std::to_string(c.step) + ", " + std::to_string(c.state_floats) + " state floats");
+  }
+  const uint32_t n_tensors = r.get<uint32_t>("the tensor count");
+  if (n_tensors > bytes.size()) r.fail("implausible tensor count " + std::to_string(n_tensors));
+  for (uint32_t i = 0; i < n_tensors; ++i) {
+    TensorSpec t;
+    t.name = r.get_string("a tensor name");
+    t.numel = r.get<uint64_t>("a tensor size");
+    c.tensors.push_back(std::move(t));
+  }
+  SliceLayout layout;
+  try {
+    layout = SliceLayout(c.tensors, c.slice_bytes, c.num_servers);
+  } catch (const Error& e) {
+    r.fail(std::string("tensor list: ") + e.what());
+  }
+  if (layout.fingerprint() != c.layout_fingerprint) r.fail("the tensor list does not give the stored fingerprint");
+  const uint32_t n_slices = r.get<uint32_t>("the slice count");
+  std::vector<uint64_t> lengths;
+  std::set<uint32_t> seen;
+  for (uint32_t i = 0; i < n_slices && i <= layout.slices().size(); ++i) {
+    CheckpointSlice s;
+    s.id = r.get<uint32_t>("a slice id");
+    s.version = r.get<int64_t>("a slice version");
+    s.updates = r.get<int64_t>("a slice's update count");
+    const uint64_t length = r.get<uint64_t>("a slice length");
+    if (s.id >= layout.slices().size() || layout.slice(s.id).server != c.server_rank ||
+        layout.slice(s.id).length != length || !seen.insert(s.id).second) {
+      r.fail("slice table entry " + std::to_string(i) + " (slice " + std::to_string(s.id) + ", " +
+             std::to_string(length) + " elements) does not belong to server " + std::to_string(c.server_rank) +
+             " in this layout");
+    }
+    lengths.push_back(length);
+    c.slices.push_back(std::move(s));
+  }
+  uint32_t expected = 0;
+  for (const SliceInfo& s : layout.slices()) expected += s.server == c.server_rank ? 1 : 0;
+  if (c.slices.size() != expected || n_slices != expected) {
+    r.fail("the slice table lists " + std::to_string(n_slices) + " slices, server " + std::to_string(c.server_rank) +
+           " owns " + std::to_string(expected));
+  }
+  for (size_t i = 0; i < c.slices.size(); ++i) {
+    r.get_floats(&c.slices[i].weights, lengths[i], "slice weights");
+    r.get_floats(&c.slices[i].opt_state, lengths[i] * c.state_floats, "optimizer state");
+  }
+  if (r.pos() + sizeof(uint32_t) != bytes.size()) {
+    r.fail(std::to_string(bytes.size() - r.pos() - sizeof(uint32_t)) + " unexpected bytes before the CRC trailer");
+  }
+  return c;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_rank) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const int64_t k = step_of(entry.path().filename().string(), server_rank);
+    if (k >= 0) steps.push_back(k);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::vector<std::string>* skipped) {
+  std::vector<int64_t> candidates = checkpoint_steps(dir, 0);
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    bool complete = true;
+    std::vector<uint32_t> missing;
+    ServerCheckpoint any;  // the tensor list of this step, from a file that passed its check
+    for (uint32_t s = 0; s < num_servers && complete; ++s) {
+      const std::string path = checkpoint_path(dir, s, *it);
+      if (!std::filesystem::exists(path)) {
+        missing.push_back(s);
+        continue;
+      }
+      try {
+        ServerCheckpoint c = read_checkpoint(path);
+        if (c.step != *it || c.server_rank != s || c.num_servers != num_servers) {
+          throw Error("checkpoint " + path + ": holds server " + std::to_string(c.server_rank) + " of " +
+                      std::to_string(c.num_servers) + " at step " + std::to_string(c.step) + ", the name says server " +
+                      std::to_string(s) + " of " + std::to_string(num_servers) + " at step " + std::to_string(*it));
+        }
+        c.slices.clear();
+        any = std::move(c);
+      } catch (const Error& e) {
+        if (skipped) skipped->push_back(e.what());
+        complete = false;
+      }
+    }
+    // A server that owns no slices never sees a step close and writes no file: it is not needed.
+    if (complete && !missing.empty()) {
+      const SliceLayout layout(any.tensors, any.slice_bytes, any.num_servers);
+      for (uint32_t s : missing) complete = complete && layout.bytes_on_server(s) == 0;
+    }
+    if (complete) return *it;
+  }
+  return -1;
+}
+
+void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep) {
+  if (keep <= 0) return;
+  std::vector<int64_t> steps = checkpoint_steps(dir, server_rank);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_path(dir, server_rank, steps[i]), ec);
+  }
+}
+
+}  // namespace pshard

@@ -1,0 +1,63 @@
+// One server's checkpoint file: header (magic, version, rank, step, tensor list, slice table) + raw float32 data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/keys/slice_layout.h"
+
+namespace pshard {
+
+// The state of one slice at a checkpoint.
+struct CheckpointSlice {
+  uint32_t id = 0;               // global slice id in the layout
+  int64_t version = 0;           // BSP: steps aggregated (equals the checkpoint's step)
+  int64_t updates = 0;           // optimizer applications (Adam's t)
+  std::vector<float> weights;    // the slice's length
+  std::vector<float> opt_state;  // length x state_floats (optimizer planes)
+};
+
+// Everything a server needs to come back at `step`.
+struct ServerCheckpoint {
+  uint32_t server_rank = 0;
+  uint32_t num_servers = 0;
+  uint32_t num_workers = 0;
+  int64_t step = 0;             // every slice is at this version (sync mode: a step boundary)
+  int64_t run_total_steps = 0;  // what worker 0's init said (for run-length schedules)
+  uint64_t slice_bytes = 0;
+  uint64_t layout_fingerprint = 0;
+  uint32_t state_floats = 0;  // optimizer state floats per element
+  std::string optimizer;      // optimizer name, checked on load
+  std::vector<TensorSpec> tensors;
+  std::vector<CheckpointSlice> slices;  // this server's slices, ascending id
+};
+
+// RUN_DIR/checkpoints/server-R.step-K.ckpt
+std::string checkpoint_path(const std::string& dir, uint32_t server_rank, int64_t step);
+
+// Writes atomically: DIR/.name.tmp, fsync, rename to the final name, fsync the directory.
+// Throws pshard::Error naming the file on any I/O failure.
+void write_checkpoint(const std::string& path, const ServerCheckpoint& ckpt);
+
+// Reads and checks a checkpoint: magic, format version, sizes, the slice table against the
+// tensor list, and a CRC-32 of the whole file. A truncated or corrupt file is a pshard::Error
+// naming the file and what was wrong.
+//
+//   ServerCheckpoint c = read_checkpoint(checkpoint_path(run_dir + "/checkpoints", 0, 400));
+ServerCheckpoint read_checkpoint(const std::string& path);
+
+// Steps with a checkpoint file of `server_rank` in `dir` (by file name only), ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_rank);
+
+// The newest step for which every server 0..num_servers-1 has a complete checkpoint (all files
+// read and checked; a server that owns no slices in the layout needs none); -1 when there is none. Files that fail the
+// check are reported in `skipped`
+// ("path: why") and ignored.
+int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::vector<std::string>* skipped);
+
+// Deletes checkpoints of `server_rank` older than the newest `keep` (keep 0: delete nothing).
+void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep);
+
+}  // namespace pshard

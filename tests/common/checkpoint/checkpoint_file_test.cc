@@ -1,0 +1,194 @@
+// Checkpoint files: round trip, truncated and corrupt files, the newest complete step, pruning.
+#include "common/checkpoint/checkpoint_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace pshard {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = "/tmp/pshard-ckpt-test-" + std::to_string(::getpid()) + "-" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Server `rank` of 2, tensors a (25 floats) and b (10): slices of 10 floats, momentum-like state.
+ServerCheckpoint sample(uint32_t rank, int64_t step) {
+  ServerCheckpoint c;
+  c.server_rank = rank;
+  c.num_servers = 2;
+  c.num_workers = 3;
+  c.step = step;
+  c.run_total_steps = 1000;
+  c.slice_bytes = 40;
+  c.state_floats = 1;
+  c.optimizer = "momentum";
+  c.tensors = {{"a", 25}, {"b", 10}};
+  SliceLayout layout(c.tensors, c.slice_bytes, c.num_servers);
+  c.layout_fingerprint = layout.fingerprint();
+  for (uint32_t id = 0; id < layout.slices().size(); ++id) {
+    if (layout.slice(id).server != rank) continue;
+    CheckpointSlice s;
+    s.id = id;
+    s.version = step;
+    s.updates = step + id;
+    for (uint64_t i = 0; i < layout.slice(id).length; ++i) {
+      s.weights.push_back(0.5f * static_cast<float>(id) + 0.001f * static_cast<float>(i) + static_cast<float>(step));
+      s.opt_state.push_back(-static_cast<float>(i));
+    }
+    c.slices.push_back(s);
+  }
+  return c;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_checkpoint(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CheckpointFile, RoundTripKeepsEveryField) {
+  const std::string dir = fresh_dir("roundtrip");
+  const ServerCheckpoint c = sample(1, 40);
+  ASSERT_FALSE(c.slices.empty());
+  const std::string path = checkpoint_path(dir, 1, 40);
+  EXPECT_EQ(fs::path(path).filename(), "server-1.step-00000040.ckpt");
+  write_checkpoint(path, c);
+  EXPECT_FALSE(fs::exists(dir + "/.server-1.step-00000040.ckpt.tmp"));  // renamed into place
+  const ServerCheckpoint r = read_checkpoint(path);
+  EXPECT_EQ(r.server_rank, 1u);
+  EXPECT_EQ(r.num_servers, 2u);
+  EXPECT_EQ(r.num_workers, 3u);
+  EXPECT_EQ(r.step, 40);
+  EXPECT_EQ(r.run_total_steps, 1000);
+  EXPECT_EQ(r.optimizer, "momentum");
+  EXPECT_EQ(r.layout_fingerprint, c.layout_fingerprint);
+  ASSERT_EQ(r.tensors.size(), 2u);
+  EXPECT_EQ(r.tensors[0].name, "a");
+  EXPECT_EQ(r.tensors[1].numel, 10u);
+  ASSERT_EQ(r.slices.size(), c.slices.size());
+  for (size_t i = 0; i < c.slices.size(); ++i) {
+    EXPECT_EQ(r.slices[i].id, c.slices[i].id);
+    EXPECT_EQ(r.slices[i].updates, c.slices[i].updates);
+    EXPECT_EQ(r.slices[i].weights, c.slices[i].weights);
+    EXPECT_EQ(r.slices[i].opt_state, c.slices[i].opt_state);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, TruncatedFileIsAnErrorNamingTheFile) {
+  const std::string dir = fresh_dir("truncated");
+  const std::string path = checkpoint_path(dir, 0, 8);
+  write_checkpoint(path, sample(0, 8));
+  const std::string bytes = slurp(path);
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{30}, bytes.size() / 2, bytes.size() - 1}) {
+    spit(path, bytes.substr(0, keep));
+    const std::string why = error_of(path);
+    EXPECT_NE(why.find(path), std::string::npos) << "kept " << keep << " bytes: " << why;
+    EXPECT_TRUE(why.find("truncated") != std::string::npos || why.find("CRC") != std::string::npos ||
+                why.find("magic") != std::string::npos)
+        << why;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, FlippedByteIsACrcError) {
+  const std::string dir = fresh_dir("corrupt");
+  const std::string path = checkpoint_path(dir, 0, 8);
+  write_checkpoint(path, sample(0, 8));
+  std::string bytes = slurp(path);
+  bytes[bytes.size() - 20] ^= 0x40;  // inside the float data
+  spit(path, bytes);
+  const std::string why = error_of(path);
+  EXPECT_NE(why.find("CRC mismatch"), std::string::npos) << why;
+  EXPECT_NE(why.find(path), std::string::npos) << why;
+  spit(path, "PSHDCKPX" + bytes.substr(8));
+  EXPECT_NE(error_of(path).find("bad magic"), std::string::npos) << error_of(path);
+  EXPECT_NE(error_of(dir + "/missing.ckpt").find("cannot open"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, NewestCompleteStepNeedsEveryServerAndSkipsBadFiles) {
+  const std::string dir = fresh_dir("newest");
+  EXPECT_EQ(newest_complete_step(dir, 2, nullptr), -1);
+  for (int64_t step : {10, 20, 30}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step));
+  for (int64_t step : {10, 20}) write_checkpoint(checkpoint_path(dir, 1, step), sample(1, step));
+  EXPECT_EQ(newest_complete_step(dir, 2, nullptr), 20);  // server 1 has no step 30
+  const std::string bad = checkpoint_path(dir, 1, 20);
+  spit(bad, slurp(bad).substr(0, 100));
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find(bad), std::string::npos) << skipped[0];
+  // A file whose name does not match its header is not used either.
+  fs::copy_file(checkpoint_path(dir, 0, 10), checkpoint_path(dir, 0, 40));
+  fs::copy_file(checkpoint_path(dir, 1, 10), checkpoint_path(dir, 1, 40));
+  skipped.clear();
+  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  EXPECT_FALSE(skipped.empty());
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, AServerWithoutSlicesNeedsNoFile) {
+  const std::string dir = fresh_dir("noslices");
+  // Tensors a (25 floats) and b (10) in 40-byte slices: 4 slices, so server 4 of 5 owns none.
+  for (uint32_t s = 0; s < 4; ++s) {
+    ServerCheckpoint c = sample(s, 7);
+    c.num_servers = 5;
+    SliceLayout layout(c.tensors, c.slice_bytes, 5);
+    ASSERT_EQ(layout.bytes_on_server(4), 0u);
+    c.layout_fingerprint = layout.fingerprint();
+    c.slices.clear();
+    for (uint32_t id = 0; id < layout.slices().size(); ++id) {
+      if (layout.slice(id).server != s) continue;
+      CheckpointSlice sl;
+      sl.id = id;
+      sl.version = 7;
+      sl.weights.assign(layout.slice(id).length, 1.0f);
+      sl.opt_state.assign(layout.slice(id).length, 0.0f);
+      c.slices.push_back(sl);
+    }
+    write_checkpoint(checkpoint_path(dir, s, 7), c);
+  }
+  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), 7);
+  fs::remove(checkpoint_path(dir, 3, 7));  // server 3 owns a slice: its file is needed
+  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), -1);
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, PruneKeepsTheNewest) {
+  const std::string dir = fresh_dir("prune");
+  for (int64_t step : {5, 10, 15, 20}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step));
+  write_checkpoint(checkpoint_path(dir, 1, 5), sample(1, 5));
+  prune_checkpoints(dir, 0, 2);
+  EXPECT_EQ(checkpoint_steps(dir, 0), (std::vector<int64_t>{15, 20}));
+  EXPECT_EQ(checkpoint_steps(dir, 1), (std::vector<int64_t>{5}));  // other servers' files are not touched
+  prune_checkpoints(dir, 0, 0);
+  EXPECT_EQ(checkpoint_steps(dir, 0).size(), 2u);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pshard

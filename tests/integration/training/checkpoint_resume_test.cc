@@ -1,0 +1,287 @@
+// Checkpoints and failures through real processes: a resumed sync run ends with the same weights as an
+// uninterrupted one, corrupt checkpoints are named and skipped, and a SIGKILLed server either ends the
+// job promptly (server_failure_policy = abort) or the job restarts from its checkpoint and finishes; a SIGKILLed
+// worker restarted by launch rejoins the running job.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "tests/integration/training/run_helpers.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace pshard;
+using pshard::testing::fresh_dir;
+using pshard::testing::pshard_bin;
+using pshard::testing::read_file;
+using pshard::testing::read_summary;
+using pshard::testing::run_with_timeout;
+using pshard::testing::source_dir;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+bool have_data() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// Momentum + cosine schedule with linear scaling: the optimizer state, the update counters and
+// the schedule's step must all come back for the weights to match.
+std::string job_args(int epochs, int every) {
+  return " --config " + source_dir() +
+         "/configs/fmnist_mlp_sync.toml --set data.train_size=6400 --set data.test_size=1000 --set train.epochs=" +
+         std::to_string(epochs) + " --set checkpoint.every_steps=" + std::to_string(every) +
+         " --set checkpoint.keep=0 --set cluster.heartbeat_interval_ms=200 --set cluster.heartbeat_timeout_ms=1500";
+}
+
+// `pshard launch` in the background, in its own process group so cleanup reaches every child.
+class BackgroundJob {
+ public:
+  BackgroundJob(const std::string& command, const std::string& log) {
+    std::string sh = "exec " + command + " > '" + log + "' 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
+    posix_spawnattr_destroy(&attr);
+  }
+  ~BackgroundJob() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  std::optional<int> wait(std::chrono::seconds timeout) {
+    const auto end = Clock::now() + timeout;
+    while (Clock::now() < end) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+// Server 1's pid once the run wrote `file_marker` (a checkpoint) and cluster.json.
+int64_t server1_pid_after(const std::string& run_dir, const std::string& marker, std::chrono::seconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    if (fs::exists(run_dir + "/" + marker) && fs::exists(run_dir + "/cluster.json")) {
+      Json map = Json::parse(read_file(run_dir + "/cluster.json"), run_dir + "/cluster.json");
+      for (const Json& n : map.at("nodes").elements()) {
+        if (n.at("role").as_string() == "server" && n.at("rank").as_int() == 1) return n.at("pid").as_int();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+void copy_run(const std::string& from, const std::string& to) {
+  fs::create_directories(to + "/checkpoints");
+  fs::copy_file(from + "/config.toml", to + "/config.toml");
+  for (const auto& e : fs::directory_iterator(from + "/checkpoints")) {
+    fs::copy_file(e.path(), to + "/checkpoints/" + e.path().filename().string());
+  }
+}
+
+TEST(CheckpointResume, ResumedRunEndsWithTheSameWeightsAsAnUninterruptedOne) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("ckpt-resume");
+  // 6400 samples / (2 workers x 64) = 50 steps per epoch, 150 in all; checkpoints at 40, 80, 120.
+  const std::string a = dir + "/a";
+  int rc = run_with_timeout(
+      pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + job_args(3, 40) + " --run-dir " + a, 150,
+      dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  for (int64_t step : {40, 80, 120}) {
+    for (int s = 0; s < 2; ++s) {
+      char name[64];
+      std::snprintf(name, sizeof name, "/checkpoints/server-%d.step-%08lld.ckpt", s, static_cast<long long>(step));
+      ASSERT_TRUE(fs::exists(a + name)) << name << "\n" << read_file(dir + "/a.log");
+    }
+  }
+  const std::string want = read_file(a + "/model.bin");
+  ASSERT_GT(want.size(), 100000u);
+
+  // checkpoint.every_seconds: worker 0 flags a step, every server checkpoints that same boundary;
+  // checkpointing does not change the training.
+  const std::string d = dir + "/d";
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + job_args(3, 0) +
+                            " --set checkpoint.every_seconds=0.2 --run-dir " + d,
+                        150, dir + "/d.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/d.log");
+  EXPECT_TRUE(read_file(d + "/model.bin") == want) << "a run with timed checkpoints trained differently";
+  std::vector<int64_t> timed[2];
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (const auto& e : fs::directory_iterator(d + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      const std::string prefix = "server-" + std::to_string(s) + ".step-";
+      if (name.rfind(prefix, 0) == 0) timed[s].push_back(std::stoll(name.substr(prefix.size(), 8)));
+    }
+    std::sort(timed[s].begin(), timed[s].end());
+  }
+  ASSERT_FALSE(timed[0].empty()) << read_file(dir + "/d.log");
+  EXPECT_EQ(timed[0], timed[1]);  // the same step boundaries on both servers
+
+  // Resume from step 80 (epoch 2, 30 batches in): only checkpoints 40 and 80 are left.
+  const std::string b = dir + "/b";
+  copy_run(a, b);
+  for (int s = 0; s < 2; ++s) fs::remove(b + "/checkpoints/server-" + std::to_string(s) + ".step-00000120.ckpt");
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120 --resume " + b, 150,
+                        dir + "/b.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/b.log");
+  EXPECT_NE(read_file(dir + "/b.log").find("resuming at step 80"), std::string::npos) << read_file(dir + "/b.log");
+  EXPECT_TRUE(read_file(b + "/model.bin") == want) << "weights after resuming at step 80 differ from the "
+                                                      "uninterrupted run (bitwise)";
+  Json summary = read_summary(b);
+  EXPECT_EQ(summary.at("epochs").as_int(), 2) << summary.dump();  // epochs 2 and 3 ran after the resume
+
+  // A truncated newest checkpoint is named and skipped: the run resumes from step 40, same result.
+  const std::string c = dir + "/c";
+  copy_run(a, c);
+  for (int s = 0; s < 2; ++s) fs::remove(c + "/checkpoints/server-" + std::to_string(s) + ".step-00000120.ckpt");
+  const std::string bad = c + "/checkpoints/server-1.step-00000080.ckpt";
+  fs::resize_file(bad, fs::file_size(bad) / 2);
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120 --resume " + c, 150,
+                        dir + "/c.log");
+  const std::string log = read_file(dir + "/c.log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("skipping a checkpoint: checkpoint " + bad), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming at step 40"), std::string::npos) << log;
+  EXPECT_TRUE(read_file(c + "/model.bin") == want) << "weights after resuming at step 40 differ";
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
+  const std::string dir = fresh_dir("ckpt-none");
+  fs::create_directories(dir + "/run/checkpoints");
+  {
+    std::FILE* f = std::fopen((dir + "/run/checkpoints/server-0.step-00000010.ckpt").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("PSHDCKPT but cut short", f);
+    std::fclose(f);
+  }
+  const int rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 1 --config " + source_dir() +
+                                      "/configs/fmnist_mlp_sync.toml --resume " + dir + "/run",
+                                  30, dir + "/log");
+  const std::string log = read_file(dir + "/log");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_NE(log.find("server-0.step-00000010.ckpt"), std::string::npos) << log;
+  EXPECT_NE(log.find("holds no checkpoint that all 1 servers have completely"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(ServerFailure, AbortPolicyEndsTheJobNamingTheDeadServer) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("server-abort");
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + job_args(3, 20) +
+                        " --set cluster.server_failure_policy=abort --run-dir " + dir + "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim =
+      server1_pid_after(dir + "/run", "checkpoints/server-1.step-00000020.ckpt", std::chrono::seconds(60));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  const auto killed = Clock::now();
+  // heartbeat timeout 1.5 s + 5 s, plus the launcher's grace period.
+  std::optional<int> rc = job.wait(std::chrono::seconds(12));
+  ASSERT_TRUE(rc.has_value()) << "the job did not end after a server was killed\n" << read_file(dir + "/log");
+  EXPECT_NE(*rc, 0);
+  std::printf("job ended %.1f s after the kill\n", std::chrono::duration<double>(Clock::now() - killed).count());
+  const std::string log = read_file(dir + "/log");
+  EXPECT_NE(log.find("job failed: server 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
+  EXPECT_EQ(log.find("restarting the job"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(ServerFailure, RestartPolicyFinishesTheRunFromTheCheckpoint) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("server-restart");
+  // 12800 samples, 2 x 64 per step: 100 steps per epoch, 5 epochs; checkpoints every 50 steps.
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 2 --timeout 200" + job_args(5, 50) +
+                        " --set data.train_size=12800 --set cluster.server_failure_policy=restart --run-dir " + dir +
+                        "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim =
+      server1_pid_after(dir + "/run", "checkpoints/server-1.step-00000150.ckpt", std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(200));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a server was killed\n" << log;
+  EXPECT_EQ(*rc, 0) << log;
+  EXPECT_NE(log.find("server 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("restarting the job (restart 1 of 3) from the checkpoint of step"), std::string::npos) << log;
+  Json summary = read_summary(dir + "/run");
+  EXPECT_GT(summary.at("test_acc").as_number(), 0.75) << summary.dump();
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(WorkerJoin, KilledWorkerIsRestartedAndRejoinsTheRunningJob) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("worker-rejoin");
+  // 9600 samples / (3 x 64): 50 steps per epoch, 6 epochs.
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 3 --timeout 200" + job_args(6, 0) +
+                        " --set data.train_size=9600 --set cluster.failure_policy=continue"
+                        " --set cluster.restart_workers=true --run-dir " +
+                        dir + "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  int64_t victim = -1;
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (victim < 0 && Clock::now() < end) {
+    if (read_file(dir + "/run/metrics.jsonl").find("\"event\":\"epoch\"") != std::string::npos) {
+      Json map = Json::parse(read_file(dir + "/run/cluster.json"), dir + "/run/cluster.json");
+      for (const Json& n : map.at("nodes").elements()) {
+        if (n.at("role").as_string() == "worker" && n.at("rank").as_int() == 1) victim = n.at("pid").as_int();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(200));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a worker was killed\n" << log;
+  EXPECT_EQ(*rc, 0) << log;  // the restarted worker finished: the job fully succeeded
+  EXPECT_NE(log.find("rejoined the job in place of the dead worker 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("rejoining the job at step"), std::string::npos) << log;
+  Json summary = read_summary(dir + "/run");
+  EXPECT_EQ(summary.at("epochs").as_int(), 6) << summary.dump();
+  EXPECT_EQ(summary.at("workers_finished").size(), 3u) << summary.dump();
+  EXPECT_GT(summary.at("test_acc").as_number(), 0.75) << summary.dump();
+  // The last epoch moved as many bytes as the first: all three workers push and pull again.
+  std::vector<Json> epochs;
+  const std::string metrics = read_file(dir + "/run/metrics.jsonl");
+  size_t pos = 0;
+  while ((pos = metrics.find("{\"event\":\"epoch\"", pos)) != std::string::npos) {
+    const size_t nl = metrics.find('\n', pos);
+    epochs.push_back(Json::parse(metrics.substr(pos, nl - pos), "metrics.jsonl"));
+    pos = nl;
+  }
+  ASSERT_EQ(epochs.size(), 6u);
+  EXPECT_EQ(epochs.back().at("bytes_sent").as_number(), epochs.front().at("bytes_sent").as_number());
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+}  // namespace
