@@ -56,11 +56,9 @@ int64_t minor_faults() {
 // One worker of the benchmark (a child process): init (worker 0), pull, `rounds` rounds of push_pull of
 // every tensor, then `rtt_iters` sequential 4 KiB push_pulls. Writes one JSON line to `result_path`.
 int bench_worker(uint32_t rank, const std::vector<std::string>& servers, int64_t model_mib, uint64_t slice_bytes,
-                 int64_t rounds, int64_t rtt_iters, int64_t spin_us, const std::string& result_path,
-                 const transport::CurveKeys& curve) {
+                 int64_t rounds, int64_t rtt_iters, const std::string& result_path, const transport::CurveKeys& curve) {
   transport::retain_freed_memory();
   KvClientOptions o;
-  o.spin = std::chrono::microseconds(spin_us);
   o.rank = rank;
   o.servers = servers;
   o.tensors = bench_tensors(model_mib);
@@ -205,7 +203,6 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("rtt-iters", "N", "sequential 4 KiB push_pulls for the latency percentiles", false, "2000");
   p.add_option("optimizer", "NAME", "update rule on the servers", false, "sgd");
   p.add_option("server-threads", "N", "cluster.server_threads", false, "2");
-  p.add_option("spin-us", "US", "cluster.spin_us: busy-poll before sleeping (0: always sleep)", false, "0");
   p.add_flag("curve", "CurveZMQ on every socket (security.curve; keys in a temporary 0700 directory)");
   p.add_flag("json", "print one JSON object on stdout");
   // Internal: how the benchmark starts its own worker processes.
@@ -223,8 +220,6 @@ int run_bench_kv(const std::vector<std::string>& args) {
   if (rounds <= 0) rounds = std::max<int64_t>(4, 2048 / M);
   const int64_t rtt_iters = p.get_int("rtt-iters");
   const uint64_t slice_bytes = static_cast<uint64_t>(K) << 10;
-  const int64_t spin_us = p.get_int("spin-us");
-  if (spin_us < 0) throw Error("bench kv: --spin-us must be >= 0");
 
   if (p.has("worker-rank")) {
     std::vector<std::string> eps;
@@ -234,7 +229,7 @@ int run_bench_kv(const std::vector<std::string>& args) {
     const transport::CurveKeys curve =
         p.get("key-dir").empty() ? transport::CurveKeys{} : transport::read_curve_keys(p.get("key-dir"));
     return bench_worker(static_cast<uint32_t>(p.get_int("worker-rank")), eps, M, slice_bytes, rounds, rtt_iters,
-                        spin_us, p.get("result"), curve);
+                        p.get("result"), curve);
   }
   log::configure("bench kv", log::Level::kWarn);
 
@@ -244,9 +239,8 @@ int run_bench_kv(const std::vector<std::string>& args) {
   std::filesystem::create_directories(dir);
   const std::string config = (dir / "bench.toml").string();
   std::ofstream(config) << "[cluster]\nmode = \"sync\"\nslice_bytes = " << slice_bytes
-                        << "\nserver_threads = " << p.get_int("server-threads") << "\nspin_us = " << spin_us
-                        << "\n[optimizer]\nname = \"" << p.get("optimizer")
-                        << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
+                        << "\nserver_threads = " << p.get_int("server-threads") << "\n[optimizer]\nname = \""
+                        << p.get("optimizer") << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
                         << (p.flag("curve") ? "true" : "false") << "\n";
   const std::string key_dir = (dir / "keys").string();
   std::string worker_key_dir;  // "": plaintext
@@ -295,8 +289,6 @@ int run_bench_kv(const std::vector<std::string>& args) {
                   std::to_string(rounds),
                   "--rtt-iters",
                   std::to_string(rtt_iters),
-                  "--spin-us",
-                  std::to_string(spin_us),
                   "--result",
                   (dir / ("worker" + std::to_string(w) + ".json")).string(),
                   "--key-dir",

@@ -97,7 +97,6 @@ int run_worker(const std::vector<std::string>& args) {
   kopt.job_token = copt.job_token;
   kopt.curve = copt.curve;
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
-  kopt.spin = std::chrono::microseconds(cfg.get_int("cluster.spin_us"));
   kopt.run_total_steps = total_steps;
   KvClient kv(kopt);
   if (join) {

@@ -90,8 +90,6 @@ const std::vector<ConfigKey> kSchema = {
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
-    {"cluster.spin_us", T::kInt, "0", 0, 100000, "",
-     "busy-poll this long before sleeping in the worker client and server (us; latency vs CPU)"},
 
     {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
      "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},

@@ -43,7 +43,6 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.staleness = cfg.get_int("cluster.staleness");
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
   o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
-  o.spin = std::chrono::microseconds(cfg.get_int("cluster.spin_us"));
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
   optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
@@ -255,12 +254,10 @@ struct KvServer::Impl {
   void socket_loop() {
     on_socket_thread = true;
     std::vector<zmq::message_t> frames;
-    auto busy_until = std::chrono::steady_clock::now();  // poll without sleeping until then (opt.spin)
     while (!stopping) {
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
       try {
-        const bool spinning = std::chrono::steady_clock::now() < busy_until;
-        zmq::poll(items, 2, std::chrono::milliseconds(spinning ? 0 : 100));
+        zmq::poll(items, 2, std::chrono::milliseconds(100));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         PSHARD_LOG(kError) << "server " << opt.rank << ": poll failed: " << e.what();
@@ -270,8 +267,6 @@ struct KvServer::Impl {
         wake.drain();
         drain_done();
       }
-      if (items[0].revents & ZMQ_POLLIN || items[1].revents & ZMQ_POLLIN)
-        busy_until = std::chrono::steady_clock::now() + opt.spin;
       for (int i = 0; i < 256 && recv(frames); ++i) {
         handle(frames);
         while (!held_after_init.empty()) {

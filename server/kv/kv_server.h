@@ -42,7 +42,6 @@ struct KvServerOptions {
   int64_t batch_size = 64;                  // per worker (train.batch_size)
   int update_threads = 2;                   // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
-  std::chrono::microseconds spin{0};        // after traffic, poll without sleeping this long (cluster.spin_us)
   // Checkpoints (sync mode only): every slice's state is copied when it reaches a version that is a
   // multiple of checkpoint_every_steps; once all of this server's slices are copied, a writer thread
   // writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the newest checkpoint_keep files.

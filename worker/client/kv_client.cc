@@ -30,15 +30,15 @@ namespace {
 struct Op {
   std::mutex mu;
   std::condition_variable cv;
-  std::atomic<int> remaining{0};  // per-server parts not yet answered (changed under mu; read lock-free by spins)
-  int borrowed = 0;               // zero-copy frames ZeroMQ still holds
-  int64_t max_step = -1;          // ping: the highest step a pong reported
-  std::string error;              // first failure
+  int remaining = 0;      // per-server parts not yet answered
+  int borrowed = 0;       // zero-copy frames ZeroMQ still holds
+  int64_t max_step = -1;  // ping: the highest step a pong reported
+  std::string error;      // first failure
 
   void part_done(const std::string& failure) {
     std::lock_guard<std::mutex> lock(mu);
     if (!failure.empty() && error.empty()) error = failure;
-    remaining.fetch_sub(1, std::memory_order_release);
+    --remaining;
     cv.notify_all();
   }
 };
@@ -228,16 +228,6 @@ struct KvClient::Impl {
     return h;
   }
 
-  // Polls `op` for up to opt.spin (never longer than the caller's timeout) so that a reply
-  // arriving within microseconds needs no sleeping-thread wake-up.
-  void spin_until_done(const Op& op, const std::chrono::milliseconds* timeout) const {
-    if (opt.spin.count() <= 0 || op.remaining.load(std::memory_order_acquire) == 0) return;
-    auto budget = opt.spin;
-    if (timeout && *timeout < budget) budget = std::chrono::duration_cast<std::chrono::microseconds>(*timeout);
-    const auto end = Clock::now() + budget;
-    while (op.remaining.load(std::memory_order_acquire) != 0 && Clock::now() < end) std::this_thread::yield();
-  }
-
   bool wait(Handle h, const std::chrono::milliseconds* timeout) {
     std::shared_ptr<Op> op;
     {
@@ -246,7 +236,6 @@ struct KvClient::Impl {
       if (it == ops.end()) throw Error("wait: handle " + std::to_string(h) + " is unknown or was already waited for");
       op = it->second;
     }
-    spin_until_done(*op, timeout);
     std::unique_lock<std::mutex> lock(op->mu);
     // The I/O thread fails every part at its deadline; the extra margin only guards against a bug.
     const auto limit = Clock::now() + (timeout ? *timeout : opt.request_timeout + std::chrono::seconds(10));
@@ -274,31 +263,25 @@ struct KvClient::Impl {
     std::vector<zmq::pollitem_t> items(sockets.size() + 1);
     std::vector<zmq::message_t> frames;
     auto next_scan = Clock::now();
-    auto busy_until = Clock::now();  // after traffic, poll without sleeping until then (opt.spin)
     while (!stopping) {
       for (size_t s = 0; s < sockets.size(); ++s) items[s] = {sockets[s].handle(), 0, ZMQ_POLLIN, 0};
       items.back() = {nullptr, wake.fd(), ZMQ_POLLIN, 0};
       try {
-        const bool spinning = Clock::now() < busy_until;
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(spinning ? 0 : inflight.empty() ? 100 : 10));
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(inflight.empty() ? 100 : 10));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         PSHARD_LOG(kError) << "worker " << opt.rank << ": poll failed: " << e.what();
         break;
       }
-      bool traffic = false;
       if (items.back().revents & ZMQ_POLLIN) {
         wake.drain();
         send_queued();
-        traffic = true;
       }
       for (size_t s = 0; s < sockets.size(); ++s) {
         if (!(items[s].revents & ZMQ_POLLIN)) continue;
         while (receive(static_cast<uint32_t>(s), frames)) on_reply(static_cast<uint32_t>(s), frames);
-        traffic = true;
       }
       const auto now = Clock::now();
-      if (traffic) busy_until = now + opt.spin;
       if (now >= next_scan) {
         expire(now);
         next_scan = now + std::chrono::milliseconds(10);

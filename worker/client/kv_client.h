@@ -21,10 +21,6 @@ struct KvClientOptions {
   transport::CurveKeys curve;                        // empty: plaintext; else CurveZMQ with the job's keys
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
   int64_t run_total_steps = 0;  // sent with init: lets servers compute run-length schedules (cosine)
-  // How long wait() and the I/O thread keep polling before they sleep. On a VM waking a sleeping
-  // thread costs tens of microseconds per hand-off; a short spin takes that off small round trips
-  // at the price of that much CPU per wait (cluster.spin_us; 0: always sleep).
-  std::chrono::microseconds spin{0};
 };
 
 // Talks to every server through DEALER sockets owned by one I/O thread; the calling threads
