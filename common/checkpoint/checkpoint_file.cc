@@ -15,6 +15,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 
 namespace pshard {
 namespace {
@@ -23,71 +24,10 @@ constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kMaxNameBytes = 4096;
 
-template <typename T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-void put_string(std::string& out, const std::string& s) {
-  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
-  out += s;
-}
-void put_floats(std::string& out, const std::vector<float>& v) {
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-}
+using binary::put;
+using binary::put_string;
 
-// Bounds-checked reading of the file's bytes; every failure names the file and the offset.
-class Reader {
- public:
-  Reader(const std::string& path, const std::string& bytes) : path_(path), bytes_(bytes) {}
-  template <typename T>
-  T get(const char* what) {
-    T v;
-    need(sizeof v, what);
-    std::memcpy(&v, bytes_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  std::string get_string(const char* what) {
-    const uint32_t n = get<uint32_t>(what);
-    if (n > kMaxNameBytes) fail(std::string(what) + " claims " + std::to_string(n) + " bytes");
-    need(n, what);
-    std::string s = bytes_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-  void get_floats(std::vector<float>* out, uint64_t n, const char* what) {
-    if (n > (bytes_.size() - pos_) / sizeof(float)) need(n * sizeof(float), what);
-    out->resize(n);
-    std::memcpy(out->data(), bytes_.data() + pos_, n * sizeof(float));
-    pos_ += n * sizeof(float);
-  }
-  size_t pos() const { return pos_; }
-  [[noreturn]] void fail(const std::string& why) const {
-    throw Error("checkpoint " + path_ + ": " + why + " (at byte offset " + std::to_string(pos_) + ")");
-  }
-
- private:
-  void need(uint64_t n, const char* what) const {
-    if (n > bytes_.size() - pos_) {
-      fail(std::string("truncated: ") + what + " needs " + std::to_string(n) + " more bytes, the file has " +
-           std::to_string(bytes_.size() - pos_) + " left");
-    }
-  }
-  const std::string& path_;
-  const std::string& bytes_;
-  size_t pos_ = 0;
-};
-
-std::string io_error(const std::string& what, const std::string& path) {
-  return "checkpoint " + path + ": " + what + " failed: " + std::strerror(errno);
-}
-
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // the rename is done; a directory fsync is best effort
-  (void)::fsync(fd);
-  ::close(fd);
-}
+void put_floats(std::string& out, const std::vector<float>& v) { binary::put_floats(out, v.data(), v.size()); }
 
 // "server-R.step-K.ckpt" -> K for rank R; -1 when the name does not match.
 int64_t step_of(const std::string& name, uint32_t rank) {
@@ -147,49 +87,12 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
   const uLong crc = ::crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size()));
   put<uint32_t>(out, static_cast<uint32_t>(crc));
 
-  const std::filesystem::path final_path(path);
-  const std::string dir = final_path.parent_path().string();
-  const std::string tmp = dir + "/." + final_path.filename().string() + ".tmp";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("checkpoint " + path + ": cannot create " + dir + ": " + ec.message());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(io_error("open", tmp));
-  const char* p = out.data();
-  size_t left = out.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = io_error("write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(why);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const std::string why = io_error("fsync", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(why);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = io_error("rename to " + path, tmp);
-    ::unlink(tmp.c_str());
-    throw Error(why);
-  }
-  fsync_dir(dir);
+  binary::write_file_atomically(path, out, "checkpoint");
 }
 
 ServerCheckpoint read_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint " + path + ": cannot open: " + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("checkpoint " + path + ": read failed");
-  Reader r(path, bytes);
+  binary::Reader r("checkpoint " + path, binary::read_file(path, "checkpoint"));
+  const std::string& bytes = r.bytes();
   char magic[sizeof kMagic];
   for (char& ch : magic) ch = r.get<char>("the magic number");
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");
@@ -218,7 +121,7 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
   c.slice_bytes = r.get<uint64_t>("slice_bytes");
   c.layout_fingerprint = r.get<uint64_t>("the layout fingerprint");
   c.state_floats = r.get<uint32_t>("the optimizer state size");
-  c.optimizer = r.get_string("the optimizer name");
+  c.optimizer = r.get_string("the optimizer name", kMaxNameBytes);
   if (c.num_servers == 0 || c.server_rank >= c.num_servers || c.step < 0 || c.state_floats > 16) {
     r.fail("implausible header: server " + std::to_string(c.server_rank) + " of " + std::to_string(c.num_servers) +
            ", step " + std::to_string(c.step) + ", " + std::to_string(c.state_floats) + " state floats");
@@ -227,7 +130,7 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
   if (n_tensors > bytes.size()) r.fail("implausible tensor count " + std::to_string(n_tensors));
   for (uint32_t i = 0; i < n_tensors; ++i) {
     TensorSpec t;
-    t.name = r.get_string("a tensor name");
+    t.name = r.get_string("a tensor name", kMaxNameBytes);
     t.numel = r.get<uint64_t>("a tensor size");
     c.tensors.push_back(std::move(t));
   }

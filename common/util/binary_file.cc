@@ -1,0 +1,112 @@
+// Bounds-checked binary reading and atomic whole-file replacement.
+#include "common/util/binary_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "common/error.h"
+
+namespace pshard::binary {
+
+void put_string(std::string& out, const std::string& s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+
+void put_floats(std::string& out, const float* v, size_t n) {
+  out.append(reinterpret_cast<const char*>(v), n * sizeof(float));
+}
+
+void Reader::fail(const std::string& why) const {
+  throw Error(label_ + ": " + why + " (at byte offset " + std::to_string(pos_) + ")");
+}
+
+void Reader::need(uint64_t n, const char* what) const {
+  if (n > bytes_.size() - pos_) {
+    fail(std::string("truncated: ") + what + " needs " + std::to_string(n) + " more bytes, the file has " +
+         std::to_string(bytes_.size() - pos_) + " left");
+  }
+}
+
+void Reader::read(void* dst, uint64_t n, const char* what) {
+  need(n, what);
+  if (n > 0) std::memcpy(dst, bytes_.data() + pos_, n);
+  pos_ += n;
+}
+
+std::string Reader::get_string(const char* what, uint32_t max_bytes) {
+  const uint32_t n = get<uint32_t>(what);
+  if (n > max_bytes) fail(std::string(what) + " claims " + std::to_string(n) + " bytes");
+  need(n, what);
+  std::string s = bytes_.substr(pos_, n);
+  pos_ += n;
+  return s;
+}
+
+void Reader::get_floats(std::vector<float>* out, uint64_t n, const char* what) {
+  if (n > (bytes_.size() - pos_) / sizeof(float)) need(n * sizeof(float), what);
+  out->resize(n);
+  read(out->data(), n * sizeof(float), what);
+}
+
+std::string read_file(const std::string& path, const std::string& label) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(label + " " + path + ": cannot open: " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(label + " " + path + ": read failed");
+  return bytes;
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label) {
+  const std::filesystem::path final_path(path);
+  std::string dir = final_path.parent_path().string();
+  if (dir.empty()) dir = ".";
+  const std::string tmp = dir + "/." + final_path.filename().string() + ".tmp";
+  auto failed = [&](const std::string& step, const std::string& file) {
+    return Error(label + " " + path + ": " + step + " " + file + " failed: " + std::strerror(errno));
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(label + " " + path + ": cannot create " + dir + ": " + ec.message());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw failed("open", tmp);
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Error e = failed("write", tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw e;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    Error e = failed("fsync", tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw e;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error e = failed("rename to " + path + " of", tmp);
+    ::unlink(tmp.c_str());
+    throw e;
+  }
+  // The rename is done; syncing the directory makes it durable (best effort: some file systems refuse).
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace pshard::binary

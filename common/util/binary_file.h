@@ -1,0 +1,63 @@
+// Little-endian binary files written whole and replaced atomically, read back with bounds checks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace pshard::binary {
+
+// Appending plain values to a byte string (this machine's byte order: little-endian on x86-64/arm64).
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_string(std::string& out, const std::string& s);  // u32 length, then the bytes
+void put_floats(std::string& out, const float* v, size_t n);
+
+// Reads a file's bytes front to back. Every failure is an Error that starts with `label` and ends
+// with the byte offset, e.g. "checkpoint /r/c.ckpt: truncated: the slice table needs 24 more bytes,
+// the file has 3 left (at byte offset 112)". Sizes read from the file are checked against the bytes
+// left before anything is allocated.
+//
+//   binary::Reader r("model file " + path, binary::read_file(path, "model file"));
+//   if (r.get<uint32_t>("version") != 1) r.fail("unsupported version");
+class Reader {
+ public:
+  Reader(std::string label, std::string bytes) : label_(std::move(label)), bytes_(std::move(bytes)) {}
+
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    need(sizeof v, what);
+    std::memcpy(&v, bytes_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  void read(void* dst, uint64_t n, const char* what);
+  std::string get_string(const char* what, uint32_t max_bytes);  // as put_string wrote it
+  void get_floats(std::vector<float>* out, uint64_t n, const char* what);
+  size_t pos() const { return pos_; }
+  size_t size() const { return bytes_.size(); }
+  bool at_end() const { return pos_ == bytes_.size(); }
+  const std::string& bytes() const { return bytes_; }
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  void need(uint64_t n, const char* what) const;
+  std::string label_;
+  std::string bytes_;
+  size_t pos_ = 0;
+};
+
+// The whole file; an Error "<label> PATH: cannot open: <reason>" when it cannot be read.
+std::string read_file(const std::string& path, const std::string& label);
+
+// Replaces PATH with `bytes` so that a crash leaves either the old file or the new one: writes
+// DIR/.NAME.tmp, fsyncs it, renames it over PATH and fsyncs DIR (creating DIR if needed). Errors
+// start with `label` and name the step that failed.
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label);
+
+}  // namespace pshard::binary
