@@ -4,7 +4,6 @@
 // worker restarted by launch rejoins the running job.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,11 +15,10 @@
 
 #include "tests/integration/training/run_helpers.h"
 
-extern char** environ;
-
 namespace {
 
 using namespace pshard;
+using pshard::testing::BackgroundJob;
 using pshard::testing::fresh_dir;
 using pshard::testing::pshard_bin;
 using pshard::testing::read_file;
@@ -40,44 +38,6 @@ std::string job_args(int epochs, int every) {
          std::to_string(epochs) + " --set checkpoint.every_steps=" + std::to_string(every) +
          " --set checkpoint.keep=0 --set cluster.heartbeat_interval_ms=200 --set cluster.heartbeat_timeout_ms=1500";
 }
-
-// `pshard launch` in the background, in its own process group so cleanup reaches every child.
-class BackgroundJob {
- public:
-  BackgroundJob(const std::string& command, const std::string& log) {
-    std::string sh = "exec " + command + " > '" + log + "' 2>&1";
-    const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
-    posix_spawnattr_destroy(&attr);
-  }
-  ~BackgroundJob() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool started() const { return pid_ > 0; }
-  std::optional<int> wait(std::chrono::seconds timeout) {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return std::nullopt;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
 
 // Server 1's pid once the run wrote `file_marker` (a checkpoint) and cluster.json.
 int64_t server1_pid_after(const std::string& run_dir, const std::string& marker, std::chrono::seconds timeout) {

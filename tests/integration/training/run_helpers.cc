@@ -2,6 +2,8 @@
 #include "tests/integration/training/run_helpers.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
+
+extern char** environ;
 
 namespace pshard::testing {
 
@@ -69,6 +74,37 @@ Json read_summary(const std::string& run_dir) {
     throw Error(run_dir + "/metrics.jsonl: the last line is not a summary: " + last);
   }
   return j;
+}
+
+BackgroundJob::BackgroundJob(const std::string& command, const std::string& log) {
+  std::string sh = "exec " + command + " > '" + log + "' 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
+  posix_spawnattr_destroy(&attr);
+}
+
+BackgroundJob::~BackgroundJob() {
+  if (pid_ > 0 && !exited_) {
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::optional<int> BackgroundJob::wait(std::chrono::seconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::nullopt;
 }
 
 }  // namespace pshard::testing

@@ -1,6 +1,10 @@
 // Running pshard commands from tests and reading their run directories.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "common/util/json.h"
@@ -24,5 +28,22 @@ int run_with_timeout(const std::string& command, int timeout_s, const std::strin
 Json read_summary(const std::string& run_dir);
 // The whole file, for failure messages.
 std::string read_file(const std::string& path);
+
+// A shell command (`pshard launch ...`) running in the background in its own process group, output to
+// `log`; destroying it SIGKILLs the whole group, so a failing test leaves no process behind.
+class BackgroundJob {
+ public:
+  BackgroundJob(const std::string& command, const std::string& log);
+  ~BackgroundJob();
+  BackgroundJob(const BackgroundJob&) = delete;
+  BackgroundJob& operator=(const BackgroundJob&) = delete;
+  bool started() const { return pid_ > 0; }
+  // Exit status (128 + signal when killed), or nullopt if still running after `timeout`.
+  std::optional<int> wait(std::chrono::seconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
 
 }  // namespace pshard::testing

@@ -3,7 +3,6 @@
 // says who finished; with abort the job ends promptly, naming the dead worker.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,57 +12,16 @@
 
 #include "tests/integration/training/run_helpers.h"
 
-extern char** environ;
-
 namespace {
 
 using namespace pshard;
+using pshard::testing::BackgroundJob;
 using pshard::testing::fresh_dir;
 using pshard::testing::pshard_bin;
 using pshard::testing::read_file;
 using pshard::testing::read_summary;
 using pshard::testing::source_dir;
 using Clock = std::chrono::steady_clock;
-
-// `pshard launch` in the background (its own process group, so cleanup
-// reaches every child even if the test fails half-way).
-class BackgroundJob {
- public:
-  BackgroundJob(const std::string& command, const std::string& log) {
-    std::string sh = "exec " + command + " > '" + log + "' 2>&1";
-    const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
-    posix_spawnattr_destroy(&attr);
-  }
-  ~BackgroundJob() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool started() const { return pid_ > 0; }
-  // Exit status, or nullopt if still running after `timeout`.
-  std::optional<int> wait(std::chrono::seconds timeout) {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return std::nullopt;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
 
 // Waits until the coordinator wrote cluster.json and the first epoch line,
 // then returns worker 1's pid.
