@@ -122,7 +122,7 @@ void TerminalStatus::set(const std::string& status) {
     return;
   }
   const auto now = std::chrono::steady_clock::now();
-  if (std::chrono::duration<double>(now - last_plain_).count() >= plain_every_s_) {
+  if (!last_plain_ || std::chrono::duration<double>(now - *last_plain_).count() >= plain_every_s_) {
     write_text(fd_, status_ + "\n");
     last_plain_ = now;
   }

@@ -61,7 +61,9 @@ class TerminalStatus {
   bool tty_;
   double plain_every_s_;
   std::string status_;
-  std::chrono::steady_clock::time_point last_plain_{};
+  // When the last plain line was printed; empty until the first, which always prints (the steady
+  // clock's epoch is the machine's boot, so a zero default would hide it on a young machine).
+  std::optional<std::chrono::steady_clock::time_point> last_plain_;
 };
 
 }  // namespace pshard
