@@ -17,6 +17,7 @@
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
+#include "common/util/env.h"
 #include "common/util/log.h"
 #include "server/kv/kv_server.h"
 
@@ -101,11 +102,12 @@ int run_server(const std::vector<std::string>& args) {
   p.add_option("bind", "ENDPOINT", "where workers reach this server (port 0: any free port)", false, "tcp://*:0");
   p.add_option("config", "FILE", "experiment config (TOML)", true);
   p.add_multi("set", "KEY=VALUE", "override a config key");
-  p.add_option("run-dir", "DIR", "the job's run directory (the default key directory is RUN_DIR/keys)");
+  p.add_option("run-dir", "DIR",
+               "the job's run directory: checkpoints go to DIR/checkpoints (checkpoint.every_steps), and the "
+               "default key directory is DIR/keys");
   p.add_option(
       "key-dir", "DIR",
       "security.curve: directory of the job's key file curve.keys (default: security.key_dir, else RUN_DIR/keys)");
-  p.add_option("run-dir", "DIR", "the job's run directory: checkpoints go to DIR/checkpoints (checkpoint.every_steps)");
   p.add_option("restore-step", "K",
                "start from DIR/checkpoints/server-R.step-K.ckpt (weights, optimizer state, versions) instead of "
                "worker 0's init; needs --run-dir (pshard launch --resume passes it)");
@@ -120,8 +122,7 @@ int run_server(const std::vector<std::string>& args) {
   transport::retain_freed_memory();
   const char* token_env = std::getenv("PSHARD_JOB_TOKEN");
   const std::string token = token_env ? token_env : "";
-  const char* env_rank = std::getenv("PSHARD_RANK");
-  const int64_t requested_rank = p.has("rank") ? p.get_int("rank") : (env_rank ? std::atoll(env_rank) : -1);
+  const int64_t requested_rank = p.has("rank") ? p.get_int("rank") : env_count("PSHARD_RANK").value_or(-1);
   const std::string bind = concrete_endpoint(p.get("bind"));
 
   KvServerOptions opt = KvServerOptions::from_config(cfg);

@@ -12,6 +12,7 @@
 #include "common/metrics/epoch_report.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
+#include "common/util/env.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
 #include "worker/trainer/kv_sync.h"
@@ -60,8 +61,7 @@ int run_worker(const std::vector<std::string>& args) {
   ClusterClient::Options copt;
   copt.coordinator = p.get("coordinator");
   copt.role = NodeRole::kWorker;
-  const char* env_rank = std::getenv("PSHARD_RANK");
-  copt.requested_rank = p.has("rank") ? p.get_int("rank") : (env_rank ? std::atoll(env_rank) : -1);
+  copt.requested_rank = p.has("rank") ? p.get_int("rank") : env_count("PSHARD_RANK").value_or(-1);
   const char* token = std::getenv("PSHARD_JOB_TOKEN");
   copt.job_token = token ? token : "";
   copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));

@@ -19,6 +19,7 @@
 
 #include "common/cluster/control_codec.h"
 #include "common/error.h"
+#include "common/util/env.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -356,12 +357,7 @@ ClusterClient::ClusterClient(const Options& options) : impl_(std::make_unique<Im
   m.opt = options;
   if (m.opt.host.empty()) m.opt.host = this_host();
   if (m.opt.requested_rank < 0) {
-    if (const char* env = std::getenv("PSHARD_RANK"); env && *env) {
-      char* end = nullptr;
-      long long v = std::strtoll(env, &end, 10);
-      if (*end != '\0' || v < 0) throw Error("environment PSHARD_RANK='" + std::string(env) + "' is not a rank");
-      m.opt.requested_rank = v;
-    }
+    if (std::optional<int64_t> env = env_count("PSHARD_RANK")) m.opt.requested_rank = *env;
   }
   if (m.opt.coordinator.empty()) throw Error("cluster: no coordinator endpoint given (--coordinator)");
   if (m.opt.heartbeat_interval <= milliseconds(0) || m.opt.heartbeat_timeout <= m.opt.heartbeat_interval) {

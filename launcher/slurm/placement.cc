@@ -6,12 +6,11 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/util/env.h"
 #include "launcher/slurm/hostlist.h"
 
 namespace pshard::slurm {
 namespace {
-
-using Getenv = std::function<const char*(const char*)>;
 
 std::string first_set(const Getenv& getenv, std::initializer_list<const char*> names, const char** which) {
   for (const char* n : names) {
@@ -25,16 +24,6 @@ std::string first_set(const Getenv& getenv, std::initializer_list<const char*> n
   return "";
 }
 
-int64_t to_int(const char* name, const std::string& value) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || errno != 0 || *end != '\0' || v < 0) {
-    throw Error(std::string("environment variable ") + name + " must be a non-negative integer, got '" + value + "'");
-  }
-  return v;
-}
-
 int64_t required_int(const Getenv& getenv, std::initializer_list<const char*> names) {
   const char* which = nullptr;
   const std::string v = first_set(getenv, names, &which);
@@ -42,7 +31,7 @@ int64_t required_int(const Getenv& getenv, std::initializer_list<const char*> na
     throw Error(std::string("environment variable ") + *names.begin() +
                 " is not set: run `pshard slurm` as a task of an srun step (srun pshard slurm ...)");
   }
-  return to_int(which, v);
+  return parse_env_count(which, v);
 }
 
 }  // namespace
@@ -52,7 +41,7 @@ SlurmEnv SlurmEnv::read(const Getenv& getenv) {
   e.job_id = required_int(getenv, {"SLURM_JOB_ID", "SLURM_JOBID"});
   const char* which = nullptr;
   const std::string step = first_set(getenv, {"SLURM_STEP_ID", "SLURM_STEPID"}, &which);
-  e.step_id = which ? to_int(which, step) : 0;
+  e.step_id = which ? parse_env_count(which, step) : 0;
   e.proc_id = required_int(getenv, {"SLURM_PROCID"});
   e.num_tasks = required_int(getenv, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
   e.node_id = required_int(getenv, {"SLURM_NODEID"});
@@ -87,7 +76,7 @@ SlurmEnv SlurmEnv::read(const Getenv& getenv) {
     e.node_name = e.nodes[static_cast<size_t>(e.node_id)];
   }
   const std::string gpus = first_set(getenv, {"SLURM_GPUS_ON_NODE"}, &which);
-  e.gpus_on_node = which ? to_int(which, gpus) : 0;
+  e.gpus_on_node = which ? parse_env_count(which, gpus) : 0;
   const char* cvd = getenv("CUDA_VISIBLE_DEVICES");
   e.cuda_visible_devices = cvd ? cvd : "";
   return e;

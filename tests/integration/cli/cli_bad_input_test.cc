@@ -136,6 +136,14 @@ TEST_F(CliBadInput, ClusterEnvironment) {
   for (const auto& [k, v] : slurm_env) ::setenv(k, v, 1);
   expect({{"slurm", "--config", cfg, "--iface", "nosuch0"}, 1, "--iface nosuch0: no IPv4 address on that interface"});
   for (const auto& kv : slurm_env) ::unsetenv(kv.first);
+  // A rank that is not a number is refused, not read as rank 0.
+  ::setenv("PSHARD_RANK", "abc", 1);
+  for (const char* role : {"server", "worker"}) {
+    expect({{role, "--coordinator", "tcp://127.0.0.1:1", "--config", cfg},
+            1,
+            "environment variable PSHARD_RANK must be a non-negative integer, got 'abc'"});
+  }
+  ::unsetenv("PSHARD_RANK");
 }
 
 }  // namespace
