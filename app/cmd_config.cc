@@ -33,7 +33,7 @@ int run_config(const std::vector<std::string>& args) {
     }
     if (k.type == ConfigType::kInt || k.type == ConfigType::kDouble || k.type == ConfigType::kIntList) {
       char buf[96];
-      std::snprintf(buf, sizeof buf, "%g .. %g", k.min, k.max);
+      std::snprintf(buf, sizeof buf, k.max_open ? "%g .. %g (excluded)" : "%g .. %g", k.min, k.max);
       allowed = buf;
     }
     for (char& c : allowed) {

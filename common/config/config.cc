@@ -35,10 +35,7 @@ std::string format_double(double v) {
 }
 
 void check_range(const ConfigKey& k, double v, const std::string& origin) {
-  if (!(v >= k.min && v <= k.max)) {
-    fail(origin, k.key,
-         "value " + format_double(v) + " is out of range [" + format_double(k.min) + ", " + format_double(k.max) + "]");
-  }
+  if (!in_range(k, v)) fail(origin, k.key, "value " + format_double(v) + " is out of range " + range_text(k));
 }
 
 bool parse_int(const std::string& text, int64_t* out) {

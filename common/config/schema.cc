@@ -3,7 +3,9 @@
 // (`pshard config --list`).
 #include "common/config/schema.h"
 
+#include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace pshard {
 namespace {
@@ -57,10 +59,10 @@ const std::vector<ConfigKey> kSchema = {
      "update rule"},
     {"optimizer.lr", T::kDouble, "0.01", 0, kInf, "", "base learning rate"},
     {"optimizer.momentum", T::kDouble, "0.9", 0, 1, "", "momentum / nesterov / lars momentum"},
-    {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay"},
-    {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay"},
-    {"optimizer.rho", T::kDouble, "0.9", 0, 1, "", "adadelta/rmsprop decay of squared averages"},
-    {"optimizer.eps", T::kDouble, "1e-8", 0, 1, "", "denominator epsilon"},
+    {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay", true},
+    {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay", true},
+    {"optimizer.rho", T::kDouble, "0.9", 0, 1, "", "adadelta/rmsprop decay of squared averages", true},
+    {"optimizer.eps", T::kDouble, "1e-8", 0, kInf, "", "denominator epsilon"},
     {"optimizer.weight_decay", T::kDouble, "0.0", 0, kInf, "", "weight decay coefficient"},
     {"optimizer.weight_decay_mode", T::kString, "l2", 0, 0, "l2|decoupled",
      "l2: added to the gradient; decoupled: w -= lr*wd*w (AdamW style)"},
@@ -118,6 +120,17 @@ const std::vector<ConfigKey> kSchema = {
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() { return kSchema; }
+
+bool in_range(const ConfigKey& k, double v) {
+  return std::isfinite(v) && v >= k.min && (k.max_open ? v < k.max : v <= k.max);
+}
+
+std::string range_text(const ConfigKey& k) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "[" << k.min << ", " << k.max << (k.max_open || std::isinf(k.max) ? ")" : "]");
+  return out.str();
+}
 
 const ConfigKey* find_config_key(const std::string& key) {
   for (const ConfigKey& k : kSchema) {

@@ -14,9 +14,15 @@ struct ConfigKey {
   const char* default_value;  // canonical text: "0.01", "true", "[256, 128]", "sgd"
   double min;                 // inclusive range for numbers (ignored otherwise)
   double max;
-  const char* choices;  // for strings: "a|b|c", or "" for free text
-  const char* doc;      // one line: meaning and unit
+  const char* choices;    // for strings: "a|b|c", or "" for free text
+  const char* doc;        // one line: meaning and unit
+  bool max_open = false;  // the range is [min, max) (e.g. a decay that must stay below 1)
 };
+
+// Whether `v` lies in `k`'s range ([min, max], or [min, max) when max_open); NaN never does.
+bool in_range(const ConfigKey& k, double v);
+// `k`'s range as text: "[0, 1]", "[0, 1)", "[0, inf]".
+std::string range_text(const ConfigKey& k);
 
 // All keys, in documentation order.
 const std::vector<ConfigKey>& config_schema();

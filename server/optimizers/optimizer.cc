@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "common/config/config.h"
+#include "common/config/schema.h"
 #include "common/error.h"
 #include "server/optimizers/rules.h"
 
@@ -32,13 +34,15 @@ std::string rule_names() {
   return names;
 }
 
-// value must lie in [lo, hi] (hi_open: [lo, hi)).
-void check_range(const OptimizerParams& p, const char* key, float value, float lo, float hi, bool hi_open) {
-  bool ok = std::isfinite(value) && value >= lo && (hi_open ? value < hi : value <= hi);
-  if (!ok) {
+// The allowed range of each hyper-parameter is the config schema's (common/config/schema.cc): one
+// table, so that docs/CONFIG.md advertises exactly what is accepted here.
+void check_range(const OptimizerParams& p, const char* key, float value) {
+  const std::string name = std::string("optimizer.") + key;
+  const ConfigKey* k = find_config_key(name);
+  if (k == nullptr) throw Error("optimizer: no config key " + name);  // a programming error, caught by tests
+  if (!in_range(*k, value)) {
     std::ostringstream msg;
-    msg << "optimizer " << p.name << ": optimizer." << key << " must be in [" << lo << ", " << hi
-        << (hi_open ? ")" : "]") << ", got " << value;
+    msg << "optimizer " << p.name << ": " << name << " must be in " << range_text(*k) << ", got " << value;
     throw Error(msg.str());
   }
 }
@@ -61,15 +65,15 @@ OptimizerParams OptimizerParams::from_config(const Config& cfg) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
-  const float inf = INFINITY;
-  check_range(p, "lr", p.lr, 0.0f, inf, true);
-  check_range(p, "momentum", p.momentum, 0.0f, 1.0f, false);
-  check_range(p, "beta1", p.beta1, 0.0f, 1.0f, true);
-  check_range(p, "beta2", p.beta2, 0.0f, 1.0f, true);
-  check_range(p, "rho", p.rho, 0.0f, 1.0f, true);
-  check_range(p, "eps", p.eps, 0.0f, inf, true);
-  check_range(p, "weight_decay", p.weight_decay, 0.0f, inf, true);
-  check_range(p, "trust_coefficient", p.trust_coefficient, 0.0f, inf, true);
+  const std::pair<const char*, float> values[] = {{"lr", p.lr},
+                                                  {"momentum", p.momentum},
+                                                  {"beta1", p.beta1},
+                                                  {"beta2", p.beta2},
+                                                  {"rho", p.rho},
+                                                  {"eps", p.eps},
+                                                  {"weight_decay", p.weight_decay},
+                                                  {"trust_coefficient", p.trust_coefficient}};
+  for (const auto& [key, value] : values) check_range(p, key, value);
   for (const Rule& r : kRules) {
     if (p.name == r.name) return r.make(p);
   }

@@ -390,3 +390,57 @@ TEST(Optimizer, ParamsFromConfig) {
 }
 
 }  // namespace
+
+// The config and the optimizer library accept exactly the same hyper-parameter values (one table:
+// the config schema), so that docs/CONFIG.md never advertises a value that is then refused.
+TEST(OptimizerRanges, ConfigAndOptimizerAcceptTheSameValues) {
+  struct Probe {
+    const char* key;
+    const char* value;
+    bool accepted;
+  };
+  const Probe probes[] = {
+      {"beta1", "0.99", true},
+      {"beta1", "1.0", false},
+      {"beta2", "1.0", false},
+      {"rho", "1.0", false},
+      {"momentum", "1.0", true},
+      {"eps", "2.0", true},
+      {"eps", "-1e-9", false},
+      {"lr", "0.0", true},
+      {"lr", "-0.1", false},
+      {"weight_decay", "5.0", true},
+      {"trust_coefficient", "-1.0", false},
+  };
+  for (const Probe& p : probes) {
+    const std::string override = std::string("optimizer.") + p.key + "=" + p.value;
+    bool config_ok = true;
+    pshard::Config cfg = pshard::Config::defaults();
+    try {
+      cfg = pshard::Config::from_string("[optimizer]\nname = \"adam\"\n", "probe", {override});
+    } catch (const pshard::Error&) {
+      config_ok = false;
+    }
+    EXPECT_EQ(config_ok, p.accepted) << override;
+    pshard::optim::OptimizerParams params;
+    params.name = "adam";
+    const float v = std::stof(p.value);
+    if (std::string(p.key) == "beta1") params.beta1 = v;
+    if (std::string(p.key) == "beta2") params.beta2 = v;
+    if (std::string(p.key) == "rho") params.rho = v;
+    if (std::string(p.key) == "momentum") params.momentum = v;
+    if (std::string(p.key) == "eps") params.eps = v;
+    if (std::string(p.key) == "lr") params.lr = v;
+    if (std::string(p.key) == "weight_decay") params.weight_decay = v;
+    if (std::string(p.key) == "trust_coefficient") params.trust_coefficient = v;
+    bool optimizer_ok = true;
+    try {
+      pshard::optim::make_optimizer(params);
+    } catch (const pshard::Error& e) {
+      optimizer_ok = false;
+      EXPECT_NE(std::string(e.what()).find(std::string("optimizer.") + p.key + " must be in ["), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(optimizer_ok, p.accepted) << override;
+  }
+}
