@@ -13,17 +13,13 @@ function(pshard_target_defaults target)
   endif()
 endfunction()
 
-# pshard_library(NAME folder SOURCES ... DEPS ...): one static library per
-# top-level folder. Sources are listed explicitly by each folder.
+# pshard_library(NAME SOURCES ... DEPS ...): one static library per folder.
+# Each folder's CMakeLists.txt globs its own sources (CONFIGURE_DEPENDS), so a
+# new file is picked up without editing a list.
 function(pshard_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_SOURCES)
-    # A folder with headers only (or not yet any sources) still exports its
-    # include paths and dependencies.
-    add_library(${name} INTERFACE)
-    target_include_directories(${name} INTERFACE ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
-    target_link_libraries(${name} INTERFACE ${ARG_DEPS})
-    return()
+    message(FATAL_ERROR "pshard_library(${name}): no sources")
   endif()
   add_library(${name} STATIC ${ARG_SOURCES})
   pshard_target_defaults(${name})
