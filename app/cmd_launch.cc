@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 
 #include "app/command.h"
 #include "common/checkpoint/checkpoint_file.h"
@@ -15,18 +14,13 @@
 #include "common/metrics/progress.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
+#include "common/util/host.h"
+#include "launcher/job_plan.h"
 #include "launcher/local_job.h"
 #include "launcher/progress.h"
 
 namespace pshard::app {
 namespace {
-
-std::string new_job_token() {
-  std::random_device rd;  // /dev/urandom
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
-  return buf;
-}
 
 // The failed children, the likely cause first. Which child exits first is a
 // race, so order by what the exit says: a signal nobody sent or an exit
@@ -40,7 +34,7 @@ std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
   }
   auto order = [](const ChildExit* c) {
     const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
-    const int role = c->name.rfind("worker", 0) == 0 ? 0 : c->name.rfind("server", 0) == 0 ? 1 : 2;
+    const int role = c->role == Role::kWorker ? 0 : c->role == Role::kServer ? 1 : 2;
     return consequence * 3 + role;
   };
   std::stable_sort(failed.begin(), failed.end(),
@@ -122,12 +116,7 @@ int run_launch(const std::vector<std::string>& args) {
                   "--servers the same as in the run?)");
     }
   }
-  std::filesystem::create_directories(run_dir);
-  {
-    std::ofstream out(run_dir + "/config.toml");
-    out << cfg.to_toml();
-    if (!out) throw Error("pshard launch: cannot write " + run_dir + "/config.toml");
-  }
+  write_run_config(run_dir, cfg);
   const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
   int64_t restarts = 0;
@@ -141,7 +130,7 @@ int run_launch(const std::vector<std::string>& args) {
     LocalJob::Result r = run_job_once(p, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
     if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
     const ChildExit* cause = likely_cause(r);
-    const bool server_died = cause != nullptr && cause->name.rfind("server", 0) == 0;
+    const bool server_died = cause != nullptr && cause->role == Role::kServer;
     if (!server_died || !restart_servers || restarts >= max_restarts) {
       if (server_died && restart_servers) {
         std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",
@@ -179,9 +168,6 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
     if (port < 1 || port > 65535) throw Error("pshard launch: --port must be in 1..65535, got " + p.get("port"));
     coord_port = static_cast<int>(port);
   }
-  const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
-  const std::string token = new_job_token();
-  const std::string self = self_executable();
   const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
   const bool restart_workers = cfg.get_bool("cluster.restart_workers");
   if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
@@ -190,21 +176,22 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
         "cluster.mode = sync (a restarted worker rejoins the running sync job)");
   }
 
-  // The arguments every role gets (the contract in docs/OPERATIONS.md).
-  std::vector<std::string> common = {"--config", config_path};
-  for (const std::string& s : p.get_all("set")) {
-    common.push_back("--set");
-    common.push_back(s);
-  }
-  common.push_back("--run-dir");
-  common.push_back(run_dir);
+  JobPlan plan;
+  plan.config_path = config_path;
+  plan.overrides = p.get_all("set");
+  plan.run_dir = run_dir;
+  plan.job_token = new_job_token();
+  plan.num_servers = static_cast<uint32_t>(servers);
+  plan.num_workers = static_cast<uint32_t>(workers);
+  plan.coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
+  plan.resume_step = resume_step;
+  if (p.has("server-exe")) plan.server_command = {std::filesystem::absolute(p.get("server-exe")).string()};
+  if (p.has("worker-exe")) plan.worker_command = {std::filesystem::absolute(p.get("worker-exe")).string()};
   std::string security = "job token";
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
-    const std::string key_dir = transport::curve_key_dir(cfg, p.get("key-dir"), run_dir);
-    transport::ensure_curve_keys(key_dir);
-    common.push_back("--key-dir");
-    common.push_back(key_dir);
-    security = "CurveZMQ, keys " + transport::curve_key_file(key_dir);
+    plan.key_dir = transport::curve_key_dir(cfg, p.get("key-dir"), run_dir);
+    transport::ensure_curve_keys(plan.key_dir);
+    security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
   }
 
   LocalJob::Options opt;
@@ -213,47 +200,13 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
   opt.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
   opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
   LocalJob job(opt);
-
-  ChildSpec coord;
-  coord.name = "coordinator";
-  coord.argv = {self,        "coordinator",           "--servers", std::to_string(servers),
-                "--workers", std::to_string(workers), "--bind",    coordinator};
-  coord.argv.insert(coord.argv.end(), common.begin(), common.end());
-  coord.env = {"PSHARD_JOB_TOKEN=" + token};
-  coord.ends_job = true;  // once it ended, the others get the grace period to finish
-  job.add(coord);
-
-  auto node = [&](const std::string& role, int64_t rank, const std::string& exe) {
-    ChildSpec c;
-    c.name = role + " " + std::to_string(rank);
-    if (exe.empty()) {
-      c.argv = {self, role};
-    } else {
-      c.argv = {std::filesystem::absolute(exe).string()};
-    }
-    c.argv.push_back("--coordinator");
-    c.argv.push_back(coordinator);
-    c.argv.insert(c.argv.end(), common.begin(), common.end());
-    c.env = {"PSHARD_JOB_TOKEN=" + token, "PSHARD_RANK=" + std::to_string(rank)};
-    return c;
-  };
+  job.add(plan.coordinator_process(plan.coordinator));
   for (int64_t s = 0; s < servers; ++s) {
-    ChildSpec c = node("server", s, p.has("server-exe") ? p.get("server-exe") : "");
-    c.argv.push_back("--bind");
-    c.argv.push_back("tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1]));
-    if (resume_step >= 0) {
-      c.argv.push_back("--restore-step");
-      c.argv.push_back(std::to_string(resume_step));
-    }
-    job.add(c);
+    job.add(plan.server_process(s, "tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1])));
   }
   for (int64_t w = 0; w < workers; ++w) {
-    ChildSpec c = node("worker", w, p.has("worker-exe") ? p.get("worker-exe") : "");
+    ChildSpec c = plan.worker_process(w);
     c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
-    if (resume_step >= 0) {
-      c.argv.push_back("--start-step");
-      c.argv.push_back(std::to_string(resume_step));
-    }
     if (restart_workers) {
       std::vector<std::string> again = c.argv;
       again.push_back("--join");
@@ -264,8 +217,9 @@ LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::
   }
 
   std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s, security: %s%s\n",
-               static_cast<long long>(servers), static_cast<long long>(workers), coordinator.c_str(), run_dir.c_str(),
-               security.c_str(), resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
+               static_cast<long long>(servers), static_cast<long long>(workers), plan.coordinator.c_str(),
+               run_dir.c_str(), security.c_str(),
+               resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
   // Follow the coordinator's metrics.jsonl for the progress line.
   MetricsFollower follower(run_dir + "/metrics.jsonl");
   ProgressState progress;

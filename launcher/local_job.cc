@@ -147,6 +147,7 @@ struct LocalJob::Impl {
   // --- spawning --------------------------------------------------------------
   void spawn(Child& c) {
     c.exit.name = c.spec.name;
+    c.exit.role = c.spec.role;
     c.exit.may_fail = c.spec.may_fail;
     if (c.spec.argv.empty()) {
       c.exit.start_error = "empty command line";
@@ -297,6 +298,7 @@ struct LocalJob::Impl {
           n->restart_argv = again.argv;
           n->max_restarts = left;
           n->exit.name = again.name;
+          n->exit.role = again.role;
           children.push_back(std::move(n));
           try {
             spawn(*children.back());
@@ -443,6 +445,7 @@ void LocalJob::add(const ChildSpec& child) {
   auto c = std::make_unique<Impl::Child>();
   c->spec = child;
   c->exit.name = child.name;
+  c->exit.role = child.role;
   impl_->children.push_back(std::move(c));
 }
 

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
+#include "common/util/binary_file.h"
 #include "common/util/log.h"
 
 namespace pshard::transport {
@@ -48,25 +49,14 @@ std::string mode_string(mode_t mode) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Writes `keys` to a new temporary file (mode 0600) next to `path` and returns its name.
-std::string write_temporary(const std::string& path, const CurveKeys& keys) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error("cannot create the CurveZMQ key file " + tmp + ": " + errno_text());
+// The key file's text.
+std::string key_file_text(const CurveKeys& keys) {
   std::string text =
       "# pshard CurveZMQ keys of one job (Z85). Secret: keep this file mode 0600 and share it only with the job's "
       "nodes.\n";
   const std::string* values[] = {&keys.server_public, &keys.server_secret, &keys.client_public, &keys.client_secret};
   for (size_t i = 0; i < 4; ++i) text += std::string(kFields[i]) + " = " + *values[i] + "\n";
-  const bool ok = ::fchmod(fd, 0600) == 0 &&
-                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  const std::string why = errno_text();
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    throw Error("cannot write the CurveZMQ key file " + tmp + ": " + why);
-  }
-  return tmp;
+  return text;
 }
 
 void make_key_dir(const std::string& key_dir) {
@@ -147,13 +137,7 @@ std::string curve_key_file(const std::string& key_dir) { return key_dir + "/curv
 
 void write_curve_keys(const std::string& key_dir, const CurveKeys& keys) {
   make_key_dir(key_dir);
-  const std::string path = curve_key_file(key_dir);
-  const std::string tmp = write_temporary(path, keys);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    throw Error("cannot write the CurveZMQ key file " + path + ": " + why);
-  }
+  binary::write_file_atomically(curve_key_file(key_dir), key_file_text(keys), "CurveZMQ key file", 0600);
 }
 
 CurveKeys read_curve_keys(const std::string& key_dir) {
@@ -216,14 +200,8 @@ CurveKeys ensure_curve_keys(const std::string& key_dir) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
     make_key_dir(key_dir);
-    const std::string tmp = write_temporary(path, generate_curve_keys());
-    // link() fails if another process created the file meanwhile: then both use that one.
-    if (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
-      const std::string why = errno_text();
-      ::unlink(tmp.c_str());
-      throw Error("cannot create the CurveZMQ key file " + path + ": " + why);
-    }
-    ::unlink(tmp.c_str());
+    // If another process created the file meanwhile, both use that one.
+    binary::create_file_atomically(path, key_file_text(generate_curve_keys()), "CurveZMQ key file", 0600);
   }
   return read_curve_keys(key_dir);
 }

@@ -62,19 +62,29 @@ std::string read_file(const std::string& path, const std::string& label) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label) {
+namespace {
+
+enum class Publish { kReplace, kCreateOnly };
+
+// The one implementation behind both writers: DIR/.NAME.tmp.PID, written whole and fsynced, then
+// published under PATH (rename: replace; link: only if PATH does not exist yet), then DIR fsynced.
+// Returns false only for kCreateOnly when PATH already existed (the temporary is removed).
+bool publish_file(const std::string& path, const std::string& bytes, const std::string& label, mode_t mode,
+                  Publish how) {
   const std::filesystem::path final_path(path);
   std::string dir = final_path.parent_path().string();
   if (dir.empty()) dir = ".";
-  const std::string tmp = dir + "/." + final_path.filename().string() + ".tmp";
+  // The pid keeps two processes that write the same file (e.g. tasks on a shared file system) apart.
+  const std::string tmp = dir + "/." + final_path.filename().string() + ".tmp." + std::to_string(::getpid());
   auto failed = [&](const std::string& step, const std::string& file) {
     return Error(label + " " + path + ": " + step + " " + file + " failed: " + std::strerror(errno));
   };
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(label + " " + path + ": cannot create " + dir + ": " + ec.message());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw failed("open", tmp);
+
   const char* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -96,17 +106,42 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
     throw e;
   }
   ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Error e = failed("rename to " + path + " of", tmp);
+  bool created = true;
+  if (how == Publish::kReplace) {
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      Error e = failed("rename to " + path + " of", tmp);
+      ::unlink(tmp.c_str());
+      throw e;
+    }
+  } else {
+    // link() fails with EEXIST if another process created PATH meanwhile: theirs stays.
+    if (::link(tmp.c_str(), path.c_str()) != 0) {
+      if (errno != EEXIST) {
+        Error e = failed("link to " + path + " of", tmp);
+        ::unlink(tmp.c_str());
+        throw e;
+      }
+      created = false;
+    }
     ::unlink(tmp.c_str());
-    throw e;
   }
-  // The rename is done; syncing the directory makes it durable (best effort: some file systems refuse).
+  // Published; syncing the directory makes it durable (best effort: some file systems refuse).
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);
   }
+  return created;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label, mode_t mode) {
+  publish_file(path, bytes, label, mode, Publish::kReplace);
+}
+
+bool create_file_atomically(const std::string& path, const std::string& bytes, const std::string& label, mode_t mode) {
+  return publish_file(path, bytes, label, mode, Publish::kCreateOnly);
 }
 
 }  // namespace pshard::binary

@@ -1,6 +1,8 @@
 // Little-endian binary files written whole and replaced atomically, read back with bounds checks.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,8 +58,15 @@ class Reader {
 std::string read_file(const std::string& path, const std::string& label);
 
 // Replaces PATH with `bytes` so that a crash leaves either the old file or the new one: writes
-// DIR/.NAME.tmp, fsyncs it, renames it over PATH and fsyncs DIR (creating DIR if needed). Errors
-// start with `label` and name the step that failed.
-void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label);
+// DIR/.NAME.tmp.PID created with permissions `mode` (less the umask; 0600 for secrets: never
+// readable by others, not even for a moment), fsyncs it, renames it over PATH and fsyncs DIR (creating DIR if needed).
+// Errors start with `label` and name the step that failed. The one atomic writer of the project: checkpoints, model
+// files, config.toml, cluster.json, key and token files.
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::string& label,
+                           mode_t mode = 0644);
+// The same, but PATH is only created, never replaced: returns false (and leaves PATH as it is) when
+// it exists already, e.g. because another task created it first. For files all tasks must share.
+bool create_file_atomically(const std::string& path, const std::string& bytes, const std::string& label,
+                            mode_t mode = 0644);
 
 }  // namespace pshard::binary

@@ -2,6 +2,7 @@
 #include "common/util/binary_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -65,11 +66,28 @@ TEST(BinaryFile, WriteFileAtomicallyReplacesTheFileAndLeavesNoTemporary) {
   binary::write_file_atomically(path, "first", "test file");  // creates the directory
   binary::write_file_atomically(path, "second version", "test file");
   EXPECT_EQ(binary::read_file(path, "test file"), "second version");
-  EXPECT_FALSE(std::filesystem::exists(dir + "/.data.bin.tmp"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename(), "data.bin") << "left behind: " << entry.path();
+  }
   const std::string e = error_of([&] { binary::read_file(dir + "/missing.bin", "test file"); });
   EXPECT_NE(e.find("test file " + dir + "/missing.bin: cannot open"), std::string::npos) << e;
   EXPECT_NE(error_of([&] { binary::write_file_atomically("/proc/pshard_no/x.bin", "x", "test file"); }), "");
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+TEST(BinaryFile, CreateFileAtomicallyNeverReplacesAndHonoursTheMode) {
+  const std::string dir = "/tmp/pshard_binary_file_create_" + std::to_string(::getpid());
+  const std::string path = dir + "/secret";
+  EXPECT_TRUE(binary::create_file_atomically(path, "mine", "secret file", 0600));
+  EXPECT_FALSE(binary::create_file_atomically(path, "theirs", "secret file", 0600));  // exists: left alone
+  EXPECT_EQ(binary::read_file(path, "secret file"), "mine");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename(), "secret") << "left behind: " << entry.path();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

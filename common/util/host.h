@@ -1,0 +1,19 @@
+// This machine's name and fresh random identifiers: one helper each, shared by every process role.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace pshard {
+
+// gethostname(), or "localhost" when it fails.
+std::string host_name();
+
+// `bytes` random bytes from the OS (std::random_device: /dev/urandom) as 2*bytes lowercase hex digits.
+std::string random_hex(size_t bytes);
+
+// A new job token: 128 random bits as 32 hex digits. Registrations and requests that carry another
+// token are refused, so a stray process of another job cannot join this one.
+std::string new_job_token();
+
+}  // namespace pshard

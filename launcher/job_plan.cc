@@ -1,0 +1,101 @@
+// Command lines and environments of a job's processes (see job_plan.h and docs/OPERATIONS.md).
+#include "launcher/job_plan.h"
+
+#include "common/util/binary_file.h"
+
+namespace pshard {
+namespace {
+
+std::string process_name(Role role, int64_t rank) {
+  return rank >= 0 ? std::string(role_name(role)) + " " + std::to_string(rank) : role_name(role);
+}
+
+}  // namespace
+
+std::vector<std::string> JobPlan::shared_args() const {
+  std::vector<std::string> args = {"--config", config_path};
+  for (const std::string& s : overrides) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  if (!run_dir.empty()) {
+    args.push_back("--run-dir");
+    args.push_back(run_dir);
+  }
+  if (!key_dir.empty()) {
+    args.push_back("--key-dir");
+    args.push_back(key_dir);
+  }
+  return args;
+}
+
+std::vector<std::string> JobPlan::node_env(int64_t rank) const {
+  std::vector<std::string> env = {"PSHARD_JOB_TOKEN=" + job_token};
+  if (rank >= 0) env.push_back("PSHARD_RANK=" + std::to_string(rank));
+  return env;
+}
+
+ChildSpec JobPlan::coordinator_process(const std::string& bind) const {
+  ChildSpec c;
+  c.name = "coordinator";
+  c.role = Role::kCoordinator;
+  const std::string exe = executable.empty() ? self_executable() : executable;
+  c.argv = {exe,      "coordinator", "--servers", std::to_string(num_servers), "--workers", std::to_string(num_workers),
+            "--bind", bind};
+  for (const std::string& a : shared_args()) c.argv.push_back(a);
+  c.env = {"PSHARD_JOB_TOKEN=" + job_token};
+  c.ends_job = true;  // once it ended, the others get the grace period to finish
+  return c;
+}
+
+ChildSpec JobPlan::server_process(int64_t rank, const std::string& bind) const {
+  ChildSpec c;
+  c.name = process_name(Role::kServer, rank);
+  c.role = Role::kServer;
+  const std::string exe = executable.empty() ? self_executable() : executable;
+  c.argv = server_command.empty() ? std::vector<std::string>{exe, "server"} : server_command;
+  if (coordinator.empty()) {  // standalone: no rendezvous, the layout comes from the command line
+    for (const std::string& a : {std::string("--servers"), std::to_string(num_servers), std::string("--workers"),
+                                 std::to_string(num_workers), std::string("--rank"), std::to_string(rank)}) {
+      c.argv.push_back(a);
+    }
+  } else {
+    c.argv.push_back("--coordinator");
+    c.argv.push_back(coordinator);
+  }
+  for (const std::string& a : shared_args()) c.argv.push_back(a);
+  c.argv.push_back("--bind");
+  c.argv.push_back(bind);
+  if (resume_step >= 0) {
+    c.argv.push_back("--restore-step");
+    c.argv.push_back(std::to_string(resume_step));
+  }
+  c.env = node_env(rank);
+  return c;
+}
+
+ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& extra) const {
+  ChildSpec c;
+  c.name = process_name(Role::kWorker, rank);
+  c.role = Role::kWorker;
+  const std::string exe = executable.empty() ? self_executable() : executable;
+  c.argv = worker_command.empty() ? std::vector<std::string>{exe, "worker"} : worker_command;
+  if (!coordinator.empty()) {
+    c.argv.push_back("--coordinator");
+    c.argv.push_back(coordinator);
+  }
+  for (const std::string& a : shared_args()) c.argv.push_back(a);
+  if (resume_step >= 0) {
+    c.argv.push_back("--start-step");
+    c.argv.push_back(std::to_string(resume_step));
+  }
+  for (const std::string& a : extra) c.argv.push_back(a);
+  c.env = node_env(rank);
+  return c;
+}
+
+void write_run_config(const std::string& run_dir, const Config& config) {
+  binary::write_file_atomically(run_dir + "/config.toml", config.to_toml(), "run config");
+}
+
+}  // namespace pshard

@@ -1,0 +1,58 @@
+// The processes of one job, described once: roles, ranks, addresses and the argv/environment
+// contract of every process (docs/OPERATIONS.md), for `pshard launch`, the scheduler task command
+// (`pshard task` under srun, mpirun or PBS) and `pshard bench kv`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "launcher/local_job.h"
+
+namespace pshard {
+
+// What every process of a job shares, and how each one is started. A launcher fills it in once
+// and asks it for the processes it runs; nothing else builds a pshard command line.
+//
+//   JobPlan plan;
+//   plan.config_path = "/abs/configs/fmnist_mlp.toml";
+//   plan.run_dir = "/abs/runs/mlp";
+//   plan.job_token = new_job_token();
+//   plan.num_servers = 2; plan.num_workers = 4;
+//   plan.coordinator = "tcp://127.0.0.1:47000";
+//   job.add(plan.coordinator_process("tcp://127.0.0.1:47000"));
+//   job.add(plan.server_process(0, "tcp://127.0.0.1:47001"));
+//   job.add(plan.worker_process(0));
+struct JobPlan {
+  std::string executable;              // the pshard executable (default: this one, self_executable())
+  std::string config_path;             // absolute path of the experiment config every process reads
+  std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
+  std::string run_dir;                 // absolute; "" for none (benchmarks)
+  std::string key_dir;                 // security.curve: the job's key directory; "" = plaintext
+  std::string job_token;               // PSHARD_JOB_TOKEN of every process
+  uint32_t num_servers = 1;
+  uint32_t num_workers = 1;
+  std::string coordinator;                  // endpoint the servers and workers connect to; "" = standalone servers
+  int64_t resume_step = -1;                 // >= 0: servers restore this checkpoint step, workers continue there
+  std::vector<std::string> server_command;  // default {executable, "server"} (pshard launch --server-exe)
+  std::vector<std::string> worker_command;  // default {executable, "worker"} (--worker-exe, bench drivers)
+
+  // The coordinator, bound at `bind`; it ends the job (the others get the grace period).
+  ChildSpec coordinator_process(const std::string& bind) const;
+  // Server `rank` (-1: the coordinator assigns it), reachable at `bind`.
+  ChildSpec server_process(int64_t rank, const std::string& bind) const;
+  // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end.
+  ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}) const;
+
+  // The arguments every role gets: --config, --set..., --run-dir, --key-dir.
+  std::vector<std::string> shared_args() const;
+  // The environment every server and worker gets: PSHARD_JOB_TOKEN, PSHARD_RANK (when rank >= 0).
+  std::vector<std::string> node_env(int64_t rank) const;
+};
+
+// The run directory's copy of the resolved config (RUN_DIR/config.toml), written atomically, so that
+// a run can be reproduced and resumed from its own directory.
+void write_run_config(const std::string& run_dir, const Config& config);
+
+}  // namespace pshard
