@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -21,8 +20,10 @@
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
+#include "common/util/host.h"
 #include "common/util/json.h"
 #include "common/util/log.h"
+#include "launcher/job_plan.h"
 #include "launcher/local_job.h"
 #include "server/optimizers/optimizer.h"
 #include "worker/client/kv_client.h"
@@ -181,13 +182,6 @@ int64_t peak_rss_kib(int64_t pid) {
   return -1;
 }
 
-std::string random_token() {
-  std::random_device rd;
-  char buf[33];
-  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", rd());
-  return buf;
-}
-
 int run_bench_kv(const std::vector<std::string>& args) {
   ArgParser p("pshard bench kv",
               "starts S server and W worker processes on 127.0.0.1, pushes and pulls an M MiB model repeatedly "
@@ -248,7 +242,13 @@ int run_bench_kv(const std::vector<std::string>& args) {
     transport::ensure_curve_keys(key_dir);
     worker_key_dir = key_dir;
   }
-  const std::string token = random_token();
+  JobPlan plan;  // standalone servers (no coordinator): the benchmark hands out the endpoints itself
+  plan.executable = exe;
+  plan.config_path = config;
+  plan.key_dir = worker_key_dir;
+  plan.job_token = new_job_token();
+  plan.num_servers = static_cast<uint32_t>(S);
+  plan.num_workers = static_cast<uint32_t>(W);
   std::vector<int> ports = pick_free_ports(static_cast<int>(S));
   std::vector<std::string> endpoints;
   LocalJob::Options jo;
@@ -257,45 +257,42 @@ int run_bench_kv(const std::vector<std::string>& args) {
   LocalJob servers(jo);
   for (int64_t s = 0; s < S; ++s) {
     endpoints.push_back("tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s)]));
-    servers.add({"server " + std::to_string(s),
-                 {exe, "server", "--config", config, "--servers", std::to_string(S), "--workers", std::to_string(W),
-                  "--rank", std::to_string(s), "--bind", endpoints.back(), "--key-dir", key_dir},
-                 {"PSHARD_JOB_TOKEN=" + token},
-                 false,
-                 false});
+    servers.add(plan.server_process(s, endpoints.back()));
   }
   servers.start();
   std::string joined;
   for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
   LocalJob workers(jo);
   for (int64_t w = 0; w < W; ++w) {
-    workers.add({"worker " + std::to_string(w),
-                 {exe,
-                  "bench",
-                  "kv",
-                  "--worker-rank",
-                  std::to_string(w),
-                  "--endpoints",
-                  joined,
-                  "--servers",
-                  std::to_string(S),
-                  "--workers",
-                  std::to_string(W),
-                  "--model-mib",
-                  std::to_string(M),
-                  "--slice-kib",
-                  std::to_string(K),
-                  "--rounds",
-                  std::to_string(rounds),
-                  "--rtt-iters",
-                  std::to_string(rtt_iters),
-                  "--result",
-                  (dir / ("worker" + std::to_string(w) + ".json")).string(),
-                  "--key-dir",
-                  worker_key_dir},
-                 {"PSHARD_JOB_TOKEN=" + token},
-                 false,
-                 false});
+    // The benchmark's own workers (`pshard bench kv --worker-rank`), not `pshard worker`.
+    ChildSpec c;
+    c.name = "worker " + std::to_string(w);
+    c.role = NodeRole::kWorker;
+    c.argv = {exe,
+              "bench",
+              "kv",
+              "--worker-rank",
+              std::to_string(w),
+              "--endpoints",
+              joined,
+              "--servers",
+              std::to_string(S),
+              "--workers",
+              std::to_string(W),
+              "--model-mib",
+              std::to_string(M),
+              "--slice-kib",
+              std::to_string(K),
+              "--rounds",
+              std::to_string(rounds),
+              "--rtt-iters",
+              std::to_string(rtt_iters),
+              "--result",
+              (dir / ("worker" + std::to_string(w) + ".json")).string(),
+              "--key-dir",
+              worker_key_dir};
+    c.env = plan.node_env(-1);
+    workers.add(c);
   }
   LocalJob::Result wr = workers.run();
   std::vector<int64_t> rss_kib;

@@ -34,7 +34,7 @@ std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
   }
   auto order = [](const ChildExit* c) {
     const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
-    const int role = c->role == Role::kWorker ? 0 : c->role == Role::kServer ? 1 : 2;
+    const int role = c->role == NodeRole::kWorker ? 0 : c->role == NodeRole::kServer ? 1 : 2;
     return consequence * 3 + role;
   };
   std::stable_sort(failed.begin(), failed.end(),
@@ -130,7 +130,7 @@ int run_launch(const std::vector<std::string>& args) {
     LocalJob::Result r = run_job_once(p, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
     if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
     const ChildExit* cause = likely_cause(r);
-    const bool server_died = cause != nullptr && cause->role == Role::kServer;
+    const bool server_died = cause != nullptr && cause->role == NodeRole::kServer;
     if (!server_died || !restart_servers || restarts >= max_restarts) {
       if (server_died && restart_servers) {
         std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",

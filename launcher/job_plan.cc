@@ -6,7 +6,7 @@
 namespace pshard {
 namespace {
 
-std::string process_name(Role role, int64_t rank) {
+std::string process_name(NodeRole role, int64_t rank) {
   return rank >= 0 ? std::string(role_name(role)) + " " + std::to_string(rank) : role_name(role);
 }
 
@@ -38,7 +38,7 @@ std::vector<std::string> JobPlan::node_env(int64_t rank) const {
 ChildSpec JobPlan::coordinator_process(const std::string& bind) const {
   ChildSpec c;
   c.name = "coordinator";
-  c.role = Role::kCoordinator;
+  c.role = NodeRole::kCoordinator;
   const std::string exe = executable.empty() ? self_executable() : executable;
   c.argv = {exe,      "coordinator", "--servers", std::to_string(num_servers), "--workers", std::to_string(num_workers),
             "--bind", bind};
@@ -50,8 +50,8 @@ ChildSpec JobPlan::coordinator_process(const std::string& bind) const {
 
 ChildSpec JobPlan::server_process(int64_t rank, const std::string& bind) const {
   ChildSpec c;
-  c.name = process_name(Role::kServer, rank);
-  c.role = Role::kServer;
+  c.name = process_name(NodeRole::kServer, rank);
+  c.role = NodeRole::kServer;
   const std::string exe = executable.empty() ? self_executable() : executable;
   c.argv = server_command.empty() ? std::vector<std::string>{exe, "server"} : server_command;
   if (coordinator.empty()) {  // standalone: no rendezvous, the layout comes from the command line
@@ -76,8 +76,8 @@ ChildSpec JobPlan::server_process(int64_t rank, const std::string& bind) const {
 
 ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& extra) const {
   ChildSpec c;
-  c.name = process_name(Role::kWorker, rank);
-  c.role = Role::kWorker;
+  c.name = process_name(NodeRole::kWorker, rank);
+  c.role = NodeRole::kWorker;
   const std::string exe = executable.empty() ? self_executable() : executable;
   c.argv = worker_command.empty() ? std::vector<std::string>{exe, "worker"} : worker_command;
   if (!coordinator.empty()) {

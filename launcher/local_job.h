@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/role.h"
+#include "common/cluster/cluster_map.h"
 
 namespace pshard {
 
@@ -21,13 +21,13 @@ struct ChildSpec {
   std::vector<std::string> env;   // "KEY=VALUE" entries added to (or replacing) this process's environment
   bool may_fail = false;          // its failure is reported but does not stop the others
   bool ends_job = false;          // when it exits, the others get Options::grace to finish, then are stopped
-  Role role = Role::kOther;       // what it is in the job (launchers order failures by it)
+  std::optional<NodeRole> role;   // what it is in the job (launchers order failures by it); empty: a helper
 };
 
 // How one child ended.
 struct ChildExit {
   std::string name;
-  Role role = Role::kOther;
+  std::optional<NodeRole> role;
   int64_t pid = 0;
   bool started = false;     // false: it could not be started (see start_error)
   std::string start_error;  // why it could not be started
