@@ -21,13 +21,14 @@ struct ChildSpec {
   std::vector<std::string> env;   // "KEY=VALUE" entries added to (or replacing) this process's environment
   bool may_fail = false;          // its failure is reported but does not stop the others
   bool ends_job = false;          // when it exits, the others get Options::grace to finish, then are stopped
-  std::optional<NodeRole> role;   // what it is in the job (launchers order failures by it); empty: a helper
+  std::optional<NodeRole> role =
+      std::nullopt;  // what it is in the job (launchers order failures by it); empty: a helper
 };
 
 // How one child ended.
 struct ChildExit {
   std::string name;
-  std::optional<NodeRole> role;
+  std::optional<NodeRole> role = std::nullopt;
   int64_t pid = 0;
   bool started = false;     // false: it could not be started (see start_error)
   std::string start_error;  // why it could not be started

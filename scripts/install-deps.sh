@@ -10,6 +10,8 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   # launcher (Boost.Asio), configs, compressed data files
   libboost-dev libtomlplusplus-dev zlib1g-dev
+  # mpirun, for the test of `mpirun pshard task` (tests/launcher/scheduler)
+  openmpi-bin
   # CPU compute
   libopenblas-dev
   # tests

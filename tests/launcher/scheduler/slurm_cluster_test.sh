@@ -60,7 +60,7 @@ say "submitting the job (sbatch --wait, ${EPOCHS} epochs)"
 t_job=$SECONDS
 PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN" \
   timeout 240 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
-  --output="$OUT" "$SRC/launcher/slurm/templates/pshard-cpu.sbatch" \
+  --output="$OUT" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" \
   --set "train.epochs=$EPOCHS" --set train.threads=1 --set train.log_every=0
 rc=$?
 T_JOB=$((SECONDS - t_job))

@@ -1,11 +1,11 @@
 // SLURM host-list / tasks-per-node expansion; expected values are what `scontrol show hostnames` (22.05) prints.
-#include "launcher/slurm/hostlist.h"
+#include "launcher/scheduler/hostlist.h"
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 namespace {
 
 using Hosts = std::vector<std::string>;
@@ -88,4 +88,4 @@ TEST(TasksPerNode, BadValuesAreErrors) {
 }
 
 }  // namespace
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 
 // IPv4 addresses of this machine's interfaces that are up: {"lo 127.0.0.1", "eth0 10.0.0.5", ...}.
 struct LocalAddress {
@@ -29,4 +29,4 @@ std::string interface_ipv4(const std::string& iface);
 // says to use --iface instead.
 std::string advertised_address(const std::string& node_name, const std::string& iface);
 
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

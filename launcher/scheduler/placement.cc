@@ -1,90 +1,63 @@
-// Role and rank of a task under srun (see placement.h and docs/SLURM.md).
-#include "launcher/slurm/placement.h"
+// Role and rank of a task of a parallel launch (see placement.h and docs/SLURM.md).
+#include "launcher/scheduler/placement.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <numeric>
 
 #include "common/error.h"
 #include "common/util/env.h"
-#include "launcher/slurm/hostlist.h"
+#include "launcher/scheduler/hostlist.h"
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
+
 namespace {
 
-std::string first_set(const Getenv& getenv, std::initializer_list<const char*> names, const char** which) {
-  for (const char* n : names) {
-    const char* v = getenv(n);
-    if (v != nullptr && *v != '\0') {
-      *which = n;
-      return v;
-    }
+// MPI launchers tell a task only its rank, the size and its place on its node.
+TaskPlan plan_without_node_list(const TaskEnv& env, const Placement& placement) {
+  const std::string what = std::string(scheduler_name(env.scheduler)) + " launch";
+  if (placement.server_nodes > 0) {
+    throw Error("--server-nodes needs the node list, which a " + what +
+                " does not give: use --servers-per-node (or srun / PBS)");
   }
-  *which = nullptr;
-  return "";
-}
-
-int64_t required_int(const Getenv& getenv, std::initializer_list<const char*> names) {
-  const char* which = nullptr;
-  const std::string v = first_set(getenv, names, &which);
-  if (which == nullptr) {
-    throw Error(std::string("environment variable ") + *names.begin() +
-                " is not set: run `pshard slurm` as a task of an srun step (srun pshard slurm ...)");
+  if (placement.servers_per_node < 1) throw Error("--servers-per-node must be >= 1");
+  if (env.local_size < 1 || env.local_id < 0 || env.local_id >= env.local_size) {
+    throw Error(what + ": this task's local rank " + std::to_string(env.local_id) + " is outside 0.." +
+                std::to_string(env.local_size - 1));
   }
-  return parse_env_count(which, v);
+  if (env.proc_id < 0 || env.proc_id >= env.num_tasks) {
+    throw Error(what + ": rank " + std::to_string(env.proc_id) + " is outside 0.." + std::to_string(env.num_tasks - 1));
+  }
+  if (env.num_tasks % env.local_size != 0) {
+    throw Error(what + ": " + std::to_string(env.num_tasks) + " tasks with " + std::to_string(env.local_size) +
+                " on this node do not fill whole nodes; give every node the same number of tasks (e.g. mpirun "
+                "--map-by ppr:N:node)");
+  }
+  const int64_t nodes = env.num_tasks / env.local_size;
+  const int64_t servers_here = std::min<int64_t>(env.local_size, placement.servers_per_node);
+  TaskPlan plan;
+  plan.num_servers = static_cast<uint32_t>(nodes * servers_here);
+  plan.num_workers = static_cast<uint32_t>(env.num_tasks - nodes * servers_here);
+  if (plan.num_workers == 0) {
+    throw Error("no task is left for a worker: " + std::to_string(env.num_tasks) + " tasks, " +
+                std::to_string(env.local_size) + " per node, all servers (--servers-per-node " +
+                std::to_string(placement.servers_per_node) + "); start more tasks per node");
+  }
+  const bool server = env.local_id < servers_here;
+  plan.role = server ? NodeRole::kServer : NodeRole::kWorker;
+  plan.local_role_index = static_cast<uint32_t>(server ? env.local_id : env.local_id - servers_here);
+  plan.rank = -1;
+  plan.runs_coordinator = env.proc_id == 0;
+  plan.node = env.node_name;
+  return plan;
 }
 
 }  // namespace
 
-SlurmEnv SlurmEnv::read(const Getenv& getenv) {
-  SlurmEnv e;
-  e.job_id = required_int(getenv, {"SLURM_JOB_ID", "SLURM_JOBID"});
-  const char* which = nullptr;
-  const std::string step = first_set(getenv, {"SLURM_STEP_ID", "SLURM_STEPID"}, &which);
-  e.step_id = which ? parse_env_count(which, step) : 0;
-  e.proc_id = required_int(getenv, {"SLURM_PROCID"});
-  e.num_tasks = required_int(getenv, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
-  e.node_id = required_int(getenv, {"SLURM_NODEID"});
-  e.local_id = required_int(getenv, {"SLURM_LOCALID"});
-
-  const std::string nodelist =
-      first_set(getenv, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, &which);
-  if (which == nullptr)
-    throw Error("environment variable SLURM_JOB_NODELIST is not set: run `pshard slurm` under srun");
-  try {
-    e.nodes = expand_hostlist(nodelist);
-  } catch (const Error& err) {
-    throw Error(std::string(which) + ": " + err.what());
-  }
-  const std::string tpn = first_set(getenv, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, &which);
-  if (which != nullptr) {
-    try {
-      e.tasks_per_node = expand_tasks_per_node(tpn);
-    } catch (const Error& err) {
-      throw Error(std::string(which) + ": " + err.what());
-    }
-  } else if (e.num_tasks % static_cast<int64_t>(e.nodes.size()) == 0) {
-    e.tasks_per_node.assign(e.nodes.size(), static_cast<int>(e.num_tasks / static_cast<int64_t>(e.nodes.size())));
-  } else {
-    throw Error("SLURM_TASKS_PER_NODE is not set and " + std::to_string(e.num_tasks) +
-                " tasks do not divide evenly over " + std::to_string(e.nodes.size()) + " nodes");
-  }
-  const char* name = getenv("SLURMD_NODENAME");
-  if (name != nullptr && *name != '\0') {
-    e.node_name = name;
-  } else if (e.node_id >= 0 && e.node_id < static_cast<int64_t>(e.nodes.size())) {
-    e.node_name = e.nodes[static_cast<size_t>(e.node_id)];
-  }
-  const std::string gpus = first_set(getenv, {"SLURM_GPUS_ON_NODE"}, &which);
-  e.gpus_on_node = which ? parse_env_count(which, gpus) : 0;
-  const char* cvd = getenv("CUDA_VISIBLE_DEVICES");
-  e.cuda_visible_devices = cvd ? cvd : "";
-  return e;
-}
-
-TaskPlan plan_task(const SlurmEnv& env, const Placement& placement) {
+TaskPlan plan_task(const TaskEnv& env, const Placement& placement) {
   const size_t n = env.nodes.size();
-  if (n == 0) throw Error("the SLURM node list is empty");
+  if (n == 0) return plan_without_node_list(env, placement);
   if (env.tasks_per_node.size() != n) {
     throw Error("SLURM node list has " + std::to_string(n) + " nodes but tasks per node lists " +
                 std::to_string(env.tasks_per_node.size()));
@@ -162,7 +135,7 @@ int coordinator_port(int64_t job_id, int64_t step_id) {
   return 10000 + static_cast<int>((job_id % 2500) * 8 + step_id % 8);
 }
 
-std::string worker_gpu(const SlurmEnv& env, uint32_t local_role_index) {
+std::string worker_gpu(const TaskEnv& env, uint32_t local_role_index) {
   std::vector<std::string> devices;
   if (!env.cuda_visible_devices.empty()) {
     size_t start = 0;
@@ -179,4 +152,4 @@ std::string worker_gpu(const SlurmEnv& env, uint32_t local_role_index) {
   return devices[local_role_index % devices.size()];
 }
 
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

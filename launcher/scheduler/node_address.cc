@@ -1,5 +1,5 @@
 // Node addresses for SLURM jobs: name resolution and interface addresses (see node_address.h).
-#include "launcher/slurm/node_address.h"
+#include "launcher/scheduler/node_address.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 
 std::vector<LocalAddress> local_ipv4_addresses() {
   std::vector<LocalAddress> out;
@@ -74,4 +74,4 @@ std::string advertised_address(const std::string& node_name, const std::string& 
               "); peers could not reach this node there. Pass --iface IFACE to advertise an interface's address");
 }
 
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

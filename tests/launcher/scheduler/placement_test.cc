@@ -1,19 +1,22 @@
-// Roles and ranks of srun tasks (launcher/slurm/placement.h): default placement, server nodes, GPUs, errors.
-#include "launcher/slurm/placement.h"
+// Roles and ranks of srun tasks (launcher/scheduler/placement.h): default placement, server nodes, GPUs, errors.
+#include "launcher/scheduler/placement.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 
 #include "common/error.h"
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
 
-SlurmEnv read(const Vars& v) {
-  return SlurmEnv::read([&](const char* k) -> const char* {
+TaskEnv read(const Vars& v) {
+  return TaskEnv::read([&](const char* k) -> const char* {
     auto it = v.find(k);
     return it == v.end() ? nullptr : it->second.c_str();
   });
@@ -21,20 +24,20 @@ SlurmEnv read(const Vars& v) {
 
 // Every task of a step with the given node list and tasks per node, block distribution.
 std::vector<TaskPlan> plan_all(const std::string& nodelist, const std::string& tpn, const Placement& p) {
-  SlurmEnv base = read({{"SLURM_JOB_ID", "42"},
-                        {"SLURM_PROCID", "0"},
-                        {"SLURM_NTASKS", "1"},
-                        {"SLURM_NODEID", "0"},
-                        {"SLURM_LOCALID", "0"},
-                        {"SLURM_JOB_NODELIST", nodelist},
-                        {"SLURM_TASKS_PER_NODE", tpn}});
+  TaskEnv base = read({{"SLURM_JOB_ID", "42"},
+                       {"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "1"},
+                       {"SLURM_NODEID", "0"},
+                       {"SLURM_LOCALID", "0"},
+                       {"SLURM_JOB_NODELIST", nodelist},
+                       {"SLURM_TASKS_PER_NODE", tpn}});
   base.num_tasks = 0;
   for (int t : base.tasks_per_node) base.num_tasks += t;
   std::vector<TaskPlan> out;
   int64_t proc = 0;
   for (size_t n = 0; n < base.nodes.size(); ++n) {
     for (int l = 0; l < base.tasks_per_node[n]; ++l) {
-      SlurmEnv e = base;
+      TaskEnv e = base;
       e.node_id = static_cast<int64_t>(n);
       e.local_id = l;
       e.proc_id = proc++;
@@ -49,20 +52,20 @@ std::string describe(const TaskPlan& t) {
   return t.node + ":" + role_name(t.role) + std::to_string(t.rank) + (t.runs_coordinator ? "+coord" : "");
 }
 
-TEST(SlurmEnv, ReadsTheStepVariablesFirst) {
-  SlurmEnv e = read({{"SLURM_JOB_ID", "1234"},
-                     {"SLURM_STEP_ID", "3"},
-                     {"SLURM_PROCID", "5"},
-                     {"SLURM_NTASKS", "8"},
-                     {"SLURM_STEP_NUM_TASKS", "6"},
-                     {"SLURM_NODEID", "1"},
-                     {"SLURM_LOCALID", "2"},
-                     {"SLURM_JOB_NODELIST", "node[1-4]"},
-                     {"SLURM_STEP_NODELIST", "node[2-3]"},
-                     {"SLURM_TASKS_PER_NODE", "2(x4)"},
-                     {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"},
-                     {"SLURMD_NODENAME", "node3"},
-                     {"SLURM_GPUS_ON_NODE", "4"}});
+TEST(TaskEnv, ReadsTheStepVariablesFirst) {
+  TaskEnv e = read({{"SLURM_JOB_ID", "1234"},
+                    {"SLURM_STEP_ID", "3"},
+                    {"SLURM_PROCID", "5"},
+                    {"SLURM_NTASKS", "8"},
+                    {"SLURM_STEP_NUM_TASKS", "6"},
+                    {"SLURM_NODEID", "1"},
+                    {"SLURM_LOCALID", "2"},
+                    {"SLURM_JOB_NODELIST", "node[1-4]"},
+                    {"SLURM_STEP_NODELIST", "node[2-3]"},
+                    {"SLURM_TASKS_PER_NODE", "2(x4)"},
+                    {"SLURM_STEP_TASKS_PER_NODE", "3(x2)"},
+                    {"SLURMD_NODENAME", "node3"},
+                    {"SLURM_GPUS_ON_NODE", "4"}});
   EXPECT_EQ(e.job_id, 1234);
   EXPECT_EQ(e.step_id, 3);
   EXPECT_EQ(e.proc_id, 5);
@@ -75,7 +78,7 @@ TEST(SlurmEnv, ReadsTheStepVariablesFirst) {
   EXPECT_EQ(e.gpus_on_node, 4);
 }
 
-TEST(SlurmEnv, MissingOrBadVariablesAreErrorsNamingThem) {
+TEST(TaskEnv, MissingOrBadVariablesAreErrorsNamingThem) {
   try {
     read({{"SLURM_PROCID", "0"}});
     FAIL() << "no error";
@@ -102,13 +105,13 @@ TEST(SlurmEnv, MissingOrBadVariablesAreErrorsNamingThem) {
   }
 }
 
-TEST(SlurmEnv, WithoutTasksPerNodeAnEvenSplitIsAssumed) {
-  SlurmEnv e = read({{"SLURM_JOB_ID", "1"},
-                     {"SLURM_PROCID", "0"},
-                     {"SLURM_NTASKS", "6"},
-                     {"SLURM_NODEID", "0"},
-                     {"SLURM_LOCALID", "0"},
-                     {"SLURM_JOB_NODELIST", "a[1-3]"}});
+TEST(TaskEnv, WithoutTasksPerNodeAnEvenSplitIsAssumed) {
+  TaskEnv e = read({{"SLURM_JOB_ID", "1"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "6"},
+                    {"SLURM_NODEID", "0"},
+                    {"SLURM_LOCALID", "0"},
+                    {"SLURM_JOB_NODELIST", "a[1-3]"}});
   EXPECT_EQ(e.tasks_per_node, std::vector<int>({2, 2, 2}));
   EXPECT_EQ(e.node_name, "a1");
 }
@@ -149,13 +152,13 @@ TEST(Placement, DedicatedServerNodesHoldOnlyServers) {
 }
 
 TEST(Placement, CyclicDistributionUsesNodeAndLocalIdNotProcId) {
-  SlurmEnv e = read({{"SLURM_JOB_ID", "7"},
-                     {"SLURM_PROCID", "1"},  // cyclic: task 1 is the first task of node 2
-                     {"SLURM_NTASKS", "4"},
-                     {"SLURM_NODEID", "1"},
-                     {"SLURM_LOCALID", "0"},
-                     {"SLURM_JOB_NODELIST", "node[1-2]"},
-                     {"SLURM_TASKS_PER_NODE", "2(x2)"}});
+  TaskEnv e = read({{"SLURM_JOB_ID", "7"},
+                    {"SLURM_PROCID", "1"},  // cyclic: task 1 is the first task of node 2
+                    {"SLURM_NTASKS", "4"},
+                    {"SLURM_NODEID", "1"},
+                    {"SLURM_LOCALID", "0"},
+                    {"SLURM_JOB_NODELIST", "node[1-2]"},
+                    {"SLURM_TASKS_PER_NODE", "2(x2)"}});
   TaskPlan p = plan_task(e, Placement{});
   EXPECT_EQ(describe(p), "node2:server1");
 }
@@ -170,13 +173,13 @@ TEST(Placement, ImpossibleLayoutsAreErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no task is left for a worker"), std::string::npos) << e.what();
   }
-  SlurmEnv e = read({{"SLURM_JOB_ID", "7"},
-                     {"SLURM_PROCID", "0"},
-                     {"SLURM_NTASKS", "5"},
-                     {"SLURM_NODEID", "0"},
-                     {"SLURM_LOCALID", "0"},
-                     {"SLURM_JOB_NODELIST", "node[1-2]"},
-                     {"SLURM_TASKS_PER_NODE", "2(x2)"}});
+  TaskEnv e = read({{"SLURM_JOB_ID", "7"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "5"},
+                    {"SLURM_NODEID", "0"},
+                    {"SLURM_LOCALID", "0"},
+                    {"SLURM_JOB_NODELIST", "node[1-2]"},
+                    {"SLURM_TASKS_PER_NODE", "2(x2)"}});
   EXPECT_THROW(plan_task(e, Placement{}), Error);  // 5 tasks != 2 + 2
   e.num_tasks = 4;
   e.local_id = 2;
@@ -196,7 +199,7 @@ TEST(Placement, CoordinatorPortIsDerivedFromTheJob) {
 }
 
 TEST(Placement, GpusByLocalWorkerIndex) {
-  SlurmEnv e;
+  TaskEnv e;
   EXPECT_EQ(worker_gpu(e, 0), "");  // no GPUs
   e.gpus_on_node = 4;
   EXPECT_EQ(worker_gpu(e, 0), "0");
@@ -208,5 +211,77 @@ TEST(Placement, GpusByLocalWorkerIndex) {
   EXPECT_EQ(worker_gpu(e, 2), "2");
 }
 
+TEST(TaskEnv, OpenMpiGivesRanksButNoNodeList) {
+  // mpirun -np 6 over 2 nodes, 3 per node: the second task on its node.
+  const Vars v = {{"OMPI_COMM_WORLD_RANK", "4"},       {"OMPI_COMM_WORLD_SIZE", "6"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                  {"PMIX_NAMESPACE", "544145409"},     {"SLURM_PROCID", "0"}};  // inherited from a batch step
+  TaskEnv e = read(v);
+  EXPECT_EQ(e.scheduler, Scheduler::kOpenMpi);
+  EXPECT_EQ(e.proc_id, 4);
+  EXPECT_EQ(e.num_tasks, 6);
+  EXPECT_TRUE(e.nodes.empty());
+  EXPECT_EQ(e.launch_id, "ompi-544145409");
+  e.node_name = "n2";
+  const TaskPlan t = plan_task(e, Placement{1, 0});
+  EXPECT_EQ(t.role, NodeRole::kWorker);
+  EXPECT_EQ(t.rank, -1);  // the coordinator assigns it
+  EXPECT_EQ(t.num_servers, 2u);
+  EXPECT_EQ(t.num_workers, 4u);
+  EXPECT_EQ(t.local_role_index, 0u);
+  EXPECT_FALSE(t.runs_coordinator);
+  e.proc_id = 0;
+  e.local_id = 0;
+  const TaskPlan first = plan_task(e, Placement{1, 0});
+  EXPECT_EQ(first.role, NodeRole::kServer);
+  EXPECT_TRUE(first.runs_coordinator);
+  // Uneven nodes and server nodes cannot be planned without a node list.
+  e.local_size = 4;
+  EXPECT_THROW(plan_task(e, Placement{1, 0}), Error);
+  e.local_size = 3;
+  EXPECT_THROW(plan_task(e, Placement{1, 1}), Error);
+}
+
+TEST(TaskEnv, PmiFromHydraAndErrorsNameTheVariable) {
+  TaskEnv e = read({{"PMI_RANK", "2"},
+                    {"PMI_SIZE", "4"},
+                    {"MPI_LOCALRANKID", "0"},
+                    {"MPI_LOCALNRANKS", "2"},
+                    {"PMI_JOBID", "job.7"}});
+  EXPECT_EQ(e.scheduler, Scheduler::kPmi);
+  EXPECT_EQ(e.proc_id, 2);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.launch_id, "pmi-job.7");
+  try {
+    read({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}});
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("MPI_LOCALRANKID is not set"), std::string::npos) << err.what();
+  }
+  try {
+    read({});
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no scheduler variables"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW(scheduler_from_name("lsf"), Error);
+}
+
+TEST(TaskEnv, PbsNodeFileGivesNodesAndSlots) {
+  const std::string path = "/tmp/pshard_pbs_nodefile_" + std::to_string(::getpid());
+  std::ofstream(path) << "nodeA\nnodeA\nnodeB\nnodeB\n";
+  TaskEnv e = read({{"PBS_NODEFILE", path}, {"PBS_VNODENUM", "3"}, {"PBS_JOBID", "1234.pbsserver"}});
+  std::remove(path.c_str());
+  EXPECT_EQ(e.scheduler, Scheduler::kPbs);
+  EXPECT_EQ(e.job_id, 1234);
+  EXPECT_EQ(e.nodes, (std::vector<std::string>{"nodeA", "nodeB"}));
+  EXPECT_EQ(e.tasks_per_node, (std::vector<int>{2, 2}));
+  EXPECT_EQ(e.node_id, 1);
+  EXPECT_EQ(e.local_id, 1);
+  EXPECT_EQ(e.node_name, "nodeB");
+  const TaskPlan t = plan_task(e, Placement{1, 0});
+  EXPECT_EQ(describe(t), "nodeB:worker1");
+}
+
 }  // namespace
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

@@ -1,12 +1,12 @@
 // SLURM host-list and tasks-per-node expansion (see hostlist.h).
-#include "launcher/slurm/hostlist.h"
+#include "launcher/scheduler/hostlist.h"
 
 #include <cctype>
 #include <cstdint>
 
 #include "common/error.h"
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 namespace {
 
 constexpr size_t kMaxHosts = 1000000;
@@ -150,4 +150,4 @@ std::vector<int> expand_tasks_per_node(const std::string& list) {
   return out;
 }
 
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

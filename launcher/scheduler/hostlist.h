@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace pshard::slurm {
+namespace pshard::scheduler {
 
 // Expands a SLURM host list the way `scontrol show hostnames` does: entries
 // are separated by commas (or whitespace) outside brackets; a bracket holds
@@ -24,4 +24,4 @@ std::vector<std::string> expand_hostlist(const std::string& list);
 //   expand_tasks_per_node("2(x3),1")   // {2, 2, 2, 1}
 std::vector<int> expand_tasks_per_node(const std::string& list);
 
-}  // namespace pshard::slurm
+}  // namespace pshard::scheduler

@@ -1,0 +1,185 @@
+// One task of a parallel launch: placement, rendezvous file, then the role's process (see
+// scheduled_task.h and docs/SLURM.md).
+#include "launcher/scheduler/scheduled_task.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/transport/curve.h"
+#include "common/util/binary_file.h"
+#include "common/util/host.h"
+#include "common/util/json.h"
+#include "launcher/job_plan.h"
+#include "launcher/local_job.h"
+#include "launcher/scheduler/node_address.h"
+
+namespace pshard::scheduler {
+namespace {
+
+// What task 0 tells the others through the shared run directory: the job token (unless every task
+// has PSHARD_JOB_TOKEN) and the coordinator's endpoint (unless every task can work it out from the
+// node list). Mode 0600: the token is a secret.
+struct Rendezvous {
+  std::string token;
+  std::string coordinator;
+};
+
+std::string rendezvous_text(const Rendezvous& r) {
+  return "token " + r.token + "\ncoordinator " + r.coordinator + "\n";
+}
+
+// Waits for task 0's file. A file whose token is not `expected_token` (when given) is a leftover of
+// another launch and is waited past.
+Rendezvous wait_for_rendezvous(const std::string& path, const std::string& expected_token,
+                               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(path);
+    Rendezvous r;
+    for (std::string line; in && std::getline(in, line);) {
+      if (line.rfind("token ", 0) == 0) r.token = line.substr(6);
+      if (line.rfind("coordinator ", 0) == 0) r.coordinator = line.substr(12);
+    }
+    if (r.token.size() == 32 && !r.coordinator.empty() && (expected_token.empty() || r.token == expected_token)) {
+      return r;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error("no rendezvous: " + path + " (written by task 0) did not appear within " +
+                  std::to_string(timeout.count()) +
+                  " ms. Is the run directory on a file system all nodes share, and did task 0 start? (Or export "
+                  "PSHARD_JOB_TOKEN and, under mpirun, pass --coordinator-host; see docs/SLURM.md)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// security.curve: task 0 creates the key file if it is missing; the others wait for it (shared run directory).
+void wait_for_key_file(const std::string& key_dir, std::chrono::milliseconds timeout) {
+  const std::string path = transport::curve_key_file(key_dir);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error("no CurveZMQ key file: " + path + " (created by task 0 on the first node) did not appear within " +
+                  std::to_string(timeout.count()) +
+                  " ms. Is the key directory on a filesystem all nodes share? Set security.key_dir or --key-dir");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  transport::read_curve_keys(key_dir);  // refuses a file others can read, before any process starts
+}
+
+}  // namespace
+
+int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
+  const std::string config_path = std::filesystem::absolute(o.config_path).string();
+  const Config cfg = Config::from_file(config_path, o.overrides);
+  TaskEnv env = TaskEnv::read(getenv, o.scheduler);
+  if (env.node_name.empty()) env.node_name = host_name();
+  const TaskPlan plan = plan_task(env, o.placement);
+  const auto wait_limit = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+
+  int port = o.port > 0 ? o.port : coordinator_port(env.job_id, env.step_id);
+  // Servers bind their advertised address, and task 0 advertises the coordinator's: check both now,
+  // with errors that say what to do.
+  std::string address;
+  if (plan.role == NodeRole::kServer || plan.runs_coordinator) address = advertised_address(plan.node, o.iface);
+  // Where the coordinator is, when every task can tell without asking task 0.
+  std::string coordinator;
+  if (!o.coordinator_host.empty()) {
+    coordinator = "tcp://" + resolve_ipv4(o.coordinator_host) + ":" + std::to_string(port);
+  } else if (!plan.first_node.empty()) {
+    coordinator = "tcp://" + resolve_ipv4(plan.first_node) + ":" + std::to_string(port);
+  } else if (plan.runs_coordinator) {
+    coordinator = "tcp://" + address + ":" + std::to_string(port);
+  }
+  const std::string run_dir =
+      std::filesystem::absolute(o.run_dir.empty() ? "runs/" + cfg.get_string("run.name") : o.run_dir).string();
+  const std::string gpu = plan.role == NodeRole::kWorker ? worker_gpu(env, plan.local_role_index) : "";
+  const std::string role = role_name(plan.role);
+  const std::string rank = plan.rank >= 0 ? std::to_string(plan.rank) : "(assigned by the coordinator)";
+
+  if (o.dry_run) {
+    Json j = Json::object()
+                 .set("scheduler", scheduler_name(env.scheduler))
+                 .set("proc_id", env.proc_id)
+                 .set("node", plan.node)
+                 .set("role", role)
+                 .set("rank", plan.rank)
+                 .set("num_servers", static_cast<int64_t>(plan.num_servers))
+                 .set("num_workers", static_cast<int64_t>(plan.num_workers))
+                 .set("runs_coordinator", plan.runs_coordinator)
+                 .set("coordinator", coordinator)
+                 .set("address", address)
+                 .set("cuda_visible_devices", gpu)
+                 .set("run_dir", run_dir);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+
+  std::filesystem::create_directories(run_dir);
+  if (plan.runs_coordinator) write_run_config(run_dir, cfg);
+  JobPlan job_plan;
+  job_plan.config_path = config_path;
+  job_plan.overrides = o.overrides;
+  job_plan.run_dir = run_dir;
+  job_plan.num_servers = plan.num_servers;
+  job_plan.num_workers = plan.num_workers;
+  const char* env_token = getenv("PSHARD_JOB_TOKEN");
+  const std::string given_token = env_token != nullptr ? env_token : "";
+  std::string rendezvous_file;
+  if (given_token.empty() || coordinator.empty()) {
+    rendezvous_file = run_dir + "/.pshard-rendezvous-" + env.launch_id;
+    if (plan.runs_coordinator) {
+      const Rendezvous r{given_token.empty() ? new_job_token() : given_token, coordinator};
+      binary::write_file_atomically(rendezvous_file, rendezvous_text(r), "rendezvous file", 0600);
+      job_plan.job_token = r.token;
+    } else {
+      const Rendezvous r = wait_for_rendezvous(rendezvous_file, given_token, wait_limit);
+      job_plan.job_token = r.token;
+      coordinator = r.coordinator;
+    }
+  } else {
+    job_plan.job_token = given_token;
+  }
+  job_plan.coordinator = coordinator;
+  if (cfg.get_bool("security.curve")) {
+    job_plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
+    if (plan.runs_coordinator) {
+      transport::ensure_curve_keys(job_plan.key_dir);
+    } else {
+      wait_for_key_file(job_plan.key_dir, wait_limit);
+    }
+  }
+
+  LocalJob::Options opt;
+  opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
+  opt.grace = o.grace;
+  LocalJob job(opt);
+  if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
+  ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + address + ":0")
+                                               : job_plan.worker_process(plan.rank);
+  if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+  job.add(c);
+
+  std::fprintf(stderr,
+               "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
+               scheduler_name(env.scheduler), static_cast<long long>(env.proc_id),
+               static_cast<long long>(env.num_tasks), plan.node.c_str(), role.c_str(), rank.c_str(), plan.num_servers,
+               plan.num_workers, plan.runs_coordinator ? ", runs the coordinator" : "", coordinator.c_str(),
+               address.empty() ? "" : ", address ", address.c_str(), run_dir.c_str());
+  LocalJob::Result r = job.run();
+  if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
+  for (const ChildExit& e : r.children) {
+    if (e.failed())
+      std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
+  }
+  return r.exit_code;
+}
+
+}  // namespace pshard::scheduler
