@@ -1,6 +1,6 @@
 // `pshard bench scaling`: the same job at several worker counts, then speedup/efficiency/bandwidth tables.
 #include "app/bench.h"
-#include "launcher/report/scaling_bench.h"
+#include "report/scaling_bench.h"
 
 namespace pshard::app {
 

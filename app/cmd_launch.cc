@@ -1,64 +1,12 @@
-// `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it.
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <optional>
-
+// `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it
+// (launcher/local_launch.h).
 #include "app/command.h"
-#include "common/checkpoint/checkpoint_file.h"
-#include "common/config/config.h"
 #include "common/error.h"
-#include "common/metrics/progress.h"
-#include "common/transport/curve.h"
 #include "common/util/args.h"
-#include "common/util/host.h"
-#include "launcher/job_plan.h"
-#include "launcher/local_job.h"
-#include "launcher/progress.h"
+#include "launcher/local_launch.h"
 
 namespace pshard::app {
 namespace {
-
-// The failed children, the likely cause first. Which child exits first is a
-// race, so order by what the exit says: a signal nobody sent or an exit
-// status other than 1 (pshard processes exit 1 when the coordinator aborts
-// the job) before plain status-1 exits; workers before servers before the
-// coordinator.
-std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
-  std::vector<const ChildExit*> failed;
-  for (const ChildExit& c : r.children) {
-    if (c.failed()) failed.push_back(&c);
-  }
-  auto order = [](const ChildExit* c) {
-    const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
-    const int role = c->role == NodeRole::kWorker ? 0 : c->role == NodeRole::kServer ? 1 : 2;
-    return consequence * 3 + role;
-  };
-  std::stable_sort(failed.begin(), failed.end(),
-                   [&](const ChildExit* a, const ChildExit* b) { return order(a) < order(b); });
-  return failed;
-}
-
-const ChildExit* likely_cause(const LocalJob::Result& r) {
-  std::vector<const ChildExit*> failed = failures_by_cause(r);
-  return failed.empty() ? nullptr : failed.front();
-}
-
-// The newest step of `dir` every server has a complete checkpoint of (-1: none); files that fail
-// their check are named on stderr and skipped.
-int64_t newest_resumable_step(const std::string& dir, uint32_t servers) {
-  std::vector<std::string> skipped;
-  const int64_t step = newest_complete_step(dir, servers, &skipped);
-  for (const std::string& why : skipped) std::fprintf(stderr, "[launch] skipping a checkpoint: %s\n", why.c_str());
-  return step;
-}
-
-LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::string& config_path,
-                              const std::string& run_dir, int64_t servers, int64_t workers, int64_t resume_step,
-                              TerminalStatus& terminal);
 
 int run_launch(const std::vector<std::string>& args) {
   ArgParser p("pshard launch",
@@ -86,168 +34,24 @@ int run_launch(const std::vector<std::string>& args) {
                "(RUN_DIR/checkpoints); servers restore it, workers continue at that step");
   if (!p.parse(args)) return 0;
 
-  const int64_t servers = p.get_int("servers"), workers = p.get_int("workers");
-  if (servers < 1 || servers > 1024)
-    throw Error("pshard launch: --servers must be in 1..1024, got " + p.get("servers"));
-  if (workers < 1 || workers > 1024)
-    throw Error("pshard launch: --workers must be in 1..1024, got " + p.get("workers"));
-  if (p.has("resume") && p.has("run-dir") &&
-      std::filesystem::absolute(p.get("resume")) != std::filesystem::absolute(p.get("run-dir"))) {
-    throw Error("pshard launch: --resume " + p.get("resume") + " and --run-dir " + p.get("run-dir") +
-                " differ: a resumed run continues in its own directory");
-  }
-  if (!p.has("config") && !p.has("resume")) throw Error("pshard launch: --config FILE is required");
-  // Validate the config here, before any process starts.
-  const std::string config_path =
-      std::filesystem::absolute(p.has("config") ? p.get("config") : p.get("resume") + "/config.toml").string();
-  Config cfg = Config::from_file(config_path, p.get_all("set"));
-  const std::string run_dir = std::filesystem::absolute(p.has("resume")    ? p.get("resume")
-                                                        : p.has("run-dir") ? p.get("run-dir")
-                                                                           : "runs/" + cfg.get_string("run.name"))
-                                  .string();
-  const std::string checkpoint_dir = run_dir + "/checkpoints";
-  int64_t resume_step = -1;  // -1: a fresh start
-  if (p.has("resume")) {
-    if (!std::filesystem::is_directory(run_dir)) throw Error("pshard launch --resume: no run directory " + run_dir);
-    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
-    if (resume_step < 0) {
-      throw Error("pshard launch --resume: " + checkpoint_dir + " holds no checkpoint that all " +
-                  std::to_string(servers) + " servers have completely (was checkpoint.every_steps > 0, and is " +
-                  "--servers the same as in the run?)");
-    }
-  }
-  write_run_config(run_dir, cfg);
-  const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
-  const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
-  int64_t restarts = 0;
-  if (restart_servers && cfg.get_int("checkpoint.every_steps") == 0) {
-    std::fprintf(stderr,
-                 "[launch] warning: cluster.server_failure_policy = restart without checkpoint.every_steps: a "
-                 "restarted job starts over from step 0\n");
-  }
-  TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
-  for (;;) {
-    LocalJob::Result r = run_job_once(p, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
-    if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
-    const ChildExit* cause = likely_cause(r);
-    const bool server_died = cause != nullptr && cause->role == NodeRole::kServer;
-    if (!server_died || !restart_servers || restarts >= max_restarts) {
-      if (server_died && restart_servers) {
-        std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",
-                     static_cast<long long>(max_restarts));
-      }
-      return r.exit_code;
-    }
-    ++restarts;
-    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
-    std::fprintf(stderr, "[launch] %s: restarting the job (restart %lld of %lld) from %s\n", cause->describe().c_str(),
-                 static_cast<long long>(restarts), static_cast<long long>(max_restarts),
-                 resume_step >= 0 ? ("the checkpoint of step " + std::to_string(resume_step)).c_str()
-                                  : "step 0 (no complete checkpoint yet)");
-  }
-}
-
-LocalJob::Result run_job_once(const ArgParser& p, const Config& cfg, const std::string& config_path,
-                              const std::string& run_dir, int64_t servers, int64_t workers, int64_t resume_step,
-                              TerminalStatus& terminal) {
-  if (resume_step >= 0) {
-    // The coordinator writes a new metrics.jsonl; keep what the run measured before.
-    for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
-      const std::filesystem::path from = std::filesystem::path(run_dir) / name;
-      std::error_code ec;
-      if (std::filesystem::exists(from, ec)) {
-        std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(resume_step), ec);
-      }
-    }
-  }
-
-  std::vector<int> ports = pick_free_ports(static_cast<int>(servers) + 1);
-  int coord_port = ports[0];
+  LocalLaunchOptions o;
+  o.servers = p.get_int("servers");
+  o.workers = p.get_int("workers");
+  o.config_path = p.get("config");
+  o.overrides = p.get_all("set");
+  o.run_dir = p.get("run-dir");
+  o.resume_dir = p.get("resume");
   if (p.has("port")) {
-    int64_t port = p.get_int("port");
+    const int64_t port = p.get_int("port");
     if (port < 1 || port > 65535) throw Error("pshard launch: --port must be in 1..65535, got " + p.get("port"));
-    coord_port = static_cast<int>(port);
+    o.port = static_cast<int>(port);
   }
-  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
-  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
-  if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
-    throw Error(
-        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
-        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
-  }
-
-  JobPlan plan;
-  plan.config_path = config_path;
-  plan.overrides = p.get_all("set");
-  plan.run_dir = run_dir;
-  plan.job_token = new_job_token();
-  plan.num_servers = static_cast<uint32_t>(servers);
-  plan.num_workers = static_cast<uint32_t>(workers);
-  plan.coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
-  plan.resume_step = resume_step;
-  if (p.has("server-exe")) plan.server_command = {std::filesystem::absolute(p.get("server-exe")).string()};
-  if (p.has("worker-exe")) plan.worker_command = {std::filesystem::absolute(p.get("worker-exe")).string()};
-  std::string security = "job token";
-  if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
-    plan.key_dir = transport::curve_key_dir(cfg, p.get("key-dir"), run_dir);
-    transport::ensure_curve_keys(plan.key_dir);
-    security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
-  }
-
-  LocalJob::Options opt;
-  opt.handle_signals = true;
-  opt.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
-  opt.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
-  opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
-  LocalJob job(opt);
-  job.add(plan.coordinator_process(plan.coordinator));
-  for (int64_t s = 0; s < servers; ++s) {
-    job.add(plan.server_process(s, "tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1])));
-  }
-  for (int64_t w = 0; w < workers; ++w) {
-    ChildSpec c = plan.worker_process(w);
-    c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
-    if (restart_workers) {
-      std::vector<std::string> again = c.argv;
-      again.push_back("--join");
-      job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
-    } else {
-      job.add(c);
-    }
-  }
-
-  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s, security: %s%s\n",
-               static_cast<long long>(servers), static_cast<long long>(workers), plan.coordinator.c_str(),
-               run_dir.c_str(), security.c_str(),
-               resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
-  // Follow the coordinator's metrics.jsonl for the progress line.
-  MetricsFollower follower(run_dir + "/metrics.jsonl");
-  ProgressState progress;
-  job.start();
-  std::optional<LocalJob::Result> finished;
-  while (!(finished = job.wait_for(std::chrono::milliseconds(250)))) {
-    for (const Json& e : follower.poll()) progress.add(e);
-    if (auto line = progress.line()) terminal.set("[progress] " + *line);
-  }
-  for (const Json& e : follower.poll()) progress.add(e);
-  terminal.clear();
-  LocalJob::Result r = *finished;
-  for (const ChildExit& e : r.children) {
-    if (e.failed()) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
-  }
-  if (r.exit_code == 0) {
-    std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
-    if (!progress.summary().is_null()) {
-      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
-    }
-    return r;
-  }
-  std::vector<const ChildExit*> failed = failures_by_cause(r);
-  std::string headline;
-  for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
-  if (headline.empty()) headline = r.failure;  // e.g. the job timed out
-  std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
-  return r;
+  o.key_dir = p.get("key-dir");
+  o.server_exe = p.get("server-exe");
+  o.worker_exe = p.get("worker-exe");
+  o.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
+  o.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
+  return run_local_launch(o);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include "app/command.h"
 #include "common/error.h"
 #include "common/util/args.h"
-#include "launcher/report/report.h"
+#include "report/report.h"
 
 namespace pshard::app {
 namespace {

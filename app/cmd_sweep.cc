@@ -5,7 +5,7 @@
 #include "app/command.h"
 #include "common/error.h"
 #include "common/util/args.h"
-#include "launcher/report/sweep.h"
+#include "report/sweep.h"
 
 namespace pshard::app {
 namespace {

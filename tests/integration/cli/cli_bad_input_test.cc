@@ -10,20 +10,14 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/report/child_process.h"
+#include "report/child_process.h"
+#include "tests/support/run_helpers.h"
 
 namespace pshard {
 namespace {
 
-std::string pshard_bin() {
-  const char* bin = std::getenv("PSHARD_BIN");
-  return bin ? bin : "pshard";
-}
-
-std::string source_dir() {
-  const char* dir = std::getenv("PSHARD_SOURCE_DIR");
-  return dir ? dir : ".";
-}
+using testing::pshard_bin;
+using testing::source_dir;
 
 struct Case {
   std::vector<std::string> args;  // after "pshard"

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "launcher/local_job.h"
 #include "server/optimizers/optimizer.h"
+#include "tests/support/run_helpers.h"
 #include "worker/client/kv_client.h"
 
 namespace pshard {
@@ -39,8 +40,7 @@ class ProcessJob {
     o.grace = std::chrono::milliseconds(2000);
     o.timeout = std::chrono::milliseconds(120000);
     job_ = std::make_unique<LocalJob>(o);
-    const char* bin = std::getenv("PSHARD_BIN");
-    const std::string exe = bin ? bin : "pshard";
+    const std::string exe = testing::pshard_bin();
     std::vector<int> ports = pick_free_ports(servers + 1);
     coordinator_ = "tcp://127.0.0.1:" + std::to_string(ports[0]);
     const std::vector<std::string> env = {"PSHARD_JOB_TOKEN=" + token_};

@@ -9,7 +9,6 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "../training/run_helpers.h"
 #include "common/cluster/cluster_client.h"
 #include "common/cluster/control_codec.h"
 #include "common/error.h"
@@ -20,6 +19,7 @@
 #include "launcher/local_job.h"
 #include "server/kv/kv_server.h"
 #include "server/optimizers/optimizer.h"
+#include "tests/support/run_helpers.h"
 #include "worker/client/kv_client.h"
 
 namespace pshard {

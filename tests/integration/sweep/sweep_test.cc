@@ -8,25 +8,16 @@
 #include <sstream>
 
 #include "common/metrics/metrics_reader.h"
-#include "launcher/report/child_process.h"
-#include "tests/launcher/report/report_fixtures.h"
+#include "report/child_process.h"
+#include "tests/support/report_fixtures.h"
+#include "tests/support/run_helpers.h"
 
 namespace pshard::report {
 namespace {
 
+using testing::pshard_bin;
+using testing::read_file;
 using testing::TempDir;
-
-std::string pshard_bin() {
-  const char* bin = std::getenv("PSHARD_BIN");
-  return bin ? bin : "pshard";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 const char* kTinyLinreg = R"([run]
 name = "tiny"

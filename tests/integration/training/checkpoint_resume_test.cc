@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "tests/integration/training/run_helpers.h"
+#include "tests/support/run_helpers.h"
 
 namespace {
 

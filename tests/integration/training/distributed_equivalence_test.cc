@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "tests/integration/training/run_helpers.h"
+#include "tests/support/run_helpers.h"
 #include "worker/trainer/model_file.h"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "tests/integration/training/run_helpers.h"
+#include "tests/support/run_helpers.h"
 
 namespace {
 

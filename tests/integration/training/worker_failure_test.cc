@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "tests/integration/training/run_helpers.h"
+#include "tests/support/run_helpers.h"
 
 namespace {
 

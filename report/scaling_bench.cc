@@ -1,12 +1,12 @@
 // The command-line front of `pshard bench scaling`, built on the sweep runner and the report.
-#include "launcher/report/scaling_bench.h"
+#include "report/scaling_bench.h"
 
 #include <cstdio>
 #include <ctime>
 
 #include "common/error.h"
 #include "common/util/args.h"
-#include "launcher/report/sweep.h"
+#include "report/sweep.h"
 
 namespace pshard::report {
 

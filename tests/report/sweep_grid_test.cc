@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "launcher/report/sweep.h"
-#include "tests/launcher/report/report_fixtures.h"
+#include "report/sweep.h"
+#include "tests/support/report_fixtures.h"
 
 namespace pshard::report {
 namespace {

@@ -1,5 +1,5 @@
 // Writes the chart manifest and calls tools/plot_report.py.
-#include "launcher/report/plots.h"
+#include "report/plots.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "common/util/json.h"
-#include "launcher/report/child_process.h"
+#include "report/child_process.h"
 
 namespace pshard::report {
 namespace {

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "launcher/report/report.h"
-#include "tests/launcher/report/report_fixtures.h"
+#include "report/report.h"
+#include "tests/support/report_fixtures.h"
 
 namespace pshard::report {
 namespace {

@@ -1,5 +1,5 @@
 // posix_spawn + bounded waitpid for report, sweep and bench child processes.
-#include "launcher/report/child_process.h"
+#include "report/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

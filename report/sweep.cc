@@ -1,5 +1,5 @@
 // Grid expansion, run naming and the sequential runner of `pshard sweep` / `pshard bench scaling`.
-#include "launcher/report/sweep.h"
+#include "report/sweep.h"
 
 #include <cerrno>
 #include <cmath>
@@ -12,8 +12,8 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
-#include "launcher/report/child_process.h"
-#include "launcher/report/report.h"
+#include "report/child_process.h"
+#include "report/report.h"
 
 namespace pshard::report {
 namespace {

@@ -1,5 +1,5 @@
 // Writes report.md, the CSV tables and the charts of `pshard report`.
-#include "launcher/report/report.h"
+#include "report/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "launcher/report/plots.h"
+#include "report/plots.h"
 
 namespace pshard::report {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
-#include "launcher/report/report.h"
+#include "report/report.h"
 
 namespace pshard::report {
 

@@ -1,5 +1,5 @@
 // Helpers for tests that run whole pshard jobs.
-#include "tests/integration/training/run_helpers.h"
+#include "tests/support/run_helpers.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

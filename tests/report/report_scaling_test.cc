@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "launcher/report/tables.h"
-#include "tests/launcher/report/report_fixtures.h"
+#include "report/tables.h"
+#include "tests/support/report_fixtures.h"
 
 namespace pshard::report {
 namespace {

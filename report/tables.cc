@@ -1,5 +1,5 @@
 // Labels, scaling rows and batch-size rows computed from run metrics.
-#include "launcher/report/tables.h"
+#include "report/tables.h"
 
 #include <algorithm>
 #include <cmath>

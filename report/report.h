@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
-#include "launcher/report/tables.h"
+#include "report/tables.h"
 
 namespace pshard::report {
 

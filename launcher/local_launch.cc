@@ -1,0 +1,221 @@
+// The local launcher: run directory, job plan, supervision, restarts (see local_launch.h).
+#include "launcher/local_launch.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/config/config.h"
+#include "common/error.h"
+#include "common/metrics/progress.h"
+#include "common/transport/curve.h"
+#include "common/util/host.h"
+#include "launcher/job_plan.h"
+#include "launcher/local_job.h"
+#include "launcher/progress.h"
+
+namespace pshard {
+namespace {
+
+// The failed children, the likely cause first. Which child exits first is a
+// race, so order by what the exit says: a signal nobody sent or an exit
+// status other than 1 (pshard processes exit 1 when the coordinator aborts
+// the job) before plain status-1 exits; workers before servers before the
+// coordinator.
+std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
+  std::vector<const ChildExit*> failed;
+  for (const ChildExit& c : r.children) {
+    if (c.failed()) failed.push_back(&c);
+  }
+  auto order = [](const ChildExit* c) {
+    const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
+    const int role = c->role == NodeRole::kWorker ? 0 : c->role == NodeRole::kServer ? 1 : 2;
+    return consequence * 3 + role;
+  };
+  std::stable_sort(failed.begin(), failed.end(),
+                   [&](const ChildExit* a, const ChildExit* b) { return order(a) < order(b); });
+  return failed;
+}
+
+const ChildExit* likely_cause(const LocalJob::Result& r) {
+  std::vector<const ChildExit*> failed = failures_by_cause(r);
+  return failed.empty() ? nullptr : failed.front();
+}
+
+// The newest step of `dir` every server has a complete checkpoint of (-1: none); files that fail
+// their check are named on stderr and skipped.
+int64_t newest_resumable_step(const std::string& dir, uint32_t servers) {
+  std::vector<std::string> skipped;
+  const int64_t step = newest_complete_step(dir, servers, &skipped);
+  for (const std::string& why : skipped) std::fprintf(stderr, "[launch] skipping a checkpoint: %s\n", why.c_str());
+  return step;
+}
+
+LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
+                              const std::string& run_dir, int64_t servers, int64_t workers, int64_t resume_step,
+                              TerminalStatus& terminal) {
+  if (resume_step >= 0) {
+    // The coordinator writes a new metrics.jsonl; keep what the run measured before.
+    for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+      const std::filesystem::path from = std::filesystem::path(run_dir) / name;
+      std::error_code ec;
+      if (std::filesystem::exists(from, ec)) {
+        std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(resume_step), ec);
+      }
+    }
+  }
+
+  std::vector<int> ports = pick_free_ports(static_cast<int>(servers) + 1);
+  int coord_port = ports[0];
+  if (o.port > 0) coord_port = o.port;
+  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
+  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
+  if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
+    throw Error(
+        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
+        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
+  }
+
+  JobPlan plan;
+  plan.config_path = config_path;
+  plan.overrides = o.overrides;
+  plan.run_dir = run_dir;
+  plan.job_token = new_job_token();
+  plan.num_servers = static_cast<uint32_t>(servers);
+  plan.num_workers = static_cast<uint32_t>(workers);
+  plan.coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
+  plan.resume_step = resume_step;
+  if (!o.server_exe.empty()) plan.server_command = {std::filesystem::absolute(o.server_exe).string()};
+  if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
+  std::string security = "job token";
+  if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
+    plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
+    transport::ensure_curve_keys(plan.key_dir);
+    security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
+  }
+
+  LocalJob::Options opt;
+  opt.handle_signals = true;
+  opt.grace = o.grace;
+  opt.timeout = o.timeout;
+  opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
+  LocalJob job(opt);
+  job.add(plan.coordinator_process(plan.coordinator));
+  for (int64_t s = 0; s < servers; ++s) {
+    job.add(plan.server_process(s, "tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1])));
+  }
+  for (int64_t w = 0; w < workers; ++w) {
+    ChildSpec c = plan.worker_process(w);
+    c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
+    if (restart_workers) {
+      std::vector<std::string> again = c.argv;
+      again.push_back("--join");
+      job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
+    } else {
+      job.add(c);
+    }
+  }
+
+  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s, security: %s%s\n",
+               static_cast<long long>(servers), static_cast<long long>(workers), plan.coordinator.c_str(),
+               run_dir.c_str(), security.c_str(),
+               resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
+  // Follow the coordinator's metrics.jsonl for the progress line.
+  MetricsFollower follower(run_dir + "/metrics.jsonl");
+  ProgressState progress;
+  job.start();
+  std::optional<LocalJob::Result> finished;
+  while (!(finished = job.wait_for(std::chrono::milliseconds(250)))) {
+    for (const Json& e : follower.poll()) progress.add(e);
+    if (auto line = progress.line()) terminal.set("[progress] " + *line);
+  }
+  for (const Json& e : follower.poll()) progress.add(e);
+  terminal.clear();
+  LocalJob::Result r = *finished;
+  for (const ChildExit& e : r.children) {
+    if (e.failed()) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+  }
+  if (r.exit_code == 0) {
+    std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
+    if (!progress.summary().is_null()) {
+      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
+    }
+    return r;
+  }
+  std::vector<const ChildExit*> failed = failures_by_cause(r);
+  std::string headline;
+  for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
+  if (headline.empty()) headline = r.failure;  // e.g. the job timed out
+  std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
+  return r;
+}
+
+}  // namespace
+
+int run_local_launch(const LocalLaunchOptions& o) {
+  const int64_t servers = o.servers, workers = o.workers;
+  if (servers < 1 || servers > 1024)
+    throw Error("pshard launch: --servers must be in 1..1024, got " + std::to_string(o.servers));
+  if (workers < 1 || workers > 1024)
+    throw Error("pshard launch: --workers must be in 1..1024, got " + std::to_string(o.workers));
+  if (!o.resume_dir.empty() && !o.run_dir.empty() &&
+      std::filesystem::absolute(o.resume_dir) != std::filesystem::absolute(o.run_dir)) {
+    throw Error("pshard launch: --resume " + o.resume_dir + " and --run-dir " + o.run_dir +
+                " differ: a resumed run continues in its own directory");
+  }
+  if (o.config_path.empty() && o.resume_dir.empty()) throw Error("pshard launch: --config FILE is required");
+  // Validate the config here, before any process starts.
+  const std::string config_path =
+      std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
+  Config cfg = Config::from_file(config_path, o.overrides);
+  const std::string run_dir = std::filesystem::absolute(!o.resume_dir.empty() ? o.resume_dir
+                                                        : !o.run_dir.empty()  ? o.run_dir
+                                                                              : "runs/" + cfg.get_string("run.name"))
+                                  .string();
+  const std::string checkpoint_dir = run_dir + "/checkpoints";
+  int64_t resume_step = -1;  // -1: a fresh start
+  if (!o.resume_dir.empty()) {
+    if (!std::filesystem::is_directory(run_dir)) throw Error("pshard launch --resume: no run directory " + run_dir);
+    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
+    if (resume_step < 0) {
+      throw Error("pshard launch --resume: " + checkpoint_dir + " holds no checkpoint that all " +
+                  std::to_string(servers) + " servers have completely (was checkpoint.every_steps > 0, and is " +
+                  "--servers the same as in the run?)");
+    }
+  }
+  write_run_config(run_dir, cfg);
+  const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
+  const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
+  int64_t restarts = 0;
+  if (restart_servers && cfg.get_int("checkpoint.every_steps") == 0) {
+    std::fprintf(stderr,
+                 "[launch] warning: cluster.server_failure_policy = restart without checkpoint.every_steps: a "
+                 "restarted job starts over from step 0\n");
+  }
+  TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
+  for (;;) {
+    LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
+    if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
+    const ChildExit* cause = likely_cause(r);
+    const bool server_died = cause != nullptr && cause->role == NodeRole::kServer;
+    if (!server_died || !restart_servers || restarts >= max_restarts) {
+      if (server_died && restart_servers) {
+        std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",
+                     static_cast<long long>(max_restarts));
+      }
+      return r.exit_code;
+    }
+    ++restarts;
+    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
+    std::fprintf(stderr, "[launch] %s: restarting the job (restart %lld of %lld) from %s\n", cause->describe().c_str(),
+                 static_cast<long long>(restarts), static_cast<long long>(max_restarts),
+                 resume_step >= 0 ? ("the checkpoint of step " + std::to_string(resume_step)).c_str()
+                                  : "step 0 (no complete checkpoint yet)");
+  }
+}
+
+}  // namespace pshard

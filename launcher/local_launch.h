@@ -1,0 +1,36 @@
+// `pshard launch`: a whole job on this machine (coordinator, S servers, W workers), supervised.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pshard {
+
+struct LocalLaunchOptions {
+  int64_t servers = 1;                 // 1..1024
+  int64_t workers = 1;                 // 1..1024
+  std::string config_path;             // "" with resume_dir: RUN_DIR/config.toml
+  std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
+  std::string run_dir;                 // "" = runs/<run.name>
+  std::string resume_dir;              // continue this run from its newest complete checkpoint ("" = fresh)
+  int port = 0;                        // the coordinator's port on 127.0.0.1; 0 = a free one
+  std::string key_dir;                 // security.curve: --key-dir ("" = security.key_dir, else RUN_DIR/keys)
+  std::string server_exe, worker_exe;  // run these instead of `pshard server` / `pshard worker`
+  std::chrono::milliseconds grace{5000};
+  std::chrono::milliseconds timeout{0};  // 0: no limit
+};
+
+// Starts the coordinator, the servers and the workers as child processes of this one (output lines
+// prefixed with their role and rank, a live progress line on stderr), supervises them (any failure or
+// Ctrl-C stops all; cluster.server_failure_policy = restart restarts the job from its newest
+// checkpoint) and returns the job's exit status. Throws pshard::Error for bad options or configs,
+// before any process starts.
+//
+//   LocalLaunchOptions o;
+//   o.servers = 2; o.workers = 4; o.config_path = "configs/fmnist_mlp_sync.toml";
+//   return run_local_launch(o);
+int run_local_launch(const LocalLaunchOptions& options);
+
+}  // namespace pshard
