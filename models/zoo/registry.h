@@ -6,6 +6,8 @@
 // Model::create(spec, backend) builds spec.name through this table. Adding a model: models/zoo/<name>.cc with its
 // builder and a function returning its ModelInfo, that function's declaration in models/zoo/zoo.h, one line in the
 // table in registry.cc, and a test in tests/models/ (model_registry_test runs every registered model already).
+// The config key model.name takes its allowed values from here (installed by app/main.cc, listed by
+// `pshard config --list`), and so do `pshard bench compute --model` and its default --input.
 #pragma once
 
 #include <cstdint>
