@@ -1,6 +1,7 @@
 // `pshard bench compute`: forward + backward + optimizer update of one model on synthetic data, in samples/s.
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -13,6 +14,7 @@
 #include "common/util/json.h"
 #include "models/backend.h"
 #include "models/model.h"
+#include "models/zoo/registry.h"
 #include "server/optimizers/optimizer.h"
 
 namespace pshard::app {
@@ -30,22 +32,34 @@ double process_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Input shape of the synthetic samples: what each model is normally trained on.
-std::vector<int64_t> default_input(const std::string& model) {
-  if (model == "resnet20") return {3, 32, 32};
-  return {1, 28, 28};
+// "1,28,28 for linreg, softmax, mlp, lenet; 3,32,32 for resnet20": each model's example input, for --help.
+std::string example_inputs() {
+  std::vector<std::pair<std::string, std::string>> groups;  // shape -> models, in table order
+  for (const models::ModelInfo& m : models::registered_models()) {
+    std::string shape;
+    for (int64_t d : m.example_input) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == shape; });
+    if (g == groups.end()) {
+      groups.push_back({shape, m.name});
+    } else {
+      g->second += std::string(", ") + m.name;
+    }
+  }
+  std::string text;
+  for (const auto& [shape, names] : groups) text += (text.empty() ? "" : "; ") + shape + " for " + names;
+  return text;
 }
 
 int run_bench_compute(const std::vector<std::string>& args) {
   ArgParser p("pshard bench compute",
               "time forward + backward + optimizer update of a model on synthetic data (one process, no servers)");
-  p.add_option("model", "NAME", "linreg|softmax|mlp|lenet|resnet20", false, "mlp");
+  p.add_option("model", "NAME", models::join_model_names("|"), false, "mlp");
   p.add_option("batch", "N", "samples per step", false, "64");
   p.add_option("threads", "T", "CPU compute threads (0: one per core)", false, "0");
   p.add_option("iters", "N", "timed steps", false, "100");
   p.add_option("warmup", "N", "untimed steps first", false, "10");
   p.add_option("hidden", "LIST", "mlp hidden sizes", false, "256,128");
-  p.add_option("input", "SHAPE", "sample shape C,H,W or F (default: 1,28,28; resnet20: 3,32,32)");
+  p.add_option("input", "SHAPE", "sample shape C,H,W or F (default per model: " + example_inputs() + ")");
   p.add_option("classes", "K", "classes (0: regression with one target)", false, "10");
   p.add_option("optimizer", "NAME", "update rule (server/optimizers)", false, "sgd");
   p.add_option("lr", "LR", "learning rate", false, "0.01");
@@ -57,7 +71,8 @@ int run_bench_compute(const std::vector<std::string>& args) {
   models::ModelSpec spec;
   spec.name = p.get("model");
   spec.hidden = parse_int_list(p.get("hidden"), "--hidden");
-  spec.input_shape = p.has("input") ? parse_int_list(p.get("input"), "--input") : default_input(spec.name);
+  spec.input_shape =
+      p.has("input") ? parse_int_list(p.get("input"), "--input") : models::model_info(spec.name).example_input;
   spec.num_classes = p.get_int("classes");
   spec.target_dim = 1;
   const int64_t batch = p.get_int("batch"), iters = p.get_int("iters"), warmup = p.get_int("warmup");

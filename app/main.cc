@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "app/command.h"
+#include "common/config/schema.h"
 #include "common/error.h"
+#include "models/zoo/registry.h"
 
 namespace pshard::app {
 namespace {
@@ -37,6 +39,8 @@ const std::vector<Command>& commands() { return table(); }
 
 int main(int argc, char** argv) {
   using pshard::app::commands;
+  // model.name takes the names of the model zoo, checked whenever a command reads a config (common keeps no copy).
+  pshard::install_config_choices("model.name", pshard::models::model_names());
   if (argc < 2) {
     pshard::app::print_usage(stderr);
     return 2;

@@ -8,6 +8,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "models/cpu/kernels.h"
+#include "models/zoo/registry.h"
 #include "models/zoo/zoo.h"
 
 namespace pshard::models {
@@ -47,20 +48,7 @@ std::unique_ptr<Model> Model::create(const ModelSpec& spec, Backend& backend) {
   if (spec.num_classes < 0 || (spec.num_classes == 0 && spec.target_dim <= 0)) {
     throw Error("model " + spec.name + ": needs num_classes > 0 (classification) or target_dim > 0 (regression)");
   }
-  std::vector<NamedLayer> layers;
-  if (spec.name == "linreg") {
-    layers = zoo::linreg(spec, backend);
-  } else if (spec.name == "softmax") {
-    layers = zoo::softmax(spec, backend);
-  } else if (spec.name == "mlp") {
-    layers = zoo::mlp(spec, backend);
-  } else if (spec.name == "lenet") {
-    layers = zoo::lenet(spec, backend);
-  } else if (spec.name == "resnet20") {
-    layers = zoo::resnet20(spec, backend);
-  } else {
-    throw Error("unknown model '" + spec.name + "' (model.name: linreg, softmax, mlp, lenet, resnet20)");
-  }
+  std::vector<NamedLayer> layers = model_info(spec.name).build(spec, backend);
   return std::make_unique<Model>(backend, spec, std::move(layers), zoo::loss_for(spec, backend));
 }
 

@@ -1,4 +1,4 @@
-// Models by name (linreg, softmax, mlp, lenet, resnet20): parameters, forward, backward.
+// Models by name (the table of models/zoo/registry.h): parameters, forward, backward.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ namespace pshard::models {
 
 // What to build. The data set decides input_shape, num_classes and target_dim; the config decides the rest.
 struct ModelSpec {
-  std::string name = "mlp";          // linreg | softmax | mlp | lenet | resnet20
+  std::string name = "mlp";          // one of registered_models() (models/zoo/registry.h)
   std::vector<int64_t> hidden;       // mlp hidden sizes
   float dropout = 0.0f;              // mlp (after each hidden ReLU), lenet (before the last fc)
   std::vector<int64_t> input_shape;  // per sample: {C, H, W} or {F}
@@ -67,7 +67,7 @@ class Model {
     std::unique_ptr<Layer> layer;
   };
 
-  // The model spec.name; an unknown name or a spec that does not fit it is an Error.
+  // The model spec.name (models/zoo/registry.h); an unknown name or a spec that does not fit it is an Error.
   static std::unique_ptr<Model> create(const ModelSpec& spec, Backend& backend);
   // A model from layers (each layer's input shape is the previous one's output shape) and a loss.
   Model(Backend& backend, ModelSpec spec, std::vector<NamedLayer> layers, std::unique_ptr<Loss> loss);

@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
+
+#include "common/error.h"
 
 namespace pshard {
 namespace {
@@ -13,14 +16,17 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 using T = ConfigType;
 
-const std::vector<ConfigKey> kSchema = {
+// Not const: install_config_choices() sets, once at startup, the choices of keys whose list a library above common
+// owns (model.name). Fixed after that.
+std::vector<ConfigKey> kSchema = {
     // run
     {"run.name", T::kString, "run", 0, 0, "", "name of the run (directory under runs/)"},
     {"run.seed", T::kInt, "1", 0, 4294967295.0, "", "seed for weights, shuffles and dropout"},
     {"log.level", T::kString, "info", 0, 0, "debug|info|warn|error", "minimum log level"},
 
     // model
-    {"model.name", T::kString, "mlp", 0, 0, "linreg|softmax|mlp|lenet|resnet20", "model architecture"},
+    // choices: the names of the model zoo (models/zoo/registry.h), installed by the pshard executable (app/main.cc)
+    {"model.name", T::kString, "mlp", 0, 0, "", "model architecture"},
     {"model.hidden", T::kIntList, "[256, 128]", 1, 1 << 20, "", "mlp hidden layer sizes"},
     {"model.dropout", T::kDouble, "0.0", 0, 0.99, "", "dropout probability (mlp, lenet)"},
     {"model.shortcut", T::kString, "pad", 0, 0, "pad|projection",
@@ -117,6 +123,9 @@ const std::vector<ConfigKey> kSchema = {
      "directory of the job's key file curve.keys (mode 0600); empty: RUN_DIR/keys. --key-dir overrides it"},
 };
 
+// key -> "a|b|c" from install_config_choices (what the key's choices point to).
+std::map<std::string, std::string> installed_choices;
+
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() { return kSchema; }
@@ -137,6 +146,29 @@ const ConfigKey* find_config_key(const std::string& key) {
     if (key == k.key) return &k;
   }
   return nullptr;
+}
+
+void install_config_choices(const std::string& key, const std::vector<std::string>& choices) {
+  ConfigKey* k = nullptr;
+  for (ConfigKey& candidate : kSchema) {
+    if (key == candidate.key) k = &candidate;
+  }
+  const std::string what = "install_config_choices: key '" + key + "'";
+  if (!k || k->type != ConfigType::kString) throw Error(what + " is not a string key of the schema");
+  if (*k->choices != '\0' && installed_choices.count(key) == 0) throw Error(what + " has built-in choices");
+  std::string joined;
+  bool has_default = false;
+  for (const std::string& c : choices) {
+    if (c.empty() || c.find('|') != std::string::npos) throw Error(what + ": bad choice '" + c + "'");
+    joined += (joined.empty() ? "" : "|") + c;
+    has_default = has_default || c == k->default_value;
+  }
+  if (!has_default) {
+    throw Error(what + ": the default '" + k->default_value + "' is not one of '" + joined + "'");
+  }
+  std::string& stored = installed_choices[key];
+  stored = joined;
+  k->choices = stored.c_str();
 }
 
 }  // namespace pshard

@@ -29,4 +29,14 @@ const std::vector<ConfigKey>& config_schema();
 // The entry for `key`, or nullptr.
 const ConfigKey* find_config_key(const std::string& key);
 
+// Installs the allowed values of a string key whose list belongs to a library above common, so that common keeps no
+// copy of it: the pshard executable installs the model zoo's names (models/zoo/registry.h) as model.name's choices in
+// main(), before it reads any config. Installed choices are then checked and listed (`pshard config --list`) like a
+// key's built-in "a|b|c"; until a program installs them the key takes any string, and the library that reads it
+// rejects a value it does not know. An Error when `key` is not a string key without built-in choices, `choices` is
+// empty or holds a '|', or the key's default is not one of them. Not thread-safe: call at startup.
+//
+//   install_config_choices("model.name", models::model_names());
+void install_config_choices(const std::string& key, const std::vector<std::string>& choices);
+
 }  // namespace pshard

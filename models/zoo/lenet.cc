@@ -11,7 +11,9 @@
 
 namespace pshard::models::zoo {
 
-std::vector<Model::NamedLayer> lenet(const ModelSpec& spec, Backend& backend) {
+namespace {
+
+std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   if (spec.input_shape.size() != 3) {
     throw Error("model lenet needs image input {C, H, W}, got " + shape_to_string(spec.input_shape));
   }
@@ -33,6 +35,16 @@ std::vector<Model::NamedLayer> lenet(const ModelSpec& spec, Backend& backend) {
   if (spec.dropout > 0.0f) s = add("dropout", std::make_unique<Dropout>(backend, s, spec.dropout));
   add("fc2", std::make_unique<Linear>(backend, s[0], outputs_of(spec)));
   return layers;
+}
+
+}  // namespace
+
+ModelInfo lenet() {
+  return {"lenet",
+          "LeNet CNN: conv5x5(20), maxpool, conv5x5(50), maxpool, fc(500) [+ Dropout], fc",
+          build,
+          {1, 28, 28},
+          ModelTargets::kClassesOrRegression};
 }
 
 }  // namespace pshard::models::zoo

@@ -5,7 +5,9 @@
 
 namespace pshard::models::zoo {
 
-std::vector<Model::NamedLayer> linreg(const ModelSpec& spec, Backend& backend) {
+namespace {
+
+std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   if (spec.num_classes > 0) {
     throw Error("model linreg is a regression model but the data set has " + std::to_string(spec.num_classes) +
                 " classes (use model.name = softmax)");
@@ -14,6 +16,13 @@ std::vector<Model::NamedLayer> linreg(const ModelSpec& spec, Backend& backend) {
   int64_t in = flatten_input(spec, backend, layers);
   layers.push_back({"fc", std::make_unique<Linear>(backend, in, spec.target_dim)});
   return layers;
+}
+
+}  // namespace
+
+ModelInfo linreg() {
+  return {
+      "linreg", "linear regression: one Linear layer trained with MSE", build, {1, 28, 28}, ModelTargets::kRegression};
 }
 
 }  // namespace pshard::models::zoo

@@ -22,7 +22,9 @@ int64_t flatten_input(const ModelSpec& spec, Backend& backend, std::vector<Model
   return shape_numel(spec.input_shape);
 }
 
-std::vector<Model::NamedLayer> mlp(const ModelSpec& spec, Backend& backend) {
+namespace {
+
+std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   if (spec.hidden.empty())
     throw Error("model mlp: model.hidden is empty (use model.name = softmax for no hidden layer)");
   std::vector<Model::NamedLayer> layers;
@@ -40,6 +42,16 @@ std::vector<Model::NamedLayer> mlp(const ModelSpec& spec, Backend& backend) {
   }
   layers.push_back({"fc" + std::to_string(k), std::make_unique<Linear>(backend, in, outputs_of(spec))});
   return layers;
+}
+
+}  // namespace
+
+ModelInfo mlp() {
+  return {"mlp",
+          "multi-layer perceptron: Linear + ReLU [+ Dropout] per model.hidden size, then Linear",
+          build,
+          {1, 28, 28},
+          ModelTargets::kClassesOrRegression};
 }
 
 }  // namespace pshard::models::zoo

@@ -13,7 +13,9 @@
 
 namespace pshard::models::zoo {
 
-std::vector<Model::NamedLayer> resnet20(const ModelSpec& spec, Backend& backend) {
+namespace {
+
+std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   if (spec.input_shape.size() != 3) {
     throw Error("model resnet20 needs image input {C, H, W}, got " + shape_to_string(spec.input_shape));
   }
@@ -48,6 +50,16 @@ std::vector<Model::NamedLayer> resnet20(const ModelSpec& spec, Backend& backend)
   s = add("flatten", std::make_unique<Flatten>(backend, s));
   add("fc", std::make_unique<Linear>(backend, s[0], outputs_of(spec)));
   return layers;
+}
+
+}  // namespace
+
+ModelInfo resnet20() {
+  return {"resnet20",
+          "ResNet-20: conv3x3, 3 stages x 3 basic blocks (16/32/64 channels), global average pool, fc",
+          build,
+          {3, 32, 32},
+          ModelTargets::kClassesOrRegression};
 }
 
 }  // namespace pshard::models::zoo

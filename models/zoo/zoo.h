@@ -1,18 +1,20 @@
-// The model zoo: layer lists of the named models (internal to Model::create).
+// The model zoo: one file per model, each defining its ModelInfo (listed in the table of registry.cc), and the
+// helpers the model files share.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "models/model.h"
+#include "models/zoo/registry.h"
 
 namespace pshard::models::zoo {
 
-std::vector<Model::NamedLayer> linreg(const ModelSpec& spec, Backend& backend);    // linreg.cc
-std::vector<Model::NamedLayer> softmax(const ModelSpec& spec, Backend& backend);   // softmax.cc
-std::vector<Model::NamedLayer> mlp(const ModelSpec& spec, Backend& backend);       // mlp.cc
-std::vector<Model::NamedLayer> lenet(const ModelSpec& spec, Backend& backend);     // lenet.cc
-std::vector<Model::NamedLayer> resnet20(const ModelSpec& spec, Backend& backend);  // resnet20.cc
+ModelInfo linreg();    // linreg.cc
+ModelInfo softmax();   // softmax.cc
+ModelInfo mlp();       // mlp.cc
+ModelInfo lenet();     // lenet.cc
+ModelInfo resnet20();  // resnet20.cc
 
 // Softmax cross-entropy with classes, MSE for regression (mlp.cc).
 std::unique_ptr<Loss> loss_for(const ModelSpec& spec, Backend& backend);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/config/schema.h"
 #include "common/error.h"
 
 namespace {
@@ -61,6 +62,26 @@ TEST(Config, OutOfRangeIsAnError) {
 TEST(Config, BadChoiceIsAnError) {
   std::string e = error_of("[optimizer]\nname = \"adamm\"\n");
   EXPECT_NE(e.find("not one of"), std::string::npos) << e;
+}
+
+TEST(Config, InstalledChoicesAreCheckedLikeBuiltInOnes) {
+  // model.name's choices belong to the model zoo above common: any string until a program installs them.
+  EXPECT_EQ(error_of("[model]\nname = \"anything\"\n"), "");
+  pshard::install_config_choices("model.name", {"linreg", "mlp", "lenet"});
+  EXPECT_STREQ(pshard::find_config_key("model.name")->choices, "linreg|mlp|lenet");
+  EXPECT_EQ(Config::from_string("[model]\nname = \"lenet\"\n", "t.toml").get_string("model.name"), "lenet");
+  std::string e = error_of("", {"model.name=resnet21"});
+  EXPECT_NE(e.find("key 'model.name': 'resnet21' is not one of linreg|mlp|lenet"), std::string::npos) << e;
+  // Installing again replaces the list; keys with built-in choices, non-string keys, a list without the default and
+  // a choice that cannot be written in "a|b" are refused.
+  pshard::install_config_choices("model.name", {"mlp", "lenet"});
+  EXPECT_NE(error_of("[model]\nname = \"linreg\"\n").find("not one of mlp|lenet"), std::string::npos);
+  EXPECT_THROW(pshard::install_config_choices("optimizer.name", {"sgd"}), pshard::Error);
+  EXPECT_THROW(pshard::install_config_choices("train.epochs", {"1"}), pshard::Error);
+  EXPECT_THROW(pshard::install_config_choices("no.key", {"mlp"}), pshard::Error);
+  EXPECT_THROW(pshard::install_config_choices("model.name", {"lenet"}), pshard::Error);
+  EXPECT_THROW(pshard::install_config_choices("model.name", {"mlp", "a|b"}), pshard::Error);
+  EXPECT_STREQ(pshard::find_config_key("model.name")->choices, "mlp|lenet");
 }
 
 TEST(Config, SyntaxErrorNamesLine) {

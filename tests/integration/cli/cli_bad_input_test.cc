@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/zoo/registry.h"
 #include "report/child_process.h"
 #include "tests/support/run_helpers.h"
 
@@ -74,6 +75,8 @@ TEST_F(CliBadInput, CommandLines) {
 
 TEST_F(CliBadInput, ConfigsAndOverrides) {
   const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
+  // model.name's choices are the model zoo's names, checked when the config is read (launch: before any process).
+  const std::string bad_model = "key 'model.name': 'resnet21' is not one of " + models::join_model_names("|");
   const std::vector<Case> cases = {
       {{"train", "--config", dir_ + "/missing.toml"}, 1, "config " + dir_ + "/missing.toml: cannot open file"},
       {{"train", "--config", dir_ + "/syntax.toml"}, 1, "syntax.toml: line 2"},
@@ -83,6 +86,8 @@ TEST_F(CliBadInput, ConfigsAndOverrides) {
        "key 'train.epochs': expected an integer, got 'abc'"},
       {{"train", "--config", cfg, "--set", "train.batch_size=0"}, 1, "key 'train.batch_size': value 0 is out of range"},
       {{"train", "--config", cfg, "--set", "optimizer.name=adamx"}, 1, "key 'optimizer.name': 'adamx' is not one of"},
+      {{"train", "--config", cfg, "--set", "model.name=resnet21"}, 1, bad_model},
+      {{"launch", "--servers", "1", "--workers", "1", "--config", cfg, "--set", "model.name=resnet21"}, 1, bad_model},
       {{"train", "--config", cfg, "--set", "data.train_size=10"}, 1, "fewer than one global batch"},
   };
   for (const Case& c : cases) expect(c);

@@ -10,12 +10,13 @@
 #include "common/util/args.h"
 #include "common/util/json.h"
 #include "models/model.h"
+#include "models/zoo/registry.h"
 
 int main(int argc, char** argv) {
   using namespace pshard;
   try {
     ArgParser p("models_cuda_throughput", "samples/s of forward + backward + SGD of a zoo model");
-    p.add_option("model", "NAME", "mlp | lenet | resnet20", false, "resnet20");
+    p.add_option("model", "NAME", models::join_model_names("|"), false, "resnet20");
     p.add_option("device", "cpu|cuda", "compute backend", false, "cuda");
     p.add_option("batch", "N", "samples per step", false, "128");
     p.add_option("iters", "N", "timed steps", false, "50");
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
     models::ModelSpec spec;
     spec.name = p.get("model");
     spec.hidden = {256, 128};
-    spec.input_shape = spec.name == "resnet20" ? std::vector<int64_t>{3, 32, 32} : std::vector<int64_t>{1, 28, 28};
+    spec.input_shape = models::model_info(spec.name).example_input;
     spec.num_classes = 10;
     spec.target_dim = 0;
     auto model = models::Model::create(spec, *backend);
