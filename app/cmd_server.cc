@@ -1,95 +1,12 @@
-// `pshard server`: one parameter server of a job (slices, optimizer, BSP/ASP/SSP) behind a ZeroMQ ROUTER.
-#include <unistd.h>
-
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <mutex>
-#include <zmq.hpp>
-
+// `pshard server`: one parameter server of a job (slices, optimizer, BSP/ASP/SSP) behind a ZeroMQ ROUTER
+// (server/server_process.h).
 #include "app/command.h"
-#include "common/checkpoint/checkpoint_file.h"
-#include "common/cluster/cluster_client.h"
-#include "common/config/config.h"
 #include "common/error.h"
-#include "common/transport/buffer_pool.h"
-#include "common/transport/curve.h"
 #include "common/util/args.h"
-#include "common/util/env.h"
-#include "common/util/log.h"
-#include "server/kv/kv_server.h"
+#include "server/server_process.h"
 
 namespace pshard::app {
 namespace {
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
-
-// "tcp://IP:PORT" with PORT 0 or "*" gets a free port now (bind, read, close), so the endpoint can be
-// announced to the coordinator before the server (which needs the cluster map) is built.
-std::string concrete_endpoint(const std::string& bind) {
-  const size_t colon = bind.rfind(':');
-  if (colon == std::string::npos || bind.compare(0, 6, "tcp://") != 0) {
-    throw Error("--bind must look like tcp://IP:PORT, got '" + bind + "'");
-  }
-  const std::string port = bind.substr(colon + 1);
-  if (port != "0" && port != "*") return bind;
-  zmq::context_t ctx(1);
-  zmq::socket_t probe(ctx, zmq::socket_type::router);
-  probe.set(zmq::sockopt::linger, 0);
-  try {
-    probe.bind(bind.substr(0, colon) + ":*");
-  } catch (const zmq::error_t& e) {
-    throw Error("cannot bind " + bind + ": " + e.what());
-  }
-  std::string ep = probe.get(zmq::sockopt::last_endpoint);
-  probe.close();
-  return ep;
-}
-
-// What peers should connect to: a wildcard address is replaced by this host's name.
-std::string advertised(const std::string& endpoint) {
-  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
-    const std::string prefix = any;
-    if (endpoint.compare(0, prefix.size(), prefix) == 0)
-      return "tcp://" + host_name() + ":" + endpoint.substr(prefix.size());
-  }
-  return endpoint;
-}
-
-// How the job ends, set from the cluster client's thread or the server.
-struct Outcome {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  int status = 0;
-  std::string reason;
-  void finish(int s, const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (done) return;
-    done = true;
-    status = s;
-    reason = why;
-    cv.notify_all();
-  }
-};
-
-// This server's checkpoint of `step`; a server that owns no slices writes none and takes the
-// layout from another server's file (KvServer checks that it owns nothing in it).
-std::string restore_file(const std::string& dir, const KvServerOptions& opt, int64_t step) {
-  const std::string own = checkpoint_path(dir, opt.rank, step);
-  if (std::filesystem::exists(own)) return own;
-  for (uint32_t s = 0; s < opt.num_servers; ++s) {
-    const std::string other = checkpoint_path(dir, s, step);
-    if (s != opt.rank && std::filesystem::exists(other)) return other;
-  }
-  return own;  // KvServer names the missing file
-}
 
 int run_server(const std::vector<std::string>& args) {
   ArgParser p("pshard server",
@@ -116,98 +33,21 @@ int run_server(const std::vector<std::string>& args) {
   p.add_option("workers", "W", "standalone: number of workers");
   if (!p.parse(args)) return 0;
 
-  Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
-  const log::Level level = log::level_from_string(cfg.get_string("log.level"));
-  log::configure("server", level);
-  transport::retain_freed_memory();
-  const char* token_env = std::getenv("PSHARD_JOB_TOKEN");
-  const std::string token = token_env ? token_env : "";
-  const int64_t requested_rank = p.has("rank") ? p.get_int("rank") : env_count("PSHARD_RANK").value_or(-1);
-  const std::string bind = concrete_endpoint(p.get("bind"));
-
-  KvServerOptions opt = KvServerOptions::from_config(cfg);
-  const std::string checkpoint_dir = p.has("run-dir") ? p.get("run-dir") + "/checkpoints" : "";
-  opt.checkpoint_dir = checkpoint_dir;
-  if (p.has("restore-step") && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
-  const int64_t restore_step = p.has("restore-step") ? p.get_int("restore-step") : -1;
-  opt.bind = bind;
-  opt.job_token = token;
-  opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
-  Outcome outcome;
-
-  if (!p.has("coordinator")) {
-    if (!p.has("servers") || !p.has("workers") || requested_rank < 0) {
-      throw Error("standalone server (no --coordinator) needs --servers, --workers and --rank");
-    }
-    opt.num_servers = static_cast<uint32_t>(p.get_int("servers"));
-    opt.num_workers = static_cast<uint32_t>(p.get_int("workers"));
-    opt.rank = static_cast<uint32_t>(requested_rank);
-    log::configure("server " + std::to_string(opt.rank), level);
-    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
-    KvServer server(opt);
-    std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
-    std::fflush(stdout);
-    while (!server.wait_for_shutdown(std::chrono::hours(1))) {
-    }
-    return 0;
+  ServerProcessOptions o;
+  o.coordinator = p.get("coordinator");
+  o.bind = p.get("bind");
+  o.config_path = p.get("config");
+  o.overrides = p.get_all("set");
+  o.run_dir = p.get("run-dir");
+  o.key_dir = p.get("key-dir");
+  if (p.has("restore-step")) o.restore_step = p.get_int("restore-step");
+  if (p.has("rank")) {
+    o.rank = p.get_int("rank");
+    if (o.rank < 0) throw Error("pshard server: --rank must be >= 0, got " + p.get("rank"));
   }
-
-  ClusterClient::Options copt;
-  copt.coordinator = p.get("coordinator");
-  copt.role = NodeRole::kServer;
-  copt.requested_rank = requested_rank;
-  copt.endpoint = advertised(bind);
-  copt.job_token = token;
-  copt.curve = opt.curve;
-  copt.layout_fingerprint = 0;  // servers learn the tensor list from worker 0's init (then check every request)
-  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
-  ClusterClient cluster(copt);
-  opt.rank = cluster.rank();
-  opt.num_servers = cluster.map().num_servers;
-  opt.num_workers = cluster.map().num_workers;
-  log::configure("server " + std::to_string(opt.rank), level);
-  if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
-  KvServer server(opt);
-  PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
-                    << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
-
-  const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue";
-  cluster.on_event([&](const ClusterEvent& e) {
-    switch (e.kind) {
-      case ClusterEvent::Kind::kNodeDead:
-        if (e.node.role == NodeRole::kWorker && keep_going) {
-          server.mark_worker_dead(e.node.rank);
-        } else {
-          outcome.finish(1, "node dead: " + e.reason);
-        }
-        break;
-      case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
-      case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
-    }
-  });
-  {
-    std::unique_lock<std::mutex> lock(outcome.mu);
-    while (!outcome.done) {
-      outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
-      if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
-        outcome.done = true;
-        outcome.reason = "shutdown requested by a worker";
-      }
-    }
-  }
-  server.stop();
-  const KvServerStats st = server.stats();
-  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
-                    << " updates, " << st.errors << " refused";
-  if (outcome.status != 0) {
-    PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
-    cluster.leave(1);
-    return 1;
-  }
-  cluster.leave(0);
-  return 0;
+  if (p.has("servers")) o.servers = p.get_int("servers");
+  if (p.has("workers")) o.workers = p.get_int("workers");
+  return run_server_process(o);
 }
 
 }  // namespace

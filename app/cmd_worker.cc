@@ -1,24 +1,8 @@
-// `pshard worker`: one training worker of a job, through the parameter servers.
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
-
+// `pshard worker`: one training worker of a job, through the parameter servers (worker/worker_process.h).
 #include "app/command.h"
-#include "common/cluster/cluster_client.h"
-#include "common/config/config.h"
 #include "common/error.h"
-#include "common/keys/slice_layout.h"
-#include "common/metrics/epoch_report.h"
-#include "common/transport/curve.h"
 #include "common/util/args.h"
-#include "common/util/env.h"
-#include "common/util/log.h"
-#include "worker/client/kv_client.h"
-#include "worker/trainer/kv_sync.h"
-#include "worker/trainer/model_file.h"
-#include "worker/trainer/run_setup.h"
-#include "worker/trainer/trainer.h"
+#include "worker/worker_process.h"
 
 namespace pshard::app {
 namespace {
@@ -44,113 +28,20 @@ int run_worker(const std::vector<std::string>& args) {
              "rejoin a running sync job (a restarted worker, cluster.failure_policy = continue): take over a dead "
              "worker's rank, start a few steps after the servers' current step and be counted from then on");
   if (!p.parse(args)) return 0;
-  const bool join = p.flag("join");
-  int64_t start_step = p.get_int("start-step");
-  if (start_step < 0) throw Error("pshard worker: --start-step must be >= 0, got " + p.get("start-step"));
 
-  Config cfg = Config::from_file(p.get("config"), p.get_all("set"));
-  log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
-  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
-
-  std::vector<TensorSpec> tensors;
-  for (const models::ParamRef& prm : setup.model->params()) {
-    tensors.push_back({prm.name, static_cast<uint64_t>(prm.numel)});
+  WorkerProcessOptions o;
+  o.coordinator = p.get("coordinator");
+  o.config_path = p.get("config");
+  o.overrides = p.get_all("set");
+  o.run_dir = p.get("run-dir");
+  o.key_dir = p.get("key-dir");
+  if (p.has("rank")) {
+    o.rank = p.get_int("rank");
+    if (o.rank < 0) throw Error("pshard worker: --rank must be >= 0, got " + p.get("rank"));
   }
-  const uint64_t slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
-
-  ClusterClient::Options copt;
-  copt.coordinator = p.get("coordinator");
-  copt.role = NodeRole::kWorker;
-  copt.requested_rank = p.has("rank") ? p.get_int("rank") : env_count("PSHARD_RANK").value_or(-1);
-  const char* token = std::getenv("PSHARD_JOB_TOKEN");
-  copt.job_token = token ? token : "";
-  copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
-  // The assignment is a function of (tensors, slice_bytes, S); S comes from the
-  // cluster map, so agreeing on the first two means agreeing on the layout.
-  copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
-  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
-  ClusterClient cluster(copt);
-  const uint32_t rank = cluster.rank();
-  const uint32_t world = cluster.map().num_workers;
-  log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
-  cluster.on_event([](const ClusterEvent& e) {
-    if (e.kind == ClusterEvent::Kind::kAbort) {
-      PSHARD_LOG(kError) << "job aborted: " << e.reason;
-      // The trainer may be blocked on a pull that will never be answered.
-      std::_Exit(1);
-    }
-  });
-
-  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
-  opts.start_step = start_step;
-  const int64_t global_batch = opts.batch_size * world;
-  const int64_t total_steps =
-      trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
-
-  KvClientOptions kopt;
-  kopt.rank = rank;
-  for (const NodeInfo& s : cluster.map().servers) kopt.servers.push_back(s.endpoint);
-  kopt.tensors = tensors;
-  kopt.slice_bytes = slice_bytes;
-  kopt.job_token = copt.job_token;
-  kopt.curve = copt.curve;
-  kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
-  kopt.run_total_steps = total_steps;
-  KvClient kv(kopt);
-  if (join) {
-    // A step boundary the running workers have not reached yet, so that every slice can still
-    // count this worker from it; the servers refuse the join (badStep) if they got there first.
-    constexpr int64_t kJoinMargin = 20;
-    start_step = std::min(kv.servers_step() + kJoinMargin, total_steps);
-    opts.start_step = start_step;
-    PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
-  }
-  if (start_step > total_steps) {
-    throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
-                std::to_string(total_steps) + " steps)");
-  }
-  trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);
-  sync.set_start_step(start_step);
-  sync.set_rejoin(join);
-  trainer::Trainer t(opts, *setup.model, setup.data, sync);
-  if (rank == 0 && !join) {
-    PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
-                      << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
-    Json start = Json::object()
-                     .set("event", "start")
-                     .set("model", cfg.get_string("model.name"))
-                     .set("optimizer", cfg.get_string("optimizer.name"))
-                     .set("lr", cfg.get_double("optimizer.lr"))
-                     .set("batch_size", opts.batch_size)
-                     .set("global_batch", global_batch)
-                     .set("model_bytes", trainer::model_bytes(*setup.model))
-                     .set("mode", cfg.get_string("cluster.mode"))
-                     .set("epochs", opts.epochs)
-                     .set("steps_per_epoch", t.steps_per_epoch());
-    if (start_step > 0) start.set("start_step", start_step);  // a resumed run
-    cluster.report(start);
-  }
-  t.run(
-      [&](const trainer::StepEvent& s) {
-        if (rank != 0) return;
-        cluster.report(Json::object()
-                           .set("event", "step")
-                           .set("epoch", s.epoch)
-                           .set("step", s.step)
-                           .set("loss", s.loss)
-                           .set("lr", s.lr)
-                           .set("wall_s", s.wall_s));
-      },
-      [&](const WorkerEpochReport& r) {
-        Json j = r.to_json();
-        j.set("event", "worker_epoch");
-        cluster.report(j);
-      });
-  if (rank == 0 && p.has("run-dir")) trainer::save_model_file(*setup.model, p.get("run-dir") + "/model.bin");
-  cluster.leave(0);
-  return 0;
+  o.start_step = p.get_int("start-step");
+  o.join = p.flag("join");
+  return run_worker_process(o);
 }
 
 }  // namespace
