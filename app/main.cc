@@ -9,6 +9,7 @@
 #include "common/config/schema.h"
 #include "common/error.h"
 #include "models/zoo/registry.h"
+#include "server/optimizers/optimizer.h"
 
 namespace pshard::app {
 namespace {
@@ -39,8 +40,10 @@ const std::vector<Command>& commands() { return table(); }
 
 int main(int argc, char** argv) {
   using pshard::app::commands;
-  // model.name takes the names of the model zoo, checked whenever a command reads a config (common keeps no copy).
+  // model.name and optimizer.name take the names of the model zoo and of the optimizer library, checked
+  // whenever a command reads a config (common keeps no copy).
   pshard::install_config_choices("model.name", pshard::models::model_names());
+  pshard::install_config_choices("optimizer.name", pshard::optim::optimizer_names());
   if (argc < 2) {
     pshard::app::print_usage(stderr);
     return 2;

@@ -61,8 +61,7 @@ std::vector<ConfigKey> kSchema = {
      "replace forward/backward by a sleep of this many ms per step (communication studies; 0: real compute)"},
 
     // optimizer (applied on the servers; by `pshard train` locally)
-    {"optimizer.name", T::kString, "sgd", 0, 0, "sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb",
-     "update rule"},
+    {"optimizer.name", T::kString, "sgd", 0, 0, "", "update rule"},
     {"optimizer.lr", T::kDouble, "0.01", 0, kInf, "", "base learning rate"},
     {"optimizer.momentum", T::kDouble, "0.9", 0, 1, "", "momentum / nesterov / lars momentum"},
     {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay", true},

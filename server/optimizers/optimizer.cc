@@ -30,7 +30,7 @@ const Rule kRules[] = {
 
 std::string rule_names() {
   std::string names;
-  for (const Rule& r : kRules) names += std::string(names.empty() ? "" : "|") + r.name;
+  for (const std::string& n : optimizer_names()) names += (names.empty() ? "" : "|") + n;
   return names;
 }
 
@@ -48,6 +48,12 @@ void check_range(const OptimizerParams& p, const char* key, float value) {
 }
 
 }  // namespace
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> names;
+  for (const Rule& r : kRules) names.push_back(r.name);
+  return names;
+}
 
 OptimizerParams OptimizerParams::from_config(const Config& cfg) {
   OptimizerParams p;

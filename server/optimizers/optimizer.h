@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace pshard {
 class Config;
@@ -15,6 +16,10 @@ namespace pshard::optim {
 // Hyper-parameters of an update rule, from the config keys optimizer.* (common/config/schema.cc).
 // `lr` is the BASE learning rate (the schedule in lr_schedule.h turns it into a per-step lr);
 // apply() only ever uses the lr it is given.
+// The update rules' names, in the order of the factory's table (the config's optimizer.name choices:
+// the pshard executable installs them, see common/config/schema.h).
+std::vector<std::string> optimizer_names();
+
 struct OptimizerParams {
   std::string name = "sgd";  // sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb
   float lr = 0.01f;
