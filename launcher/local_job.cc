@@ -98,6 +98,7 @@ struct LocalJob::Impl {
   bool stopping = false;
   int interrupted_by = 0;
   int open_pipes = 0;
+  int pending_restarts = 0;  // posted restarts not yet spawned: the job is not over
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -290,7 +291,9 @@ struct LocalJob::Impl {
         again.argv = c.restart_argv;
         const int left = c.max_restarts - 1;
         // Not inside the reap loop, which iterates over `children`.
+        ++pending_restarts;
         asio::post(io, [this, again, left] {
+          --pending_restarts;
           if (stopping) return;
           auto n = std::make_unique<Child>();
           n->spec = again;
@@ -353,6 +356,7 @@ struct LocalJob::Impl {
   }
 
   bool all_reaped() const {
+    if (pending_restarts > 0) return false;
     for (const auto& c : children) {
       if (c->exit.started && !c->reaped) return false;
     }

@@ -205,6 +205,25 @@ TEST(LocalJob, StopFromAnotherThreadIsNotAFailure) {
   EXPECT_TRUE(gone(job.pids()[0]));
 }
 
+// A may_fail child with restart_argv is started again each time it fails,
+// up to max_restarts times, also when it is the last child running.
+TEST(LocalJob, ARestartableChildIsStartedAgainUpToItsLimit) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 2);
+  LocalJob::Result r = job.run();
+  ASSERT_EQ(r.children.size(), 3u) << out.read();  // the first run and two restarts
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(r.children[i].exited) << i;
+    EXPECT_EQ(r.children[i].exit_code, 3) << i;
+    EXPECT_EQ(r.children[i].restarted, i < 2) << i;
+  }
+  EXPECT_EQ(r.exit_code, 1);  // the last run failed and was not restarted
+  EXPECT_EQ(out.read().find("still running"), std::string::npos) << out.read();
+}
+
 TEST(FreePorts, AreDistinctAndBindable) {
   std::vector<int> ports = pick_free_ports(8);
   std::set<int> unique(ports.begin(), ports.end());
