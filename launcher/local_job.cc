@@ -93,6 +93,9 @@ struct LocalJob::Impl {
   asio::io_context io;
   asio::steady_timer reap_timer{io}, kill_timer{io}, timeout_timer{io}, end_timer{io}, drain_timer{io};
   std::unique_ptr<asio::signal_set> signals;
+  // Owned by the supervisor thread once start() ran; it changes the list
+  // (restarts) and the pids under `mu`, so that pids() can read them from
+  // any thread. Its own reads need no lock.
   std::vector<std::unique_ptr<Child>> children;
   std::thread thread;
   bool stopping = false;
@@ -217,7 +220,10 @@ struct LocalJob::Impl {
       n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
     } while (n < 0 && errno == EINTR);
     ::close(exec_pipe[0]);
-    c.exit.pid = pid;
+    {
+      std::lock_guard<std::mutex> lock(mu);  // pids() reads it
+      c.exit.pid = pid;
+    }
     c.out = std::make_unique<asio::posix::stream_descriptor>(io, out_pipe[0]);
     c.err = std::make_unique<asio::posix::stream_descriptor>(io, err_pipe[0]);
     open_pipes += 2;
@@ -300,7 +306,10 @@ struct LocalJob::Impl {
           n->restart_argv = again.argv;
           n->max_restarts = left;
           n->exit.name = again.name;
-          children.push_back(std::move(n));
+          {
+            std::lock_guard<std::mutex> lock(mu);  // pids() iterates the list
+            children.push_back(std::move(n));
+          }
           try {
             spawn(*children.back());
           } catch (const Error& e) {
@@ -488,6 +497,7 @@ void LocalJob::stop(const std::string& reason) {
 }
 
 std::vector<int64_t> LocalJob::pids() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);  // the supervisor thread appends restarted children
   std::vector<int64_t> out;
   for (const auto& c : impl_->children) out.push_back(c->exit.pid);
   return out;

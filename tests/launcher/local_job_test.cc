@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "common/error.h"
 
@@ -222,6 +225,29 @@ TEST(LocalJob, ARestartableChildIsStartedAgainUpToItsLimit) {
   }
   EXPECT_EQ(r.exit_code, 1);  // the last run failed and was not restarted
   EXPECT_EQ(out.read().find("still running"), std::string::npos) << out.read();
+}
+
+// pids() from another thread while the supervisor thread restarts a child
+// (appends to its list, sets the new pid): a data race under TSan before
+// pids() took the job's lock.
+TEST(LocalJob, PidsCanBeReadWhileAChildIsRestarted) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 3);
+  job.start();
+  std::atomic<bool> done{false};
+  size_t seen = 0;
+  std::thread reader([&] {
+    while (!done) seen = std::max(seen, job.pids().size());
+  });
+  LocalJob::Result r = job.wait();
+  done = true;
+  reader.join();
+  EXPECT_EQ(r.children.size(), 4u);  // the first run and three restarts
+  EXPECT_EQ(job.pids().size(), 4u);
+  EXPECT_GE(seen, 1u);
 }
 
 TEST(FreePorts, AreDistinctAndBindable) {
