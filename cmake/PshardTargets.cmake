@@ -2,12 +2,27 @@
 
 # Warnings are errors in our own code (not in generated or third-party code).
 set(PSHARD_WARNINGS -Wall -Wextra -Werror)
-set(PSHARD_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+
+# PSHARD_SANITIZE (CMakeLists.txt) picks the sanitizer flags; they go on every
+# pshard target and on the generated Cap'n Proto code (common/CMakeLists.txt).
+# TSan and ASan cannot be combined, hence one setting with a value.
+string(TOLOWER "${PSHARD_SANITIZE}" PSHARD_SANITIZE_LC)
+if(PSHARD_SANITIZE_LC STREQUAL "thread")
+  # GCC's -Wtsan: TSan does not model atomic_thread_fence, which Boost.Asio's
+  # handler fences use; asio also queues handlers under a mutex, which TSan sees.
+  set(PSHARD_SANITIZER_FLAGS -fsanitize=thread -fno-omit-frame-pointer $<$<CXX_COMPILER_ID:GNU>:-Wno-tsan>)
+elseif(PSHARD_SANITIZE_LC MATCHES "^(on|address|1|yes|true)$")
+  set(PSHARD_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+elseif(PSHARD_SANITIZE_LC MATCHES "^(off|0|no|false|)$")
+  set(PSHARD_SANITIZER_FLAGS "")
+else()
+  message(FATAL_ERROR "PSHARD_SANITIZE=${PSHARD_SANITIZE}: use OFF, ON (= address) or thread")
+endif()
 
 function(pshard_target_defaults target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSHARD_WARNINGS}>)
   target_include_directories(${target} PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
-  if(PSHARD_SANITIZE)
+  if(PSHARD_SANITIZER_FLAGS)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PSHARD_SANITIZER_FLAGS}>)
     target_link_options(${target} PUBLIC ${PSHARD_SANITIZER_FLAGS})
   endif()

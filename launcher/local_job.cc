@@ -93,11 +93,15 @@ struct LocalJob::Impl {
   asio::io_context io;
   asio::steady_timer reap_timer{io}, kill_timer{io}, timeout_timer{io}, end_timer{io}, drain_timer{io};
   std::unique_ptr<asio::signal_set> signals;
+  // Owned by the supervisor thread once start() ran; it changes the list
+  // (restarts) and the pids under `mu`, so that pids() can read them from
+  // any thread. Its own reads need no lock.
   std::vector<std::unique_ptr<Child>> children;
   std::thread thread;
   bool stopping = false;
   int interrupted_by = 0;
   int open_pipes = 0;
+  int pending_restarts = 0;  // posted restarts not yet spawned: the job is not over
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -217,7 +221,10 @@ struct LocalJob::Impl {
       n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
     } while (n < 0 && errno == EINTR);
     ::close(exec_pipe[0]);
-    c.exit.pid = pid;
+    {
+      std::lock_guard<std::mutex> lock(mu);  // pids() reads it
+      c.exit.pid = pid;
+    }
     c.out = std::make_unique<asio::posix::stream_descriptor>(io, out_pipe[0]);
     c.err = std::make_unique<asio::posix::stream_descriptor>(io, err_pipe[0]);
     open_pipes += 2;
@@ -291,7 +298,9 @@ struct LocalJob::Impl {
         again.argv = c.restart_argv;
         const int left = c.max_restarts - 1;
         // Not inside the reap loop, which iterates over `children`.
+        ++pending_restarts;
         asio::post(io, [this, again, left] {
+          --pending_restarts;
           if (stopping) return;
           auto n = std::make_unique<Child>();
           n->spec = again;
@@ -299,7 +308,10 @@ struct LocalJob::Impl {
           n->max_restarts = left;
           n->exit.name = again.name;
           n->exit.role = again.role;
-          children.push_back(std::move(n));
+          {
+            std::lock_guard<std::mutex> lock(mu);  // pids() iterates the list
+            children.push_back(std::move(n));
+          }
           try {
             spawn(*children.back());
           } catch (const Error& e) {
@@ -355,6 +367,7 @@ struct LocalJob::Impl {
   }
 
   bool all_reaped() const {
+    if (pending_restarts > 0) return false;
     for (const auto& c : children) {
       if (c->exit.started && !c->reaped) return false;
     }
@@ -487,6 +500,7 @@ void LocalJob::stop(const std::string& reason) {
 }
 
 std::vector<int64_t> LocalJob::pids() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);  // the supervisor thread appends restarted children
   std::vector<int64_t> out;
   for (const auto& c : impl_->children) out.push_back(c->exit.pid);
   return out;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/util/tsan.h"
+
 namespace pshard::transport {
 namespace {
 
@@ -57,6 +59,7 @@ void BufferPool::give_back(void* data, size_t bytes) {
 }
 
 void BufferPool::free_fn(void* data, void* hint) {
+  tsan_acquire(hint);  // often on ZeroMQ's I/O thread: see message()
   auto* h = static_cast<Hint*>(hint);
   h->pool->give_back(data, h->bytes);
   delete h;
@@ -65,6 +68,7 @@ void BufferPool::free_fn(void* data, void* hint) {
 zmq::message_t BufferPool::message(size_t bytes) {
   void* data = take(bytes);
   auto* hint = new Hint{shared_from_this(), bytes};
+  tsan_release(hint);  // libzmq orders this with free_fn, out of TSan's sight (common/util/tsan.h)
   return zmq::message_t(data, bytes, &BufferPool::free_fn, hint);
 }
 

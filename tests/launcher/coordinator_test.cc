@@ -66,6 +66,20 @@ std::vector<std::unique_ptr<ClusterClient>> join_all(const std::vector<ClusterCl
   return out;
 }
 
+// A clean end of the job: the workers (nodes[servers..]) leave, then, once the coordinator has
+// told the servers (nodes[0..servers)) to shut down, the servers. Resetting them in order is not
+// enough: each node has its own connection, so a server's leave can reach the coordinator before
+// a worker's (seen under TSan) and abort the job as "left before the job finished".
+void end_job(std::vector<std::unique_ptr<ClusterClient>>& nodes, size_t servers) {
+  for (size_t i = nodes.size(); i-- > servers;) nodes[i].reset();
+  for (size_t i = 0; i < servers; ++i) {
+    const auto deadline = Clock::now() + milliseconds(5000);
+    while (!nodes[i]->stopping() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+    EXPECT_TRUE(nodes[i]->stopping()) << "server node " << i << " was not told to shut down";
+  }
+  for (size_t i = servers; i-- > 0;) nodes[i].reset();
+}
+
 bool same_node(const NodeInfo& a, const NodeInfo& b) {
   return a.role == b.role && a.rank == b.rank && a.endpoint == b.endpoint && a.host == b.host && a.pid == b.pid;
 }
@@ -102,8 +116,7 @@ TEST(Coordinator, RendezvousGivesEveryNodeTheSameMapAndDistinctRanks) {
   EXPECT_EQ(worker_ranks, (std::set<uint32_t>{0, 1, 2}));
   for (uint32_t r = 0; r < 3; ++r) EXPECT_EQ(ref.workers[r].rank, r);
   EXPECT_EQ(coord.map().workers.size(), 3u);
-  // Workers leave first, then the servers: a clean end of the job.
-  for (size_t i = nodes.size(); i-- > 0;) nodes[i].reset();
+  end_job(nodes, 2);
   auto r = coord.wait_for(milliseconds(3000));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->exit_code, 0) << r->reason;
@@ -450,9 +463,7 @@ TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
     j.set("event", "worker_epoch");
     nodes[1 + w]->report(j);
   }
-  nodes[2].reset();
-  nodes[1].reset();
-  nodes[0].reset();
+  end_job(nodes, 1);
   auto res = coord.wait_for(milliseconds(5000));
   ASSERT_TRUE(res.has_value());
   EXPECT_EQ(res->exit_code, 0) << res->reason;

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "common/error.h"
 
@@ -203,6 +206,48 @@ TEST(LocalJob, StopFromAnotherThreadIsNotAFailure) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->exit_code, 0) << r->failure;
   EXPECT_TRUE(gone(job.pids()[0]));
+}
+
+// A may_fail child with restart_argv is started again each time it fails,
+// up to max_restarts times, also when it is the last child running.
+TEST(LocalJob, ARestartableChildIsStartedAgainUpToItsLimit) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 2);
+  LocalJob::Result r = job.run();
+  ASSERT_EQ(r.children.size(), 3u) << out.read();  // the first run and two restarts
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(r.children[i].exited) << i;
+    EXPECT_EQ(r.children[i].exit_code, 3) << i;
+    EXPECT_EQ(r.children[i].restarted, i < 2) << i;
+  }
+  EXPECT_EQ(r.exit_code, 1);  // the last run failed and was not restarted
+  EXPECT_EQ(out.read().find("still running"), std::string::npos) << out.read();
+}
+
+// pids() from another thread while the supervisor thread restarts a child
+// (appends to its list, sets the new pid): a data race under TSan before
+// pids() took the job's lock.
+TEST(LocalJob, PidsCanBeReadWhileAChildIsRestarted) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 3);
+  job.start();
+  std::atomic<bool> done{false};
+  size_t seen = 0;
+  std::thread reader([&] {
+    while (!done) seen = std::max(seen, job.pids().size());
+  });
+  LocalJob::Result r = job.wait();
+  done = true;
+  reader.join();
+  EXPECT_EQ(r.children.size(), 4u);  // the first run and three restarts
+  EXPECT_EQ(job.pids().size(), 4u);
+  EXPECT_GE(seen, 1u);
 }
 
 TEST(FreePorts, AreDistinctAndBindable) {

@@ -163,12 +163,12 @@ TEST(SweepRunner, BadGridValueIsAnErrorBeforeAnythingRuns) {
   o.out_dir = tmp.path() + "/sweep";
   o.pshard = "/bin/false";
   try {
-    run_sweep(expand_grid({parse_grid_axis("optimizer.name=sgd,adamm")}), o, [](auto&) {});
+    run_sweep(expand_grid({parse_grid_axis("cluster.mode=sync,bogus")}), o, [](auto&) {});
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("optimizer.name"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cluster.mode"), std::string::npos) << e.what();
   }
-  EXPECT_FALSE(is_run_dir(o.out_dir + "/1_name=sgd"));
+  EXPECT_FALSE(is_run_dir(o.out_dir + "/1_mode=sync"));
 }
 
 }  // namespace
