@@ -11,8 +11,8 @@
 
 #include "app/command.h"
 #include "common/checkpoint/checkpoint_file.h"
-#include "common/cluster/cluster_client.h"
 #include "common/config/config.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"

@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "app/command.h"
-#include "common/cluster/cluster_client.h"
 #include "common/config/config.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"

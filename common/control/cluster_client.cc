@@ -1,6 +1,6 @@
 // ClusterClient: one background thread owns the DEALER socket to the coordinator;
 // callers talk to it through a locked command queue and an eventfd wake-up.
-#include "common/cluster/cluster_client.h"
+#include "common/control/cluster_client.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/cluster/control_codec.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/util/log.h"
 

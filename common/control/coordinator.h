@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "common/cluster/cluster_map.h"
 #include "common/config/config.h"
+#include "common/control/cluster_map.h"
 #include "common/transport/curve.h"
 
 namespace pshard {

@@ -1,5 +1,5 @@
 // The coordinator's event loop: one thread owns the ROUTER socket and all job state.
-#include "launcher/coordinator.h"
+#include "common/control/coordinator.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/cluster/control_codec.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/metrics_writer.h"

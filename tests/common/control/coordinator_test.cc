@@ -1,6 +1,6 @@
 // In-process coordinator tests: rendezvous, ranks, token and layout checks,
 // barriers, dead-node detection under both failure policies, shutdown.
-#include "launcher/coordinator.h"
+#include "common/control/coordinator.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/cluster/cluster_client.h"
-#include "common/cluster/control_codec.h"
+#include "common/control/cluster_client.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/util/json.h"
