@@ -5,7 +5,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +18,7 @@
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/metrics_writer.h"
 #include "common/metrics/progress.h"
+#include "common/util/binary_file.h"
 #include "common/util/json.h"
 #include "common/util/log.h"
 
@@ -33,23 +33,6 @@ std::string hex64(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // One process that registered.
@@ -450,24 +433,26 @@ struct Coordinator::Impl {
     if (!opt.run_dir.empty()) write_cluster_json(m);
   }
 
+  // Replaced atomically, so that a reader polling for it (a test, a script) never sees half a file;
+  // spaced as it always was, because scripts grep it (tests/slurm/slurm_cluster_test.sh).
   void write_cluster_json(const ClusterMap& m) {
-    std::string path = opt.run_dir + "/cluster.json";
-    std::ofstream out(path);
-    if (!out) {
-      PSHARD_LOG(kWarn) << "cannot write " << path;
-      return;
-    }
-    out << "{\"num_servers\": " << m.num_servers << ", \"num_workers\": " << m.num_workers << ", \"nodes\": [";
-    bool first = true;
+    Json nodes = Json::array();
     for (const auto* list : {&m.servers, &m.workers}) {
       for (const NodeInfo& n : *list) {
-        out << (first ? "" : ", ") << "{\"role\": \"" << role_name(n.role) << "\", \"rank\": " << n.rank
-            << ", \"host\": \"" << json_escape(n.host) << "\", \"pid\": " << n.pid << ", \"endpoint\": \""
-            << json_escape(n.endpoint) << "\"}";
-        first = false;
+        nodes.push(Json::object()
+                       .set("role", role_name(n.role))
+                       .set("rank", n.rank)
+                       .set("host", n.host)
+                       .set("pid", n.pid)
+                       .set("endpoint", n.endpoint));
       }
     }
-    out << "]}\n";
+    Json doc = Json::object().set("num_servers", m.num_servers).set("num_workers", m.num_workers).set("nodes", nodes);
+    try {
+      binary::write_file_atomically(opt.run_dir + "/cluster.json", doc.dump_spaced() + "\n", "cannot write");
+    } catch (const Error& e) {
+      PSHARD_LOG(kWarn) << e.what();
+    }
   }
 
   std::string missing_description() const {
