@@ -6,11 +6,11 @@
 
 #include "app/command.h"
 #include "common/config/config.h"
+#include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/log.h"
-#include "launcher/coordinator.h"
 
 namespace pshard::app {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster/cluster_map.h"
+#include "common/control/cluster_map.h"
 
 namespace pshard {
 

@@ -10,7 +10,7 @@
 #include <zmq.hpp>
 
 #include "common/checkpoint/checkpoint_file.h"
-#include "common/cluster/cluster_client.h"
+#include "common/control/cluster_client.h"
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "common/cluster/cluster_client.h"
+#include "common/control/cluster_client.h"
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"

@@ -106,7 +106,7 @@ void dump_string(const std::string& s, std::string* out) {
   out->push_back('"');
 }
 
-void dump_value(const Json& j, std::string* out) {
+void dump_value(const Json& j, bool spaced, std::string* out) {
   switch (j.type()) {
     case Json::Type::kNull: *out += "null"; break;
     case Json::Type::kBool: *out += j.as_bool() ? "true" : "false"; break;
@@ -128,9 +128,9 @@ void dump_value(const Json& j, std::string* out) {
       out->push_back('[');
       bool first = true;
       for (const Json& e : j.elements()) {
-        if (!first) out->push_back(',');
+        if (!first) *out += spaced ? ", " : ",";
         first = false;
-        dump_value(e, out);
+        dump_value(e, spaced, out);
       }
       out->push_back(']');
       break;
@@ -139,11 +139,11 @@ void dump_value(const Json& j, std::string* out) {
       out->push_back('{');
       bool first = true;
       for (const auto& kv : j.items()) {
-        if (!first) out->push_back(',');
+        if (!first) *out += spaced ? ", " : ",";
         first = false;
         dump_string(kv.first, out);
-        out->push_back(':');
-        dump_value(kv.second, out);
+        *out += spaced ? ": " : ":";
+        dump_value(kv.second, spaced, out);
       }
       out->push_back('}');
       break;
@@ -300,7 +300,13 @@ class Parser {
 
 std::string Json::dump() const {
   std::string out;
-  dump_value(*this, &out);
+  dump_value(*this, /*spaced=*/false, &out);
+  return out;
+}
+
+std::string Json::dump_spaced() const {
+  std::string out;
+  dump_value(*this, /*spaced=*/true, &out);
   return out;
 }
 

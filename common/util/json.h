@@ -64,6 +64,9 @@ class Json {
 
   // One line, no spaces. Non-finite numbers are written as null.
   std::string dump() const;
+  // One line with a space after each ':' and ',' ({"a": 1, "b": [2, 3]}), for files that people
+  // read and scripts grep (cluster.json).
+  std::string dump_spaced() const;
   // Strict parse; errors name `origin` and the byte offset.
   static Json parse(const std::string& text, const std::string& origin);
 

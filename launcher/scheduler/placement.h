@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster/cluster_map.h"
+#include "common/control/cluster_map.h"
 #include "launcher/scheduler/task_env.h"
 
 namespace pshard::scheduler {

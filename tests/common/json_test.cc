@@ -21,6 +21,13 @@ TEST(Json, DumpsInInsertionOrder) {
   EXPECT_EQ(j.dump(), R"({"event":"epoch","epoch":3,"acc":0.5,"none":null,"ok":true,"list":[1,"a\"b\n"]})");
 }
 
+TEST(Json, DumpsSpacedWithASpaceAfterEachColonAndComma) {
+  Json j = Json::object();
+  j.set("n", 2).set("list", Json::array().push(1).push("a, b: c")).set("empty", Json::array());
+  EXPECT_EQ(j.dump_spaced(), R"({"n": 2, "list": [1, "a, b: c"], "empty": []})");
+  EXPECT_EQ(Json::parse(j.dump_spaced(), "x").dump(), j.dump());
+}
+
 TEST(Json, NonFiniteIsNull) {
   Json j = Json::object();
   j.set("x", std::numeric_limits<double>::quiet_NaN());

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "common/cluster/control_codec.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/util/json.h"

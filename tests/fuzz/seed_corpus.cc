@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster/control_codec.h"
 #include "common/config/config.h"
+#include "common/control/control_codec.h"
 #include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
 #include "worker/data/cifar10.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <thread>
 
-#include "common/cluster/cluster_client.h"
 #include "common/config/config.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/util/args.h"
 #include "common/util/log.h"

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/cluster/cluster_client.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "launcher/local_job.h"
 #include "server/optimizers/optimizer.h"

@@ -9,13 +9,13 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/cluster/cluster_client.h"
-#include "common/cluster/control_codec.h"
+#include "common/control/cluster_client.h"
+#include "common/control/control_codec.h"
+#include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/curve.h"
 #include "common/transport/frames.h"
-#include "launcher/coordinator.h"
 #include "launcher/local_job.h"
 #include "server/kv/kv_server.h"
 #include "server/optimizers/optimizer.h"

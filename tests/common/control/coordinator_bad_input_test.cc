@@ -10,8 +10,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/cluster/cluster_client.h"
-#include "launcher/coordinator.h"
+#include "common/control/cluster_client.h"
+#include "common/control/coordinator.h"
 
 namespace pshard {
 namespace {

@@ -23,7 +23,8 @@
 
 $import "/capnp/c++.capnp".namespace("pshard::control");
 
-using Wire = import "pshard.capnp";
+# The data plane's schema, named from the source root (common/CMakeLists.txt adds it to the import path).
+using Wire = import "/common/protocol/pshard.capnp";
 
 # One process of the job as the coordinator knows it.
 struct Node {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "common/cluster/cluster_map.h"
+#include "common/control/cluster_map.h"
 #include "common/transport/curve.h"
 #include "common/util/json.h"
 

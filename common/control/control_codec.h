@@ -1,4 +1,4 @@
-// Encoding and decoding of control-plane messages (common/protocol/control.capnp)
+// Encoding and decoding of control-plane messages (common/control/control.capnp)
 // shared by the coordinator and ClusterClient. Internal to the control plane.
 #pragma once
 
@@ -10,8 +10,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/cluster/cluster_map.h"
-#include "common/protocol/control.capnp.h"
+#include "common/control/cluster_map.h"
+#include "common/control/control.capnp.h"
 
 namespace pshard::control_codec {
 

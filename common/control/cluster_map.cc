@@ -1,5 +1,5 @@
 // Names of node roles.
-#include "common/cluster/cluster_map.h"
+#include "common/control/cluster_map.h"
 
 namespace pshard {
 

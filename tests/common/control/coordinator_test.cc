@@ -1,6 +1,6 @@
 // In-process coordinator tests: rendezvous, ranks, token and layout checks,
 // barriers, dead-node detection under both failure policies, shutdown.
-#include "launcher/coordinator.h"
+#include "common/control/coordinator.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -12,13 +12,15 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/cluster/cluster_client.h"
-#include "common/cluster/control_codec.h"
+#include "common/control/cluster_client.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/util/json.h"
@@ -481,6 +483,39 @@ TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
   EXPECT_EQ(lines[3].at("model").as_string(), "mlp");
   EXPECT_EQ(lines[3].at("workers").as_int(), 2);
   ASSERT_EQ(lines[3].at("workers_finished").size(), 2u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Coordinator, WritesTheClusterMapToClusterJsonInOnePiece) {
+  char tmpl[] = "/tmp/pshard_coord_map_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto opt = coord_options(1, 1);
+  opt.run_dir = dir;
+  Coordinator coord(opt);
+  coord.start();
+  auto so = client_options(coord.endpoint(), NodeRole::kServer);
+  so.endpoint = "tcp://10.0.0.2:40001";
+  so.host = "node1";
+  auto wo = client_options(coord.endpoint(), NodeRole::kWorker);
+  wo.host = "node\"2";  // escaped in the file
+  auto nodes = join_all({so, wo});
+  // The map reaches the nodes just before the file is written; once the file exists, it is whole.
+  const std::string path = dir + "/cluster.json";
+  for (auto t0 = Clock::now(); !std::filesystem::exists(path) && Clock::now() - t0 < milliseconds(3000);) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  // Spaced as scripts expect it (tests/slurm/slurm_cluster_test.sh greps '"role": "server"').
+  const std::string expected =
+      R"({"num_servers": 1, "num_workers": 1, "nodes": [)"
+      R"({"role": "server", "rank": 0, "host": "node1", "pid": PID, "endpoint": "tcp://10.0.0.2:40001"}, )"
+      R"({"role": "worker", "rank": 0, "host": "node\"2", "pid": PID, "endpoint": ""}]})"
+      "\n";
+  const std::string pid = std::to_string(nodes[0]->map().servers[0].pid);
+  EXPECT_EQ(text.str(), std::regex_replace(expected, std::regex("PID"), pid));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.cluster.json.tmp"));
   std::filesystem::remove_all(dir);
 }
 

@@ -8,15 +8,18 @@
 #include <optional>
 #include <string>
 
-#include "common/cluster/cluster_map.h"
 #include "common/config/config.h"
+#include "common/control/cluster_map.h"
 #include "common/transport/curve.h"
 
 namespace pshard {
 
 // One job's coordinator. Binds a ZeroMQ ROUTER; every server and worker
 // registers through a ClusterClient. Usable in-process (tests, benchmarks)
-// or as its own process (`pshard coordinator`).
+// or as its own process (`pshard coordinator`). Its internal parts sit beside
+// it, one concern each: rendezvous.h (who joins, ranks, the map), barriers.h,
+// liveness.h (heartbeats, failure policy) and job_metrics.h (metrics.jsonl,
+// the summary, cluster.json).
 //
 //   Coordinator::Options opt = Coordinator::Options::from_config(cfg, /*servers=*/2, /*workers=*/4);
 //   opt.bind = "tcp://127.0.0.1:0";                  // port 0: the OS picks one

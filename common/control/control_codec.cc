@@ -1,5 +1,5 @@
 // Encoding and decoding of control-plane messages.
-#include "common/cluster/control_codec.h"
+#include "common/control/control_codec.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // ClusterClient: one background thread owns the DEALER socket to the coordinator;
 // callers talk to it through a locked command queue and an eventfd wake-up.
-#include "common/cluster/cluster_client.h"
+#include "common/control/cluster_client.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -13,13 +13,13 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <zmq.hpp>
 
-#include "common/cluster/control_codec.h"
+#include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/util/env.h"
+#include "common/util/host.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -28,24 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace cc = control_codec;
-
-std::string this_host() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
-
-std::string random_hex(size_t bytes) {
-  std::random_device rd;
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    out += kDigits[v >> 4];
-    out += kDigits[v & 15];
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -355,7 +337,7 @@ struct ClusterClient::Impl {
 ClusterClient::ClusterClient(const Options& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.opt = options;
-  if (m.opt.host.empty()) m.opt.host = this_host();
+  if (m.opt.host.empty()) m.opt.host = host_name();
   if (m.opt.requested_rank < 0) {
     if (std::optional<int64_t> env = env_count("PSHARD_RANK")) m.opt.requested_rank = *env;
   }

@@ -1,0 +1,29 @@
+// Named barriers of a job: each is released once every live node has entered it (internal).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "common/control/peers.h"
+
+namespace pshard::coordinator_detail {
+
+// A barrier waits only for the nodes live now: a node that dies or leaves no longer holds it up,
+// so the coordinator calls release_complete() after every such change.
+class Barriers {
+ public:
+  Barriers(const Peers& peers, Outbox& outbox) : peers_(peers), outbox_(outbox) {}
+
+  // Node `id` entered barrier `name`; releases it if every live node has now entered.
+  void enter(const std::string& name, const std::string& id);
+  // Sends barrierRelease for every barrier that all live nodes have entered.
+  void release_complete();
+
+ private:
+  const Peers& peers_;
+  Outbox& outbox_;
+  std::map<std::string, std::set<std::string>> entered_;  // barrier name -> routing ids that entered
+};
+
+}  // namespace pshard::coordinator_detail

@@ -1,0 +1,424 @@
+// The coordinator's event loop and the job's life (rendezvous, running, shutting down, done): one
+// thread owns the ROUTER socket and all job state; the parts it calls own one concern each.
+#include "common/control/coordinator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/control/barriers.h"
+#include "common/control/control_codec.h"
+#include "common/control/job_metrics.h"
+#include "common/control/liveness.h"
+#include "common/control/peers.h"
+#include "common/control/rendezvous.h"
+#include "common/error.h"
+#include "common/util/log.h"
+
+namespace pshard {
+
+using coordinator_detail::Barriers;
+using coordinator_detail::Clock;
+using coordinator_detail::describe_unranked;
+using coordinator_detail::JobMetrics;
+using coordinator_detail::Liveness;
+using coordinator_detail::Outbox;
+using coordinator_detail::Peer;
+using coordinator_detail::Peers;
+using coordinator_detail::reachable;
+using coordinator_detail::Rendezvous;
+using std::chrono::milliseconds;
+namespace cc = control_codec;
+
+Coordinator::Options Coordinator::Options::from_config(const Config& config, uint32_t num_servers,
+                                                       uint32_t num_workers) {
+  Options o;
+  o.num_servers = num_servers;
+  o.num_workers = num_workers;
+  o.failure_policy =
+      config.get_string("cluster.failure_policy") == "continue" ? FailurePolicy::kContinue : FailurePolicy::kAbort;
+  o.heartbeat_interval = milliseconds(config.get_int("cluster.heartbeat_interval_ms"));
+  o.heartbeat_timeout = milliseconds(config.get_int("cluster.heartbeat_timeout_ms"));
+  o.rendezvous_timeout = milliseconds(config.get_int("cluster.rendezvous_timeout_ms"));
+  o.shutdown_timeout = std::max(o.heartbeat_timeout * 2, milliseconds(10000));
+  return o;
+}
+
+struct Coordinator::Impl {
+  enum class Phase { kRendezvous, kRunning, kShuttingDown, kDone };
+
+  explicit Impl(const Options& options) : opt(options) {}
+
+  Options opt;
+  zmq::context_t ctx{1};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
+  std::string endpoint;
+
+  // Loop state (owned by the loop thread).
+  Phase phase = Phase::kRendezvous;
+  Peers peers;
+  Outbox outbox{router};
+  // The parts keep references to the members above (declared first, so constructed first).
+  Rendezvous rendezvous{opt, endpoint, peers, outbox};
+  Barriers barriers{peers, outbox};
+  Liveness liveness{opt, peers, outbox};
+  JobMetrics metrics{opt, peers};
+  Clock::time_point started;
+  Clock::time_point shutdown_deadline;
+  Result result;
+
+  // Cross-thread state.
+  mutable std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  bool running = false;
+  ClusterMap published_map;
+  std::atomic<bool> stop_requested{false};
+  std::string stop_reason;
+  std::thread thread;
+
+  // --- ending the job --------------------------------------------------------
+  void finish(int exit_code, const std::string& reason) {
+    try {
+      metrics.write_summary();
+    } catch (const Error& e) {
+      PSHARD_LOG(kWarn) << "metrics summary not written: " << e.what();
+    }
+    result.exit_code = exit_code;
+    result.reason = reason;
+    phase = Phase::kDone;
+  }
+
+  void abort_job(const std::string& reason, const NodeInfo* dead) {
+    PSHARD_LOG(kError) << "aborting the job: " << reason;
+    capnp::MallocMessageBuilder b;
+    auto a = b.initRoot<control::ControlMessage>().initAbort();
+    a.setReason(reason);
+    a.setHasDeadNode(dead != nullptr);
+    if (dead) cc::fill_node(*dead, a.initDeadNode());
+    outbox.broadcast(peers, b, reachable);
+    finish(1, reason);
+  }
+
+  // --- joining ---------------------------------------------------------------
+  void on_register(const std::string& id, control::Register::Reader r) {
+    std::optional<Peer> p = rendezvous.read(id, r);
+    if (!p) return;
+    if (phase != Phase::kRendezvous) {
+      auto it = peers.find(id);
+      if (it != peers.end() && reachable(it->second)) return;  // a duplicate of an accepted registration
+      if (phase == Phase::kRunning && p->info.role == NodeRole::kWorker &&
+          opt.failure_policy == FailurePolicy::kContinue) {
+        rejoin(*p);
+        return;
+      }
+      rendezvous.refuse(*p, "the job is already running: all " + std::to_string(opt.num_servers) + " servers and " +
+                                std::to_string(opt.num_workers) + " workers registered");
+      return;
+    }
+    if (std::optional<std::string> mismatch = rendezvous.admit(*p)) {
+      abort_job(*mismatch, nullptr);
+      return;
+    }
+    if (rendezvous.complete()) complete_rendezvous();
+  }
+
+  void complete_rendezvous() {
+    const ClusterMap& m = rendezvous.hand_out_map();
+    phase = Phase::kRunning;
+    metrics.start_clock();
+    PSHARD_LOG(kInfo) << "rendezvous complete: " << opt.num_servers << " servers, " << opt.num_workers
+                      << " workers; cluster map sent";
+    publish(m);
+  }
+
+  // A worker registering while the job runs (failure policy continue) takes over a dead worker's rank.
+  void rejoin(const Peer& p) {
+    if (Peer* old = rendezvous.replaced_by(p)) {
+      on_node_failed(*old,
+                     "replaced by a new process (pid " + std::to_string(p.info.pid) + ") that registered for its rank");
+    }
+    if (phase != Phase::kRunning) {  // the replaced worker's death may have ended the job
+      rendezvous.refuse(p, "the job is no longer running");
+      return;
+    }
+    if (rendezvous.rejoin(p)) publish(rendezvous.map());
+  }
+
+  // The map that map() returns and DIR/cluster.json records.
+  void publish(const ClusterMap& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      published_map = m;
+    }
+    metrics.write_cluster_map(m);
+  }
+
+  // --- running ---------------------------------------------------------------
+  void on_barrier(Peer& p, const std::string& name) {
+    if (phase != Phase::kRunning && phase != Phase::kShuttingDown) return;
+    barriers.enter(name, p.id);
+  }
+
+  bool workers_all_done(uint32_t* left_ok) const {
+    uint32_t ok = 0;
+    for (const auto& [id, p] : peers) {
+      if (p.info.role != NodeRole::kWorker) continue;
+      if (p.state == Peer::State::kLive) return false;
+      if (p.state == Peer::State::kLeft) ++ok;
+    }
+    *left_ok = ok;
+    return true;
+  }
+
+  void maybe_shutdown() {
+    if (phase != Phase::kRunning) return;
+    uint32_t left_ok = 0;
+    if (!workers_all_done(&left_ok)) return;
+    if (left_ok == 0) {
+      abort_job("every worker is dead", nullptr);
+      return;
+    }
+    std::string reason = "job finished: " + std::to_string(left_ok) + " of " + std::to_string(opt.num_workers) +
+                         " workers left successfully";
+    PSHARD_LOG(kInfo) << reason << "; telling the servers to shut down";
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initShutdown().setReason(reason);
+    outbox.broadcast(peers, b, [](const Peer& p) { return p.state == Peer::State::kLive; });
+    result.reason = reason;
+    phase = Phase::kShuttingDown;
+    shutdown_deadline = Clock::now() + opt.shutdown_timeout;
+    maybe_finish_shutdown();
+  }
+
+  void maybe_finish_shutdown() {
+    if (phase != Phase::kShuttingDown) return;
+    for (const auto& [id, p] : peers) {
+      if (p.state == Peer::State::kLive) return;
+    }
+    finish(0, result.reason);
+  }
+
+  // A node died (silent, or left with a failure status): apply the failure policy.
+  void on_node_failed(Peer& p, const std::string& why) {
+    p.state = Peer::State::kDead;
+    std::string reason = cc::describe(p.info) + " is dead: " + why;
+    if (phase == Phase::kShuttingDown) {
+      PSHARD_LOG(kWarn) << reason << " (during shutdown)";
+      maybe_finish_shutdown();
+      return;
+    }
+    if (std::optional<std::string> abort_reason = liveness.abort_reason(p, reason)) {
+      abort_job(*abort_reason, &p.info);
+      return;
+    }
+    PSHARD_LOG(kWarn) << reason << "; continuing with the other workers (cluster.failure_policy = continue)";
+    liveness.announce_dead(p, why);
+    // The dead worker no longer holds up a barrier or an epoch line.
+    barriers.release_complete();
+    metrics.flush_epochs();
+    maybe_shutdown();
+  }
+
+  void on_leave(Peer& p, int status) {
+    if (p.state == Peer::State::kRegistered) {
+      PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
+      peers.erase(p.id);
+      return;
+    }
+    if (p.state != Peer::State::kLive) return;
+    if (status != 0) {
+      on_node_failed(p, "it left with exit status " + std::to_string(status));
+      return;
+    }
+    if (p.info.role == NodeRole::kServer && phase == Phase::kRunning) {
+      p.state = Peer::State::kLeft;
+      abort_job(cc::describe(p.info) + " left before the job finished", &p.info);
+      return;
+    }
+    p.state = Peer::State::kLeft;
+    PSHARD_LOG(kInfo) << cc::describe(p.info) << " left";
+    barriers.release_complete();
+    maybe_shutdown();
+    maybe_finish_shutdown();
+  }
+
+  void on_message(const std::string& id, const zmq::message_t& frame) {
+    auto it = peers.find(id);
+    std::string peer_name = it != peers.end() ? describe_unranked(it->second) : "an unregistered peer";
+    try {
+      cc::Decoded msg(frame, peer_name);
+      auto root = msg.root();
+      if (root.which() == control::ControlMessage::REGISTER) {
+        on_register(id, root.getRegister());
+        return;
+      }
+      if (it == peers.end()) {
+        PSHARD_LOG(kDebug) << "ignoring a control message from an unregistered peer";
+        return;
+      }
+      Peer& p = it->second;
+      if (!reachable(p)) return;
+      Liveness::heard_from(p);
+      switch (root.which()) {
+        case control::ControlMessage::HEARTBEAT: liveness.echo(id, root.getHeartbeat().getSeq()); break;
+        case control::ControlMessage::BARRIER_ENTER: on_barrier(p, root.getBarrierEnter().getName().cStr()); break;
+        case control::ControlMessage::LEAVE: on_leave(p, root.getLeave().getExitStatus()); break;
+        case control::ControlMessage::REPORT: metrics.on_report(p, root.getReport().getJson().cStr()); break;
+        default:
+          PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
+                            << peer_name;
+      }
+    } catch (const Error& e) {
+      PSHARD_LOG(kWarn) << e.what();
+    } catch (const kj::Exception& e) {
+      PSHARD_LOG(kWarn) << "malformed control message from " << peer_name << ": " << e.getDescription().cStr();
+    }
+  }
+
+  void check_timers() {
+    const auto now = Clock::now();
+    if (phase == Phase::kRendezvous && now - started > opt.rendezvous_timeout) {
+      abort_job("rendezvous timed out after " + std::to_string(opt.rendezvous_timeout.count()) +
+                    " ms: " + rendezvous.missing_description(),
+                nullptr);
+      return;
+    }
+    if (phase == Phase::kShuttingDown && now > shutdown_deadline) {
+      std::string stuck;
+      for (const auto& [id, p] : peers) {
+        if (p.state == Peer::State::kLive) stuck += (stuck.empty() ? "" : ", ") + cc::describe(p.info);
+      }
+      PSHARD_LOG(kWarn) << "shutdown: " << stuck << " did not leave within " << opt.shutdown_timeout.count() << " ms";
+      finish(0, result.reason);
+      return;
+    }
+    for (const std::string& id : liveness.silent(now)) {
+      auto it = peers.find(id);
+      if (it == peers.end() || phase == Phase::kDone) continue;
+      Peer& p = it->second;
+      if (p.state == Peer::State::kRegistered) {
+        PSHARD_LOG(kWarn) << describe_unranked(p) << " went silent before the rendezvous completed; dropping it";
+        peers.erase(it);
+        continue;
+      }
+      on_node_failed(p, liveness.silence());
+    }
+  }
+
+  Result loop() {
+    started = Clock::now();
+    PSHARD_LOG(kInfo) << "waiting for " << opt.num_servers << " servers and " << opt.num_workers << " workers at "
+                      << endpoint;
+    const auto tick = std::min(milliseconds(50), std::max(milliseconds(1), opt.heartbeat_interval / 2));
+    while (phase != Phase::kDone) {
+      if (stop_requested.load()) {
+        std::string reason;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          reason = stop_reason;
+        }
+        abort_job("coordinator stopped: " + reason, nullptr);
+        break;
+      }
+      zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, tick);
+      for (int n = 0; n < 1000 && phase != Phase::kDone; ++n) {
+        zmq::message_t id, frame;
+        if (!router.recv(id, zmq::recv_flags::dontwait)) break;
+        if (!id.more()) continue;
+        (void)router.recv(frame, zmq::recv_flags::none);
+        while (frame.more()) {  // control messages are one frame: drop the rest
+          zmq::message_t extra;
+          (void)router.recv(extra, zmq::recv_flags::none);
+          frame.rebuild(0);
+        }
+        on_message(id.to_string(), frame);
+      }
+      if (phase != Phase::kDone) check_timers();
+    }
+    router.close();  // pending messages (abort, shutdown) are flushed within the linger period
+    return result;
+  }
+};
+Coordinator::Coordinator(const Options& options) : impl_(std::make_unique<Impl>(options)) {
+  Impl& m = *impl_;
+  if (options.num_servers == 0 || options.num_workers == 0) {
+    throw Error("coordinator: a job needs at least one server and one worker (got " +
+                std::to_string(options.num_servers) + " servers, " + std::to_string(options.num_workers) + " workers)");
+  }
+  m.router.set(zmq::sockopt::linger, 1000);
+  m.router.set(zmq::sockopt::router_handover, 1);  // a node reconnecting with its routing id takes it over
+  m.curve = std::make_unique<transport::CurveServer>(m.ctx, m.router, options.curve, "coordinator");
+  try {
+    m.router.bind(options.bind);
+  } catch (const zmq::error_t& e) {
+    throw Error("coordinator: cannot bind " + options.bind + ": " + e.what());
+  }
+  m.endpoint = m.router.get(zmq::sockopt::last_endpoint);
+}
+
+Coordinator::~Coordinator() {
+  if (impl_->thread.joinable()) {
+    request_stop("the coordinator object was destroyed");
+    impl_->thread.join();
+  }
+}
+
+const std::string& Coordinator::endpoint() const { return impl_->endpoint; }
+
+Coordinator::Result Coordinator::run() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->running || impl_->done) throw Error("coordinator: run() called twice");
+    impl_->running = true;
+  }
+  Result r = impl_->loop();
+  if (r.exit_code == 0) {
+    PSHARD_LOG(kInfo) << r.reason;
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->done = true;
+  }
+  impl_->done_cv.notify_all();
+  return r;
+}
+
+void Coordinator::start() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->running || impl_->done) throw Error("coordinator: start() called twice");
+  }
+  impl_->thread = std::thread([this] { run(); });
+}
+
+std::optional<Coordinator::Result> Coordinator::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (!impl_->done_cv.wait_for(lock, timeout, [&] { return impl_->done; })) return std::nullopt;
+  return impl_->result;
+}
+
+void Coordinator::request_stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop_requested.load()) return;
+    impl_->stop_reason = reason;
+  }
+  impl_->stop_requested = true;
+}
+
+ClusterMap Coordinator::map() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->published_map;
+}
+
+}  // namespace pshard

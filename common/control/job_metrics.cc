@@ -1,0 +1,98 @@
+// The job's metrics sink: epoch lines combined from the workers' reports, the summary, cluster.json.
+#include "common/control/job_metrics.h"
+
+#include <vector>
+
+#include "common/control/control_codec.h"
+#include "common/error.h"
+#include "common/metrics/progress.h"
+#include "common/util/binary_file.h"
+#include "common/util/log.h"
+
+namespace pshard::coordinator_detail {
+
+MetricsWriter* JobMetrics::writer() {
+  if (!metrics_ && !opt_.run_dir.empty()) metrics_ = std::make_unique<MetricsWriter>(opt_.run_dir);
+  return metrics_.get();
+}
+
+void JobMetrics::on_report(const Peer& from, const std::string& text) {
+  Json event = Json::parse(text, "metrics report from " + control_codec::describe(from.info));
+  const std::string kind = event.at("event").as_string();
+  if (kind == "start") {
+    start_event_ = event;  // also feeds the summary
+    // The first line of metrics.jsonl: what runs (launch's progress line reads it).
+    if (MetricsWriter* w = writer()) w->write(event);
+  } else if (kind == "worker_epoch") {
+    WorkerEpochReport r = WorkerEpochReport::from_json(event);
+    r.rank = from.info.rank;
+    if (r.epoch <= last_epoch_written_) return;  // a rejoined worker's part of an epoch already written
+    epoch_reports_[r.epoch][r.rank] = r;
+    flush_epochs();
+  } else if (MetricsWriter* w = writer()) {
+    w->write(event);
+  }
+}
+
+void JobMetrics::flush_epochs() {
+  size_t expected_reports = 0;
+  for (const auto& [id, q] : peers_) {
+    if (q.info.role == NodeRole::kWorker && (q.state == Peer::State::kLive || q.state == Peer::State::kLeft)) {
+      ++expected_reports;
+    }
+  }
+  while (!epoch_reports_.empty() && epoch_reports_.begin()->second.size() >= expected_reports) {
+    std::vector<WorkerEpochReport> reports;
+    for (const auto& [rank, r] : epoch_reports_.begin()->second) reports.push_back(r);
+    last_epoch_written_ = epoch_reports_.begin()->first;
+    epoch_reports_.erase(epoch_reports_.begin());
+    Json epoch = combine_epoch(reports);
+    totals_.add_epoch(epoch);
+    ++epochs_written_;
+    if (MetricsWriter* w = writer()) w->write(epoch);
+    const int64_t planned = start_event_.has("epochs") ? start_event_.at("epochs").as_int() : 0;
+    PSHARD_LOG(kInfo) << format_epoch_line(epoch, planned);
+  }
+}
+
+void JobMetrics::write_summary() {
+  if (epochs_written_ == 0) return;
+  Json summary = totals_.summary(std::chrono::duration<double>(Clock::now() - running_since_).count());
+  for (const auto& [key, value] : start_event_.items()) {
+    if (key != "event" && key != "epochs" && key != "steps_per_epoch" && !summary.has(key)) summary.set(key, value);
+  }
+  summary.set("workers", opt_.num_workers);
+  summary.set("servers", opt_.num_servers);
+  Json finished = Json::array();
+  for (const auto& [id, q] : peers_) {
+    if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
+  }
+  summary.set("workers_finished", finished);
+  if (MetricsWriter* w = writer()) w->write(summary);
+  PSHARD_LOG(kInfo) << format_summary_line(summary, opt_.run_dir);
+}
+
+void JobMetrics::write_cluster_map(const ClusterMap& map) {
+  if (opt_.run_dir.empty()) return;
+  Json nodes = Json::array();
+  for (const auto* list : {&map.servers, &map.workers}) {
+    for (const NodeInfo& n : *list) {
+      nodes.push(Json::object()
+                     .set("role", role_name(n.role))
+                     .set("rank", n.rank)
+                     .set("host", n.host)
+                     .set("pid", n.pid)
+                     .set("endpoint", n.endpoint));
+    }
+  }
+  Json doc = Json::object().set("num_servers", map.num_servers).set("num_workers", map.num_workers).set("nodes", nodes);
+  try {
+    // Spaced like it always was: scripts grep it (tests/slurm/slurm_cluster_test.sh). Atomic so that
+    // a reader polling for it (a test, a script) never sees half a file.
+    binary::write_file_atomically(opt_.run_dir + "/cluster.json", doc.dump_spaced() + "\n", "cannot write");
+  } catch (const Error& e) {
+    PSHARD_LOG(kWarn) << e.what();
+  }
+}
+
+}  // namespace pshard::coordinator_detail

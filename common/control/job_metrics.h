@@ -1,0 +1,52 @@
+// The job's record in its run directory: metrics.jsonl/csv from the workers' reports, the summary
+// and cluster.json (internal).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/control/cluster_map.h"
+#include "common/control/coordinator.h"
+#include "common/control/peers.h"
+#include "common/metrics/epoch_report.h"
+#include "common/metrics/metrics_writer.h"
+#include "common/util/json.h"
+
+namespace pshard::coordinator_detail {
+
+// Workers report their own part of each epoch; the job's epoch line is written once every worker
+// still in the job has reported it, so one slow worker delays the line but never splits it. Without
+// a run directory nothing is written, but epochs and the summary are still logged.
+class JobMetrics {
+ public:
+  JobMetrics(const Coordinator::Options& options, const Peers& peers) : opt_(options), peers_(peers) {}
+
+  // The job started running: the summary's wall time counts from here.
+  void start_clock() { running_since_ = Clock::now(); }
+  // One metrics event (JSON text) that `from` reported. Throws pshard::Error naming the node when
+  // the text is not a valid event.
+  void on_report(const Peer& from, const std::string& text);
+  // Writes every epoch for which all workers still in the job reported (also after a worker died).
+  void flush_epochs();
+  // The summary line, once some epoch was written. Throws pshard::Error when it cannot be written.
+  void write_summary();
+  // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged, not fatal.
+  void write_cluster_map(const ClusterMap& map);
+
+ private:
+  MetricsWriter* writer();
+
+  const Coordinator::Options& opt_;
+  const Peers& peers_;
+  std::unique_ptr<MetricsWriter> metrics_;  // opened on the first line to write
+  Json start_event_ = Json::object();
+  std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports_;  // epoch -> worker rank -> report
+  RunTotals totals_;
+  int64_t epochs_written_ = 0;
+  int64_t last_epoch_written_ = 0;
+  Clock::time_point running_since_;
+};
+
+}  // namespace pshard::coordinator_detail

@@ -1,0 +1,44 @@
+// Liveness: heartbeat echo, silence detection, failure policy.
+#include "common/control/liveness.h"
+
+#include "common/control/control.capnp.h"
+#include "common/control/control_codec.h"
+
+namespace pshard::coordinator_detail {
+
+void Liveness::echo(const std::string& id, uint64_t seq) {
+  capnp::MallocMessageBuilder b;
+  b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(seq);
+  outbox_.send(id, b);
+}
+
+std::vector<std::string> Liveness::silent(Clock::time_point now) const {
+  std::vector<std::string> ids;
+  for (const auto& [id, p] : peers_) {
+    if (reachable(p) && now - p.last_seen > opt_.heartbeat_timeout) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string Liveness::silence() const {
+  return "no heartbeat for " + std::to_string(opt_.heartbeat_timeout.count()) + " ms";
+}
+
+std::optional<std::string> Liveness::abort_reason(const Peer& dead, const std::string& reason) const {
+  if (opt_.failure_policy == Coordinator::FailurePolicy::kAbort) {
+    return reason + " (cluster.failure_policy = abort)";
+  }
+  // The servers hold the only copy of their slices: the job cannot go on without one.
+  if (dead.info.role == NodeRole::kServer) return reason + " (a dead server always ends the job)";
+  return std::nullopt;
+}
+
+void Liveness::announce_dead(const Peer& dead, const std::string& why) {
+  capnp::MallocMessageBuilder b;
+  auto nd = b.initRoot<control::ControlMessage>().initNodeDead();
+  control_codec::fill_node(dead.info, nd.initNode());
+  nd.setReason(why);
+  outbox_.broadcast(peers_, b, [](const Peer& q) { return q.state == Peer::State::kLive; });
+}
+
+}  // namespace pshard::coordinator_detail

@@ -1,0 +1,59 @@
+// The coordinator's table of registered processes and its outbox: what its parts share (internal).
+#pragma once
+
+#include <capnp/message.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/control/cluster_map.h"
+
+namespace pshard::coordinator_detail {
+
+using Clock = std::chrono::steady_clock;
+
+// One process that registered.
+struct Peer {
+  enum class State { kRegistered, kLive, kLeft, kDead };
+  std::string id;  // ZeroMQ routing id
+  NodeInfo info;   // rank valid once State >= kLive
+  int64_t requested_rank = -1;
+  uint64_t fingerprint = 0;
+  Clock::time_point registered_at;
+  Clock::time_point last_seen;
+  State state = State::kRegistered;
+};
+
+// Routing id -> peer. Owned by the coordinator's loop thread, like everything in this folder's
+// internals: no locks.
+using Peers = std::map<std::string, Peer>;
+
+// Registered or live: the coordinator still talks to it.
+bool reachable(const Peer& p);
+// "worker (requested rank 1) from host a, pid 7": how a node without a rank yet is named.
+std::string describe_unranked(const Peer& p);
+
+// Sends control messages through the coordinator's ROUTER socket.
+class Outbox {
+ public:
+  explicit Outbox(zmq::socket_t& router) : router_(router) {}
+
+  // Never blocks: the ROUTER drops a message to an unknown or gone peer.
+  void send(const std::string& id, capnp::MessageBuilder& message);
+
+  // To every peer for which `include(peer)` holds.
+  template <typename Pred>
+  void broadcast(const Peers& peers, capnp::MessageBuilder& message, Pred include) {
+    for (const auto& [id, p] : peers) {
+      if (include(p)) send(id, message);
+    }
+  }
+
+ private:
+  zmq::socket_t& router_;
+};
+
+}  // namespace pshard::coordinator_detail
