@@ -10,8 +10,8 @@
 #include <zmq.hpp>
 
 #include "common/checkpoint/checkpoint_file.h"
-#include "common/control/cluster_client.h"
 #include "common/config/config.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "common/control/cluster_client.h"
 #include "common/config/config.h"
+#include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
