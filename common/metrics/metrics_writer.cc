@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 
 namespace pshard {
 
@@ -76,10 +76,7 @@ void MetricsWriter::write(const Json& event) {
 }
 
 void MetricsWriter::write_file(const std::string& name, const std::string& text) const {
-  std::string path = dir_ + "/" + name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path);
+  binary::write_file_atomically(dir_ + "/" + name, text, "run file");
 }
 
 }  // namespace pshard

@@ -24,7 +24,7 @@ class MetricsWriter {
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   void write(const Json& event);
-  // Writes `text` to DIR/name (e.g. the resolved config.toml).
+  // Replaces DIR/name with `text` atomically (e.g. the resolved config.toml).
   void write_file(const std::string& name, const std::string& text) const;
   const std::string& dir() const { return dir_; }
 

@@ -1,0 +1,70 @@
+// The local training run (see local_training.h).
+#include "worker/trainer/local_training.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/config/config.h"
+#include "common/metrics/epoch_report.h"
+#include "common/metrics/metrics_writer.h"
+#include "common/metrics/progress.h"
+#include "common/util/log.h"
+#include "worker/trainer/local_sync.h"
+#include "worker/trainer/model_file.h"
+#include "worker/trainer/run_setup.h"
+#include "worker/trainer/trainer.h"
+
+namespace pshard::trainer {
+
+int run_local_training(const LocalTrainingOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Config cfg = Config::from_file(o.config_path, o.overrides);
+  log::configure("train", log::level_from_string(cfg.get_string("log.level")));
+  const std::string run_dir = o.run_dir.empty() ? "runs/" + cfg.get_string("run.name") : o.run_dir;
+
+  TrainingSetup setup = make_training_setup(cfg);
+  std::printf("pshard train: %s\n", describe_setup(cfg, setup).c_str());
+  TrainerOptions opts = TrainerOptions::from_config(cfg, 0, 1);
+  const int64_t steps = steps_per_epoch_for(setup.data.train.size(), 1, opts.batch_size) * opts.epochs;
+  LocalSync sync(cfg, opts.batch_size, steps);
+  Trainer t(opts, *setup.model, setup.data, sync);
+
+  MetricsWriter metrics(run_dir);
+  metrics.write_file("config.toml", cfg.to_toml());
+  RunTotals totals;
+  t.run(
+      [&](const StepEvent& s) {
+        metrics.write(Json::object()
+                          .set("event", "step")
+                          .set("epoch", s.epoch)
+                          .set("step", s.step)
+                          .set("loss", s.loss)
+                          .set("lr", s.lr)
+                          .set("wall_s", s.wall_s));
+      },
+      [&](const WorkerEpochReport& r) {
+        Json e = combine_epoch({r});
+        metrics.write(e);
+        totals.add_epoch(e);
+        std::printf("%s\n", format_epoch_line(e, opts.epochs).c_str());
+        std::fflush(stdout);
+      });
+
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Json summary = totals.summary(wall_s);
+  summary.set("model", cfg.get_string("model.name"))
+      .set("optimizer", cfg.get_string("optimizer.name"))
+      .set("lr", cfg.get_double("optimizer.lr"))
+      .set("batch_size", opts.batch_size)
+      .set("global_batch", opts.batch_size)
+      .set("model_bytes", model_bytes(*setup.model))
+      .set("workers", 1)
+      .set("servers", 0)
+      .set("mode", "local");
+  metrics.write(summary);
+  save_model_file(*setup.model, run_dir + "/model.bin");
+  std::printf("%s\n", format_summary_line(summary, run_dir).c_str());
+  return 0;
+}
+
+}  // namespace pshard::trainer
