@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -22,6 +21,7 @@
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "server/consistency/consistency_policy.h"
 #include "server/kv/slice_weights.h"
 #include "server/optimizers/lr_schedule.h"
 
@@ -29,13 +29,6 @@ namespace pshard {
 
 using protocol::ErrorCode;
 using protocol::MessageType;
-
-Consistency consistency_from_string(const std::string& mode) {
-  if (mode == "sync" || mode == "bsp") return Consistency::kBsp;
-  if (mode == "async" || mode == "asp") return Consistency::kAsp;
-  if (mode == "ssp") return Consistency::kSsp;
-  throw Error("cluster.mode must be sync, async or ssp, got '" + mode + "'");
-}
 
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   KvServerOptions o;
@@ -99,31 +92,6 @@ struct Waiter {
   int64_t step;  // the reader's step/clock
 };
 
-// Everything about one slice; touched only by the thread that owns it.
-struct SliceState {
-  uint32_t id = 0;
-  uint64_t length = 0;
-  bool initialized = false;
-  explicit SliceState(std::shared_ptr<transport::BufferPool> pool) : weights(std::move(pool)) {}
-  SliceWeights weights;  // sent zero-copy to pullers, updated copy-on-write
-  std::vector<float> opt_state;
-  int64_t version = 0;  // BSP: steps aggregated; ASP/SSP: pushes applied
-  int64_t updates = 0;  // optimizer t
-  // BSP: the open step's contributions.
-  std::vector<std::shared_ptr<zmq::message_t>> pending;  // per rank, received but not yet summed
-  std::vector<char> pushed;                              // per rank: pushed this step
-  uint32_t next_rank = 0;                                // next rank to sum
-  uint32_t contributions = 0;
-  std::shared_ptr<zmq::message_t> first;  // the only contribution so far (summed lazily, no copy)
-  std::vector<float> acc;                 // sum of >= 2 contributions
-  // SSP: pushes seen per worker (the worker's clock as this slice knows it).
-  std::vector<int64_t> clock;
-  std::vector<Waiter> waiting;
-  // BSP: per rank, the step from which a worker that rejoined (join) is counted again; -1: not rejoined.
-  std::vector<int64_t> join_step;
-  bool checkpoint_requested = false;  // a push of the open step asked for a checkpoint when it closes
-};
-
 struct Task {
   enum Kind { kKey, kWorkerDead, kStop } kind = kKey;
   RequestPtr req;
@@ -145,16 +113,53 @@ struct TaskQueue {
   }
 };
 
-const float* aligned_floats(const zmq::message_t& m, std::vector<float>& scratch) {
-  if (reinterpret_cast<uintptr_t>(m.data()) % alignof(float) == 0) return static_cast<const float*>(m.data());
-  scratch.resize(m.size() / sizeof(float));
-  std::memcpy(scratch.data(), m.data(), m.size());
-  return scratch.data();
-}
-
 }  // namespace
 
 struct KvServer::Impl {
+  // Everything about one slice; touched only by the thread that owns it.
+  struct SliceState final : ConsistencySlice {
+    SliceState(Impl& server, uint32_t id, uint64_t length)
+        : server(server), id(id), length_(length), weights(server.pool), policy(server.new_policy(*this)) {}
+    Impl& server;
+    const uint32_t id;
+    const uint64_t length_;
+    bool initialized_ = false;
+    SliceWeights weights;  // sent zero-copy to pullers, updated copy-on-write
+    std::vector<float> opt_state;
+    int64_t version_ = 0;                       // BSP: steps aggregated; ASP/SSP: pushes applied
+    int64_t updates = 0;                        // optimizer t
+    std::unique_ptr<ConsistencyPolicy> policy;  // the mode's state for this slice (fresh at init and restore)
+    std::vector<Waiter> waiting;
+
+    bool initialized() const override { return initialized_; }
+    uint64_t length() const override { return length_; }
+    int64_t version() const override { return version_; }
+    std::string name() const override { return server.layout->describe(id); }
+    void apply(const float* g, int64_t step) override {
+      ++updates;
+      const uint64_t copies_before = weights.copies();
+      server.opt.optimizer->apply(weights.writable(), g, opt_state.data(), length_, server.opt.lr_at(step), updates);
+      ++server.n_updates;
+      server.n_weight_copies += weights.copies() - copies_before;
+      ++version_;
+    }
+    void step_closed(bool checkpoint_asked) override {
+      for (int64_t seen = server.max_version.load(std::memory_order_relaxed);
+           seen < version_ && !server.max_version.compare_exchange_weak(seen, version_, std::memory_order_relaxed);) {
+      }
+      if (server.checkpointing() && (checkpoint_asked || (server.opt.checkpoint_every_steps > 0 &&
+                                                          version_ % server.opt.checkpoint_every_steps == 0)))
+        server.snapshot(*this);
+    }
+    // Worker 0's init, or a checkpoint: weights and optimizer state, and a policy with no push seen.
+    void start(int64_t version, int64_t applied) {
+      version_ = version;
+      updates = applied;
+      policy = server.new_policy(*this);
+      initialized_ = true;
+    }
+  };
+
   KvServerOptions opt;
   zmq::context_t ctx{1};
   zmq::socket_t router{ctx, zmq::socket_type::router};
@@ -512,10 +517,7 @@ struct KvServer::Impl {
     for (const SliceInfo& s : l->slices()) {
       const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
       if (s.server != opt.rank) continue;
-      auto st = std::make_unique<SliceState>(pool);
-      st->id = id;
-      st->length = s.length;
-      states[id] = std::move(st);
+      states[id] = std::make_unique<SliceState>(*this, id, s.length);
       ++local_slices;
       owner[id] = s.length * sizeof(float) <= opt.inline_slice_bytes ? -1 : static_cast<int>(local++ % queues.size());
     }
@@ -551,20 +553,12 @@ struct KvServer::Impl {
   // Marks one key of `req` finished; true when it was the request's last.
   static bool finish_key(Request& req) { return req.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
-  bool ready(const SliceState& s, int64_t step, const std::vector<char>& dead) const {
-    if (!s.initialized) return false;
-    switch (opt.mode) {
-      case Consistency::kBsp: return s.version >= step;
-      case Consistency::kAsp: return true;
-      case Consistency::kSsp: {
-        int64_t slowest = INT64_MAX;
-        for (uint32_t w = 0; w < opt.num_workers; ++w) {
-          if (!dead[w]) slowest = std::min(slowest, s.clock[w]);
-        }
-        return slowest == INT64_MAX || slowest >= step - opt.staleness;
-      }
-    }
-    return false;
+  std::unique_ptr<ConsistencyPolicy> new_policy(ConsistencySlice& s) const {
+    return make_consistency_policy({opt.mode, opt.num_workers, opt.staleness}, s);
+  }
+
+  static bool ready(const SliceState& s, int64_t step, const std::vector<char>& dead) {
+    return s.initialized() && s.policy->ready(step, dead);
   }
 
   void answer(SliceState& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
@@ -586,66 +580,6 @@ struct KvServer::Impl {
     return finished;
   }
 
-  void apply(SliceState& s, const float* g, int64_t step) {
-    ++s.updates;
-    const uint64_t copies_before = s.weights.copies();
-    opt.optimizer->apply(s.weights.writable(), g, s.opt_state.data(), s.length, opt.lr_at(step), s.updates);
-    ++n_updates;
-    n_weight_copies += s.weights.copies() - copies_before;
-  }
-
-  // BSP: sums contributions in rank order as far as they are contiguous; closes the step when
-  // every live worker has contributed.
-  void bsp_advance(SliceState& s, const std::vector<char>& dead, std::vector<float>& scratch) {
-    while (s.next_rank < opt.num_workers) {
-      const uint32_t r = s.next_rank;
-      if (s.pending[r]) {
-        if (s.contributions == 0) {
-          s.first = std::move(s.pending[r]);
-        } else {
-          if (s.contributions == 1) {  // the second contribution: start the sum from the first
-            s.acc.resize(s.length);
-            std::memcpy(s.acc.data(), s.first->data(), s.length * sizeof(float));
-            s.first.reset();
-          }
-          const float* g = aligned_floats(*s.pending[r], scratch);
-          float* a = s.acc.data();
-          for (uint64_t i = 0; i < s.length; ++i) a[i] += g[i];
-          s.pending[r].reset();
-        }
-        ++s.contributions;
-        ++s.next_rank;
-      } else if (dead[r] && !(s.join_step[r] >= 0 && s.version >= s.join_step[r])) {
-        ++s.next_rank;
-      } else {
-        return;
-      }
-    }
-    if (s.contributions == 0) return;  // every worker is dead
-    const int64_t step = s.version;
-    if (s.contributions == 1) {
-      apply(s, aligned_floats(*s.first, scratch), step);
-      s.first.reset();
-    } else {
-      const float n = static_cast<float>(s.contributions);
-      float* a = s.acc.data();
-      for (uint64_t i = 0; i < s.length; ++i) a[i] /= n;
-      apply(s, a, step);
-    }
-    s.version = step + 1;
-    for (int64_t seen = max_version.load(std::memory_order_relaxed);
-         seen < s.version && !max_version.compare_exchange_weak(seen, s.version, std::memory_order_relaxed);) {
-    }
-    s.contributions = 0;
-    s.next_rank = 0;
-    std::fill(s.pushed.begin(), s.pushed.end(), 0);
-    const bool requested = s.checkpoint_requested;
-    s.checkpoint_requested = false;
-    if (checkpointing() &&
-        (requested || (opt.checkpoint_every_steps > 0 && s.version % opt.checkpoint_every_steps == 0)))
-      snapshot(s);
-  }
-
   // ---- checkpoints -------------------------------------------------------------------------------
 
   bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
@@ -654,17 +588,17 @@ struct KvServer::Impl {
   void snapshot(const SliceState& s) {
     CheckpointSlice c;
     c.id = s.id;
-    c.version = s.version;
+    c.version = s.version();
     c.updates = s.updates;
     c.weights.assign(s.weights.data(), s.weights.data() + s.weights.size());
     c.opt_state = s.opt_state;
     {
       std::lock_guard<std::mutex> lock(ckpt_mu);
-      std::vector<CheckpointSlice>& snap = snapshots[s.version];
+      std::vector<CheckpointSlice>& snap = snapshots[s.version()];
       snap.push_back(std::move(c));
       if (snap.size() < local_slices) return;
-      to_write.emplace_back(s.version, std::move(snap));
-      snapshots.erase(s.version);
+      to_write.emplace_back(s.version(), std::move(snap));
+      snapshots.erase(s.version());
     }
     ckpt_cv.notify_all();
   }
@@ -735,13 +669,7 @@ struct KvServer::Impl {
       SliceState& s = *states.at(cs.id);
       s.weights.assign(cs.weights.data(), cs.weights.size());
       s.opt_state = std::move(cs.opt_state);
-      s.version = cs.version;
-      s.updates = cs.updates;
-      s.pending.assign(opt.num_workers, nullptr);
-      s.pushed.assign(opt.num_workers, 0);
-      s.clock.assign(opt.num_workers, cs.version);
-      s.join_step.assign(opt.num_workers, -1);
-      s.initialized = true;
+      s.start(cs.version, cs.updates);
       max_version = std::max<int64_t>(max_version, cs.version);
     }
     PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
@@ -749,8 +677,7 @@ struct KvServer::Impl {
 
   std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
-    if (rank < s.join_step.size()) s.join_step[rank] = -1;  // a rejoined worker died again
-    if (s.initialized && opt.mode == Consistency::kBsp && s.next_rank < opt.num_workers) bsp_advance(s, dead, scratch);
+    if (s.initialized()) s.policy->on_worker_dead(rank, dead, scratch);
     return release_waiters(s, dead);
   }
 
@@ -766,52 +693,28 @@ struct KvServer::Impl {
     bool wait = false;
     switch (m.type) {
       case MessageType::INIT: {
-        if (s.initialized) {
+        if (s.initialized()) {
           req->fail(ErrorCode::ALREADY_INITIALIZED, name() + " was already initialised");
           break;
         }
         const zmq::message_t& p = *req->payloads[k];
-        s.weights.assign(static_cast<const float*>(p.data()), s.length);
+        s.weights.assign(static_cast<const float*>(p.data()), s.length());
         req->payloads[k].reset();
-        s.opt_state.assign(s.length * opt.optimizer->state_floats(), 0.0f);
-        s.pending.assign(opt.num_workers, nullptr);
-        s.pushed.assign(opt.num_workers, 0);
-        s.clock.assign(opt.num_workers, 0);
-        s.join_step.assign(opt.num_workers, -1);
-        s.initialized = true;
+        s.opt_state.assign(s.length() * opt.optimizer->state_floats(), 0.0f);
+        s.start(0, 0);
         others = release_waiters(s, dead);
         break;
       }
       case MessageType::PUSH:
       case MessageType::PUSH_PULL: {
-        if (!s.initialized) {
+        if (!s.initialized()) {
           req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
           break;
         }
-        if (dead[rank] && s.join_step[rank] < 0) {
-          req->fail(ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead");
+        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint, std::move(req->payloads[k]), dead, scratch);
+        if (!pushed.ok()) {
+          req->fail(pushed.code, std::move(pushed.why));
           break;
-        }
-        if (opt.mode == Consistency::kBsp) {
-          if (m.step != s.version) {
-            req->fail(ErrorCode::BAD_STEP, "push of step " + std::to_string(m.step) + " for " + name() +
-                                               ", which is at step " + std::to_string(s.version));
-            break;
-          }
-          if (s.pushed[rank]) {
-            req->fail(ErrorCode::DUPLICATE_PUSH, "worker " + std::to_string(rank) + " already pushed step " +
-                                                     std::to_string(m.step) + " of " + name());
-            break;
-          }
-          s.pushed[rank] = 1;
-          s.pending[rank] = std::move(req->payloads[k]);
-          if (m.checkpoint) s.checkpoint_requested = true;
-          bsp_advance(s, dead, scratch);
-        } else {
-          apply(s, aligned_floats(*req->payloads[k], scratch), m.step);
-          req->payloads[k].reset();
-          ++s.version;
-          s.clock[rank] = std::max(s.clock[rank], m.step + 1);
         }
         others = release_waiters(s, dead);
         if (m.type == MessageType::PUSH_PULL) {
@@ -824,17 +727,14 @@ struct KvServer::Impl {
         }
         break;
       }
-      case MessageType::JOIN:
-        if (!s.initialized || opt.mode != Consistency::kBsp || s.version > m.step) {
-          req->fail(ErrorCode::BAD_STEP,
-                    "worker " + std::to_string(rank) + " cannot join " + name() + " at step " + std::to_string(m.step) +
-                        ": " +
-                        (opt.mode != Consistency::kBsp ? std::string("joining needs sync mode")
-                         : !s.initialized              ? std::string("the slice is not initialised")
-                                                       : "the slice is already at step " + std::to_string(s.version)));
+      case MessageType::JOIN: {
+        const std::string refused = s.policy->on_join(rank, m.step);
+        if (!refused.empty()) {
+          req->fail(ErrorCode::BAD_STEP, "worker " + std::to_string(rank) + " cannot join " + name() + " at step " +
+                                             std::to_string(m.step) + ": " + refused);
           break;
         }
-        s.join_step[rank] = m.step;
+      }
         [[fallthrough]];
       case MessageType::PULL:
         if (ready(s, m.step, dead)) {
