@@ -22,7 +22,8 @@
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "server/consistency/consistency_policy.h"
-#include "server/kv/slice_weights.h"
+#include "server/kv/request.h"
+#include "server/kv/slice_store.h"
 #include "server/optimizers/lr_schedule.h"
 
 namespace pshard {
@@ -61,37 +62,6 @@ thread_local bool on_socket_thread = false;  // true on a KvServer's socket thre
 
 constexpr size_t kMaxDeferred = 4096;  // requests held while no init has told us the layout
 
-// One request in progress. Payload frames are shared so that BSP can hold an out-of-order
-// contribution without copying it after the request has been answered; each is released as
-// soon as its slice has used it (not when the reply goes out), so a server's memory holds
-// the pushes not yet applied, not every push whose request is still open.
-struct Request {
-  zmq::message_t identity;
-  protocol::Message msg;
-  std::vector<std::shared_ptr<zmq::message_t>> payloads;
-  std::vector<uint32_t> slice_ids;
-  std::vector<zmq::message_t> replies;  // weights: one per key
-  std::atomic<int> remaining{0};
-  std::mutex error_mu;
-  ErrorCode error = ErrorCode::NONE;
-  std::string error_message;
-
-  void fail(ErrorCode code, std::string why) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (error == ErrorCode::NONE) {
-      error = code;
-      error_message = std::move(why);
-    }
-  }
-};
-using RequestPtr = std::shared_ptr<Request>;
-
-struct Waiter {
-  RequestPtr req;
-  size_t key;
-  int64_t step;  // the reader's step/clock
-};
-
 struct Task {
   enum Kind { kKey, kWorkerDead, kStop } kind = kKey;
   RequestPtr req;
@@ -116,64 +86,18 @@ struct TaskQueue {
 }  // namespace
 
 struct KvServer::Impl {
-  // Everything about one slice; touched only by the thread that owns it.
-  struct SliceState final : ConsistencySlice {
-    SliceState(Impl& server, uint32_t id, uint64_t length)
-        : server(server), id(id), length_(length), weights(server.pool), policy(server.new_policy(*this)) {}
-    Impl& server;
-    const uint32_t id;
-    const uint64_t length_;
-    bool initialized_ = false;
-    SliceWeights weights;  // sent zero-copy to pullers, updated copy-on-write
-    std::vector<float> opt_state;
-    int64_t version_ = 0;                       // BSP: steps aggregated; ASP/SSP: pushes applied
-    int64_t updates = 0;                        // optimizer t
-    std::unique_ptr<ConsistencyPolicy> policy;  // the mode's state for this slice (fresh at init and restore)
-    std::vector<Waiter> waiting;
-
-    bool initialized() const override { return initialized_; }
-    uint64_t length() const override { return length_; }
-    int64_t version() const override { return version_; }
-    std::string name() const override { return server.layout->describe(id); }
-    void apply(const float* g, int64_t step) override {
-      ++updates;
-      const uint64_t copies_before = weights.copies();
-      server.opt.optimizer->apply(weights.writable(), g, opt_state.data(), length_, server.opt.lr_at(step), updates);
-      ++server.n_updates;
-      server.n_weight_copies += weights.copies() - copies_before;
-      ++version_;
-    }
-    void step_closed(bool checkpoint_asked) override {
-      for (int64_t seen = server.max_version.load(std::memory_order_relaxed);
-           seen < version_ && !server.max_version.compare_exchange_weak(seen, version_, std::memory_order_relaxed);) {
-      }
-      if (server.checkpointing() && (checkpoint_asked || (server.opt.checkpoint_every_steps > 0 &&
-                                                          version_ % server.opt.checkpoint_every_steps == 0)))
-        server.snapshot(*this);
-    }
-    // Worker 0's init, or a checkpoint: weights and optimizer state, and a policy with no push seen.
-    void start(int64_t version, int64_t applied) {
-      version_ = version;
-      updates = applied;
-      policy = server.new_policy(*this);
-      initialized_ = true;
-    }
-  };
-
   KvServerOptions opt;
   zmq::context_t ctx{1};
   zmq::socket_t router{ctx, zmq::socket_type::router};
   std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
   std::string endpoint;
   transport::Wakeup wake;
-  std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
-
-  // Layout and slice states: written by the socket thread when the first init arrives, before
-  // any task for a slice is queued (the queue's mutex orders it for the update threads).
-  std::unique_ptr<SliceLayout> layout;
-  std::vector<std::unique_ptr<SliceState>> states;  // by global slice id; null for other servers' slices
-  std::vector<int> owner;                           // by global slice id: -1 socket thread, else update thread
-  std::deque<std::vector<zmq::message_t>> deferred;
+  // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
+  // queue's mutex orders it for the update threads).
+  SliceStore store{opt, opt.update_threads};
+  std::deque<std::vector<zmq::message_t>> deferred;  // requests that came before the first init
+  std::deque<std::vector<zmq::message_t>> held_after_init;
+  std::vector<float> inline_scratch;  // the socket thread's, for unaligned payloads
 
   std::vector<std::unique_ptr<TaskQueue>> queues;
   std::vector<std::thread> workers;
@@ -186,14 +110,12 @@ struct KvServer::Impl {
   std::deque<uint32_t> dead_events;
 
   std::atomic<bool> stopping{false};
-  std::atomic<bool> layout_ready{false};  // layout, states and owner are complete and never change again
   std::mutex shutdown_mu;
   std::condition_variable shutdown_cv;
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0}, n_weight_copies{0},
-      n_checkpoints{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_checkpoints{0};
 
   // Checkpoints: slices copy their state into snapshots[step] on their own thread; the writer
   // thread writes a snapshot once every local slice is in it.
@@ -203,9 +125,6 @@ struct KvServer::Impl {
   std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write;
   bool ckpt_stop = false;
   std::thread ckpt_writer;
-  size_t local_slices = 0;
-  int64_t run_total_steps = 0;          // from the init (or the restored checkpoint), stored in checkpoints
-  std::atomic<int64_t> max_version{0};  // highest slice version (BSP step) on this server, for pong
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -229,6 +148,11 @@ struct KvServer::Impl {
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
+    store.on_step_closed = [this](const Slice& s, bool checkpoint_asked) {
+      if (checkpointing() &&
+          (checkpoint_asked || (opt.checkpoint_every_steps > 0 && s.version() % opt.checkpoint_every_steps == 0)))
+        snapshot(s);
+    };
     if (!opt.restore_path.empty()) restore(opt.restore_path);
     if (checkpointing()) ckpt_writer = std::thread([this] { write_loop(); });
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
@@ -375,20 +299,21 @@ struct KvServer::Impl {
     }
     protocol::Message& m = d.message;
     const std::string what = std::string(protocol::type_name(m.type)) + " from worker " + std::to_string(m.sender_rank);
-    if (m.type == MessageType::INIT && !layout) {
+    if (m.type == MessageType::INIT && !store.layout()) {
       ErrorCode code = ErrorCode::NONE;
       std::string why;
       if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == 0) {
-        if (!create_layout(m, code, why)) {
+        if (!store.install(m, code, why)) {
           send_error(frames[0], m.request_id, code, why, what);
           return;
         }
+        held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
       }
     }
-    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, layout.get()};
+    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, store.layout()};
     protocol::RequestCheck c = protocol::check_request(m, view);
     if (!c.ok) {
-      if (c.code == ErrorCode::NOT_INITIALIZED && !layout && m.type != MessageType::INIT) {
+      if (c.code == ErrorCode::NOT_INITIALIZED && !store.layout() && m.type != MessageType::INIT) {
         if (deferred.size() < kMaxDeferred) {
           deferred.push_back(std::move(frames));
           frames.clear();
@@ -406,7 +331,7 @@ struct KvServer::Impl {
       r.request_id = m.request_id;
       r.sender_role = protocol::Role::SERVER;
       r.sender_rank = opt.rank;
-      r.step = max_version.load(std::memory_order_relaxed);  // where a rejoining worker can start
+      r.step = store.max_version();  // where a rejoining worker can start
       std::vector<zmq::message_t> out;
       out.push_back(std::move(frames[0]));
       out.push_back(transport::copy_frame(protocol::encode_header(r)));
@@ -441,7 +366,7 @@ struct KvServer::Impl {
     req->remaining = static_cast<int>(req->msg.keys.size());
     bool finished = false;
     for (size_t k = 0; k < req->slice_ids.size(); ++k) {
-      const int who = owner[req->slice_ids[k]];
+      const int who = store.owner(req->slice_ids[k]);
       if (who < 0) {
         finished = process_key(req, k, inline_scratch) || finished;
       } else {
@@ -462,116 +387,37 @@ struct KvServer::Impl {
     return s;
   }
 
-  bool create_layout(const protocol::Message& m, ErrorCode& code, std::string& why) {
-    if (m.slice_bytes != opt.slice_bytes || m.num_servers != opt.num_servers) {
-      code = ErrorCode::LAYOUT_MISMATCH;
-      why = "init assumes slice_bytes " + std::to_string(m.slice_bytes) + " and " + std::to_string(m.num_servers) +
-            " servers; this server has slice_bytes " + std::to_string(opt.slice_bytes) + " and " +
-            std::to_string(opt.num_servers) + " servers";
-      return false;
-    }
-    std::vector<TensorSpec> specs;
-    for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
-    return install_layout(std::move(specs), m.layout_fingerprint, m.run_total_steps, code, why);
-  }
-
-  // Builds the layout, the learning-rate schedule and the (empty) states of this server's slices.
-  bool install_layout(std::vector<TensorSpec> specs, uint64_t fingerprint, int64_t total_steps, ErrorCode& code,
-                      std::string& why) {
-    std::unique_ptr<SliceLayout> l;
-    try {
-      l = std::make_unique<SliceLayout>(std::move(specs), opt.slice_bytes, opt.num_servers);
-    } catch (const Error& e) {
-      code = ErrorCode::BAD_HEADER;
-      why = std::string("init tensor list: ") + e.what();
-      return false;
-    }
-    if (l->fingerprint() != fingerprint) {
-      code = ErrorCode::LAYOUT_MISMATCH;
-      why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
-            std::to_string(fingerprint);
-      return false;
-    }
-    run_total_steps = total_steps;
-    if (!opt.lr_at) {
-      const int64_t run_steps = total_steps > 0 ? total_steps : opt.schedule.total_steps;
-      if (opt.schedule.name == "cosine" && run_steps <= 0) {
-        code = ErrorCode::BAD_HEADER;
-        why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
-        return false;
-      }
-      try {
-        auto schedule = std::make_shared<optim::LrSchedule>(opt.base_lr, opt.schedule,
-                                                            opt.batch_size * static_cast<int64_t>(opt.num_workers),
-                                                            std::max<int64_t>(run_steps, 1));
-        opt.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
-      } catch (const Error& e) {
-        code = ErrorCode::BAD_HEADER;
-        why = std::string("learning-rate schedule for a run of ") + std::to_string(total_steps) + " steps: " + e.what();
-        return false;
-      }
-    }
-    states.resize(l->slices().size());
-    owner.assign(l->slices().size(), -1);
-    uint32_t local = 0;
-    for (const SliceInfo& s : l->slices()) {
-      const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
-      if (s.server != opt.rank) continue;
-      states[id] = std::make_unique<SliceState>(*this, id, s.length);
-      ++local_slices;
-      owner[id] = s.length * sizeof(float) <= opt.inline_slice_bytes ? -1 : static_cast<int>(local++ % queues.size());
-    }
-    layout = std::move(l);
-    PSHARD_LOG(kInfo) << "server " << opt.rank << ": layout of " << layout->tensors().size() << " tensors, "
-                      << layout->slices().size() << " slices, " << layout->bytes_on_server(opt.rank)
-                      << " bytes here (fingerprint " << layout->fingerprint() << ")";
-    layout_ready.store(true, std::memory_order_release);
-    // Requests that came before the layout are served right after this init.
-    held_after_init.swap(deferred);
-    return true;
-  }
-  std::deque<std::vector<zmq::message_t>> held_after_init;
-  std::vector<float> inline_scratch;
-
   void handle_dead(uint32_t rank) {
     if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
     io_rejoined[rank] = 0;
     PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
-    if (!layout) return;
-    for (size_t id = 0; id < states.size(); ++id) {
-      if (states[id] && owner[id] < 0) {
-        for (RequestPtr& r : worker_dead(*states[id], rank, io_dead_view(), inline_scratch)) reply(*r);
+    if (!store.layout()) return;
+    for (uint32_t id = 0; id < store.size(); ++id) {
+      if (store.slice(id) && store.owner(id) < 0) {
+        for (RequestPtr& r : worker_dead(*store.slice(id), rank, io_dead, inline_scratch)) reply(*r);
       }
     }
   }
-  const std::vector<char>& io_dead_view() const { return io_dead; }
 
   // ---- slice updates (socket thread for small slices, update threads otherwise) ------------------
 
-  // Marks one key of `req` finished; true when it was the request's last.
-  static bool finish_key(Request& req) { return req.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
-
-  std::unique_ptr<ConsistencyPolicy> new_policy(ConsistencySlice& s) const {
-    return make_consistency_policy({opt.mode, opt.num_workers, opt.staleness}, s);
-  }
-
-  static bool ready(const SliceState& s, int64_t step, const std::vector<char>& dead) {
+  static bool ready(const Slice& s, int64_t step, const std::vector<char>& dead) {
     return s.initialized() && s.policy->ready(step, dead);
   }
 
-  void answer(SliceState& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
+  void answer(Slice& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
 
   // Answers every waiting pull that is now ready; returns the requests that finished.
-  std::vector<RequestPtr> release_waiters(SliceState& s, const std::vector<char>& dead) {
+  std::vector<RequestPtr> release_waiters(Slice& s, const std::vector<char>& dead) {
     std::vector<RequestPtr> finished;
     if (s.waiting.empty()) return finished;
     std::vector<Waiter> still;
     for (Waiter& w : s.waiting) {
       if (ready(s, w.step, dead)) {
         answer(s, *w.req, w.key);
-        if (finish_key(*w.req)) finished.push_back(std::move(w.req));
+        if (w.req->finish_key()) finished.push_back(std::move(w.req));
       } else {
         still.push_back(std::move(w));
       }
@@ -585,7 +431,7 @@ struct KvServer::Impl {
   bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
 
   // On the slice's own thread, right after it reached a checkpoint step.
-  void snapshot(const SliceState& s) {
+  void snapshot(const Slice& s) {
     CheckpointSlice c;
     c.id = s.id;
     c.version = s.version();
@@ -596,7 +442,7 @@ struct KvServer::Impl {
       std::lock_guard<std::mutex> lock(ckpt_mu);
       std::vector<CheckpointSlice>& snap = snapshots[s.version()];
       snap.push_back(std::move(c));
-      if (snap.size() < local_slices) return;
+      if (snap.size() < store.local_slices()) return;
       to_write.emplace_back(s.version(), std::move(snap));
       snapshots.erase(s.version());
     }
@@ -618,12 +464,12 @@ struct KvServer::Impl {
       c.num_servers = opt.num_servers;
       c.num_workers = opt.num_workers;
       c.step = job.first;
-      c.run_total_steps = run_total_steps;
+      c.run_total_steps = store.run_total_steps();
       c.slice_bytes = opt.slice_bytes;
-      c.layout_fingerprint = layout->fingerprint();
+      c.layout_fingerprint = store.layout()->fingerprint();
       c.state_floats = static_cast<uint32_t>(opt.optimizer->state_floats());
       c.optimizer = opt.optimizer->name();
-      c.tensors = layout->tensors();
+      c.tensors = store.layout()->tensors();
       c.slices = std::move(job.second);
       std::sort(c.slices.begin(), c.slices.end(),
                 [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
@@ -662,20 +508,16 @@ struct KvServer::Impl {
       mismatch("optimizer", c.optimizer, opt.optimizer->name());
     ErrorCode code = ErrorCode::NONE;
     std::string why;
-    if (!install_layout(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
+    if (!store.install(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
       throw Error("checkpoint " + path + ": " + why);
     }
     for (CheckpointSlice& cs : c.slices) {
-      SliceState& s = *states.at(cs.id);
-      s.weights.assign(cs.weights.data(), cs.weights.size());
-      s.opt_state = std::move(cs.opt_state);
-      s.start(cs.version, cs.updates);
-      max_version = std::max<int64_t>(max_version, cs.version);
+      store.slice(cs.id)->restore(std::move(cs));  // read_checkpoint checked that the id is this server's
     }
     PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
   }
 
-  std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
+  std::vector<RequestPtr> worker_dead(Slice& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
     if (s.initialized()) s.policy->on_worker_dead(rank, dead, scratch);
     return release_waiters(s, dead);
@@ -685,11 +527,11 @@ struct KvServer::Impl {
   bool process_key(const RequestPtr& req, size_t k, std::vector<float>& scratch,
                    const std::vector<char>* dead_ptr = nullptr) {
     const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
-    SliceState& s = *states[req->slice_ids[k]];
+    Slice& s = *store.slice(req->slice_ids[k]);
     const protocol::Message& m = req->msg;
     const uint32_t rank = m.sender_rank;
     std::vector<RequestPtr> others;
-    auto name = [&] { return layout->describe(s.id); };
+    auto name = [&] { return s.name(); };
     bool wait = false;
     switch (m.type) {
       case MessageType::INIT: {
@@ -697,11 +539,8 @@ struct KvServer::Impl {
           req->fail(ErrorCode::ALREADY_INITIALIZED, name() + " was already initialised");
           break;
         }
-        const zmq::message_t& p = *req->payloads[k];
-        s.weights.assign(static_cast<const float*>(p.data()), s.length());
+        s.init(static_cast<const float*>(req->payloads[k]->data()));
         req->payloads[k].reset();
-        s.opt_state.assign(s.length() * opt.optimizer->state_floats(), 0.0f);
-        s.start(0, 0);
         others = release_waiters(s, dead);
         break;
       }
@@ -748,7 +587,7 @@ struct KvServer::Impl {
     }
     for (RequestPtr& r : others) complete(r);
     if (wait) return false;
-    return finish_key(*req);
+    return req->finish_key();
   }
 
   // A request finished on some thread: the socket thread sends its reply.
@@ -780,10 +619,10 @@ struct KvServer::Impl {
       try {
         if (t.kind == Task::kWorkerDead) {
           dead[t.rank] = 1;
-          if (!layout_ready.load(std::memory_order_acquire)) continue;
-          for (size_t id = 0; id < states.size(); ++id) {
-            if (states[id] && owner[id] == index) {
-              for (RequestPtr& r : worker_dead(*states[id], t.rank, dead, scratch)) complete(r);
+          if (!store.installed()) continue;
+          for (uint32_t id = 0; id < store.size(); ++id) {
+            if (store.slice(id) && store.owner(id) == index) {
+              for (RequestPtr& r : worker_dead(*store.slice(id), t.rank, dead, scratch)) complete(r);
             }
           }
           continue;
@@ -793,7 +632,7 @@ struct KvServer::Impl {
         PSHARD_LOG(kError) << "server " << opt.rank << ": update failed: " << e.what();
         if (t.req) {
           t.req->fail(ErrorCode::INTERNAL, e.what());
-          if (finish_key(*t.req)) complete(t.req);
+          if (t.req->finish_key()) complete(t.req);
         }
       }
     }
@@ -826,8 +665,8 @@ KvServerStats KvServer::stats() const {
   s.errors = impl_->n_errors;
   s.bytes_received = impl_->bytes_in;
   s.bytes_sent = impl_->bytes_out;
-  s.updates = impl_->n_updates;
-  s.weight_copies = impl_->n_weight_copies;
+  s.updates = impl_->store.updates();
+  s.weight_copies = impl_->store.weight_copies();
   s.checkpoints = impl_->n_checkpoints;
   return s;
 }
