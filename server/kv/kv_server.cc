@@ -1,26 +1,22 @@
-// KvServer: socket thread (ROUTER, validation, replies) + update threads (slice store, BSP/ASP/SSP, optimizer).
+// KvServer: the socket thread (ROUTER, validation, dispatch, replies) over the update threads and the slice store.
 #include "server/kv/kv_server.h"
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
 #include "common/error.h"
-#include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
-#include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "server/checkpoint/checkpointer.h"
 #include "server/consistency/consistency_policy.h"
 #include "server/kv/request.h"
 #include "server/kv/slice_store.h"
@@ -115,16 +111,11 @@ struct KvServer::Impl {
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_checkpoints{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0};
 
-  // Checkpoints: slices copy their state into snapshots[step] on their own thread; the writer
-  // thread writes a snapshot once every local slice is in it.
-  std::mutex ckpt_mu;
-  std::condition_variable ckpt_cv;
-  std::map<int64_t, std::vector<CheckpointSlice>> snapshots;
-  std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write;
-  bool ckpt_stop = false;
-  std::thread ckpt_writer;
+  // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
+  // checkpoint period for the other modes).
+  std::unique_ptr<Checkpointer> checkpointer;
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -148,13 +139,11 @@ struct KvServer::Impl {
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
-    store.on_step_closed = [this](const Slice& s, bool checkpoint_asked) {
-      if (checkpointing() &&
-          (checkpoint_asked || (opt.checkpoint_every_steps > 0 && s.version() % opt.checkpoint_every_steps == 0)))
-        snapshot(s);
-    };
-    if (!opt.restore_path.empty()) restore(opt.restore_path);
-    if (checkpointing()) ckpt_writer = std::thread([this] { write_loop(); });
+    if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store);
+    if (!opt.checkpoint_dir.empty()) {
+      checkpointer = std::make_unique<Checkpointer>(opt, store);
+      store.on_step_closed = [this](const Slice& s, bool asked) { checkpointer->step_closed(s, asked); };
+    }
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
     io = std::thread([this] { socket_loop(); });
   }
@@ -166,14 +155,7 @@ struct KvServer::Impl {
       if (io.joinable()) io.join();
       for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
       for (auto& t : workers) t.join();
-      if (ckpt_writer.joinable()) {
-        {
-          std::lock_guard<std::mutex> lock(ckpt_mu);
-          ckpt_stop = true;
-        }
-        ckpt_cv.notify_all();
-        ckpt_writer.join();
-      }
+      if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
       router.close();
     });
   }
@@ -426,97 +408,6 @@ struct KvServer::Impl {
     return finished;
   }
 
-  // ---- checkpoints -------------------------------------------------------------------------------
-
-  bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
-
-  // On the slice's own thread, right after it reached a checkpoint step.
-  void snapshot(const Slice& s) {
-    CheckpointSlice c;
-    c.id = s.id;
-    c.version = s.version();
-    c.updates = s.updates;
-    c.weights.assign(s.weights.data(), s.weights.data() + s.weights.size());
-    c.opt_state = s.opt_state;
-    {
-      std::lock_guard<std::mutex> lock(ckpt_mu);
-      std::vector<CheckpointSlice>& snap = snapshots[s.version()];
-      snap.push_back(std::move(c));
-      if (snap.size() < store.local_slices()) return;
-      to_write.emplace_back(s.version(), std::move(snap));
-      snapshots.erase(s.version());
-    }
-    ckpt_cv.notify_all();
-  }
-
-  void write_loop() {
-    for (;;) {
-      std::pair<int64_t, std::vector<CheckpointSlice>> job;
-      {
-        std::unique_lock<std::mutex> lock(ckpt_mu);
-        ckpt_cv.wait(lock, [&] { return ckpt_stop || !to_write.empty(); });
-        if (to_write.empty()) return;
-        job = std::move(to_write.front());
-        to_write.pop_front();
-      }
-      ServerCheckpoint c;
-      c.server_rank = opt.rank;
-      c.num_servers = opt.num_servers;
-      c.num_workers = opt.num_workers;
-      c.step = job.first;
-      c.run_total_steps = store.run_total_steps();
-      c.slice_bytes = opt.slice_bytes;
-      c.layout_fingerprint = store.layout()->fingerprint();
-      c.state_floats = static_cast<uint32_t>(opt.optimizer->state_floats());
-      c.optimizer = opt.optimizer->name();
-      c.tensors = store.layout()->tensors();
-      c.slices = std::move(job.second);
-      std::sort(c.slices.begin(), c.slices.end(),
-                [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
-      const std::string path = checkpoint_path(opt.checkpoint_dir, opt.rank, c.step);
-      try {
-        write_checkpoint(path, c);
-        prune_checkpoints(opt.checkpoint_dir, opt.rank, opt.checkpoint_keep);
-        ++n_checkpoints;
-        PSHARD_LOG(kInfo) << "server " << opt.rank << ": checkpoint of step " << c.step << " written to " << path;
-      } catch (const Error& e) {
-        PSHARD_LOG(kError) << "server " << opt.rank << ": checkpoint of step " << c.step
-                           << " not written: " << e.what();
-      }
-    }
-  }
-
-  // Before any thread runs: the layout, weights, optimizer state and versions from a checkpoint.
-  void restore(const std::string& path) {
-    ServerCheckpoint c = read_checkpoint(path);
-    auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
-      throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
-    };
-    if (c.server_rank != opt.rank) {
-      // Another server's file gives the layout to a server that owns no slices (and so wrote none).
-      if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)
-        mismatch("server rank", std::to_string(c.server_rank), std::to_string(opt.rank));
-      c.slices.clear();
-    }
-    if (c.num_servers != opt.num_servers)
-      mismatch("servers =", std::to_string(c.num_servers), std::to_string(opt.num_servers));
-    if (c.num_workers != opt.num_workers)
-      mismatch("workers =", std::to_string(c.num_workers), std::to_string(opt.num_workers));
-    if (c.slice_bytes != opt.slice_bytes)
-      mismatch("cluster.slice_bytes =", std::to_string(c.slice_bytes), std::to_string(opt.slice_bytes));
-    if (c.optimizer != opt.optimizer->name() || c.state_floats != opt.optimizer->state_floats())
-      mismatch("optimizer", c.optimizer, opt.optimizer->name());
-    ErrorCode code = ErrorCode::NONE;
-    std::string why;
-    if (!store.install(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
-      throw Error("checkpoint " + path + ": " + why);
-    }
-    for (CheckpointSlice& cs : c.slices) {
-      store.slice(cs.id)->restore(std::move(cs));  // read_checkpoint checked that the id is this server's
-    }
-    PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
-  }
-
   std::vector<RequestPtr> worker_dead(Slice& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
     if (s.initialized()) s.policy->on_worker_dead(rank, dead, scratch);
@@ -667,7 +558,7 @@ KvServerStats KvServer::stats() const {
   s.bytes_sent = impl_->bytes_out;
   s.updates = impl_->store.updates();
   s.weight_copies = impl_->store.weight_copies();
-  s.checkpoints = impl_->n_checkpoints;
+  s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
   return s;
 }
 
