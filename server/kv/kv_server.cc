@@ -422,12 +422,11 @@ struct KvServer::Impl {
     const protocol::Message& m = req->msg;
     const uint32_t rank = m.sender_rank;
     std::vector<RequestPtr> others;
-    auto name = [&] { return s.name(); };
     bool wait = false;
     switch (m.type) {
       case MessageType::INIT: {
         if (s.initialized()) {
-          req->fail(ErrorCode::ALREADY_INITIALIZED, name() + " was already initialised");
+          req->fail(ErrorCode::ALREADY_INITIALIZED, s.name() + " was already initialised");
           break;
         }
         s.init(static_cast<const float*>(req->payloads[k]->data()));
@@ -438,7 +437,7 @@ struct KvServer::Impl {
       case MessageType::PUSH:
       case MessageType::PUSH_PULL: {
         if (!s.initialized()) {
-          req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
+          req->fail(ErrorCode::NOT_INITIALIZED, s.name() + " has not been initialised by worker 0");
           break;
         }
         PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint, std::move(req->payloads[k]), dead, scratch);
@@ -460,7 +459,7 @@ struct KvServer::Impl {
       case MessageType::JOIN: {
         const std::string refused = s.policy->on_join(rank, m.step);
         if (!refused.empty()) {
-          req->fail(ErrorCode::BAD_STEP, "worker " + std::to_string(rank) + " cannot join " + name() + " at step " +
+          req->fail(ErrorCode::BAD_STEP, "worker " + std::to_string(rank) + " cannot join " + s.name() + " at step " +
                                              std::to_string(m.step) + ": " + refused);
           break;
         }
