@@ -1,41 +1,31 @@
-// KvServer: socket thread (ROUTER, validation, replies) + update threads (slice store, BSP/ASP/SSP, optimizer).
+// KvServer: the socket thread (ROUTER, validation, dispatch, replies) over the update threads and the slice store.
 #include "server/kv/kv_server.h"
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
-#include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
 #include "common/error.h"
-#include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
-#include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
-#include "server/kv/slice_weights.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/consistency/consistency_policy.h"
+#include "server/kv/request.h"
+#include "server/kv/slice_store.h"
 #include "server/optimizers/lr_schedule.h"
 
 namespace pshard {
 
 using protocol::ErrorCode;
 using protocol::MessageType;
-
-Consistency consistency_from_string(const std::string& mode) {
-  if (mode == "sync" || mode == "bsp") return Consistency::kBsp;
-  if (mode == "async" || mode == "asp") return Consistency::kAsp;
-  if (mode == "ssp") return Consistency::kSsp;
-  throw Error("cluster.mode must be sync, async or ssp, got '" + mode + "'");
-}
 
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   KvServerOptions o;
@@ -68,62 +58,6 @@ thread_local bool on_socket_thread = false;  // true on a KvServer's socket thre
 
 constexpr size_t kMaxDeferred = 4096;  // requests held while no init has told us the layout
 
-// One request in progress. Payload frames are shared so that BSP can hold an out-of-order
-// contribution without copying it after the request has been answered; each is released as
-// soon as its slice has used it (not when the reply goes out), so a server's memory holds
-// the pushes not yet applied, not every push whose request is still open.
-struct Request {
-  zmq::message_t identity;
-  protocol::Message msg;
-  std::vector<std::shared_ptr<zmq::message_t>> payloads;
-  std::vector<uint32_t> slice_ids;
-  std::vector<zmq::message_t> replies;  // weights: one per key
-  std::atomic<int> remaining{0};
-  std::mutex error_mu;
-  ErrorCode error = ErrorCode::NONE;
-  std::string error_message;
-
-  void fail(ErrorCode code, std::string why) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (error == ErrorCode::NONE) {
-      error = code;
-      error_message = std::move(why);
-    }
-  }
-};
-using RequestPtr = std::shared_ptr<Request>;
-
-struct Waiter {
-  RequestPtr req;
-  size_t key;
-  int64_t step;  // the reader's step/clock
-};
-
-// Everything about one slice; touched only by the thread that owns it.
-struct SliceState {
-  uint32_t id = 0;
-  uint64_t length = 0;
-  bool initialized = false;
-  explicit SliceState(std::shared_ptr<transport::BufferPool> pool) : weights(std::move(pool)) {}
-  SliceWeights weights;  // sent zero-copy to pullers, updated copy-on-write
-  std::vector<float> opt_state;
-  int64_t version = 0;  // BSP: steps aggregated; ASP/SSP: pushes applied
-  int64_t updates = 0;  // optimizer t
-  // BSP: the open step's contributions.
-  std::vector<std::shared_ptr<zmq::message_t>> pending;  // per rank, received but not yet summed
-  std::vector<char> pushed;                              // per rank: pushed this step
-  uint32_t next_rank = 0;                                // next rank to sum
-  uint32_t contributions = 0;
-  std::shared_ptr<zmq::message_t> first;  // the only contribution so far (summed lazily, no copy)
-  std::vector<float> acc;                 // sum of >= 2 contributions
-  // SSP: pushes seen per worker (the worker's clock as this slice knows it).
-  std::vector<int64_t> clock;
-  std::vector<Waiter> waiting;
-  // BSP: per rank, the step from which a worker that rejoined (join) is counted again; -1: not rejoined.
-  std::vector<int64_t> join_step;
-  bool checkpoint_requested = false;  // a push of the open step asked for a checkpoint when it closes
-};
-
 struct Task {
   enum Kind { kKey, kWorkerDead, kStop } kind = kKey;
   RequestPtr req;
@@ -145,13 +79,6 @@ struct TaskQueue {
   }
 };
 
-const float* aligned_floats(const zmq::message_t& m, std::vector<float>& scratch) {
-  if (reinterpret_cast<uintptr_t>(m.data()) % alignof(float) == 0) return static_cast<const float*>(m.data());
-  scratch.resize(m.size() / sizeof(float));
-  std::memcpy(scratch.data(), m.data(), m.size());
-  return scratch.data();
-}
-
 }  // namespace
 
 struct KvServer::Impl {
@@ -161,14 +88,12 @@ struct KvServer::Impl {
   std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
   std::string endpoint;
   transport::Wakeup wake;
-  std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
-
-  // Layout and slice states: written by the socket thread when the first init arrives, before
-  // any task for a slice is queued (the queue's mutex orders it for the update threads).
-  std::unique_ptr<SliceLayout> layout;
-  std::vector<std::unique_ptr<SliceState>> states;  // by global slice id; null for other servers' slices
-  std::vector<int> owner;                           // by global slice id: -1 socket thread, else update thread
-  std::deque<std::vector<zmq::message_t>> deferred;
+  // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
+  // queue's mutex orders it for the update threads).
+  SliceStore store{opt, opt.update_threads};
+  std::deque<std::vector<zmq::message_t>> deferred;  // requests that came before the first init
+  std::deque<std::vector<zmq::message_t>> held_after_init;
+  std::vector<float> inline_scratch;  // the socket thread's, for unaligned payloads
 
   std::vector<std::unique_ptr<TaskQueue>> queues;
   std::vector<std::thread> workers;
@@ -181,26 +106,16 @@ struct KvServer::Impl {
   std::deque<uint32_t> dead_events;
 
   std::atomic<bool> stopping{false};
-  std::atomic<bool> layout_ready{false};  // layout, states and owner are complete and never change again
   std::mutex shutdown_mu;
   std::condition_variable shutdown_cv;
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_updates{0}, n_weight_copies{0},
-      n_checkpoints{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0};
 
-  // Checkpoints: slices copy their state into snapshots[step] on their own thread; the writer
-  // thread writes a snapshot once every local slice is in it.
-  std::mutex ckpt_mu;
-  std::condition_variable ckpt_cv;
-  std::map<int64_t, std::vector<CheckpointSlice>> snapshots;
-  std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write;
-  bool ckpt_stop = false;
-  std::thread ckpt_writer;
-  size_t local_slices = 0;
-  int64_t run_total_steps = 0;          // from the init (or the restored checkpoint), stored in checkpoints
-  std::atomic<int64_t> max_version{0};  // highest slice version (BSP step) on this server, for pong
+  // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
+  // checkpoint period for the other modes).
+  std::unique_ptr<Checkpointer> checkpointer;
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
@@ -224,8 +139,11 @@ struct KvServer::Impl {
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
-    if (!opt.restore_path.empty()) restore(opt.restore_path);
-    if (checkpointing()) ckpt_writer = std::thread([this] { write_loop(); });
+    if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store);
+    if (!opt.checkpoint_dir.empty()) {
+      checkpointer = std::make_unique<Checkpointer>(opt, store);
+      store.on_step_closed = [this](const Slice& s, bool asked) { checkpointer->step_closed(s, asked); };
+    }
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
     io = std::thread([this] { socket_loop(); });
   }
@@ -237,14 +155,7 @@ struct KvServer::Impl {
       if (io.joinable()) io.join();
       for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
       for (auto& t : workers) t.join();
-      if (ckpt_writer.joinable()) {
-        {
-          std::lock_guard<std::mutex> lock(ckpt_mu);
-          ckpt_stop = true;
-        }
-        ckpt_cv.notify_all();
-        ckpt_writer.join();
-      }
+      if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
       router.close();
     });
   }
@@ -370,20 +281,21 @@ struct KvServer::Impl {
     }
     protocol::Message& m = d.message;
     const std::string what = std::string(protocol::type_name(m.type)) + " from worker " + std::to_string(m.sender_rank);
-    if (m.type == MessageType::INIT && !layout) {
+    if (m.type == MessageType::INIT && !store.layout()) {
       ErrorCode code = ErrorCode::NONE;
       std::string why;
       if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == 0) {
-        if (!create_layout(m, code, why)) {
+        if (!store.install(m, code, why)) {
           send_error(frames[0], m.request_id, code, why, what);
           return;
         }
+        held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
       }
     }
-    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, layout.get()};
+    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, store.layout()};
     protocol::RequestCheck c = protocol::check_request(m, view);
     if (!c.ok) {
-      if (c.code == ErrorCode::NOT_INITIALIZED && !layout && m.type != MessageType::INIT) {
+      if (c.code == ErrorCode::NOT_INITIALIZED && !store.layout() && m.type != MessageType::INIT) {
         if (deferred.size() < kMaxDeferred) {
           deferred.push_back(std::move(frames));
           frames.clear();
@@ -401,7 +313,7 @@ struct KvServer::Impl {
       r.request_id = m.request_id;
       r.sender_role = protocol::Role::SERVER;
       r.sender_rank = opt.rank;
-      r.step = max_version.load(std::memory_order_relaxed);  // where a rejoining worker can start
+      r.step = store.max_version();  // where a rejoining worker can start
       std::vector<zmq::message_t> out;
       out.push_back(std::move(frames[0]));
       out.push_back(transport::copy_frame(protocol::encode_header(r)));
@@ -436,7 +348,7 @@ struct KvServer::Impl {
     req->remaining = static_cast<int>(req->msg.keys.size());
     bool finished = false;
     for (size_t k = 0; k < req->slice_ids.size(); ++k) {
-      const int who = owner[req->slice_ids[k]];
+      const int who = store.owner(req->slice_ids[k]);
       if (who < 0) {
         finished = process_key(req, k, inline_scratch) || finished;
       } else {
@@ -457,127 +369,37 @@ struct KvServer::Impl {
     return s;
   }
 
-  bool create_layout(const protocol::Message& m, ErrorCode& code, std::string& why) {
-    if (m.slice_bytes != opt.slice_bytes || m.num_servers != opt.num_servers) {
-      code = ErrorCode::LAYOUT_MISMATCH;
-      why = "init assumes slice_bytes " + std::to_string(m.slice_bytes) + " and " + std::to_string(m.num_servers) +
-            " servers; this server has slice_bytes " + std::to_string(opt.slice_bytes) + " and " +
-            std::to_string(opt.num_servers) + " servers";
-      return false;
-    }
-    std::vector<TensorSpec> specs;
-    for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
-    return install_layout(std::move(specs), m.layout_fingerprint, m.run_total_steps, code, why);
-  }
-
-  // Builds the layout, the learning-rate schedule and the (empty) states of this server's slices.
-  bool install_layout(std::vector<TensorSpec> specs, uint64_t fingerprint, int64_t total_steps, ErrorCode& code,
-                      std::string& why) {
-    std::unique_ptr<SliceLayout> l;
-    try {
-      l = std::make_unique<SliceLayout>(std::move(specs), opt.slice_bytes, opt.num_servers);
-    } catch (const Error& e) {
-      code = ErrorCode::BAD_HEADER;
-      why = std::string("init tensor list: ") + e.what();
-      return false;
-    }
-    if (l->fingerprint() != fingerprint) {
-      code = ErrorCode::LAYOUT_MISMATCH;
-      why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
-            std::to_string(fingerprint);
-      return false;
-    }
-    run_total_steps = total_steps;
-    if (!opt.lr_at) {
-      const int64_t run_steps = total_steps > 0 ? total_steps : opt.schedule.total_steps;
-      if (opt.schedule.name == "cosine" && run_steps <= 0) {
-        code = ErrorCode::BAD_HEADER;
-        why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
-        return false;
-      }
-      try {
-        auto schedule = std::make_shared<optim::LrSchedule>(opt.base_lr, opt.schedule,
-                                                            opt.batch_size * static_cast<int64_t>(opt.num_workers),
-                                                            std::max<int64_t>(run_steps, 1));
-        opt.lr_at = [schedule](int64_t step) { return schedule->lr_at(step); };
-      } catch (const Error& e) {
-        code = ErrorCode::BAD_HEADER;
-        why = std::string("learning-rate schedule for a run of ") + std::to_string(total_steps) + " steps: " + e.what();
-        return false;
-      }
-    }
-    states.resize(l->slices().size());
-    owner.assign(l->slices().size(), -1);
-    uint32_t local = 0;
-    for (const SliceInfo& s : l->slices()) {
-      const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
-      if (s.server != opt.rank) continue;
-      auto st = std::make_unique<SliceState>(pool);
-      st->id = id;
-      st->length = s.length;
-      states[id] = std::move(st);
-      ++local_slices;
-      owner[id] = s.length * sizeof(float) <= opt.inline_slice_bytes ? -1 : static_cast<int>(local++ % queues.size());
-    }
-    layout = std::move(l);
-    PSHARD_LOG(kInfo) << "server " << opt.rank << ": layout of " << layout->tensors().size() << " tensors, "
-                      << layout->slices().size() << " slices, " << layout->bytes_on_server(opt.rank)
-                      << " bytes here (fingerprint " << layout->fingerprint() << ")";
-    layout_ready.store(true, std::memory_order_release);
-    // Requests that came before the layout are served right after this init.
-    held_after_init.swap(deferred);
-    return true;
-  }
-  std::deque<std::vector<zmq::message_t>> held_after_init;
-  std::vector<float> inline_scratch;
-
   void handle_dead(uint32_t rank) {
     if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
     io_rejoined[rank] = 0;
     PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
-    if (!layout) return;
-    for (size_t id = 0; id < states.size(); ++id) {
-      if (states[id] && owner[id] < 0) {
-        for (RequestPtr& r : worker_dead(*states[id], rank, io_dead_view(), inline_scratch)) reply(*r);
+    if (!store.layout()) return;
+    for (uint32_t id = 0; id < store.size(); ++id) {
+      if (store.slice(id) && store.owner(id) < 0) {
+        for (RequestPtr& r : worker_dead(*store.slice(id), rank, io_dead, inline_scratch)) reply(*r);
       }
     }
   }
-  const std::vector<char>& io_dead_view() const { return io_dead; }
 
   // ---- slice updates (socket thread for small slices, update threads otherwise) ------------------
 
-  // Marks one key of `req` finished; true when it was the request's last.
-  static bool finish_key(Request& req) { return req.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
-
-  bool ready(const SliceState& s, int64_t step, const std::vector<char>& dead) const {
-    if (!s.initialized) return false;
-    switch (opt.mode) {
-      case Consistency::kBsp: return s.version >= step;
-      case Consistency::kAsp: return true;
-      case Consistency::kSsp: {
-        int64_t slowest = INT64_MAX;
-        for (uint32_t w = 0; w < opt.num_workers; ++w) {
-          if (!dead[w]) slowest = std::min(slowest, s.clock[w]);
-        }
-        return slowest == INT64_MAX || slowest >= step - opt.staleness;
-      }
-    }
-    return false;
+  static bool ready(const Slice& s, int64_t step, const std::vector<char>& dead) {
+    return s.initialized() && s.policy->ready(step, dead);
   }
 
-  void answer(SliceState& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
+  void answer(Slice& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
 
   // Answers every waiting pull that is now ready; returns the requests that finished.
-  std::vector<RequestPtr> release_waiters(SliceState& s, const std::vector<char>& dead) {
+  std::vector<RequestPtr> release_waiters(Slice& s, const std::vector<char>& dead) {
     std::vector<RequestPtr> finished;
     if (s.waiting.empty()) return finished;
     std::vector<Waiter> still;
     for (Waiter& w : s.waiting) {
       if (ready(s, w.step, dead)) {
         answer(s, *w.req, w.key);
-        if (finish_key(*w.req)) finished.push_back(std::move(w.req));
+        if (w.req->finish_key()) finished.push_back(std::move(w.req));
       } else {
         still.push_back(std::move(w));
       }
@@ -586,171 +408,9 @@ struct KvServer::Impl {
     return finished;
   }
 
-  void apply(SliceState& s, const float* g, int64_t step) {
-    ++s.updates;
-    const uint64_t copies_before = s.weights.copies();
-    opt.optimizer->apply(s.weights.writable(), g, s.opt_state.data(), s.length, opt.lr_at(step), s.updates);
-    ++n_updates;
-    n_weight_copies += s.weights.copies() - copies_before;
-  }
-
-  // BSP: sums contributions in rank order as far as they are contiguous; closes the step when
-  // every live worker has contributed.
-  void bsp_advance(SliceState& s, const std::vector<char>& dead, std::vector<float>& scratch) {
-    while (s.next_rank < opt.num_workers) {
-      const uint32_t r = s.next_rank;
-      if (s.pending[r]) {
-        if (s.contributions == 0) {
-          s.first = std::move(s.pending[r]);
-        } else {
-          if (s.contributions == 1) {  // the second contribution: start the sum from the first
-            s.acc.resize(s.length);
-            std::memcpy(s.acc.data(), s.first->data(), s.length * sizeof(float));
-            s.first.reset();
-          }
-          const float* g = aligned_floats(*s.pending[r], scratch);
-          float* a = s.acc.data();
-          for (uint64_t i = 0; i < s.length; ++i) a[i] += g[i];
-          s.pending[r].reset();
-        }
-        ++s.contributions;
-        ++s.next_rank;
-      } else if (dead[r] && !(s.join_step[r] >= 0 && s.version >= s.join_step[r])) {
-        ++s.next_rank;
-      } else {
-        return;
-      }
-    }
-    if (s.contributions == 0) return;  // every worker is dead
-    const int64_t step = s.version;
-    if (s.contributions == 1) {
-      apply(s, aligned_floats(*s.first, scratch), step);
-      s.first.reset();
-    } else {
-      const float n = static_cast<float>(s.contributions);
-      float* a = s.acc.data();
-      for (uint64_t i = 0; i < s.length; ++i) a[i] /= n;
-      apply(s, a, step);
-    }
-    s.version = step + 1;
-    for (int64_t seen = max_version.load(std::memory_order_relaxed);
-         seen < s.version && !max_version.compare_exchange_weak(seen, s.version, std::memory_order_relaxed);) {
-    }
-    s.contributions = 0;
-    s.next_rank = 0;
-    std::fill(s.pushed.begin(), s.pushed.end(), 0);
-    const bool requested = s.checkpoint_requested;
-    s.checkpoint_requested = false;
-    if (checkpointing() &&
-        (requested || (opt.checkpoint_every_steps > 0 && s.version % opt.checkpoint_every_steps == 0)))
-      snapshot(s);
-  }
-
-  // ---- checkpoints -------------------------------------------------------------------------------
-
-  bool checkpointing() const { return opt.mode == Consistency::kBsp && !opt.checkpoint_dir.empty(); }
-
-  // On the slice's own thread, right after it reached a checkpoint step.
-  void snapshot(const SliceState& s) {
-    CheckpointSlice c;
-    c.id = s.id;
-    c.version = s.version;
-    c.updates = s.updates;
-    c.weights.assign(s.weights.data(), s.weights.data() + s.weights.size());
-    c.opt_state = s.opt_state;
-    {
-      std::lock_guard<std::mutex> lock(ckpt_mu);
-      std::vector<CheckpointSlice>& snap = snapshots[s.version];
-      snap.push_back(std::move(c));
-      if (snap.size() < local_slices) return;
-      to_write.emplace_back(s.version, std::move(snap));
-      snapshots.erase(s.version);
-    }
-    ckpt_cv.notify_all();
-  }
-
-  void write_loop() {
-    for (;;) {
-      std::pair<int64_t, std::vector<CheckpointSlice>> job;
-      {
-        std::unique_lock<std::mutex> lock(ckpt_mu);
-        ckpt_cv.wait(lock, [&] { return ckpt_stop || !to_write.empty(); });
-        if (to_write.empty()) return;
-        job = std::move(to_write.front());
-        to_write.pop_front();
-      }
-      ServerCheckpoint c;
-      c.server_rank = opt.rank;
-      c.num_servers = opt.num_servers;
-      c.num_workers = opt.num_workers;
-      c.step = job.first;
-      c.run_total_steps = run_total_steps;
-      c.slice_bytes = opt.slice_bytes;
-      c.layout_fingerprint = layout->fingerprint();
-      c.state_floats = static_cast<uint32_t>(opt.optimizer->state_floats());
-      c.optimizer = opt.optimizer->name();
-      c.tensors = layout->tensors();
-      c.slices = std::move(job.second);
-      std::sort(c.slices.begin(), c.slices.end(),
-                [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
-      const std::string path = checkpoint_path(opt.checkpoint_dir, opt.rank, c.step);
-      try {
-        write_checkpoint(path, c);
-        prune_checkpoints(opt.checkpoint_dir, opt.rank, opt.checkpoint_keep);
-        ++n_checkpoints;
-        PSHARD_LOG(kInfo) << "server " << opt.rank << ": checkpoint of step " << c.step << " written to " << path;
-      } catch (const Error& e) {
-        PSHARD_LOG(kError) << "server " << opt.rank << ": checkpoint of step " << c.step
-                           << " not written: " << e.what();
-      }
-    }
-  }
-
-  // Before any thread runs: the layout, weights, optimizer state and versions from a checkpoint.
-  void restore(const std::string& path) {
-    ServerCheckpoint c = read_checkpoint(path);
-    auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
-      throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
-    };
-    if (c.server_rank != opt.rank) {
-      // Another server's file gives the layout to a server that owns no slices (and so wrote none).
-      if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)
-        mismatch("server rank", std::to_string(c.server_rank), std::to_string(opt.rank));
-      c.slices.clear();
-    }
-    if (c.num_servers != opt.num_servers)
-      mismatch("servers =", std::to_string(c.num_servers), std::to_string(opt.num_servers));
-    if (c.num_workers != opt.num_workers)
-      mismatch("workers =", std::to_string(c.num_workers), std::to_string(opt.num_workers));
-    if (c.slice_bytes != opt.slice_bytes)
-      mismatch("cluster.slice_bytes =", std::to_string(c.slice_bytes), std::to_string(opt.slice_bytes));
-    if (c.optimizer != opt.optimizer->name() || c.state_floats != opt.optimizer->state_floats())
-      mismatch("optimizer", c.optimizer, opt.optimizer->name());
-    ErrorCode code = ErrorCode::NONE;
-    std::string why;
-    if (!install_layout(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
-      throw Error("checkpoint " + path + ": " + why);
-    }
-    for (CheckpointSlice& cs : c.slices) {
-      SliceState& s = *states.at(cs.id);
-      s.weights.assign(cs.weights.data(), cs.weights.size());
-      s.opt_state = std::move(cs.opt_state);
-      s.version = cs.version;
-      s.updates = cs.updates;
-      s.pending.assign(opt.num_workers, nullptr);
-      s.pushed.assign(opt.num_workers, 0);
-      s.clock.assign(opt.num_workers, cs.version);
-      s.join_step.assign(opt.num_workers, -1);
-      s.initialized = true;
-      max_version = std::max<int64_t>(max_version, cs.version);
-    }
-    PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
-  }
-
-  std::vector<RequestPtr> worker_dead(SliceState& s, uint32_t rank, const std::vector<char>& dead,
+  std::vector<RequestPtr> worker_dead(Slice& s, uint32_t rank, const std::vector<char>& dead,
                                       std::vector<float>& scratch) {
-    if (rank < s.join_step.size()) s.join_step[rank] = -1;  // a rejoined worker died again
-    if (s.initialized && opt.mode == Consistency::kBsp && s.next_rank < opt.num_workers) bsp_advance(s, dead, scratch);
+    if (s.initialized()) s.policy->on_worker_dead(rank, dead, scratch);
     return release_waiters(s, dead);
   }
 
@@ -758,60 +418,32 @@ struct KvServer::Impl {
   bool process_key(const RequestPtr& req, size_t k, std::vector<float>& scratch,
                    const std::vector<char>* dead_ptr = nullptr) {
     const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
-    SliceState& s = *states[req->slice_ids[k]];
+    Slice& s = *store.slice(req->slice_ids[k]);
     const protocol::Message& m = req->msg;
     const uint32_t rank = m.sender_rank;
     std::vector<RequestPtr> others;
-    auto name = [&] { return layout->describe(s.id); };
     bool wait = false;
     switch (m.type) {
       case MessageType::INIT: {
-        if (s.initialized) {
-          req->fail(ErrorCode::ALREADY_INITIALIZED, name() + " was already initialised");
+        if (s.initialized()) {
+          req->fail(ErrorCode::ALREADY_INITIALIZED, s.name() + " was already initialised");
           break;
         }
-        const zmq::message_t& p = *req->payloads[k];
-        s.weights.assign(static_cast<const float*>(p.data()), s.length);
+        s.init(static_cast<const float*>(req->payloads[k]->data()));
         req->payloads[k].reset();
-        s.opt_state.assign(s.length * opt.optimizer->state_floats(), 0.0f);
-        s.pending.assign(opt.num_workers, nullptr);
-        s.pushed.assign(opt.num_workers, 0);
-        s.clock.assign(opt.num_workers, 0);
-        s.join_step.assign(opt.num_workers, -1);
-        s.initialized = true;
         others = release_waiters(s, dead);
         break;
       }
       case MessageType::PUSH:
       case MessageType::PUSH_PULL: {
-        if (!s.initialized) {
-          req->fail(ErrorCode::NOT_INITIALIZED, name() + " has not been initialised by worker 0");
+        if (!s.initialized()) {
+          req->fail(ErrorCode::NOT_INITIALIZED, s.name() + " has not been initialised by worker 0");
           break;
         }
-        if (dead[rank] && s.join_step[rank] < 0) {
-          req->fail(ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead");
+        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint, std::move(req->payloads[k]), dead, scratch);
+        if (!pushed.ok()) {
+          req->fail(pushed.code, std::move(pushed.why));
           break;
-        }
-        if (opt.mode == Consistency::kBsp) {
-          if (m.step != s.version) {
-            req->fail(ErrorCode::BAD_STEP, "push of step " + std::to_string(m.step) + " for " + name() +
-                                               ", which is at step " + std::to_string(s.version));
-            break;
-          }
-          if (s.pushed[rank]) {
-            req->fail(ErrorCode::DUPLICATE_PUSH, "worker " + std::to_string(rank) + " already pushed step " +
-                                                     std::to_string(m.step) + " of " + name());
-            break;
-          }
-          s.pushed[rank] = 1;
-          s.pending[rank] = std::move(req->payloads[k]);
-          if (m.checkpoint) s.checkpoint_requested = true;
-          bsp_advance(s, dead, scratch);
-        } else {
-          apply(s, aligned_floats(*req->payloads[k], scratch), m.step);
-          req->payloads[k].reset();
-          ++s.version;
-          s.clock[rank] = std::max(s.clock[rank], m.step + 1);
         }
         others = release_waiters(s, dead);
         if (m.type == MessageType::PUSH_PULL) {
@@ -824,17 +456,14 @@ struct KvServer::Impl {
         }
         break;
       }
-      case MessageType::JOIN:
-        if (!s.initialized || opt.mode != Consistency::kBsp || s.version > m.step) {
-          req->fail(ErrorCode::BAD_STEP,
-                    "worker " + std::to_string(rank) + " cannot join " + name() + " at step " + std::to_string(m.step) +
-                        ": " +
-                        (opt.mode != Consistency::kBsp ? std::string("joining needs sync mode")
-                         : !s.initialized              ? std::string("the slice is not initialised")
-                                                       : "the slice is already at step " + std::to_string(s.version)));
+      case MessageType::JOIN: {
+        const std::string refused = s.policy->on_join(rank, m.step);
+        if (!refused.empty()) {
+          req->fail(ErrorCode::BAD_STEP, "worker " + std::to_string(rank) + " cannot join " + s.name() + " at step " +
+                                             std::to_string(m.step) + ": " + refused);
           break;
         }
-        s.join_step[rank] = m.step;
+      }
         [[fallthrough]];
       case MessageType::PULL:
         if (ready(s, m.step, dead)) {
@@ -848,7 +477,7 @@ struct KvServer::Impl {
     }
     for (RequestPtr& r : others) complete(r);
     if (wait) return false;
-    return finish_key(*req);
+    return req->finish_key();
   }
 
   // A request finished on some thread: the socket thread sends its reply.
@@ -880,10 +509,10 @@ struct KvServer::Impl {
       try {
         if (t.kind == Task::kWorkerDead) {
           dead[t.rank] = 1;
-          if (!layout_ready.load(std::memory_order_acquire)) continue;
-          for (size_t id = 0; id < states.size(); ++id) {
-            if (states[id] && owner[id] == index) {
-              for (RequestPtr& r : worker_dead(*states[id], t.rank, dead, scratch)) complete(r);
+          if (!store.installed()) continue;
+          for (uint32_t id = 0; id < store.size(); ++id) {
+            if (store.slice(id) && store.owner(id) == index) {
+              for (RequestPtr& r : worker_dead(*store.slice(id), t.rank, dead, scratch)) complete(r);
             }
           }
           continue;
@@ -893,7 +522,7 @@ struct KvServer::Impl {
         PSHARD_LOG(kError) << "server " << opt.rank << ": update failed: " << e.what();
         if (t.req) {
           t.req->fail(ErrorCode::INTERNAL, e.what());
-          if (finish_key(*t.req)) complete(t.req);
+          if (t.req->finish_key()) complete(t.req);
         }
       }
     }
@@ -926,9 +555,9 @@ KvServerStats KvServer::stats() const {
   s.errors = impl_->n_errors;
   s.bytes_received = impl_->bytes_in;
   s.bytes_sent = impl_->bytes_out;
-  s.updates = impl_->n_updates;
-  s.weight_copies = impl_->n_weight_copies;
-  s.checkpoints = impl_->n_checkpoints;
+  s.updates = impl_->store.updates();
+  s.weight_copies = impl_->store.weight_copies();
+  s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
   return s;
 }
 

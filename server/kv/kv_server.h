@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/transport/curve.h"
+#include "server/consistency/consistency_mode.h"
 #include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
 
@@ -15,24 +16,16 @@ namespace pshard {
 
 class Config;
 
-// How pushes of different workers are combined (config key cluster.mode).
-enum class Consistency {
-  kBsp,  // "sync": the W pushes of step t are summed in rank order, the mean applied once; version -> t+1
-  kAsp,  // "async": each push is applied on arrival; a pull returns the current weights
-  kSsp,  // "ssp": as async, but a pull at clock c waits until the slowest live worker has pushed c - staleness steps
-};
-Consistency consistency_from_string(const std::string& mode);  // sync|async|ssp, else pshard::Error
-
 struct KvServerOptions {
   uint32_t rank = 0;                       // this server's rank
   uint32_t num_servers = 1;                // S: every init must agree
   uint32_t num_workers = 1;                // W
   std::string bind = "tcp://127.0.0.1:0";  // port 0: any free port (see endpoint())
   std::string job_token;
-  transport::CurveKeys curve;  // empty: plaintext; else a CurveZMQ server that accepts only the job's clients
-  Consistency mode = Consistency::kBsp;
-  int64_t staleness = 2;                              // kSsp only
-  uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
+  transport::CurveKeys curve;            // empty: plaintext; else a CurveZMQ server that accepts only the job's clients
+  Consistency mode = Consistency::kBsp;  // how pushes of different workers are combined (cluster.mode)
+  int64_t staleness = 2;                 // kSsp only
+  uint64_t slice_bytes = 1u << 20;       // must equal the workers' cluster.slice_bytes
   std::shared_ptr<const optim::Optimizer> optimizer;  // required
   // Learning rate of a step. When empty, the first init builds it from `schedule`, `base_lr`,
   // the global batch (batch_size x num_workers) and the run's length that worker 0 sends.

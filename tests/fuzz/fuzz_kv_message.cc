@@ -49,7 +49,7 @@ void check_error_reply(uint64_t request_id, ErrorCode code, const std::string& w
   PSHARD_FUZZ_REQUIRE(back.message.request_id == request_id);
 }
 
-// kv_server.cc create_layout(): the first init from worker 0 with the right token builds the layout.
+// SliceStore::install (server/kv/slice_store.cc): the first init from worker 0 with the right token builds the layout.
 std::unique_ptr<SliceLayout> layout_from_init(const Message& m, ErrorCode* code, std::string* why) {
   if (m.slice_bytes != kSliceBytes || m.num_servers != kServers) {
     *code = ErrorCode::LAYOUT_MISMATCH;

@@ -1,0 +1,112 @@
+// Checkpointer: snapshots on the slices' threads, files on a writer thread; restore_checkpoint.
+#include "server/checkpoint/checkpointer.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/keys/slice_layout.h"
+#include "common/util/log.h"
+
+namespace pshard {
+
+Checkpointer::Checkpointer(const KvServerOptions& opt, const SliceStore& store)
+    : opt_(opt), store_(store), writer_([this] { write_loop(); }) {}
+
+Checkpointer::~Checkpointer() { stop(); }
+
+void Checkpointer::step_closed(const Slice& s, bool asked) {
+  if (!asked && !(opt_.checkpoint_every_steps > 0 && s.version() % opt_.checkpoint_every_steps == 0)) return;
+  CheckpointSlice c;
+  c.id = s.id;
+  c.version = s.version();
+  c.updates = s.updates;
+  c.weights.assign(s.weights.data(), s.weights.data() + s.weights.size());
+  c.opt_state = s.opt_state;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<CheckpointSlice>& snap = snapshots_[s.version()];
+    snap.push_back(std::move(c));
+    if (snap.size() < store_.local_slices()) return;
+    to_write_.emplace_back(s.version(), std::move(snap));
+    snapshots_.erase(s.version());
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::stop() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+void Checkpointer::write_loop() {
+  for (;;) {
+    std::pair<int64_t, std::vector<CheckpointSlice>> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !to_write_.empty(); });
+      if (to_write_.empty()) return;
+      job = std::move(to_write_.front());
+      to_write_.pop_front();
+    }
+    ServerCheckpoint c;
+    c.server_rank = opt_.rank;
+    c.num_servers = opt_.num_servers;
+    c.num_workers = opt_.num_workers;
+    c.step = job.first;
+    c.run_total_steps = store_.run_total_steps();
+    c.slice_bytes = opt_.slice_bytes;
+    c.layout_fingerprint = store_.layout()->fingerprint();
+    c.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
+    c.optimizer = opt_.optimizer->name();
+    c.tensors = store_.layout()->tensors();
+    c.slices = std::move(job.second);
+    std::sort(c.slices.begin(), c.slices.end(),
+              [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
+    const std::string path = checkpoint_path(opt_.checkpoint_dir, opt_.rank, c.step);
+    try {
+      write_checkpoint(path, c);
+      prune_checkpoints(opt_.checkpoint_dir, opt_.rank, opt_.checkpoint_keep);
+      ++written_;
+      PSHARD_LOG(kInfo) << "server " << opt_.rank << ": checkpoint of step " << c.step << " written to " << path;
+    } catch (const Error& e) {
+      PSHARD_LOG(kError) << "server " << opt_.rank << ": checkpoint of step " << c.step << " not written: " << e.what();
+    }
+  }
+}
+
+void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store) {
+  ServerCheckpoint c = read_checkpoint(path);
+  auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
+    throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
+  };
+  if (c.server_rank != opt.rank) {
+    // Another server's file gives the layout to a server that owns no slices (and so wrote none).
+    if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)
+      mismatch("server rank", std::to_string(c.server_rank), std::to_string(opt.rank));
+    c.slices.clear();
+  }
+  if (c.num_servers != opt.num_servers)
+    mismatch("servers =", std::to_string(c.num_servers), std::to_string(opt.num_servers));
+  if (c.num_workers != opt.num_workers)
+    mismatch("workers =", std::to_string(c.num_workers), std::to_string(opt.num_workers));
+  if (c.slice_bytes != opt.slice_bytes)
+    mismatch("cluster.slice_bytes =", std::to_string(c.slice_bytes), std::to_string(opt.slice_bytes));
+  if (c.optimizer != opt.optimizer->name() || c.state_floats != opt.optimizer->state_floats())
+    mismatch("optimizer", c.optimizer, opt.optimizer->name());
+  protocol::ErrorCode code = protocol::ErrorCode::NONE;
+  std::string why;
+  if (!store.install(c.tensors, c.layout_fingerprint, c.run_total_steps, code, why)) {
+    throw Error("checkpoint " + path + ": " + why);
+  }
+  for (CheckpointSlice& cs : c.slices) {
+    store.slice(cs.id)->restore(std::move(cs));  // read_checkpoint checked that the id is this server's
+  }
+  PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
+}
+
+}  // namespace pshard

@@ -1,0 +1,61 @@
+// Server checkpoints: each slice's state copied at a checkpoint step, a writer thread for the files, and restore.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/checkpoint/checkpoint_file.h"
+#include "server/kv/kv_server.h"
+#include "server/kv/slice_store.h"
+
+namespace pshard {
+
+// A step is a checkpoint step when it is a multiple of checkpoint_every_steps or a push of it asked for one. Each
+// slice copies its state on its own thread when it closes such a step (so no slice waits for another); once every
+// slice of this server is in, the writer thread writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the
+// newest checkpoint_keep files. A failed write is logged and the run goes on.
+//
+//   Checkpointer ckpt(options, store);  // options.checkpoint_dir is set
+//   store.on_step_closed = [&](const Slice& s, bool asked) { ckpt.step_closed(s, asked); };
+//   ...
+//   ckpt.stop();  // after the slices' threads: writes what is complete, joins the writer
+class Checkpointer {
+ public:
+  Checkpointer(const KvServerOptions& opt, const SliceStore& store);  // keeps both references; starts the writer
+  ~Checkpointer();                                                    // stop()
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // On the slice's thread, right after it closed a step; `asked`: a push of that step carried the checkpoint flag.
+  void step_closed(const Slice& s, bool asked);
+  // Writes the checkpoints that are complete, then joins the writer. Idempotent.
+  void stop();
+  uint64_t written() const { return written_; }  // files written
+
+ private:
+  void write_loop();
+
+  const KvServerOptions& opt_;
+  const SliceStore& store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, std::vector<CheckpointSlice>> snapshots_;  // by step, until every local slice is in
+  std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write_;
+  bool stop_ = false;
+  std::atomic<uint64_t> written_{0};
+  std::thread writer_;
+};
+
+// Before any thread of the server runs: the layout, weights, optimizer state and versions from checkpoint `path`
+// into `store`. Throws an Error naming the file when it is corrupt or was written for another job shape.
+void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store);
+
+}  // namespace pshard

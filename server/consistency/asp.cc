@@ -1,0 +1,19 @@
+// ASP: apply every push as it comes.
+#include "server/consistency/asp.h"
+
+namespace pshard {
+
+bool AspPolicy::ready(int64_t, const DeadWorkers&) const { return true; }
+
+PushResult AspPolicy::on_push(uint32_t rank, int64_t step, bool, std::shared_ptr<zmq::message_t> gradient,
+                              const DeadWorkers& dead, std::vector<float>& scratch) {
+  if (dead[rank]) return {protocol::ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
+  slice_.apply(aligned_floats(*gradient, scratch), step);
+  return {};
+}
+
+void AspPolicy::on_worker_dead(uint32_t, const DeadWorkers&, std::vector<float>&) {}
+
+std::string AspPolicy::on_join(uint32_t, int64_t) { return "joining needs sync mode"; }
+
+}  // namespace pshard

@@ -1,0 +1,103 @@
+// BSP: sum in rank order, apply the mean once per step, close the step without dead workers.
+#include "server/consistency/bsp.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace pshard {
+
+using protocol::ErrorCode;
+
+BspPolicy::BspPolicy(ConsistencySlice& slice, uint32_t num_workers)
+    : slice_(slice),
+      num_workers_(num_workers),
+      pending_(num_workers),
+      pushed_(num_workers, 0),
+      join_step_(num_workers, -1) {}
+
+bool BspPolicy::ready(int64_t step, const DeadWorkers&) const { return slice_.version() >= step; }
+
+bool BspPolicy::counted(uint32_t rank, const DeadWorkers& dead) const {
+  return !dead[rank] || (join_step_[rank] >= 0 && slice_.version() >= join_step_[rank]);
+}
+
+PushResult BspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+                              const DeadWorkers& dead, std::vector<float>& scratch) {
+  if (dead[rank] && join_step_[rank] < 0) {
+    return {ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
+  }
+  if (step != slice_.version()) {
+    return {ErrorCode::BAD_STEP, "push of step " + std::to_string(step) + " for " + slice_.name() +
+                                     ", which is at step " + std::to_string(slice_.version())};
+  }
+  if (pushed_[rank]) {
+    return {ErrorCode::DUPLICATE_PUSH,
+            "worker " + std::to_string(rank) + " already pushed step " + std::to_string(step) + " of " + slice_.name()};
+  }
+  pushed_[rank] = 1;
+  pending_[rank] = std::move(gradient);
+  if (checkpoint) checkpoint_asked_ = true;
+  advance(dead, scratch);
+  return {};
+}
+
+void BspPolicy::on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) {
+  join_step_[rank] = -1;  // a rejoined worker died again
+  if (next_rank_ < num_workers_) advance(dead, scratch);
+}
+
+std::string BspPolicy::on_join(uint32_t rank, int64_t step) {
+  if (!slice_.initialized()) return "the slice is not initialised";
+  if (slice_.version() > step) return "the slice is already at step " + std::to_string(slice_.version());
+  join_step_[rank] = step;
+  return "";
+}
+
+// Sums contributions in rank order as far as they are contiguous; closes the step when every live worker has
+// contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run.
+void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
+  const uint64_t length = slice_.length();
+  while (next_rank_ < num_workers_) {
+    const uint32_t r = next_rank_;
+    if (pending_[r]) {
+      if (contributions_ == 0) {
+        first_ = std::move(pending_[r]);
+      } else {
+        if (contributions_ == 1) {  // the second contribution: start the sum from the first
+          acc_.resize(length);
+          std::memcpy(acc_.data(), first_->data(), length * sizeof(float));
+          first_.reset();
+        }
+        const float* g = aligned_floats(*pending_[r], scratch);
+        float* a = acc_.data();
+        for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
+        pending_[r].reset();
+      }
+      ++contributions_;
+      ++next_rank_;
+    } else if (!counted(r, dead)) {
+      ++next_rank_;
+    } else {
+      return;
+    }
+  }
+  if (contributions_ == 0) return;  // every worker is dead
+  const int64_t step = slice_.version();
+  if (contributions_ == 1) {
+    slice_.apply(aligned_floats(*first_, scratch), step);
+    first_.reset();
+  } else {
+    const float n = static_cast<float>(contributions_);
+    float* a = acc_.data();
+    for (uint64_t i = 0; i < length; ++i) a[i] /= n;
+    slice_.apply(a, step);
+  }
+  contributions_ = 0;
+  next_rank_ = 0;
+  std::fill(pushed_.begin(), pushed_.end(), 0);
+  const bool asked = checkpoint_asked_;
+  checkpoint_asked_ = false;
+  slice_.step_closed(asked);
+}
+
+}  // namespace pshard

@@ -1,0 +1,37 @@
+// BSP (cluster.mode = sync): the pushes of a step are summed in rank order and their mean applied once.
+#pragma once
+
+#include "server/consistency/consistency_policy.h"
+
+namespace pshard {
+
+// A slice's open step: contributions are summed in rank order as far as they are contiguous (so the sum, and the
+// weights, are the same whatever order the pushes arrive in); the step closes when every live worker has pushed.
+// A dead worker is skipped; one that rejoined at step j counts again from step j.
+class BspPolicy final : public ConsistencyPolicy {
+ public:
+  BspPolicy(ConsistencySlice& slice, uint32_t num_workers);
+
+  bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step
+  PushResult on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+                     const DeadWorkers& dead, std::vector<float>& scratch) override;
+  void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;
+  std::string on_join(uint32_t rank, int64_t step) override;
+
+ private:
+  void advance(const DeadWorkers& dead, std::vector<float>& scratch);
+  bool counted(uint32_t rank, const DeadWorkers& dead) const;
+
+  ConsistencySlice& slice_;
+  const uint32_t num_workers_;
+  std::vector<std::shared_ptr<zmq::message_t>> pending_;  // per rank, received but not yet summed
+  std::vector<char> pushed_;                              // per rank: pushed this step
+  uint32_t next_rank_ = 0;                                // next rank to sum
+  uint32_t contributions_ = 0;
+  std::shared_ptr<zmq::message_t> first_;  // the only contribution so far (summed lazily, no copy)
+  std::vector<float> acc_;                 // sum of >= 2 contributions
+  std::vector<int64_t> join_step_;         // per rank, the step from which a rejoined worker counts; -1: none
+  bool checkpoint_asked_ = false;          // a push of the open step asked for a checkpoint when it closes
+};
+
+}  // namespace pshard

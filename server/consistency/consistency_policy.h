@@ -1,0 +1,72 @@
+// The consistency policy of one slice: when it may be read, what a push does to it, what a dead worker changes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/protocol/codec.h"
+#include "server/consistency/consistency_mode.h"
+
+namespace pshard {
+
+// The slice a policy decides for, as the policy sees it (implemented by the slice store).
+class ConsistencySlice {
+ public:
+  virtual ~ConsistencySlice() = default;
+  virtual bool initialized() const = 0;  // worker 0's init (or a checkpoint) has given it weights
+  virtual uint64_t length() const = 0;   // floats
+  virtual int64_t version() const = 0;   // BSP: steps closed; ASP/SSP: pushes applied
+  // The optimizer on `gradient` (length() floats) at the learning rate of step `lr_step`; version() + 1.
+  virtual void apply(const float* gradient, int64_t lr_step) = 0;
+  // BSP: a step has just closed (a checkpoint step?); `checkpoint_asked`: a push of it carried the checkpoint flag.
+  virtual void step_closed(bool checkpoint_asked) = 0;
+  virtual std::string name() const = 0;  // e.g. "fc1.weight slice 0", for error messages
+};
+
+// Workers declared dead, by rank, as the calling thread knows them (each thread keeps its own view).
+using DeadWorkers = std::vector<char>;
+
+// A refused push: the error reply's code and text; code NONE when the push was taken.
+struct PushResult {
+  protocol::ErrorCode code = protocol::ErrorCode::NONE;
+  std::string why;
+  bool ok() const { return code == protocol::ErrorCode::NONE; }
+};
+
+// One object per slice, called only on the slice's owner thread. `scratch` is that thread's buffer for
+// gradients that arrive unaligned (see aligned_floats).
+//
+//   auto policy = make_consistency_policy({Consistency::kBsp, num_workers, 0}, slice);
+//   PushResult r = policy->on_push(rank, step, /*checkpoint=*/false, std::move(payload), dead, scratch);
+//   if (policy->ready(step + 1, dead)) reply_with_weights();
+class ConsistencyPolicy {
+ public:
+  virtual ~ConsistencyPolicy() = default;
+  // May a reader at step/clock `step` be answered now? (The slice is initialized.)
+  virtual bool ready(int64_t step, const DeadWorkers& dead) const = 0;
+  // Worker `rank`'s gradient for step/clock `step`; the policy keeps it (BSP, out of rank order) or releases it once
+  // applied. `checkpoint`: the worker asks for a checkpoint when this step closes.
+  virtual PushResult on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+                             const DeadWorkers& dead, std::vector<float>& scratch) = 0;
+  // `rank` was declared dead (it is set in `dead`): an open BSP step may close without it.
+  virtual void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) = 0;
+  // A dead worker rejoins at `step`: "" when accepted (counted again from `step`), else why not.
+  virtual std::string on_join(uint32_t rank, int64_t step) = 0;
+};
+
+struct ConsistencyParams {
+  Consistency mode = Consistency::kBsp;
+  uint32_t num_workers = 1;
+  int64_t staleness = 2;  // kSsp only
+};
+
+// The policy of `params.mode` for `slice` (which must outlive it), with no push seen yet.
+std::unique_ptr<ConsistencyPolicy> make_consistency_policy(const ConsistencyParams& params, ConsistencySlice& slice);
+
+// The floats of a payload frame: in place when aligned, else copied into `scratch`.
+const float* aligned_floats(const zmq::message_t& m, std::vector<float>& scratch);
+
+}  // namespace pshard

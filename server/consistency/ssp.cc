@@ -1,0 +1,28 @@
+// SSP: ASP updates plus per-worker clocks that bound how far a reader may run ahead of the slowest worker.
+#include "server/consistency/ssp.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace pshard {
+
+// Every clock starts at the slice's version: 0 after an init, the checkpoint's step after a restore.
+SspPolicy::SspPolicy(ConsistencySlice& slice, uint32_t num_workers, int64_t staleness)
+    : AspPolicy(slice), staleness_(staleness), clock_(num_workers, slice.version()) {}
+
+bool SspPolicy::ready(int64_t step, const DeadWorkers& dead) const {
+  int64_t slowest = INT64_MAX;
+  for (size_t w = 0; w < clock_.size(); ++w) {
+    if (!dead[w]) slowest = std::min(slowest, clock_[w]);
+  }
+  return slowest == INT64_MAX || slowest >= step - staleness_;
+}
+
+PushResult SspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+                              const DeadWorkers& dead, std::vector<float>& scratch) {
+  PushResult r = AspPolicy::on_push(rank, step, checkpoint, std::move(gradient), dead, scratch);
+  if (r.ok()) clock_[rank] = std::max(clock_[rank], step + 1);
+  return r;
+}
+
+}  // namespace pshard

@@ -1,0 +1,50 @@
+// A request in progress on a server: shared by the socket thread that replies and the threads that run its keys.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/protocol/codec.h"
+
+namespace pshard {
+
+// Payload frames are shared so that BSP can hold an out-of-order contribution without copying it after the request
+// has been answered; each is released as soon as its slice has used it (not when the reply goes out), so a server's
+// memory holds the pushes not yet applied, not every push whose request is still open.
+struct Request {
+  zmq::message_t identity;
+  protocol::Message msg;
+  std::vector<std::shared_ptr<zmq::message_t>> payloads;
+  std::vector<uint32_t> slice_ids;
+  std::vector<zmq::message_t> replies;  // weights: one per key
+  std::atomic<int> remaining{0};        // keys not finished yet
+  std::mutex error_mu;
+  protocol::ErrorCode error = protocol::ErrorCode::NONE;
+  std::string error_message;
+
+  // The first failure of any key is the reply.
+  void fail(protocol::ErrorCode code, std::string why) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (error == protocol::ErrorCode::NONE) {
+      error = code;
+      error_message = std::move(why);
+    }
+  }
+  // Marks one key finished; true when it was the last (the caller replies).
+  bool finish_key() { return remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+// A read of key `key` of `req` that its slice's policy does not let through yet.
+struct Waiter {
+  RequestPtr req;
+  size_t key;
+  int64_t step;  // the reader's step/clock
+};
+
+}  // namespace pshard

@@ -1,0 +1,137 @@
+// SliceStore: layout and schedule install, and what happens to one slice's weights and optimizer state.
+#include "server/kv/slice_store.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/util/log.h"
+#include "server/optimizers/lr_schedule.h"
+
+namespace pshard {
+
+using protocol::ErrorCode;
+
+Slice::Slice(SliceStore& store, uint32_t id, uint64_t length)
+    : id(id), weights(store.pool_), store_(store), length_(length) {
+  // A policy from the start: a join the mode does not allow is refused as such before the slice has weights.
+  policy = new_policy();
+}
+
+std::unique_ptr<ConsistencyPolicy> Slice::new_policy() {
+  return make_consistency_policy({store_.opt_.mode, store_.opt_.num_workers, store_.opt_.staleness}, *this);
+}
+
+void Slice::start(int64_t version, int64_t applied) {
+  version_ = version;
+  updates = applied;
+  policy = new_policy();  // no push seen; SSP clocks start at the version
+  initialized_ = true;
+}
+
+void Slice::init(const float* values) {
+  weights.assign(values, length_);
+  opt_state.assign(length_ * store_.opt_.optimizer->state_floats(), 0.0f);
+  start(0, 0);
+}
+
+void Slice::restore(CheckpointSlice&& c) {
+  weights.assign(c.weights.data(), c.weights.size());
+  opt_state = std::move(c.opt_state);
+  start(c.version, c.updates);
+  store_.raise_max_version(c.version);
+}
+
+void Slice::apply(const float* gradient, int64_t lr_step) {
+  ++updates;
+  const uint64_t copies_before = weights.copies();
+  store_.opt_.optimizer->apply(weights.writable(), gradient, opt_state.data(), length_, store_.lr_at_(lr_step),
+                               updates);
+  ++store_.updates_;
+  store_.weight_copies_ += weights.copies() - copies_before;
+  ++version_;
+}
+
+void Slice::step_closed(bool checkpoint_asked) {
+  store_.raise_max_version(version_);
+  if (store_.on_step_closed) store_.on_step_closed(*this, checkpoint_asked);
+}
+
+std::string Slice::name() const { return store_.layout_->describe(id); }
+
+SliceStore::SliceStore(const KvServerOptions& opt, int update_threads)
+    : opt_(opt), update_threads_(std::max(update_threads, 1)), lr_at_(opt.lr_at) {}
+
+void SliceStore::raise_max_version(int64_t v) {
+  for (int64_t seen = max_version_.load(std::memory_order_relaxed);
+       seen < v && !max_version_.compare_exchange_weak(seen, v, std::memory_order_relaxed);) {
+  }
+}
+
+bool SliceStore::install(const protocol::Message& m, ErrorCode& code, std::string& why) {
+  if (m.slice_bytes != opt_.slice_bytes || m.num_servers != opt_.num_servers) {
+    code = ErrorCode::LAYOUT_MISMATCH;
+    why = "init assumes slice_bytes " + std::to_string(m.slice_bytes) + " and " + std::to_string(m.num_servers) +
+          " servers; this server has slice_bytes " + std::to_string(opt_.slice_bytes) + " and " +
+          std::to_string(opt_.num_servers) + " servers";
+    return false;
+  }
+  std::vector<TensorSpec> specs;
+  for (const auto& t : m.tensors) specs.push_back({t.name, t.numel});
+  return install(std::move(specs), m.layout_fingerprint, m.run_total_steps, code, why);
+}
+
+bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, int64_t total_steps, ErrorCode& code,
+                         std::string& why) {
+  std::unique_ptr<SliceLayout> l;
+  try {
+    l = std::make_unique<SliceLayout>(std::move(tensors), opt_.slice_bytes, opt_.num_servers);
+  } catch (const Error& e) {
+    code = ErrorCode::BAD_HEADER;
+    why = std::string("init tensor list: ") + e.what();
+    return false;
+  }
+  if (l->fingerprint() != fingerprint) {
+    code = ErrorCode::LAYOUT_MISMATCH;
+    why = "init's tensor list gives fingerprint " + std::to_string(l->fingerprint()) + ", the header says " +
+          std::to_string(fingerprint);
+    return false;
+  }
+  run_total_steps_ = total_steps;
+  if (!lr_at_) {
+    // The global batch (linear scaling rule) needs W, a cosine schedule the run's length: both known only now.
+    const int64_t run_steps = total_steps > 0 ? total_steps : opt_.schedule.total_steps;
+    if (opt_.schedule.name == "cosine" && run_steps <= 0) {
+      code = ErrorCode::BAD_HEADER;
+      why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
+      return false;
+    }
+    try {
+      auto schedule = std::make_shared<optim::LrSchedule>(opt_.base_lr, opt_.schedule,
+                                                          opt_.batch_size * static_cast<int64_t>(opt_.num_workers),
+                                                          std::max<int64_t>(run_steps, 1));
+      lr_at_ = [schedule](int64_t step) { return schedule->lr_at(step); };
+    } catch (const Error& e) {
+      code = ErrorCode::BAD_HEADER;
+      why = std::string("learning-rate schedule for a run of ") + std::to_string(total_steps) + " steps: " + e.what();
+      return false;
+    }
+  }
+  slices_.resize(l->slices().size());
+  owner_.assign(l->slices().size(), -1);
+  uint32_t local = 0;
+  for (const SliceInfo& s : l->slices()) {
+    const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
+    if (s.server != opt_.rank) continue;
+    slices_[id] = std::make_unique<Slice>(*this, id, s.length);
+    ++local_slices_;
+    owner_[id] = s.length * sizeof(float) <= opt_.inline_slice_bytes ? -1 : static_cast<int>(local++ % update_threads_);
+  }
+  layout_ = std::move(l);
+  PSHARD_LOG(kInfo) << "server " << opt_.rank << ": layout of " << layout_->tensors().size() << " tensors, "
+                    << layout_->slices().size() << " slices, " << layout_->bytes_on_server(opt_.rank)
+                    << " bytes here (fingerprint " << layout_->fingerprint() << ")";
+  installed_.store(true, std::memory_order_release);
+  return true;
+}
+
+}  // namespace pshard

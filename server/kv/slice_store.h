@@ -1,0 +1,111 @@
+// The slices a server owns: layout and learning-rate schedule (from the first init or a checkpoint), and per slice
+// its weights, optimizer state, version and consistency policy.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
+#include "common/transport/buffer_pool.h"
+#include "server/consistency/consistency_policy.h"
+#include "server/kv/kv_server.h"
+#include "server/kv/request.h"
+#include "server/kv/slice_weights.h"
+
+namespace pshard {
+
+class SliceStore;
+
+// One slice of this server. Touched only by the thread that owns it (SliceStore::owner), so nothing in it locks.
+class Slice final : public ConsistencySlice {
+ public:
+  Slice(SliceStore& store, uint32_t id, uint64_t length);
+
+  // Worker 0's init: these length() floats, zero optimizer state, version 0.
+  void init(const float* values);
+  // A checkpoint's weights, optimizer state and versions.
+  void restore(CheckpointSlice&& c);
+
+  bool initialized() const override { return initialized_; }
+  uint64_t length() const override { return length_; }
+  int64_t version() const override { return version_; }
+  void apply(const float* gradient, int64_t lr_step) override;
+  void step_closed(bool checkpoint_asked) override;
+  std::string name() const override;
+
+  const uint32_t id;  // global slice id in the layout
+  SliceWeights weights;
+  std::vector<float> opt_state;  // length() x the optimizer's state_floats()
+  int64_t updates = 0;           // optimizer applications (Adam's t)
+  std::unique_ptr<ConsistencyPolicy> policy;
+  std::vector<Waiter> waiting;  // reads the policy has not let through yet (the server answers them)
+
+ private:
+  std::unique_ptr<ConsistencyPolicy> new_policy();
+  void start(int64_t version, int64_t updates);
+
+  SliceStore& store_;
+  const uint64_t length_;
+  bool initialized_ = false;
+  int64_t version_ = 0;
+};
+
+// Written once, when the layout is installed (by the socket thread, or before any thread runs when restoring);
+// afterwards each slice belongs to one thread: the socket thread for small slices (latency), an update thread for
+// the others.
+//
+//   SliceStore store(options, /*update_threads=*/2);
+//   if (!store.install(init_message, code, why)) refuse(code, why);
+//   Slice* s = store.slice(id);  // null: another server's slice
+//   run_on(store.owner(id), [&] { s->policy->on_push(...); });
+class SliceStore {
+ public:
+  SliceStore(const KvServerOptions& opt, int update_threads);  // keeps a reference to `opt`
+
+  // Worker 0's first init: the layout it describes, if it is the one this server was started for.
+  bool install(const protocol::Message& init, protocol::ErrorCode& code, std::string& why);
+  // Builds the layout, the learning-rate schedule (unless the options give one) and the uninitialised slices of
+  // this server; false with the error reply's code and text when the tensor list or the schedule is unusable.
+  bool install(std::vector<TensorSpec> tensors, uint64_t fingerprint, int64_t run_total_steps,
+               protocol::ErrorCode& code, std::string& why);
+  // True once install() succeeded; layout and slices never change again (an acquire: safe on any thread).
+  bool installed() const { return installed_.load(std::memory_order_acquire); }
+
+  const SliceLayout* layout() const { return layout_.get(); }  // null before install
+  size_t size() const { return slices_.size(); }               // slices in the layout, this server's or not
+  Slice* slice(uint32_t id) { return slices_[id].get(); }      // null for another server's slice
+  int owner(uint32_t id) const { return owner_[id]; }          // -1: the socket thread, else an update thread
+  size_t local_slices() const { return local_slices_; }
+  int64_t run_total_steps() const { return run_total_steps_; }  // from the init or the checkpoint
+  int64_t max_version() const { return max_version_.load(std::memory_order_relaxed); }  // highest BSP step here
+  uint64_t updates() const { return updates_; }                                         // optimizer applications
+  uint64_t weight_copies() const { return weight_copies_; }  // updates that copied because a reply held the weights
+
+  // Called on a slice's thread when it closed a BSP step; set before install.
+  std::function<void(const Slice&, bool checkpoint_asked)> on_step_closed;
+
+ private:
+  friend class Slice;
+  void raise_max_version(int64_t v);
+
+  const KvServerOptions& opt_;
+  const int update_threads_;
+  std::function<float(int64_t step)> lr_at_;
+  std::shared_ptr<transport::BufferPool> pool_ = transport::BufferPool::create(size_t{1} << 30);
+  std::unique_ptr<SliceLayout> layout_;
+  std::vector<std::unique_ptr<Slice>> slices_;  // by global slice id
+  std::vector<int> owner_;                      // by global slice id
+  size_t local_slices_ = 0;
+  int64_t run_total_steps_ = 0;
+  std::atomic<bool> installed_{false};
+  std::atomic<int64_t> max_version_{0};  // for pong: where a rejoining worker can start
+  std::atomic<uint64_t> updates_{0}, weight_copies_{0};
+};
+
+}  // namespace pshard

@@ -1,0 +1,204 @@
+// Consistency policies on a fake slice: BSP sums in rank order and closes a step without a dead worker, ASP applies
+// every push, SSP answers a reader exactly up to the staleness bound.
+#include "server/consistency/consistency_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace pshard {
+namespace {
+
+// Records what the policy did to it instead of running an optimizer.
+struct FakeSlice final : ConsistencySlice {
+  explicit FakeSlice(uint64_t n) : n(n) {}
+  uint64_t n;
+  bool init = true;
+  int64_t ver = 0;
+  std::vector<std::vector<float>> applied;  // each gradient given to apply()
+  std::vector<int64_t> lr_steps;
+  std::vector<bool> closed;  // step_closed(checkpoint_asked) calls
+
+  bool initialized() const override { return init; }
+  uint64_t length() const override { return n; }
+  int64_t version() const override { return ver; }
+  void apply(const float* g, int64_t lr_step) override {
+    applied.emplace_back(g, g + n);
+    lr_steps.push_back(lr_step);
+    ++ver;
+  }
+  void step_closed(bool asked) override { closed.push_back(asked); }
+  std::string name() const override { return "w slice 0"; }
+};
+
+std::shared_ptr<zmq::message_t> grad(std::vector<float> v) {
+  return std::make_shared<zmq::message_t>(v.data(), v.size() * sizeof(float));
+}
+
+struct Fixture {
+  explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0)
+      : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness}, slice)) {}
+  PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false) {
+    return policy->on_push(rank, step, checkpoint, grad(std::move(g)), dead, scratch);
+  }
+  FakeSlice slice;
+  DeadWorkers dead;
+  std::vector<float> scratch;
+  std::unique_ptr<ConsistencyPolicy> policy;
+};
+
+TEST(BspPolicy, AppliesTheMeanOnceEveryWorkerHasPushedTheStep) {
+  Fixture f(Consistency::kBsp, 3);
+  EXPECT_TRUE(f.policy->ready(0, f.dead));
+  EXPECT_FALSE(f.policy->ready(1, f.dead));
+  ASSERT_TRUE(f.push(2, 0, {6, 0}).ok());  // out of rank order: held
+  ASSERT_TRUE(f.push(0, 0, {3, 3}).ok());
+  EXPECT_TRUE(f.slice.applied.empty());
+  EXPECT_FALSE(f.policy->ready(1, f.dead));
+  ASSERT_TRUE(f.push(1, 0, {0, 6}, /*checkpoint=*/true).ok());
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{3, 3}));
+  EXPECT_EQ(f.slice.lr_steps[0], 0);
+  EXPECT_EQ(f.slice.closed, (std::vector<bool>{true}));
+  EXPECT_EQ(f.slice.version(), 1);
+  EXPECT_TRUE(f.policy->ready(1, f.dead));
+  EXPECT_FALSE(f.policy->ready(2, f.dead));
+}
+
+TEST(BspPolicy, SumsInRankOrderWhateverTheArrivalOrder) {
+  // 1e8 + 1 - 1e8 is 0 in float when summed in rank order (0, 1, 2) and 1 in the order (0, 2, 1).
+  const std::vector<std::vector<float>> g = {{1e8f, 0}, {1, 0}, {-1e8f, 0}};
+  std::vector<float> means;
+  for (const std::vector<uint32_t>& order : {std::vector<uint32_t>{0, 1, 2}, {2, 1, 0}, {0, 2, 1}}) {
+    Fixture f(Consistency::kBsp, 3);
+    for (uint32_t r : order) ASSERT_TRUE(f.push(r, 0, g[r]).ok());
+    ASSERT_EQ(f.slice.applied.size(), 1u);
+    means.push_back(f.slice.applied[0][0]);
+  }
+  EXPECT_EQ(means, (std::vector<float>{0, 0, 0}));
+}
+
+TEST(BspPolicy, RefusesAWrongStepADuplicateAndADeadWorker) {
+  Fixture f(Consistency::kBsp, 2);
+  PushResult r = f.push(0, 1, {1, 1});
+  EXPECT_EQ(r.code, protocol::ErrorCode::BAD_STEP);
+  EXPECT_EQ(r.why, "push of step 1 for w slice 0, which is at step 0");
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  r = f.push(0, 0, {1, 1});
+  EXPECT_EQ(r.code, protocol::ErrorCode::DUPLICATE_PUSH);
+  EXPECT_EQ(r.why, "worker 0 already pushed step 0 of w slice 0");
+  f.dead[1] = 1;
+  r = f.push(1, 0, {1, 1});
+  EXPECT_EQ(r.code, protocol::ErrorCode::WORKER_DEAD);
+  EXPECT_EQ(r.why, "worker 1 was declared dead");
+}
+
+TEST(BspPolicy, ADeadWorkerClosesTheOpenStepWithTheOthersMean) {
+  Fixture f(Consistency::kBsp, 3);
+  ASSERT_TRUE(f.push(0, 0, {2, 4}).ok());
+  ASSERT_TRUE(f.push(2, 0, {4, 8}).ok());
+  EXPECT_FALSE(f.policy->ready(1, f.dead));
+  f.dead[1] = 1;
+  f.policy->on_worker_dead(1, f.dead, f.scratch);
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{3, 6}));  // the mean of two, not three
+  EXPECT_TRUE(f.policy->ready(1, f.dead));
+  // The next step closes with the two live workers alone.
+  ASSERT_TRUE(f.push(2, 1, {1, 1}).ok());
+  ASSERT_TRUE(f.push(0, 1, {3, 3}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 2u);
+  EXPECT_EQ(f.slice.applied[1], (std::vector<float>{2, 2}));
+  EXPECT_EQ(f.slice.lr_steps, (std::vector<int64_t>{0, 1}));
+}
+
+TEST(BspPolicy, ARejoinedWorkerCountsFromItsJoinStep) {
+  Fixture f(Consistency::kBsp, 2);
+  f.dead[1] = 1;
+  f.policy->on_worker_dead(1, f.dead, f.scratch);
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());  // step 0 closes without worker 1
+  EXPECT_EQ(f.slice.version(), 1);
+  EXPECT_EQ(f.policy->on_join(1, 0), "the slice is already at step 1");
+  EXPECT_EQ(f.policy->on_join(1, 2), "");
+  ASSERT_TRUE(f.push(0, 1, {1, 1}).ok());  // step 1: worker 1 not yet counted
+  EXPECT_EQ(f.slice.version(), 2);
+  ASSERT_TRUE(f.push(0, 2, {1, 1}).ok());  // step 2: waits for worker 1
+  EXPECT_EQ(f.slice.version(), 2);
+  ASSERT_TRUE(f.push(1, 2, {3, 3}).ok());
+  EXPECT_EQ(f.slice.version(), 3);
+  EXPECT_EQ(f.slice.applied.back(), (std::vector<float>{2, 2}));
+}
+
+TEST(BspPolicy, JoinNeedsAnInitializedSlice) {
+  Fixture f(Consistency::kBsp, 2);
+  f.slice.init = false;
+  EXPECT_EQ(f.policy->on_join(1, 0), "the slice is not initialised");
+}
+
+TEST(AspPolicy, AppliesEachPushOnArrivalAtItsStepsLearningRate) {
+  Fixture f(Consistency::kAsp, 2);
+  ASSERT_TRUE(f.push(1, 5, {1, 2}).ok());
+  ASSERT_TRUE(f.push(1, 5, {3, 4}).ok());  // no duplicate check: every push counts
+  ASSERT_TRUE(f.push(0, 0, {5, 6}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 3u);
+  EXPECT_EQ(f.slice.applied[1], (std::vector<float>{3, 4}));
+  EXPECT_EQ(f.slice.lr_steps, (std::vector<int64_t>{5, 5, 0}));
+  EXPECT_EQ(f.slice.version(), 3);
+  EXPECT_TRUE(f.slice.closed.empty());  // no steps, no checkpoints
+  EXPECT_TRUE(f.policy->ready(1000, f.dead));
+  EXPECT_EQ(f.policy->on_join(0, 0), "joining needs sync mode");
+  f.dead[0] = 1;
+  EXPECT_EQ(f.push(0, 1, {1, 1}).code, protocol::ErrorCode::WORKER_DEAD);
+}
+
+TEST(SspPolicy, AReaderMayRunAtMostStalenessClocksAheadOfTheSlowestWorker) {
+  Fixture f(Consistency::kSsp, 2, /*staleness=*/2);
+  // Both clocks 0: a reader at clock 2 may read, one at clock 3 may not.
+  EXPECT_TRUE(f.policy->ready(2, f.dead));
+  EXPECT_FALSE(f.policy->ready(3, f.dead));
+  for (int64_t c = 0; c < 4; ++c) ASSERT_TRUE(f.push(0, c, {1, 1}).ok());  // worker 0 at clock 4
+  EXPECT_FALSE(f.policy->ready(3, f.dead));                                // worker 1 still at 0
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());                                  // worker 1 at clock 1
+  EXPECT_TRUE(f.policy->ready(3, f.dead));
+  EXPECT_FALSE(f.policy->ready(4, f.dead));
+  EXPECT_EQ(f.slice.applied.size(), 5u);  // applied as in ASP
+}
+
+TEST(SspPolicy, ADeadWorkerIsNotWaitedFor) {
+  Fixture f(Consistency::kSsp, 2, /*staleness=*/1);
+  for (int64_t c = 0; c < 5; ++c) ASSERT_TRUE(f.push(0, c, {1, 1}).ok());
+  EXPECT_FALSE(f.policy->ready(5, f.dead));
+  f.dead[1] = 1;
+  f.policy->on_worker_dead(1, f.dead, f.scratch);
+  EXPECT_TRUE(f.policy->ready(6, f.dead));  // worker 0 at clock 5, staleness 1
+  EXPECT_FALSE(f.policy->ready(7, f.dead));
+  f.dead[0] = 1;
+  EXPECT_TRUE(f.policy->ready(1000, f.dead));  // nobody left to wait for
+}
+
+TEST(SspPolicy, ClocksStartAtTheSliceVersionAfterARestore) {
+  FakeSlice slice(2);
+  slice.ver = 10;
+  auto policy = make_consistency_policy({Consistency::kSsp, 2, 0}, slice);
+  DeadWorkers dead(2, 0);
+  EXPECT_TRUE(policy->ready(10, dead));
+  EXPECT_FALSE(policy->ready(11, dead));
+}
+
+TEST(AlignedFloats, ReadsAnAlignedPayloadInPlaceAndCopiesAnUnalignedOne) {
+  alignas(float) char bytes[1 + 2 * sizeof(float)];
+  const float v[2] = {1.5f, -2.0f};
+  std::memcpy(bytes, v, sizeof(v));
+  std::vector<float> scratch;
+  zmq::message_t aligned(bytes, sizeof(v), nullptr);  // zero-copy: the frame points into `bytes`
+  EXPECT_EQ(aligned_floats(aligned, scratch), reinterpret_cast<const float*>(bytes));
+  std::memcpy(bytes + 1, v, sizeof(v));
+  zmq::message_t unaligned(bytes + 1, sizeof(v), nullptr);
+  const float* p = aligned_floats(unaligned, scratch);
+  EXPECT_EQ(p, scratch.data());
+  EXPECT_EQ(p[0], 1.5f);
+  EXPECT_EQ(p[1], -2.0f);
+}
+
+}  // namespace
+}  // namespace pshard
