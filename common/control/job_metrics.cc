@@ -87,7 +87,7 @@ void JobMetrics::write_cluster_map(const ClusterMap& map) {
   }
   Json doc = Json::object().set("num_servers", map.num_servers).set("num_workers", map.num_workers).set("nodes", nodes);
   try {
-    // Spaced like it always was: scripts grep it (tests/slurm/slurm_cluster_test.sh). Atomic so that
+    // Spaced like it always was: scripts grep it (tests/launcher/scheduler/slurm_cluster_test.sh). Atomic so that
     // a reader polling for it (a test, a script) never sees half a file.
     binary::write_file_atomically(opt_.run_dir + "/cluster.json", doc.dump_spaced() + "\n", "cannot write");
   } catch (const Error& e) {

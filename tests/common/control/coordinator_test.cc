@@ -507,7 +507,7 @@ TEST(Coordinator, WritesTheClusterMapToClusterJsonInOnePiece) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  // Spaced as scripts expect it (tests/slurm/slurm_cluster_test.sh greps '"role": "server"').
+  // Spaced as scripts expect it (tests/launcher/scheduler/slurm_cluster_test.sh greps '"role": "server"').
   const std::string expected =
       R"({"num_servers": 1, "num_workers": 1, "nodes": [)"
       R"({"role": "server", "rank": 0, "host": "node1", "pid": PID, "endpoint": "tcp://10.0.0.2:40001"}, )"
