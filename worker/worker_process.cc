@@ -114,13 +114,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
   t.run(
       [&](const trainer::StepEvent& s) {
         if (rank != 0) return;
-        cluster.report(Json::object()
-                           .set("event", "step")
-                           .set("epoch", s.epoch)
-                           .set("step", s.step)
-                           .set("loss", s.loss)
-                           .set("lr", s.lr)
-                           .set("wall_s", s.wall_s));
+        cluster.report(s.to_json());
       },
       [&](const WorkerEpochReport& r) {
         Json j = r.to_json();

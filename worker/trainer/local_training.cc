@@ -32,23 +32,14 @@ int run_local_training(const LocalTrainingOptions& o) {
   MetricsWriter metrics(run_dir);
   metrics.write_file("config.toml", cfg.to_toml());
   RunTotals totals;
-  t.run(
-      [&](const StepEvent& s) {
-        metrics.write(Json::object()
-                          .set("event", "step")
-                          .set("epoch", s.epoch)
-                          .set("step", s.step)
-                          .set("loss", s.loss)
-                          .set("lr", s.lr)
-                          .set("wall_s", s.wall_s));
-      },
-      [&](const WorkerEpochReport& r) {
-        Json e = combine_epoch({r});
-        metrics.write(e);
-        totals.add_epoch(e);
-        std::printf("%s\n", format_epoch_line(e, opts.epochs).c_str());
-        std::fflush(stdout);
-      });
+  t.run([&](const StepEvent& s) { metrics.write(s.to_json()); },
+        [&](const WorkerEpochReport& r) {
+          Json e = combine_epoch({r});
+          metrics.write(e);
+          totals.add_epoch(e);
+          std::printf("%s\n", format_epoch_line(e, opts.epochs).c_str());
+          std::fflush(stdout);
+        });
 
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json summary = totals.summary(wall_s);

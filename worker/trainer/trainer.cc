@@ -12,6 +12,16 @@
 #include "worker/data/sampler.h"
 
 namespace pshard::trainer {
+
+Json StepEvent::to_json() const {
+  return Json::object()
+      .set("event", "step")
+      .set("epoch", epoch)
+      .set("step", step)
+      .set("loss", loss)
+      .set("lr", lr)
+      .set("wall_s", wall_s);
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/metrics/epoch_report.h"
+#include "common/util/json.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/parameter_sync.h"
 
@@ -41,6 +42,9 @@ struct TrainerOptions {
 struct StepEvent {
   int64_t epoch = 0, step = 0;
   double loss = 0, lr = 0, wall_s = 0;
+
+  // The `step` line of metrics.jsonl (docs/METRICS.md).
+  Json to_json() const;
 };
 
 // Runs epochs of: next batch -> forward -> backward -> update, then an
