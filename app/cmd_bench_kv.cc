@@ -1,186 +1,14 @@
-// `pshard bench kv`: push+pull throughput, 4 KiB round-trip latency and server memory of a local job, against raw TCP.
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
+// `pshard bench kv`: push+pull throughput, 4 KiB round-trip latency and server memory of a local job, against raw TCP
+// (bench/kv_bench.h).
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "app/bench.h"
-#include "common/error.h"
-#include "common/transport/buffer_pool.h"
-#include "common/transport/curve.h"
+#include "bench/kv_bench.h"
 #include "common/util/args.h"
-#include "common/util/host.h"
-#include "common/util/json.h"
-#include "common/util/log.h"
-#include "launcher/job_plan.h"
-#include "launcher/local_job.h"
-#include "server/optimizers/optimizer.h"
-#include "worker/client/kv_client.h"
 
 namespace pshard::app {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The benchmark model: M MiB of float32 in tensors of at most 4 MiB, plus one 4 KiB tensor for latency.
-std::vector<TensorSpec> bench_tensors(int64_t model_mib) {
-  std::vector<TensorSpec> t;
-  uint64_t left = static_cast<uint64_t>(model_mib) << 20;
-  for (int i = 0; left > 0; ++i) {
-    const uint64_t bytes = std::min<uint64_t>(left, 4u << 20);
-    t.push_back({"layer" + std::to_string(i) + ".weight", bytes / sizeof(float)});
-    left -= bytes;
-  }
-  t.push_back({"rtt4k", 1024});
-  return t;
-}
-
-int64_t minor_faults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
-
-// One worker of the benchmark (a child process): init (worker 0), pull, `rounds` rounds of push_pull of
-// every tensor, then `rtt_iters` sequential 4 KiB push_pulls. Writes one JSON line to `result_path`.
-int bench_worker(uint32_t rank, const std::vector<std::string>& servers, int64_t model_mib, uint64_t slice_bytes,
-                 int64_t rounds, int64_t rtt_iters, const std::string& result_path, const transport::CurveKeys& curve) {
-  transport::retain_freed_memory();
-  KvClientOptions o;
-  o.rank = rank;
-  o.servers = servers;
-  o.tensors = bench_tensors(model_mib);
-  o.slice_bytes = slice_bytes;
-  const char* token = std::getenv("PSHARD_JOB_TOKEN");
-  o.job_token = token ? token : "";
-  o.curve = curve;
-  o.request_timeout = std::chrono::milliseconds(120000);
-  KvClient kv(o);
-  const auto& tensors = o.tensors;
-  std::vector<std::vector<float>> w(tensors.size()), g(tensors.size());
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    w[t].assign(tensors[t].numel, 0.5f);
-    g[t].assign(tensors[t].numel, 1e-6f);
-  }
-  std::vector<KvClient::Handle> hs;
-  if (rank == 0) {
-    for (size_t t = 0; t < tensors.size(); ++t) hs.push_back(kv.init(tensors[t].name, w[t].data(), w[t].size()));
-    for (auto h : hs) kv.wait(h);
-  }
-  hs.clear();
-  for (size_t t = 0; t < tensors.size(); ++t) hs.push_back(kv.zpull(tensors[t].name, w[t].data(), w[t].size(), 0));
-  for (auto h : hs) kv.wait(h);
-  const size_t big = tensors.size() - 1;  // the last tensor is the 4 KiB one
-  int64_t step = 0;
-  auto round = [&] {
-    hs.clear();
-    for (size_t t = 0; t < big; ++t) {
-      hs.push_back(kv.zpush_pull(tensors[t].name, g[t].data(), w[t].data(), w[t].size(), step));
-    }
-    hs.push_back(kv.zpush_pull("rtt4k", g[big].data(), w[big].data(), w[big].size(), step));
-    for (auto h : hs) kv.wait(h);
-    ++step;
-  };
-  round();  // warm-up: every buffer touched once
-  const int64_t faults0 = minor_faults();
-  const auto t0 = Clock::now();
-  for (int64_t r = 0; r < rounds; ++r) round();
-  const double elapsed = seconds_since(t0);
-  const int64_t faults = minor_faults() - faults0;
-  uint64_t model_bytes = 0;
-  for (size_t t = 0; t < big; ++t) model_bytes += tensors[t].numel * sizeof(float);
-
-  std::vector<double> rtt;
-  rtt.reserve(static_cast<size_t>(rtt_iters));
-  for (int64_t i = 0; i < rtt_iters; ++i) {
-    const auto s = Clock::now();
-    kv.wait(kv.zpush_pull("rtt4k", g[big].data(), w[big].data(), w[big].size(), step++));
-    rtt.push_back(seconds_since(s) * 1e6);
-  }
-  std::sort(rtt.begin(), rtt.end());
-  auto pct = [&](double q) { return rtt.empty() ? 0.0 : rtt[std::min(rtt.size() - 1, size_t(q * rtt.size()))]; };
-  Json j = Json::object();
-  j.set("rank", rank)
-      .set("bytes", static_cast<uint64_t>(rounds) * 2 * model_bytes)
-      .set("seconds", elapsed)
-      .set("minor_faults_per_round", rounds > 0 ? static_cast<double>(faults) / rounds : 0.0)
-      .set("rtt_p50_us", pct(0.5))
-      .set("rtt_p99_us", pct(0.99));
-  std::ofstream(result_path) << j.dump() << "\n";
-  return 0;
-}
-
-// Raw TCP loopback: one connection streaming `bytes` from a pre-touched buffer; returns GB/s.
-double tcp_baseline_gbps(uint64_t bytes) {
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  if (ls < 0) throw Error("tcp baseline: socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(ls, 1) != 0 ||
-      getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(ls);
-    throw Error("tcp baseline: cannot listen on 127.0.0.1");
-  }
-  const size_t chunk = 1 << 20;
-  double gbps = 0;
-  std::thread reader([&] {
-    int c = accept(ls, nullptr, nullptr);
-    if (c < 0) return;
-    std::vector<char> buf(chunk, 1);
-    uint64_t got = 0;
-    const auto t0 = Clock::now();
-    while (got < bytes) {
-      ssize_t n = recv(c, buf.data(), buf.size(), 0);
-      if (n <= 0) break;
-      got += static_cast<uint64_t>(n);
-    }
-    gbps = static_cast<double>(got) / seconds_since(t0) / 1e9;
-    close(c);
-  });
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (s >= 0) close(s);
-    close(ls);
-    reader.join();
-    throw Error("tcp baseline: cannot connect to 127.0.0.1");
-  }
-  std::vector<char> buf(chunk, 2);
-  uint64_t sent = 0;
-  while (sent < bytes) {
-    ssize_t n = send(s, buf.data(), std::min<uint64_t>(chunk, bytes - sent), MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<uint64_t>(n);
-  }
-  close(s);
-  reader.join();
-  close(ls);
-  return gbps;
-}
-
-int64_t peak_rss_kib(int64_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
-  }
-  return -1;
-}
 
 int run_bench_kv(const std::vector<std::string>& args) {
   ArgParser p("pshard bench kv",
@@ -206,171 +34,32 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("key-dir", "DIR", "(internal) the CurveZMQ key directory of the benchmark (\"\": plaintext)");
   if (!p.parse(args)) return 0;
 
-  const int64_t S = p.get_int("servers"), W = p.get_int("workers"), M = p.get_int("model-mib");
-  const int64_t K = p.get_int("slice-kib");
-  if (S < 1 || W < 1 || M < 1 || K < 1)
-    throw Error("bench kv: --servers, --workers, --model-mib, --slice-kib must be >= 1");
-  int64_t rounds = p.get_int("rounds");
-  if (rounds <= 0) rounds = std::max<int64_t>(4, 2048 / M);
-  const int64_t rtt_iters = p.get_int("rtt-iters");
-  const uint64_t slice_bytes = static_cast<uint64_t>(K) << 10;
+  bench::KvBenchOptions o;
+  o.servers = p.get_int("servers");
+  o.workers = p.get_int("workers");
+  o.model_mib = p.get_int("model-mib");
+  o.slice_kib = p.get_int("slice-kib");
+  o.rounds = p.get_int("rounds");
+  o.rtt_iters = p.get_int("rtt-iters");
+  o.optimizer = p.get("optimizer");
+  o.server_threads = p.get_int("server-threads");
+  o.curve = p.flag("curve");
 
   if (p.has("worker-rank")) {
-    std::vector<std::string> eps;
+    bench::KvBenchWorkerOptions w;
+    w.bench = o;
+    w.rank = static_cast<uint32_t>(p.get_int("worker-rank"));
     std::stringstream ss(p.get("endpoints"));
-    for (std::string e; std::getline(ss, e, ',');) eps.push_back(e);
-    log::configure("bench worker " + p.get("worker-rank"), log::Level::kWarn);
-    const transport::CurveKeys curve =
-        p.get("key-dir").empty() ? transport::CurveKeys{} : transport::read_curve_keys(p.get("key-dir"));
-    return bench_worker(static_cast<uint32_t>(p.get_int("worker-rank")), eps, M, slice_bytes, rounds, rtt_iters,
-                        p.get("result"), curve);
+    for (std::string e; std::getline(ss, e, ',');) w.endpoints.push_back(e);
+    w.result_path = p.get("result");
+    w.key_dir = p.get("key-dir");
+    return bench::run_kv_bench_worker(w);
   }
-  log::configure("bench kv", log::Level::kWarn);
-
-  const std::string exe = self_executable();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pshard-bench-kv-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string config = (dir / "bench.toml").string();
-  std::ofstream(config) << "[cluster]\nmode = \"sync\"\nslice_bytes = " << slice_bytes
-                        << "\nserver_threads = " << p.get_int("server-threads") << "\n[optimizer]\nname = \""
-                        << p.get("optimizer") << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
-                        << (p.flag("curve") ? "true" : "false") << "\n";
-  const std::string key_dir = (dir / "keys").string();
-  std::string worker_key_dir;  // "": plaintext
-  if (p.flag("curve")) {
-    transport::ensure_curve_keys(key_dir);
-    worker_key_dir = key_dir;
-  }
-  JobPlan plan;  // standalone servers (no coordinator): the benchmark hands out the endpoints itself
-  plan.executable = exe;
-  plan.config_path = config;
-  plan.key_dir = worker_key_dir;
-  plan.job_token = new_job_token();
-  plan.num_servers = static_cast<uint32_t>(S);
-  plan.num_workers = static_cast<uint32_t>(W);
-  std::vector<int> ports = pick_free_ports(static_cast<int>(S));
-  std::vector<std::string> endpoints;
-  LocalJob::Options jo;
-  jo.out_fd = 2;  // children's lines never mix with --json on stdout
-  jo.grace = std::chrono::milliseconds(2000);
-  LocalJob servers(jo);
-  for (int64_t s = 0; s < S; ++s) {
-    endpoints.push_back("tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s)]));
-    servers.add(plan.server_process(s, endpoints.back()));
-  }
-  servers.start();
-  std::string joined;
-  for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
-  LocalJob workers(jo);
-  for (int64_t w = 0; w < W; ++w) {
-    // The benchmark's own workers (`pshard bench kv --worker-rank`), not `pshard worker`.
-    ChildSpec c;
-    c.name = "worker " + std::to_string(w);
-    c.role = NodeRole::kWorker;
-    c.argv = {exe,
-              "bench",
-              "kv",
-              "--worker-rank",
-              std::to_string(w),
-              "--endpoints",
-              joined,
-              "--servers",
-              std::to_string(S),
-              "--workers",
-              std::to_string(W),
-              "--model-mib",
-              std::to_string(M),
-              "--slice-kib",
-              std::to_string(K),
-              "--rounds",
-              std::to_string(rounds),
-              "--rtt-iters",
-              std::to_string(rtt_iters),
-              "--result",
-              (dir / ("worker" + std::to_string(w) + ".json")).string(),
-              "--key-dir",
-              worker_key_dir};
-    c.env = plan.node_env(-1);
-    workers.add(c);
-  }
-  LocalJob::Result wr = workers.run();
-  std::vector<int64_t> rss_kib;
-  for (int64_t pid : servers.pids()) rss_kib.push_back(peak_rss_kib(pid));
-  servers.stop("benchmark finished");
-  servers.wait();
-  if (wr.exit_code != 0) {
-    std::filesystem::remove_all(dir);
-    throw Error("bench kv: " + wr.failure);
-  }
-
-  double max_seconds = 0, faults = 0, p50 = 0, p99 = 0;
-  uint64_t total_bytes = 0;
-  for (int64_t w = 0; w < W; ++w) {
-    std::ifstream f(dir / ("worker" + std::to_string(w) + ".json"));
-    std::string line;
-    std::getline(f, line);
-    Json j = Json::parse(line, "bench worker " + std::to_string(w));
-    total_bytes += static_cast<uint64_t>(j.at("bytes").as_number());
-    max_seconds = std::max(max_seconds, j.at("seconds").as_number());
-    faults = std::max(faults, j.at("minor_faults_per_round").as_number());
-    if (w == 0) {
-      p50 = j.at("rtt_p50_us").as_number();
-      p99 = j.at("rtt_p99_us").as_number();
-    }
-  }
-  std::filesystem::remove_all(dir);
-  const double kv_gbps = static_cast<double>(total_bytes) / max_seconds / 1e9;
-  const double tcp_gbps = tcp_baseline_gbps(total_bytes);
-
-  // Memory bound per server: 1.25 x (weights + optimizer state + one aggregation buffer) + 100 MiB.
-  optim::OptimizerParams op;
-  op.name = p.get("optimizer");
-  const double state_floats = static_cast<double>(optim::make_optimizer(op)->state_floats());
-  SliceLayout layout(bench_tensors(M), slice_bytes, static_cast<uint32_t>(S));
-  Json rss = Json::array(), bound = Json::array();
-  bool within = true;
-  for (int64_t s = 0; s < S; ++s) {
-    const double held = static_cast<double>(layout.bytes_on_server(static_cast<uint32_t>(s))) / (1 << 20);
-    const double b = 1.25 * held * (1.0 + state_floats + 1.0) + 100.0;
-    const double r = static_cast<double>(rss_kib[static_cast<size_t>(s)]) / 1024.0;
-    rss.push(r);
-    bound.push(b);
-    within = within && r <= b;
-  }
-  Json out = Json::object();
-  out.set("servers", S)
-      .set("workers", W)
-      .set("model_mib", M)
-      .set("slice_kib", K)
-      .set("optimizer", p.get("optimizer"))
-      .set("curve", p.flag("curve"))
-      .set("rounds", rounds)
-      .set("push_pull_gbps", kv_gbps)
-      .set("tcp_baseline_gbps", tcp_gbps)
-      .set("ratio", kv_gbps / tcp_gbps)
-      .set("rtt_4k_us_p50", p50)
-      .set("rtt_4k_us_p99", p99)
-      .set("worker_minor_faults_per_round", faults)
-      .set("server_peak_rss_mib", rss)
-      .set("server_rss_bound_mib", bound)
-      .set("server_rss_within_bound", within);
+  const Json result = bench::run_kv_bench(o);
   if (p.flag("json")) {
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", result.dump().c_str());
   } else {
-    std::printf("pshard bench kv: %lld server(s), %lld worker(s), %lld MiB model, %lld KiB slices, %s, %lld rounds%s\n",
-                static_cast<long long>(S), static_cast<long long>(W), static_cast<long long>(M),
-                static_cast<long long>(K), p.get("optimizer").c_str(), static_cast<long long>(rounds),
-                p.flag("curve") ? ", CurveZMQ" : "");
-    std::printf("  push+pull      %.3f GB/s\n  tcp loopback   %.3f GB/s\n  ratio          %.3f\n", kv_gbps, tcp_gbps,
-                kv_gbps / tcp_gbps);
-    std::printf("  4 KiB push_pull round trip: p50 %.1f us, p99 %.1f us\n", p50, p99);
-    std::printf("  worker minor page faults per round: %.0f\n", faults);
-    for (int64_t s = 0; s < S; ++s) {
-      std::printf("  server %lld peak RSS %.1f MiB (bound %.1f MiB)\n", static_cast<long long>(s),
-                  static_cast<double>(rss_kib[static_cast<size_t>(s)]) / 1024.0,
-                  bound.elements()[static_cast<size_t>(s)].as_number());
-    }
+    std::fputs(bench::format_kv_bench(result).c_str(), stdout);
   }
   return 0;
 }

@@ -1,0 +1,170 @@
+// `pshard bench compute`: the timed steps and the text report (bench/compute_bench.h).
+#include "bench/compute_bench.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "bench/text.h"
+#include "common/error.h"
+#include "models/backend.h"
+#include "models/model.h"
+#include "models/zoo/registry.h"
+#include "server/optimizers/optimizer.h"
+
+namespace pshard::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// CPU time of the whole process (all threads), seconds: on a shared machine, cpu_ms / step with one thread is a
+// load-independent measure of the work a step takes.
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+std::string describe_default_inputs() {
+  std::vector<std::pair<std::string, std::string>> groups;  // shape -> models, in table order
+  for (const models::ModelInfo& m : models::registered_models()) {
+    std::string shape;
+    for (int64_t d : m.example_input) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == shape; });
+    if (g == groups.end()) {
+      groups.push_back({shape, m.name});
+    } else {
+      g->second += std::string(", ") + m.name;
+    }
+  }
+  std::string text;
+  for (const auto& [shape, names] : groups) text += (text.empty() ? "" : "; ") + shape + " for " + names;
+  return text;
+}
+
+Json run_compute_bench(const ComputeBenchOptions& options) {
+  models::ModelSpec spec;
+  spec.name = options.model;
+  spec.hidden = options.hidden;
+  spec.input_shape = options.input_shape.empty() ? models::model_info(spec.name).example_input : options.input_shape;
+  spec.num_classes = options.classes;
+  spec.target_dim = 1;
+  const int64_t batch = options.batch, iters = options.iters, warmup = options.warmup;
+  const int64_t threads = options.threads;
+  if (batch < 1 || iters < 1 || warmup < 0 || threads < 0) {
+    throw Error("bench compute: --batch and --iters must be >= 1, --warmup and --threads >= 0");
+  }
+  std::unique_ptr<models::Backend> backend;
+  if (options.device == "cpu") {
+    backend = models::make_cpu_backend(static_cast<int>(threads));
+  } else if (options.device == "cuda") {
+    backend = models::make_cuda_backend(0);
+  } else {
+    throw Error("bench compute: --device must be cpu or cuda, got '" + options.device + "'");
+  }
+  auto model = models::Model::create(spec, *backend);
+  const uint64_t seed = options.seed;
+  model->init_params(seed);
+
+  optim::OptimizerParams op;
+  op.name = options.optimizer;
+  op.lr = static_cast<float>(options.lr);
+  auto optimizer = optim::make_optimizer(op);
+  std::vector<std::vector<float>> state;
+  for (const models::ParamRef& ref : model->params()) state.emplace_back(ref.numel * optimizer->state_floats(), 0.0f);
+  // The update runs on the host: on CUDA the gradients come down and the weights go up, as a worker's would.
+  const bool host = backend->host_accessible();
+  std::vector<float> w_host, g_host;
+
+  // Synthetic batch (fixed: the data path is not what this measures).
+  const int64_t sample = models::shape_numel(spec.input_shape);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(batch * sample)), targets(static_cast<size_t>(batch));
+  for (float& v : x) v = normal(rng);
+  for (float& v : targets) v = normal(rng);
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = spec.num_classes > 0 ? static_cast<int32_t>(i % spec.num_classes) : 0;
+
+  double fwd_ms = 0, bwd_ms = 0, upd_ms = 0, loss = 0;
+  int64_t t = 0;
+  auto step = [&](bool timed) {
+    auto t0 = Clock::now();
+    models::StepResult r = model->forward(x.data(), batch, spec.num_classes > 0 ? labels.data() : nullptr,
+                                          spec.num_classes > 0 ? nullptr : targets.data(), true);
+    auto t1 = Clock::now();
+    model->backward();
+    backend->synchronize();
+    auto t2 = Clock::now();
+    ++t;
+    for (size_t i = 0; i < model->params().size(); ++i) {
+      const models::ParamRef& ref = model->params()[i];
+      if (host) {
+        optimizer->apply(ref.value, ref.grad, state[i].data(), ref.numel, op.lr, t);
+      } else {
+        w_host.resize(ref.numel), g_host.resize(ref.numel);
+        backend->download(w_host.data(), ref.value, ref.numel * sizeof(float));
+        backend->download(g_host.data(), ref.grad, ref.numel * sizeof(float));
+        optimizer->apply(w_host.data(), g_host.data(), state[i].data(), ref.numel, op.lr, t);
+        backend->upload(ref.value, w_host.data(), ref.numel * sizeof(float));
+      }
+    }
+    backend->synchronize();
+    if (timed) {
+      fwd_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      bwd_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
+      upd_ms += ms_since(t2);
+      loss = r.loss_sum / r.n;
+    }
+  };
+  for (int64_t i = 0; i < warmup; ++i) step(false);
+  auto start = Clock::now();
+  const double cpu0 = process_cpu_s();
+  for (int64_t i = 0; i < iters; ++i) step(true);
+  const double total_ms = ms_since(start);
+  const double cpu_ms = (process_cpu_s() - cpu0) * 1000.0 / static_cast<double>(iters);
+  const double samples_per_s = static_cast<double>(batch * iters) / (total_ms / 1000.0);
+
+  Json j = Json::object();
+  j.set("bench", "compute")
+      .set("model", spec.name)
+      .set("batch", batch)
+      .set("threads", backend->threads())
+      .set("device", backend->describe())
+      .set("iters", iters)
+      .set("params", model->num_params_elems())
+      .set("samples_per_s", samples_per_s)
+      .set("step_ms", total_ms / iters)
+      .set("forward_ms", fwd_ms / iters)
+      .set("backward_ms", bwd_ms / iters)
+      .set("update_ms", upd_ms / iters)
+      .set("cpu_ms_per_step", cpu_ms)
+      .set("optimizer", op.name)
+      .set("last_loss", loss);
+  return j;
+}
+
+std::string format_compute_bench(const Json& r) {
+  std::string text;
+  appendf(text, "bench compute: %s (%lld parameters), batch %lld, %s, %lld steps\n", r.at("model").as_string().c_str(),
+          static_cast<long long>(r.at("params").as_int()), static_cast<long long>(r.at("batch").as_int()),
+          r.at("device").as_string().c_str(), static_cast<long long>(r.at("iters").as_int()));
+  appendf(text,
+          "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f\n",
+          r.at("samples_per_s").as_number(), r.at("step_ms").as_number(), r.at("forward_ms").as_number(),
+          r.at("backward_ms").as_number(), r.at("optimizer").as_string().c_str(), r.at("update_ms").as_number(),
+          r.at("cpu_ms_per_step").as_number(), r.at("last_loss").as_number());
+  return text;
+}
+
+}  // namespace pshard::bench
