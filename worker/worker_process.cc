@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 
 #include "common/config/config.h"
 #include "common/control/cluster_client.h"
@@ -54,7 +56,14 @@ int run_worker_process(const WorkerProcessOptions& o) {
   const uint32_t rank = cluster.rank();
   const uint32_t world = cluster.map().num_workers;
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
-  cluster.on_event([](const ClusterEvent& e) {
+  // Workers declared dead (cluster.failure_policy = continue): the lowest live worker saves the model.
+  std::mutex dead_mu;
+  std::set<uint32_t> dead_workers;
+  cluster.on_event([&](const ClusterEvent& e) {
+    if (e.kind == ClusterEvent::Kind::kNodeDead && e.node.role == NodeRole::kWorker) {
+      std::lock_guard<std::mutex> lock(dead_mu);
+      dead_workers.insert(e.node.rank);
+    }
     if (e.kind == ClusterEvent::Kind::kAbort) {
       PSHARD_LOG(kError) << "job aborted: " << e.reason;
       // The trainer may be blocked on a pull that will never be answered.
@@ -121,7 +130,21 @@ int run_worker_process(const WorkerProcessOptions& o) {
         j.set("event", "worker_epoch");
         cluster.report(j);
       });
-  if (rank == 0 && !o.run_dir.empty()) trainer::save_model_file(*setup.model, o.run_dir + "/model.bin");
+  // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
+  // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
+  bool lowest_alive = true;
+  {
+    std::lock_guard<std::mutex> lock(dead_mu);
+    for (uint32_t r = 0; r < rank; ++r) lowest_alive = lowest_alive && dead_workers.count(r) == 1;
+  }
+  if (lowest_alive && !o.run_dir.empty()) {
+    const std::string path = o.run_dir + "/model.bin";
+    trainer::save_model_file(*setup.model, path);
+    if (rank != 0)
+      PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
+    cluster.report(
+        Json::object().set("event", "model_saved").set("path", path).set("rank", static_cast<int64_t>(rank)));
+  }
   cluster.leave(0);
   return 0;
 }

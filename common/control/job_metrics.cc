@@ -23,6 +23,8 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
+  } else if (kind == "model_saved") {
+    model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
   } else if (kind == "worker_epoch") {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);
     r.rank = from.info.rank;
@@ -68,6 +70,11 @@ void JobMetrics::write_summary() {
     if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
   }
   summary.set("workers_finished", finished);
+  // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
+  summary.set("model", model_path_.empty() ? Json() : Json(model_path_));
+  if (model_path_.empty() && !opt_.run_dir.empty()) {
+    PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
+  }
   if (MetricsWriter* w = writer()) w->write(summary);
   PSHARD_LOG(kInfo) << format_summary_line(summary, opt_.run_dir);
 }

@@ -45,6 +45,7 @@ class JobMetrics {
   std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports_;  // epoch -> worker rank -> report
   RunTotals totals_;
   int64_t epochs_written_ = 0;
+  std::string model_path_;  // where a worker saved the trained model ("" = none yet)
   int64_t last_epoch_written_ = 0;
   Clock::time_point running_since_;
 };

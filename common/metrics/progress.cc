@@ -42,7 +42,11 @@ std::string format_summary_line(const Json& s, const std::string& run_dir) {
                 percent_or_dash(field(s, "test_acc")).c_str(), number_or_dash(field(s, "test_loss"), "%.4f").c_str(),
                 number_or_dash(field(s, "epochs"), "%.0f").c_str(), number_or_dash(field(s, "wall_s"), "%.1f").c_str(),
                 number_or_dash(field(s, "samples_per_s"), "%.0f").c_str(), run_dir.c_str());
-  return buf;
+  std::string line = buf;
+  // "model" is null when no worker saved the model (all of them died, or no run directory).
+  if (s.has("model") && s.at("model").is_string()) line += "; model " + s.at("model").as_string();
+  if (s.has("model") && s.at("model").is_null()) line += "; no model was saved";
+  return line;
 }
 
 }  // namespace pshard

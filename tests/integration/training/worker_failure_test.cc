@@ -24,8 +24,8 @@ using pshard::testing::source_dir;
 using Clock = std::chrono::steady_clock;
 
 // Waits until the coordinator wrote cluster.json and the first epoch line,
-// then returns worker 1's pid.
-int64_t worker1_pid_after_first_epoch(const std::string& run_dir, std::chrono::seconds timeout) {
+// then returns the pid of worker `rank`.
+int64_t worker_pid_after_first_epoch(const std::string& run_dir, int64_t rank, std::chrono::seconds timeout) {
   const auto end = Clock::now() + timeout;
   while (Clock::now() < end) {
     const std::string metrics = read_file(run_dir + "/metrics.jsonl");
@@ -33,7 +33,7 @@ int64_t worker1_pid_after_first_epoch(const std::string& run_dir, std::chrono::s
         std::filesystem::exists(run_dir + "/cluster.json")) {
       Json map = Json::parse(read_file(run_dir + "/cluster.json"), run_dir + "/cluster.json");
       for (const Json& n : map.at("nodes").elements()) {
-        if (n.at("role").as_string() == "worker" && n.at("rank").as_int() == 1) return n.at("pid").as_int();
+        if (n.at("role").as_string() == "worker" && n.at("rank").as_int() == rank) return n.at("pid").as_int();
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -54,7 +54,7 @@ TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
   const std::string dir = fresh_dir("kill-continue");
   BackgroundJob job(launch_command(dir + "/run", "continue"), dir + "/log");
   ASSERT_TRUE(job.started());
-  const int64_t victim = worker1_pid_after_first_epoch(dir + "/run", std::chrono::seconds(120));
+  const int64_t victim = worker_pid_after_first_epoch(dir + "/run", 1, std::chrono::seconds(120));
   ASSERT_GT(victim, 0) << read_file(dir + "/log");
   ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
   std::optional<int> rc = job.wait(std::chrono::seconds(240));
@@ -66,6 +66,31 @@ TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
   EXPECT_EQ(summary.at("epochs").as_int(), 8);
   EXPECT_GT(summary.at("test_acc").as_number(), 0.75);
   EXPECT_NE(read_file(dir + "/log").find("worker 1"), std::string::npos);
+  EXPECT_EQ(summary.at("model").as_string(), dir + "/run/model.bin");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/model.bin"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// Worker 0 usually saves the model; when it died, the lowest worker still alive does, and the
+// summary (and its line) names the file.
+TEST(WorkerFailure, ContinuePolicySavesTheModelWhenWorkerZeroDies) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
+  const std::string dir = fresh_dir("kill-worker0");
+  BackgroundJob job(launch_command(dir + "/run", "continue"), dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim = worker_pid_after_first_epoch(dir + "/run", 0, std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(240));
+  ASSERT_TRUE(rc.has_value()) << "the job hung after worker 0 was killed\n" << read_file(dir + "/log");
+  Json summary = read_summary(dir + "/run");
+  ASSERT_EQ(summary.at("workers_finished").size(), 1u) << summary.dump();
+  EXPECT_EQ(summary.at("workers_finished").elements()[0].as_int(), 1);
+  ASSERT_TRUE(summary.at("model").is_string()) << summary.dump();
+  EXPECT_EQ(summary.at("model").as_string(), dir + "/run/model.bin");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/model.bin"));
+  const std::string log = read_file(dir + "/log");
+  EXPECT_NE(log.find("; model " + dir + "/run/model.bin"), std::string::npos) << log;
   pshard::testing::remove_dir_if_passed(dir);
 }
 
@@ -74,7 +99,7 @@ TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
   const std::string dir = fresh_dir("kill-abort");
   BackgroundJob job(launch_command(dir + "/run", "abort"), dir + "/log");
   ASSERT_TRUE(job.started());
-  const int64_t victim = worker1_pid_after_first_epoch(dir + "/run", std::chrono::seconds(120));
+  const int64_t victim = worker_pid_after_first_epoch(dir + "/run", 1, std::chrono::seconds(120));
   ASSERT_GT(victim, 0) << read_file(dir + "/log");
   ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
   const auto killed = Clock::now();
