@@ -62,6 +62,8 @@ void write_all(int fd, const std::string& text) {
 
 bool ChildExit::failed() const {
   if (!started) return true;
+  // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
+  if (hung) return true;
   if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
   return exited ? exit_code != 0 : signal != 0;
 }
@@ -70,6 +72,7 @@ std::string ChildExit::describe() const {
   std::string who = name + (pid ? " (pid " + std::to_string(pid) + ")" : "");
   if (!started) return who + " could not be started: " + start_error;
   if (exited) return who + " exited with status " + std::to_string(exit_code);
+  if (hung) return who + " did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
     return who + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
            (stopped ? " sent by the launcher" : "");
@@ -274,6 +277,7 @@ struct LocalJob::Impl {
         if (c->exit.started && !c->reaped) {
           write_all(opt.err_fd, "[launch] " + c->spec.name + " did not stop within " +
                                     std::to_string(opt.grace.count()) + " ms: sending SIGKILL\n");
+          c->exit.hung = true;
           ::kill(-static_cast<pid_t>(c->exit.pid), SIGKILL);
         }
       }

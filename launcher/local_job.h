@@ -36,10 +36,11 @@ struct ChildExit {
   int exit_code = 0;
   int signal = 0;        // killed by this signal (0: none)
   bool stopped = false;  // the job sent it SIGTERM/SIGKILL (stopping is not a failure)
+  bool hung = false;     // it ignored SIGTERM for the grace period and needed SIGKILL: a failure
   bool may_fail = false;
   bool restarted = false;  // it failed and was started again (restart_argv): the new run's exit counts
 
-  bool failed() const;           // could not start, non-zero exit, or killed by a signal we did not send
+  bool failed() const;  // could not start, non-zero exit, killed by a signal we did not send, or hung when stopped
   std::string describe() const;  // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"
 };
 

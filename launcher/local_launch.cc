@@ -32,7 +32,8 @@ std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
     if (c.failed()) failed.push_back(&c);
   }
   auto order = [](const ChildExit* c) {
-    const int consequence = c->exited && c->exit_code == 1 ? 1 : 0;
+    // A process that hung when the job was stopped is named after those whose exit says why.
+    const int consequence = (c->exited && c->exit_code == 1) || c->hung ? 1 : 0;
     const int role = c->role == NodeRole::kWorker ? 0 : c->role == NodeRole::kServer ? 1 : 2;
     return consequence * 3 + role;
   };

@@ -132,6 +132,27 @@ TEST(LocalJob, AChildIgnoringSigtermGetsSigkillAfterTheGracePeriod) {
   EXPECT_EQ(r.children[0].signal, SIGKILL);
   EXPECT_TRUE(r.children[0].stopped);
   EXPECT_NE(out.read().find("stubborn did not stop within 300 ms: sending SIGKILL"), std::string::npos) << out.read();
+  EXPECT_TRUE(r.children[0].hung);
+  EXPECT_TRUE(r.children[0].failed());
+}
+
+// A job that otherwise ended well is not a success when a process had to be killed because it
+// ignored SIGTERM (e.g. a frozen worker under failure_policy = continue).
+TEST(LocalJob, AChildKilledAfterTheGracePeriodFailsAnOtherwiseGoodJob) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  opt.grace = milliseconds(300);
+  LocalJob job(opt);
+  job.add({"coordinator", {child_exe(), "exit", "0", "100"}, {}, false, /*ends_job=*/true});
+  job.add({"worker 1", {child_exe(), "stubborn", "60000"}, {}, /*may_fail=*/true});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.children[1].hung);
+  EXPECT_NE(r.failure.find("worker 1 (pid"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("did not stop within the grace period after SIGTERM and was killed (SIGKILL)"),
+            std::string::npos)
+      << r.failure;
 }
 
 TEST(LocalJob, AMayFailChildDoesNotStopTheJobButIsReported) {
