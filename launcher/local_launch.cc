@@ -10,6 +10,7 @@
 
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
+#include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/metrics/progress.h"
 #include "common/transport/curve.h"
@@ -26,15 +27,31 @@ namespace {
 // status other than 1 (pshard processes exit 1 when the coordinator aborts
 // the job) before plain status-1 exits; workers before servers before the
 // coordinator.
+// Whether the coordinator ended the job because a server died (Coordinator::kExitServerDead): then a
+// server is the cause even when it did not exit (frozen) and the others exited first.
+bool server_declared_dead(const LocalJob::Result& r) {
+  for (const ChildExit& c : r.children) {
+    if (c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitServerDead) return true;
+  }
+  return false;
+}
+
 std::vector<const ChildExit*> failures_by_cause(const LocalJob::Result& r) {
   std::vector<const ChildExit*> failed;
   for (const ChildExit& c : r.children) {
     if (c.failed()) failed.push_back(&c);
   }
-  auto order = [](const ChildExit* c) {
-    // A process that hung when the job was stopped is named after those whose exit says why.
-    const int consequence = (c->exited && c->exit_code == 1) || c->hung ? 1 : 0;
-    const int role = c->role == NodeRole::kWorker ? 0 : c->role == NodeRole::kServer ? 1 : 2;
+  const bool server_dead = server_declared_dead(r);
+  auto order = [server_dead](const ChildExit* c) {
+    // A process that hung when the job was stopped is named after those whose exit says why, and so is
+    // the coordinator's report of a dead server.
+    const bool reported =
+        c->exited &&
+        (c->exit_code == 1 || (c->role == NodeRole::kCoordinator && c->exit_code == Coordinator::kExitServerDead));
+    const int consequence = reported || (c->hung && !(server_dead && c->role == NodeRole::kServer)) ? 1 : 0;
+    const int role = c->role == NodeRole::kWorker   ? (server_dead ? 1 : 0)
+                     : c->role == NodeRole::kServer ? (server_dead ? 0 : 1)
+                                                    : 2;
     return consequence * 3 + role;
   };
   std::stable_sort(failed.begin(), failed.end(),
@@ -202,7 +219,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
     LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
     if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
     const ChildExit* cause = likely_cause(r);
-    const bool server_died = cause != nullptr && cause->role == NodeRole::kServer;
+    const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
     if (!server_died || !restart_servers || restarts >= max_restarts) {
       if (server_died && restart_servers) {
         std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",

@@ -105,7 +105,7 @@ struct Coordinator::Impl {
     a.setHasDeadNode(dead != nullptr);
     if (dead) cc::fill_node(*dead, a.initDeadNode());
     outbox.broadcast(peers, b, reachable);
-    finish(1, reason);
+    finish(dead != nullptr && dead->role == NodeRole::kServer ? Coordinator::kExitServerDead : 1, reason);
   }
 
   // --- joining ---------------------------------------------------------------

@@ -52,7 +52,12 @@ class Coordinator {
     static Options from_config(const Config& config, uint32_t num_servers, uint32_t num_workers);
   };
 
-  // How the job ended: exit_code 0 = every worker left successfully.
+  // The exit code of a job aborted because a server died (no heartbeat, or it left early): `pshard
+  // launch` restarts such a job under cluster.server_failure_policy = restart, whichever process
+  // ended first (a frozen server does not exit by itself).
+  static constexpr int kExitServerDead = 3;
+
+  // How the job ended: exit_code 0 = every worker left successfully; kExitServerDead; 1 = any other abort.
   struct Result {
     int exit_code = 0;
     std::string reason;  // "job finished: 4 workers left" or why it was aborted

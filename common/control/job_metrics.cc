@@ -71,7 +71,7 @@ void JobMetrics::write_summary() {
   }
   summary.set("workers_finished", finished);
   // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
-  summary.set("model", model_path_.empty() ? Json() : Json(model_path_));
+  summary.set("model_file", model_path_.empty() ? Json() : Json(model_path_));
   if (model_path_.empty() && !opt_.run_dir.empty()) {
     PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
   }

@@ -43,9 +43,9 @@ std::string format_summary_line(const Json& s, const std::string& run_dir) {
                 number_or_dash(field(s, "epochs"), "%.0f").c_str(), number_or_dash(field(s, "wall_s"), "%.1f").c_str(),
                 number_or_dash(field(s, "samples_per_s"), "%.0f").c_str(), run_dir.c_str());
   std::string line = buf;
-  // "model" is null when no worker saved the model (all of them died, or no run directory).
-  if (s.has("model") && s.at("model").is_string()) line += "; model " + s.at("model").as_string();
-  if (s.has("model") && s.at("model").is_null()) line += "; no model was saved";
+  // "model_file" is null when no worker saved the model (all of them died, or no run directory).
+  if (s.has("model_file") && s.at("model_file").is_string()) line += "; model " + s.at("model_file").as_string();
+  if (s.has("model_file") && s.at("model_file").is_null()) line += "; no model was saved";
   return line;
 }
 

@@ -52,7 +52,7 @@ int run_local_training(const LocalTrainingOptions& o) {
       .set("workers", 1)
       .set("servers", 0)
       .set("mode", "local")
-      .set("model", run_dir + "/model.bin");
+      .set("model_file", run_dir + "/model.bin");
   save_model_file(*setup.model, run_dir + "/model.bin");
   metrics.write(summary);
   std::printf("%s\n", format_summary_line(summary, run_dir).c_str());

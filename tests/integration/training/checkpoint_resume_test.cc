@@ -197,6 +197,31 @@ TEST(ServerFailure, RestartPolicyFinishesTheRunFromTheCheckpoint) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// A frozen server (SIGSTOP: it never exits by itself) is declared dead for its silence and gets the same
+// restart policy as one that exited.
+TEST(ServerFailure, RestartPolicyRestartsAJobWhoseServerFroze) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("server-frozen");
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 2 --timeout 200 --grace-ms 1000" + job_args(5, 50) +
+                        " --set data.train_size=12800 --set cluster.server_failure_policy=restart --run-dir " + dir +
+                        "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim =
+      server1_pid_after(dir + "/run", "checkpoints/server-1.step-00000150.ckpt", std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGSTOP), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(200));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a server froze\n" << log;
+  EXPECT_EQ(*rc, 0) << log;
+  EXPECT_NE(log.find("restarting the job (restart 1 of 3) from the checkpoint of step"), std::string::npos) << log;
+  EXPECT_NE(log.find("[launch] server 1"), std::string::npos) << log;  // the frozen server is named as the cause
+  Json summary = read_summary(dir + "/run");
+  EXPECT_GT(summary.at("test_acc").as_number(), 0.75) << summary.dump();
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 TEST(WorkerJoin, KilledWorkerIsRestartedAndRejoinsTheRunningJob) {
   if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
   const std::string dir = fresh_dir("worker-rejoin");

@@ -66,7 +66,7 @@ TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
   EXPECT_EQ(summary.at("epochs").as_int(), 8);
   EXPECT_GT(summary.at("test_acc").as_number(), 0.75);
   EXPECT_NE(read_file(dir + "/log").find("worker 1"), std::string::npos);
-  EXPECT_EQ(summary.at("model").as_string(), dir + "/run/model.bin");
+  EXPECT_EQ(summary.at("model_file").as_string(), dir + "/run/model.bin");
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/model.bin"));
   pshard::testing::remove_dir_if_passed(dir);
 }
@@ -86,8 +86,9 @@ TEST(WorkerFailure, ContinuePolicySavesTheModelWhenWorkerZeroDies) {
   Json summary = read_summary(dir + "/run");
   ASSERT_EQ(summary.at("workers_finished").size(), 1u) << summary.dump();
   EXPECT_EQ(summary.at("workers_finished").elements()[0].as_int(), 1);
-  ASSERT_TRUE(summary.at("model").is_string()) << summary.dump();
-  EXPECT_EQ(summary.at("model").as_string(), dir + "/run/model.bin");
+  ASSERT_TRUE(summary.at("model_file").is_string()) << summary.dump();
+  EXPECT_EQ(summary.at("model").as_string(), "mlp");  // the architecture, as before
+  EXPECT_EQ(summary.at("model_file").as_string(), dir + "/run/model.bin");
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/model.bin"));
   const std::string log = read_file(dir + "/log");
   EXPECT_NE(log.find("; model " + dir + "/run/model.bin"), std::string::npos) << log;
