@@ -71,7 +71,8 @@ bool ChildExit::failed() const {
 std::string ChildExit::describe() const {
   std::string who = name + (pid ? " (pid " + std::to_string(pid) + ")" : "");
   if (!started) return who + " could not be started: " + start_error;
-  if (exited) return who + " exited with status " + std::to_string(exit_code);
+  const std::string said = error.empty() ? "" : ": " + error;
+  if (exited) return who + " exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "");
   if (hung) return who + " did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
     return who + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
@@ -113,7 +114,10 @@ struct LocalJob::Impl {
   Result result;
 
   // --- output --------------------------------------------------------------
-  void emit_line(const Child& c, int fd, const std::string& line) {
+  void emit_line(Child& c, int fd, const std::string& line) {
+    // The first error a child reports explains its failure better than its exit status alone.
+    const size_t at = line.find("error: ");
+    if (c.exit.error.empty() && at != std::string::npos) c.exit.error = line.substr(at + 7, 400);
     const std::string prefix = "[" + c.spec.name + "]";
     // The child may already name itself (pshard's log prefix).
     std::string text = line.compare(0, prefix.size(), prefix) == 0 ? line + "\n" : prefix + " " + line + "\n";

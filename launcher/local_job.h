@@ -37,11 +37,14 @@ struct ChildExit {
   int signal = 0;        // killed by this signal (0: none)
   bool stopped = false;  // the job sent it SIGTERM/SIGKILL (stopping is not a failure)
   bool hung = false;     // it ignored SIGTERM for the grace period and needed SIGKILL: a failure
+  std::string error;     // its first output line's text after "error: " (pshard's error lines), at most 400 bytes
   bool may_fail = false;
   bool restarted = false;  // it failed and was started again (restart_argv): the new run's exit counts
 
   bool failed() const;  // could not start, non-zero exit, killed by a signal we did not send, or hung when stopped
-  std::string describe() const;  // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"
+  // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"; a failure's first error line is appended:
+  // "coordinator (pid 7) exited with status 1: aborting the job: worker 0 ... fewer than one global batch".
+  std::string describe() const;
 };
 
 // Supervises the children of one job from a background thread (Boost.Asio:

@@ -24,35 +24,14 @@
 
 namespace pshard {
 
-int run_worker_process(const WorkerProcessOptions& o) {
+namespace {
+
+// Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
+int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
+                  trainer::TrainingSetup& setup, const std::vector<TensorSpec>& tensors, uint64_t slice_bytes,
+                  const WorkerProcessOptions& o) {
   const bool join = o.join;
   int64_t start_step = o.start_step;
-  if (start_step < 0) throw Error("pshard worker: --start-step must be >= 0, got " + std::to_string(o.start_step));
-
-  Config cfg = Config::from_file(o.config_path, o.overrides);
-  log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
-  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
-
-  std::vector<TensorSpec> tensors;
-  for (const models::ParamRef& prm : setup.model->params()) {
-    tensors.push_back({prm.name, static_cast<uint64_t>(prm.numel)});
-  }
-  const uint64_t slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
-
-  ClusterClient::Options copt;
-  copt.coordinator = o.coordinator;
-  copt.role = NodeRole::kWorker;
-  copt.requested_rank = o.rank >= 0 ? o.rank : env_count("PSHARD_RANK").value_or(-1);
-  const char* token = std::getenv("PSHARD_JOB_TOKEN");
-  copt.job_token = token ? token : "";
-  copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));
-  // The assignment is a function of (tensors, slice_bytes, S); S comes from the
-  // cluster map, so agreeing on the first two means agreeing on the layout.
-  copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
-  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
-  ClusterClient cluster(copt);
   const uint32_t rank = cluster.rank();
   const uint32_t world = cluster.map().num_workers;
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
@@ -147,6 +126,44 @@ int run_worker_process(const WorkerProcessOptions& o) {
   }
   cluster.leave(0);
   return 0;
+}
+
+}  // namespace
+
+int run_worker_process(const WorkerProcessOptions& o) {
+  if (o.start_step < 0) throw Error("pshard worker: --start-step must be >= 0, got " + std::to_string(o.start_step));
+
+  Config cfg = Config::from_file(o.config_path, o.overrides);
+  log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
+  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
+
+  std::vector<TensorSpec> tensors;
+  for (const models::ParamRef& prm : setup.model->params()) {
+    tensors.push_back({prm.name, static_cast<uint64_t>(prm.numel)});
+  }
+  const uint64_t slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+
+  ClusterClient::Options copt;
+  copt.coordinator = o.coordinator;
+  copt.role = NodeRole::kWorker;
+  copt.requested_rank = o.rank >= 0 ? o.rank : env_count("PSHARD_RANK").value_or(-1);
+  const char* token = std::getenv("PSHARD_JOB_TOKEN");
+  copt.job_token = token ? token : "";
+  copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));
+  // The assignment is a function of (tensors, slice_bytes, S); S comes from the
+  // cluster map, so agreeing on the first two means agreeing on the layout.
+  copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
+  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
+  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
+  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+  ClusterClient cluster(copt);
+  // An error after the rendezvous is told to the coordinator, whose abort then names it.
+  try {
+    return train_through(cluster, copt, cfg, setup, tensors, slice_bytes, o);
+  } catch (const std::exception& e) {
+    cluster.leave(1, e.what());
+    throw;
+  }
 }
 
 }  // namespace pshard

@@ -34,7 +34,7 @@ namespace cc = control_codec;
 struct ClusterClient::Impl {
   struct Command {
     enum class Kind { kBarrier, kReport, kLeave, kStop } kind;
-    std::string name;
+    std::string name;  // barrier name, report text, or a leave's reason
     int status = 0;
   };
 
@@ -257,7 +257,9 @@ struct ClusterClient::Impl {
         } else {
           if (c.kind == Command::Kind::kLeave) {
             capnp::MallocMessageBuilder b;
-            b.initRoot<control::ControlMessage>().initLeave().setExitStatus(c.status);
+            auto leave = b.initRoot<control::ControlMessage>().initLeave();
+            leave.setExitStatus(c.status);
+            leave.setReason(c.name.substr(0, 1024));
             send(sock, b);
           }
           running = false;
@@ -322,12 +324,12 @@ struct ClusterClient::Impl {
     cv.notify_all();
   }
 
-  void stop_thread(Command::Kind kind, int status) {
+  void stop_thread(Command::Kind kind, int status, const std::string& reason = "") {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (leave_requested) return;
       leave_requested = true;
-      commands.push_back(Command{kind, "", status});
+      commands.push_back(Command{kind, reason, status});
     }
     wake();
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
@@ -428,6 +430,8 @@ void ClusterClient::report(const Json& event) {
 
 bool ClusterClient::stopping() const { return impl_->stopping.load(); }
 
-void ClusterClient::leave(int exit_status) { impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status); }
+void ClusterClient::leave(int exit_status, const std::string& reason) {
+  impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status, reason);
+}
 
 }  // namespace pshard

@@ -84,9 +84,11 @@ class ClusterClient {
   // metrics.jsonl. Does not block; ordered with barrier() and leave().
   void report(const Json& event);
 
-  // Tells the coordinator this node is done (exit status 0 = success) and
-  // stops heartbeats. Idempotent.
-  void leave(int exit_status = 0);
+  // Tells the coordinator this node is done (exit status 0 = success; `reason`: the error that ended
+  // it, quoted in the coordinator's abort) and stops heartbeats. Idempotent.
+  //
+  //   try { train(); } catch (const std::exception& e) { cluster.leave(1, e.what()); throw; }
+  void leave(int exit_status = 0, const std::string& reason = "");
 
  private:
   struct Impl;

@@ -101,6 +101,8 @@ struct Shutdown {
 # node -> coordinator: this node is done and stops sending heartbeats.
 struct Leave {
   exitStatus @0 :Int32;         # 0 = success; anything else is a failure of this node
+  reason @1 :Text;              # a failure's error message (at most 1024 bytes), so that the coordinator's
+                                # abort names the real error; empty when none is known
 }
 
 # node -> coordinator: one metrics event (docs/METRICS.md) for the job's

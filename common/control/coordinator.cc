@@ -228,7 +228,7 @@ struct Coordinator::Impl {
     maybe_shutdown();
   }
 
-  void on_leave(Peer& p, int status) {
+  void on_leave(Peer& p, int status, const std::string& reason) {
     if (p.state == Peer::State::kRegistered) {
       PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
       peers.erase(p.id);
@@ -236,7 +236,7 @@ struct Coordinator::Impl {
     }
     if (p.state != Peer::State::kLive) return;
     if (status != 0) {
-      on_node_failed(p, "it left with exit status " + std::to_string(status));
+      on_node_failed(p, "it left with exit status " + std::to_string(status) + (reason.empty() ? "" : ": " + reason));
       return;
     }
     if (p.info.role == NodeRole::kServer && phase == Phase::kRunning) {
@@ -271,7 +271,15 @@ struct Coordinator::Impl {
       switch (root.which()) {
         case control::ControlMessage::HEARTBEAT: liveness.echo(id, root.getHeartbeat().getSeq()); break;
         case control::ControlMessage::BARRIER_ENTER: on_barrier(p, root.getBarrierEnter().getName().cStr()); break;
-        case control::ControlMessage::LEAVE: on_leave(p, root.getLeave().getExitStatus()); break;
+        case control::ControlMessage::LEAVE: {
+          auto leave = root.getLeave();
+          std::string reason = std::string(leave.getReason().cStr()).substr(0, 1024);
+          for (char& c : reason) {
+            if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // one log line, whatever a peer sends
+          }
+          on_leave(p, leave.getExitStatus(), reason);
+          break;
+        }
         case control::ControlMessage::REPORT: metrics.on_report(p, root.getReport().getJson().cStr()); break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "

@@ -101,6 +101,19 @@ TEST(LocalJob, AFailingChildStopsTheOthersAndIsNamed) {
   EXPECT_NE(err.read().find("stopping every process: worker 1"), std::string::npos) << err.read();
 }
 
+// The first error line a failing child printed says why it failed: launch's headline quotes it.
+TEST(LocalJob, AFailureIsDescribedWithTheChildsFirstErrorLine) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"worker 0", {child_exe(), "fail", "1", "the training set has 60000 samples"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.children[0].error, "the training set has 60000 samples");
+  EXPECT_EQ(r.children[0].describe(), "worker 0 (pid " + std::to_string(r.children[0].pid) +
+                                          ") exited with status 1: the training set has 60000 samples");
+}
+
 TEST(LocalJob, AChildKilledByASignalIsReportedWithTheSignal) {
   TempFile out;
   LocalJob::Options opt;

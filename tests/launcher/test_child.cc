@@ -25,6 +25,12 @@ int main(int argc, char** argv) {
     std::printf("no newline at the end");
     return 0;
   }
+  if (mode == "fail") {  // fail STATUS MESSAGE: an error line as pshard prints one, then exit STATUS
+    std::fprintf(stderr, "[worker] info: working\n");
+    std::fprintf(stderr, "pshard worker: error: %s\n", argv[3]);
+    std::fprintf(stderr, "[worker] error: a later consequence\n");
+    return std::atoi(argv[2]);
+  }
   if (mode == "exit") {
     usleep(static_cast<useconds_t>(ms(3)) * 1000);
     return std::atoi(argv[2]);
