@@ -135,50 +135,57 @@ int run_server_process(const ServerProcessOptions& o) {
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
   copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
   ClusterClient cluster(copt);
-  opt.rank = cluster.rank();
-  opt.num_servers = cluster.map().num_servers;
-  opt.num_workers = cluster.map().num_workers;
-  log::configure("server " + std::to_string(opt.rank), level);
-  if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
-  KvServer server(opt);
-  PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
-                    << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
+  // An error after the rendezvous (e.g. an unreadable checkpoint) is told to the coordinator, whose
+  // abort then names it.
+  try {
+    opt.rank = cluster.rank();
+    opt.num_servers = cluster.map().num_servers;
+    opt.num_workers = cluster.map().num_workers;
+    log::configure("server " + std::to_string(opt.rank), level);
+    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
+    KvServer server(opt);
+    PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
+                      << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
 
-  const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue";
-  cluster.on_event([&](const ClusterEvent& e) {
-    switch (e.kind) {
-      case ClusterEvent::Kind::kNodeDead:
-        if (e.node.role == NodeRole::kWorker && keep_going) {
-          server.mark_worker_dead(e.node.rank);
-        } else {
-          outcome.finish(1, "node dead: " + e.reason);
+    const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue";
+    cluster.on_event([&](const ClusterEvent& e) {
+      switch (e.kind) {
+        case ClusterEvent::Kind::kNodeDead:
+          if (e.node.role == NodeRole::kWorker && keep_going) {
+            server.mark_worker_dead(e.node.rank);
+          } else {
+            outcome.finish(1, "node dead: " + e.reason);
+          }
+          break;
+        case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
+        case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
+      }
+    });
+    {
+      std::unique_lock<std::mutex> lock(outcome.mu);
+      while (!outcome.done) {
+        outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
+        if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
+          outcome.done = true;
+          outcome.reason = "shutdown requested by a worker";
         }
-        break;
-      case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
-      case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
-    }
-  });
-  {
-    std::unique_lock<std::mutex> lock(outcome.mu);
-    while (!outcome.done) {
-      outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
-      if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
-        outcome.done = true;
-        outcome.reason = "shutdown requested by a worker";
       }
     }
+    server.stop();
+    const KvServerStats st = server.stats();
+    PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
+                      << " updates, " << st.errors << " refused";
+    if (outcome.status != 0) {
+      PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
+      cluster.leave(1);
+      return 1;
+    }
+    cluster.leave(0);
+    return 0;
+  } catch (const std::exception& e) {
+    cluster.leave(1, e.what());
+    throw;
   }
-  server.stop();
-  const KvServerStats st = server.stats();
-  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
-                    << " updates, " << st.errors << " refused";
-  if (outcome.status != 0) {
-    PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
-    cluster.leave(1);
-    return 1;
-  }
-  cluster.leave(0);
-  return 0;
 }
 
 }  // namespace pshard
