@@ -264,21 +264,31 @@ TEST_F(KvBadInput, ShutdownNeedsTheTokenAndIsAcknowledged) {
   EXPECT_TRUE(server->wait_for_shutdown(std::chrono::seconds(5)));
 }
 
-// True when `socket` sees a disconnect from its peer within `timeout` (socket monitor).
-bool disconnected_within(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout) {
-  static int n = 0;
-  const std::string ep = "inproc://kv-bad-input-monitor-" + std::to_string(n++);
-  if (zmq_socket_monitor(socket.handle(), ep.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) return false;
-  zmq::socket_t mon(ctx, zmq::socket_type::pair);
-  mon.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
-  mon.connect(ep);
-  zmq::message_t event, address;
-  if (!mon.recv(event)) return false;
-  (void)mon.recv(address);
-  uint16_t id = 0;
-  std::memcpy(&id, event.data(), sizeof id);
-  return id == ZMQ_EVENT_DISCONNECTED;
-}
+// Watches `socket` for disconnects from its peer; attach before connect() so that no event is missed.
+class DisconnectWatch {
+ public:
+  DisconnectWatch(zmq::context_t& ctx, zmq::socket_t& socket) : mon_(ctx, zmq::socket_type::pair) {
+    static int n = 0;
+    const std::string ep = "inproc://kv-bad-input-monitor-" + std::to_string(n++);
+    ok_ = zmq_socket_monitor(socket.handle(), ep.c_str(), ZMQ_EVENT_DISCONNECTED) == 0;
+    mon_.connect(ep);
+  }
+  // True when a disconnect was seen within `timeout`.
+  bool disconnected_within(std::chrono::milliseconds timeout) {
+    if (!ok_) return false;
+    mon_.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+    zmq::message_t event, address;
+    if (!mon_.recv(event)) return false;
+    (void)mon_.recv(address);
+    uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    return id == ZMQ_EVENT_DISCONNECTED;
+  }
+
+ private:
+  zmq::socket_t mon_;
+  bool ok_ = false;
+};
 
 TEST_F(KvBadInput, OversizedFrameDisconnectsThePeerAndTheServerGoesOnServing) {
   send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 1.0f));
@@ -289,10 +299,11 @@ TEST_F(KvBadInput, OversizedFrameDisconnectsThePeerAndTheServerGoesOnServing) {
   zmq::socket_t attacker(ctx, zmq::socket_type::dealer);
   attacker.set(zmq::sockopt::linger, 0);
   attacker.set(zmq::sockopt::reconnect_ivl, 10000);  // stays disconnected while we look
+  DisconnectWatch watch(ctx, attacker);
   attacker.connect(server->endpoint());
   std::string big(static_cast<size_t>(transport::data_max_frame_bytes(64)) + 1, 'x');
   attacker.send(zmq::buffer(big), zmq::send_flags::none);
-  EXPECT_TRUE(disconnected_within(ctx, attacker, std::chrono::milliseconds(5000)))
+  EXPECT_TRUE(watch.disconnected_within(std::chrono::milliseconds(5000)))
       << "the server did not disconnect a peer sending a " << big.size() << "-byte frame";
 
   // Nothing reached the server's request handling, and it still serves the other peer.
