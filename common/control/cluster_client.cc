@@ -18,6 +18,7 @@
 
 #include "common/control/control_codec.h"
 #include "common/error.h"
+#include "common/transport/bounds.h"
 #include "common/util/env.h"
 #include "common/util/host.h"
 #include "common/util/log.h"
@@ -206,6 +207,7 @@ struct ClusterClient::Impl {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
     sock.set(zmq::sockopt::linger, 2000);
+    transport::bound_client(sock, transport::kMaxControlMessageBytes);
     transport::apply_curve_client(sock, opt.curve);
     try {
       sock.connect(opt.coordinator);

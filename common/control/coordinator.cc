@@ -20,6 +20,8 @@
 #include "common/control/peers.h"
 #include "common/control/rendezvous.h"
 #include "common/error.h"
+#include "common/transport/bounds.h"
+#include "common/transport/refusal_log.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -66,6 +68,7 @@ struct Coordinator::Impl {
   Phase phase = Phase::kRendezvous;
   Peers peers;
   Outbox outbox{router};
+  transport::RefusalLog refusals{"coordinator"};  // malformed or refused control messages, per peer address
   // The parts keep references to the members above (declared first, so constructed first).
   Rendezvous rendezvous{opt, endpoint, peers, outbox};
   Barriers barriers{peers, outbox};
@@ -252,6 +255,7 @@ struct Coordinator::Impl {
   }
 
   void on_message(const std::string& id, const zmq::message_t& frame) {
+    const std::string address = transport::peer_address(frame);
     auto it = peers.find(id);
     std::string peer_name = it != peers.end() ? describe_unranked(it->second) : "an unregistered peer";
     try {
@@ -286,9 +290,10 @@ struct Coordinator::Impl {
                             << peer_name;
       }
     } catch (const Error& e) {
-      PSHARD_LOG(kWarn) << e.what();
+      refusals.add(address, "refused", std::string(e.what()) + " (at " + address + ")");
     } catch (const kj::Exception& e) {
-      PSHARD_LOG(kWarn) << "malformed control message from " << peer_name << ": " << e.getDescription().cStr();
+      refusals.add(address, "malformed",
+                   "malformed control message from " + peer_name + " at " + address + ": " + e.getDescription().cStr());
     }
   }
 
@@ -352,6 +357,12 @@ struct Coordinator::Impl {
         on_message(id.to_string(), frame);
       }
       if (phase != Phase::kDone) check_timers();
+      refusals.flush();
+    }
+    refusals.flush();
+    if (outbox.dropped() > 0) {
+      PSHARD_LOG(kInfo) << "coordinator: dropped " << outbox.dropped()
+                        << " control messages to peers that were gone or did not read them";
     }
     router.close();  // pending messages (abort, shutdown) are flushed within the linger period
     return result;
@@ -363,6 +374,7 @@ Coordinator::Coordinator(const Options& options) : impl_(std::make_unique<Impl>(
     throw Error("coordinator: a job needs at least one server and one worker (got " +
                 std::to_string(options.num_servers) + " servers, " + std::to_string(options.num_workers) + " workers)");
   }
+  transport::bound_router(m.router, transport::kMaxControlMessageBytes);
   m.router.set(zmq::sockopt::linger, 1000);
   m.router.set(zmq::sockopt::router_handover, 1);  // a node reconnecting with its routing id takes it over
   m.curve = std::make_unique<transport::CurveServer>(m.ctx, m.router, options.curve, "coordinator");

@@ -1,7 +1,10 @@
 // The coordinator's peer table helpers and outbox.
 #include "common/control/peers.h"
 
+#include <vector>
+
 #include "common/control/control_codec.h"
+#include "common/transport/bounds.h"
 
 namespace pshard::coordinator_detail {
 
@@ -14,10 +17,10 @@ std::string describe_unranked(const Peer& p) {
 }
 
 void Outbox::send(const std::string& id, capnp::MessageBuilder& message) {
-  zmq::message_t frame = control_codec::encode(message);
-  // ROUTER drops messages to unknown or gone peers instead of blocking.
-  (void)router_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-  (void)router_.send(frame, zmq::send_flags::dontwait);
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(id.data(), id.size());
+  frames.push_back(control_codec::encode(message));
+  if (transport::send_to_peer(router_, frames) != transport::Delivery::kSent) ++dropped_;
 }
 
 }  // namespace pshard::coordinator_detail

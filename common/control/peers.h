@@ -41,8 +41,10 @@ class Outbox {
  public:
   explicit Outbox(zmq::socket_t& router) : router_(router) {}
 
-  // Never blocks: the ROUTER drops a message to an unknown or gone peer.
+  // Never blocks: a message to an unknown or gone peer, or to one over its queue bound (a peer that does not
+  // read, transport::kPeerQueueMessages), is dropped and counted.
   void send(const std::string& id, capnp::MessageBuilder& message);
+  uint64_t dropped() const { return dropped_; }
 
   // To every peer for which `include(peer)` holds.
   template <typename Pred>
@@ -54,6 +56,7 @@ class Outbox {
 
  private:
   zmq::socket_t& router_;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace pshard::coordinator_detail

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "common/error.h"
+
 namespace pshard::protocol {
 namespace {
 
@@ -114,6 +116,11 @@ std::string encode_header(const Message& msg) {
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   auto bytes = words.asBytes();
+  if (bytes.size() > kMaxHeaderBytes) {
+    throw Error(std::string(type_name(msg.type)) + " header of " + std::to_string(bytes.size()) + " bytes (" +
+                std::to_string(msg.keys.size()) + " keys, " + std::to_string(msg.tensors.size()) +
+                " tensors) exceeds the protocol's limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
+  }
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }
 

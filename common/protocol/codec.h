@@ -63,7 +63,12 @@ struct Decoded {
   std::string error;  // what was wrong, naming the frame / key / field
 };
 
-// Serialises msg's header fields (not the payloads) into Cap'n Proto flat-array bytes.
+// The largest header frame a peer accepts (ZMQ_MAXMSGSIZE, common/transport/bounds.h): 2^18 keys
+// (SliceLayout::kMaxSlices) of 32 bytes are 8 MiB; an init's tensor list gets the other 8 MiB.
+constexpr size_t kMaxHeaderBytes = size_t(16) << 20;
+
+// Serialises msg's header fields (not the payloads) into Cap'n Proto flat-array bytes. Throws pshard::Error
+// when the header would exceed kMaxHeaderBytes (the receiver would drop the connection).
 std::string encode_header(const Message& msg);
 
 // Decodes frames[0] as a Header and checks the structure, without copying payloads:

@@ -21,6 +21,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/transport/frames.h"
+#include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/binary_file.h"
 #include "common/util/log.h"
@@ -73,35 +74,6 @@ void make_key_dir(const std::string& key_dir) {
 bool decode_key(const std::string& z85, std::array<uint8_t, 32>& out) {
   return z85.size() == kZ85KeyChars && zmq_z85_decode(out.data(), z85.c_str()) != nullptr;
 }
-
-// Logs the first refusal of each kind at once and then at most one line per kind per 10 s, counting
-// the ones in between (a peer retrying every few ms must not flood the log).
-class RefusalLog {
- public:
-  explicit RefusalLog(std::string who) : who_(std::move(who)) {}
-  void add(const std::string& kind, const std::string& what) {
-    const auto now = std::chrono::steady_clock::now();
-    auto [it, first] = kinds_.try_emplace(kind);
-    Kind& k = it->second;
-    if (!first && now - k.last < std::chrono::seconds(10)) {
-      ++k.suppressed;
-      return;
-    }
-    std::string extra;
-    if (k.suppressed > 0) extra = " (and " + std::to_string(k.suppressed) + " more like it since the last such line)";
-    PSHARD_LOG(kWarn) << who_ << ": " << what << extra;
-    k.last = now;
-    k.suppressed = 0;
-  }
-
- private:
-  struct Kind {
-    std::chrono::steady_clock::time_point last;
-    uint64_t suppressed = 0;
-  };
-  std::string who_;
-  std::map<std::string, Kind> kinds_;
-};
 
 std::string handshake_failure(uint16_t event, uint32_t value) {
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
@@ -283,7 +255,7 @@ struct CurveServer::Impl {
     } else {
       ++refused;
       refusals.add(
-          "key",
+          address.empty() ? std::string("unknown address") : address, "key",
           "refused a " + (mechanism.empty() ? std::string("ZeroMQ") : mechanism) + " client from " +
               (address.empty() ? std::string("an unknown address") : address) +
               ": its key is not this job's client key (a process of another job, or one started with another key "
@@ -306,7 +278,7 @@ struct CurveServer::Impl {
     std::memcpy(&event, ev[0].data(), sizeof event);
     std::memcpy(&value, static_cast<const char*>(ev[0].data()) + 2, sizeof value);
     ++failed;
-    refusals.add("handshake " + std::to_string(event) + "/" + std::to_string(value),
+    refusals.add(ev[1].to_string(), "handshake " + std::to_string(event) + "/" + std::to_string(value),
                  "refused a connection on " + ev[1].to_string() + ": " + handshake_failure(event, value));
   }
 
@@ -320,6 +292,7 @@ struct CurveServer::Impl {
         if (items[2].revents & ZMQ_POLLIN) wake.drain();
         while (recv_frames(zap, frames)) answer(frames);
         while (recv_frames(monitor, frames)) on_monitor_event(frames);
+        refusals.flush();
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         PSHARD_LOG(kError) << who << ": CurveZMQ authenticator: " << e.what();

@@ -61,7 +61,8 @@ void apply_curve_client(zmq::socket_t& socket, const CurveKeys& keys);
 // Makes a binding socket a CURVE server and authenticates its clients: a ZAP handler on its own
 // thread (bound to inproc://zeromq.zap.01 of `ctx`, so at most one per context) accepts only the
 // job's client key, and a socket monitor logs handshakes that fail (plaintext or wrong-mechanism
-// peers). Refusals are logged as "<who>: refused ..." (per kind: the first at once, then one line per 10 s).
+// peers). Refusals are logged as "<who>: refused ..." (per peer address and kind: the first at once, then a
+// count per 10 s; transport::RefusalLog).
 // Construct before bind() on the thread that owns `socket`; destroy before `ctx`. Does nothing
 // when `keys` are empty.
 //

@@ -13,7 +13,9 @@
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
+#include "common/transport/bounds.h"
 #include "common/transport/frames.h"
+#include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "server/checkpoint/checkpointer.h"
@@ -111,7 +113,8 @@ struct KvServer::Impl {
   bool shutdown_requested = false;
   std::once_flag stop_once;
 
-  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0};
+  std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_dropped{0};
+  transport::RefusalLog refusals{"server " + std::to_string(opt.rank)};  // the socket thread's
 
   // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
   // checkpoint period for the other modes).
@@ -124,8 +127,7 @@ struct KvServer::Impl {
                   " servers with " + std::to_string(opt.num_workers) + " workers is not a valid job");
     }
     if (opt.update_threads < 1) opt.update_threads = 1;
-    router.set(zmq::sockopt::sndhwm, 0);
-    router.set(zmq::sockopt::rcvhwm, 0);
+    transport::bound_router(router, transport::data_max_frame_bytes(opt.slice_bytes));
     router.set(zmq::sockopt::linger, 0);
     curve = std::make_unique<transport::CurveServer>(ctx, router, opt.curve, "server " + std::to_string(opt.rank));
     std::string bind = opt.bind;
@@ -187,6 +189,7 @@ struct KvServer::Impl {
         }
       }
       drain_done();
+      refusals.flush();
     }
   }
 
@@ -211,19 +214,27 @@ struct KvServer::Impl {
     for (RequestPtr& r : ready) reply(*r);
   }
 
-  void send(std::vector<zmq::message_t>& frames) {
+  // A reply to a peer that does not read it (over its high-water mark) or that left is dropped and counted.
+  void send(std::vector<zmq::message_t>& frames, const std::string& address) {
     try {
-      transport::send_frames(router, frames);
+      const transport::Delivery d = transport::send_to_peer(router, frames);
+      if (d != transport::Delivery::kSent) {
+        ++n_dropped;
+        refusals.add(address, transport::delivery_name(d),
+                     "dropped a reply to " + peer(frames[0]) + " at " + address + ": " + transport::delivery_name(d) +
+                         " (at most " + std::to_string(transport::kPeerQueueMessages) + " replies wait per peer)");
+      }
     } catch (const zmq::error_t& e) {
-      PSHARD_LOG(kWarn) << "server " << opt.rank << ": send failed: " << e.what();
+      refusals.add(address, "send failed", "send failed: " + std::string(e.what()));
     }
   }
 
-  void send_error(zmq::message_t& identity, uint64_t request_id, ErrorCode code, const std::string& why,
-                  const std::string& what) {
+  void send_error(zmq::message_t& identity, const std::string& address, uint64_t request_id, ErrorCode code,
+                  const std::string& why, const std::string& what) {
     ++n_errors;
-    PSHARD_LOG(kWarn) << "server " << opt.rank << ": refused " << what << " (request " << request_id
-                      << "): " << protocol::error_code_name(code) << ": " << why;
+    refusals.add(address, protocol::error_code_name(code),
+                 "refused " + what + " (" + peer(identity) + " at " + address + ", request " +
+                     std::to_string(request_id) + "): " + protocol::error_code_name(code) + ": " + why);
     protocol::Message m;
     m.type = MessageType::ERROR;
     m.request_id = request_id;
@@ -234,7 +245,7 @@ struct KvServer::Impl {
     std::vector<zmq::message_t> out;
     out.emplace_back(identity.data(), identity.size());
     out.push_back(transport::copy_frame(protocol::encode_header(m)));
-    send(out);
+    send(out, address);
   }
 
   void reply(Request& r) {
@@ -247,7 +258,7 @@ struct KvServer::Impl {
       if (r.error != ErrorCode::NONE) {
         const std::string what =
             std::string(protocol::type_name(r.msg.type)) + " from worker " + std::to_string(r.msg.sender_rank);
-        send_error(r.identity, r.msg.request_id, r.error, r.error_message, what);
+        send_error(r.identity, r.address, r.msg.request_id, r.error, r.error_message, what);
         return;
       }
     }
@@ -264,19 +275,20 @@ struct KvServer::Impl {
         out.push_back(std::move(p));
       }
     }
-    send(out);
+    send(out, r.address);
   }
 
   void handle(std::vector<zmq::message_t>& frames) {
     ++n_requests;
+    const std::string address = transport::peer_address(frames.back());
     if (frames.size() < 2) {
-      send_error(frames[0], 0, ErrorCode::BAD_HEADER, "message has no header frame", "message from " + peer(frames[0]));
+      send_error(frames[0], address, 0, ErrorCode::BAD_HEADER, "message has no header frame", "a message");
       return;
     }
     std::vector<protocol::FrameView> v = transport::views(frames, 1);
     protocol::Decoded d = protocol::decode(v.data(), v.size());
     if (!d.ok) {
-      send_error(frames[0], d.message.request_id, d.code, d.error, "message from " + peer(frames[0]));
+      send_error(frames[0], address, d.message.request_id, d.code, d.error, "a message");
       return;
     }
     protocol::Message& m = d.message;
@@ -286,7 +298,7 @@ struct KvServer::Impl {
       std::string why;
       if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == 0) {
         if (!store.install(m, code, why)) {
-          send_error(frames[0], m.request_id, code, why, what);
+          send_error(frames[0], address, m.request_id, code, why, what);
           return;
         }
         held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
@@ -304,7 +316,7 @@ struct KvServer::Impl {
         c.code = ErrorCode::OVERLOADED;
         c.error = "too many requests are waiting for the first init";
       }
-      send_error(frames[0], m.request_id, c.code, c.error, what);
+      send_error(frames[0], address, m.request_id, c.code, c.error, what);
       return;
     }
     if (m.type == MessageType::PING || m.type == MessageType::SHUTDOWN) {
@@ -317,7 +329,7 @@ struct KvServer::Impl {
       std::vector<zmq::message_t> out;
       out.push_back(std::move(frames[0]));
       out.push_back(transport::copy_frame(protocol::encode_header(r)));
-      send(out);
+      send(out, address);
       if (m.type == MessageType::SHUTDOWN) {
         PSHARD_LOG(kInfo) << "server " << opt.rank << ": shutdown requested";
         std::lock_guard<std::mutex> lock(shutdown_mu);
@@ -330,12 +342,13 @@ struct KvServer::Impl {
     if (m.type == MessageType::JOIN) io_rejoined[m.sender_rank] = 1;
     if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank] &&
         !io_rejoined[m.sender_rank]) {
-      send_error(frames[0], m.request_id, ErrorCode::WORKER_DEAD,
+      send_error(frames[0], address, m.request_id, ErrorCode::WORKER_DEAD,
                  "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
       return;
     }
     auto req = std::make_shared<Request>();
     req->identity = std::move(frames[0]);
+    req->address = address;
     req->slice_ids = std::move(c.slice_ids);
     req->payloads.reserve(frames.size() - 2);
     for (size_t i = 2; i < frames.size(); ++i) {
@@ -360,7 +373,7 @@ struct KvServer::Impl {
 
   static std::string peer(const zmq::message_t& identity) {
     static const char* hex = "0123456789abcdef";
-    std::string s = "peer ";
+    std::string s = "routing id ";
     const auto* p = static_cast<const unsigned char*>(identity.data());
     for (size_t i = 0; i < identity.size() && i < 8; ++i) {
       s += hex[p[i] >> 4];
@@ -557,6 +570,7 @@ KvServerStats KvServer::stats() const {
   s.bytes_sent = impl_->bytes_out;
   s.updates = impl_->store.updates();
   s.weight_copies = impl_->store.weight_copies();
+  s.replies_dropped = impl_->n_dropped;
   s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
   return s;
 }

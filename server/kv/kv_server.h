@@ -54,13 +54,14 @@ struct KvServerOptions {
 };
 
 struct KvServerStats {
-  uint64_t requests = 0;        // messages received
-  uint64_t errors = 0;          // error replies sent
-  uint64_t bytes_received = 0;  // payload bytes
-  uint64_t bytes_sent = 0;      // payload bytes
-  uint64_t updates = 0;         // optimizer applications (all slices)
-  uint64_t weight_copies = 0;   // updates that copied their slice first because a reply was still sending it
-  uint64_t checkpoints = 0;     // checkpoint files written
+  uint64_t requests = 0;         // messages received
+  uint64_t errors = 0;           // error replies sent
+  uint64_t bytes_received = 0;   // payload bytes
+  uint64_t bytes_sent = 0;       // payload bytes
+  uint64_t updates = 0;          // optimizer applications (all slices)
+  uint64_t weight_copies = 0;    // updates that copied their slice first because a reply was still sending it
+  uint64_t checkpoints = 0;      // checkpoint files written
+  uint64_t replies_dropped = 0;  // replies to a peer over its queue bound (transport::kPeerQueueMessages) or gone
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

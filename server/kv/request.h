@@ -18,6 +18,7 @@ namespace pshard {
 // memory holds the pushes not yet applied, not every push whose request is still open.
 struct Request {
   zmq::message_t identity;
+  std::string address;  // the peer's address (refusal log lines)
   protocol::Message msg;
   std::vector<std::shared_ptr<zmq::message_t>> payloads;
   std::vector<uint32_t> slice_ids;

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/protocol/codec.h"
+#include "common/transport/bounds.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
 #include "common/transport/wakeup.h"
@@ -97,6 +98,7 @@ struct KvClient::Impl {
       sock.set(zmq::sockopt::linger, 0);
       sock.set(zmq::sockopt::sndhwm, 0);
       sock.set(zmq::sockopt::rcvhwm, 0);
+      transport::bound_client(sock, transport::data_max_frame_bytes(opt.slice_bytes));
       transport::apply_curve_client(sock, opt.curve);
       try {
         sock.connect(opt.servers[s]);

@@ -12,6 +12,7 @@
 
 #include "common/control/cluster_client.h"
 #include "common/control/coordinator.h"
+#include "common/transport/bounds.h"
 
 namespace pshard {
 namespace {
@@ -67,6 +68,56 @@ TEST(CoordinatorBadInput, GarbageFramesAreIgnoredAndTheJobStillRuns) {
 
   // After the rendezvous: more garbage, and the job still ends cleanly.
   for (const std::string& g : garbage) raw.send(zmq::buffer(g), zmq::send_flags::none);
+  w.reset();
+  s.reset();
+  auto r = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r.has_value()) << "the coordinator did not finish";
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+TEST(CoordinatorBadInput, OversizedFrameDisconnectsThePeerAndTheJobStillRuns) {
+  Coordinator::Options co;
+  co.num_servers = 1;
+  co.num_workers = 1;
+  co.bind = "tcp://127.0.0.1:0";
+  co.job_token = "token-A";
+  co.heartbeat_interval = milliseconds(50);
+  co.heartbeat_timeout = milliseconds(2000);
+  co.rendezvous_timeout = milliseconds(10000);
+  co.shutdown_timeout = milliseconds(2000);
+  Coordinator coord(co);
+  coord.start();
+
+  // One byte over the control plane's 4 MiB: ZeroMQ drops the connection when the frame's size arrives.
+  zmq::context_t ctx;
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::reconnect_ivl, 10000);
+  const std::string monitor_ep = "inproc://coordinator-bad-input-monitor";
+  ASSERT_EQ(zmq_socket_monitor(raw.handle(), monitor_ep.c_str(), ZMQ_EVENT_DISCONNECTED), 0);
+  zmq::socket_t mon(ctx, zmq::socket_type::pair);
+  mon.set(zmq::sockopt::rcvtimeo, 5000);
+  mon.connect(monitor_ep);
+  raw.connect(coord.endpoint());
+  const std::string big(static_cast<size_t>(transport::kMaxControlMessageBytes) + 1, '\x7f');
+  raw.send(zmq::buffer(big), zmq::send_flags::none);
+  zmq::message_t event;
+  ASSERT_TRUE(mon.recv(event)) << "the coordinator did not disconnect a peer sending a " << big.size() << "-byte frame";
+
+  auto client = [&](NodeRole role) {
+    ClusterClient::Options o;
+    o.coordinator = coord.endpoint();
+    o.role = role;
+    o.job_token = "token-A";
+    o.heartbeat_interval = milliseconds(50);
+    o.heartbeat_timeout = milliseconds(2000);
+    o.rendezvous_timeout = milliseconds(10000);
+    return std::make_unique<ClusterClient>(o);
+  };
+  auto server = std::async(std::launch::async, [&] { return client(NodeRole::kServer); });
+  auto worker = std::async(std::launch::async, [&] { return client(NodeRole::kWorker); });
+  std::unique_ptr<ClusterClient> s = server.get(), w = worker.get();
+  EXPECT_EQ(w->map().num_workers, 1u);
   w.reset();
   s.reset();
   auto r = coord.wait_for(milliseconds(5000));

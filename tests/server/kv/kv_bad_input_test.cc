@@ -1,11 +1,14 @@
 // A KvServer fed malformed messages through a raw DEALER socket answers each with an error and keeps its weights.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <zmq.hpp>
 
 #include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
+#include "common/transport/bounds.h"
 #include "common/transport/frames.h"
 #include "server/kv/kv_server.h"
 
@@ -259,6 +262,83 @@ TEST_F(KvBadInput, ShutdownNeedsTheTokenAndIsAcknowledged) {
   send_raw(protocol::encode_header(request(MessageType::SHUTDOWN, {})), {});
   EXPECT_EQ(receive().type, MessageType::ACK);
   EXPECT_TRUE(server->wait_for_shutdown(std::chrono::seconds(5)));
+}
+
+// Watches `socket` for disconnects from its peer; attach before connect() so that no event is missed.
+class DisconnectWatch {
+ public:
+  DisconnectWatch(zmq::context_t& ctx, zmq::socket_t& socket) : mon_(ctx, zmq::socket_type::pair) {
+    static int n = 0;
+    const std::string ep = "inproc://kv-bad-input-monitor-" + std::to_string(n++);
+    ok_ = zmq_socket_monitor(socket.handle(), ep.c_str(), ZMQ_EVENT_DISCONNECTED) == 0;
+    mon_.connect(ep);
+  }
+  // True when a disconnect was seen within `timeout`.
+  bool disconnected_within(std::chrono::milliseconds timeout) {
+    if (!ok_) return false;
+    mon_.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+    zmq::message_t event, address;
+    if (!mon_.recv(event)) return false;
+    (void)mon_.recv(address);
+    uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    return id == ZMQ_EVENT_DISCONNECTED;
+  }
+
+ private:
+  zmq::socket_t mon_;
+  bool ok_ = false;
+};
+
+TEST_F(KvBadInput, OversizedFrameDisconnectsThePeerAndTheServerGoesOnServing) {
+  send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 1.0f));
+  ASSERT_EQ(receive().type, MessageType::ACK);
+  const uint64_t requests_before = server->stats().requests;
+
+  // A frame one byte over the data plane's limit (16 MiB at these 64-byte slices).
+  zmq::socket_t attacker(ctx, zmq::socket_type::dealer);
+  attacker.set(zmq::sockopt::linger, 0);
+  attacker.set(zmq::sockopt::reconnect_ivl, 10000);  // stays disconnected while we look
+  DisconnectWatch watch(ctx, attacker);
+  attacker.connect(server->endpoint());
+  std::string big(static_cast<size_t>(transport::data_max_frame_bytes(64)) + 1, 'x');
+  attacker.send(zmq::buffer(big), zmq::send_flags::none);
+  EXPECT_TRUE(watch.disconnected_within(std::chrono::milliseconds(5000)))
+      << "the server did not disconnect a peer sending a " << big.size() << "-byte frame";
+
+  // Nothing reached the server's request handling, and it still serves the other peer.
+  EXPECT_EQ(server->stats().requests, requests_before);
+  EXPECT_EQ(pull_all(), values(own(), 1.0f));
+  // A frame of exactly the limit is read (and refused as a bad header), not a disconnect.
+  big.resize(static_cast<size_t>(transport::data_max_frame_bytes(64)));
+  send_raw(big, {});
+  expect_error(ErrorCode::BAD_HEADER, "a frame of exactly the limit");
+}
+
+TEST_F(KvBadInput, RepliesToAPeerThatDoesNotReadAreDroppedAndCounted) {
+  // A peer that floods garbage and never reads its error replies: once its queue (8192 messages, plus what
+  // the TCP buffers hold) is full, the server drops further replies instead of holding them.
+  zmq::socket_t attacker(ctx, zmq::socket_type::dealer);
+  attacker.set(zmq::sockopt::linger, 0);
+  attacker.set(zmq::sockopt::rcvhwm, 1);
+  attacker.set(zmq::sockopt::rcvbuf, 4096);
+  attacker.set(zmq::sockopt::sndhwm, 0);
+  attacker.connect(server->endpoint());
+  const uint64_t n = 100000;
+  const std::string garbage(8, '\xff');
+  for (uint64_t i = 0; i < n; ++i) attacker.send(zmq::buffer(garbage), zmq::send_flags::none);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server->stats().requests < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const KvServerStats st = server->stats();
+  EXPECT_EQ(st.requests, n);
+  EXPECT_EQ(st.errors, n);
+  EXPECT_GT(st.replies_dropped, 0u);
+  EXPECT_LT(st.replies_dropped, n);
+  // The server still answers a peer that reads.
+  send_raw(protocol::encode_header(request(MessageType::PING, {})), {});
+  EXPECT_EQ(receive().type, MessageType::PONG);
 }
 
 }  // namespace
