@@ -63,7 +63,8 @@ void write_all(int fd, const std::string& text) {
 bool ChildExit::failed() const {
   if (!started) return true;
   if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
-  return exited ? exit_code != 0 : signal != 0;
+  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result).
+  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete : signal != 0;
 }
 
 std::string ChildExit::describe() const {
@@ -432,6 +433,12 @@ struct LocalJob::Impl {
         if (e.failed() && !e.restarted) {
           r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
           if (r.failure.empty()) r.failure = e.describe();
+        }
+      }
+      for (const ChildExit& e : r.children) {
+        if (r.exit_code == 0 && e.exited && e.exit_code == kExitRecordsIncomplete) {
+          r.exit_code = kExitRecordsIncomplete;
+          r.failure = e.describe() + ": the run's records are incomplete";
         }
       }
     }

@@ -490,7 +490,12 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
                 " is outside 100..10000 pixels");
   }
   ReportResult res;
-  for (const std::string& d : run_dirs) res.runs.push_back(read_run(d));
+  for (const std::string& d : run_dirs) {
+    res.runs.push_back(read_run(d));
+    if (!res.runs.back().torn_last_line.empty()) {
+      std::fprintf(stderr, "pshard report: warning: %s\n", res.runs.back().torn_last_line.c_str());
+    }
+  }
   res.out_dir = options.out_dir.empty() ? default_report_dir(run_dirs) : options.out_dir;
   std::error_code ec;
   fs::create_directories(res.out_dir, ec);

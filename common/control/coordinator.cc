@@ -90,7 +90,13 @@ struct Coordinator::Impl {
     try {
       metrics.write_summary();
     } catch (const Error& e) {
-      PSHARD_LOG(kWarn) << "metrics summary not written: " << e.what();
+      PSHARD_LOG(kError) << "metrics summary not written: " << e.what();
+      metrics.mark_incomplete();
+    }
+    if (exit_code == 0 && !metrics.complete()) {
+      PSHARD_LOG(kError) << "the job finished, but its records in " << opt.run_dir
+                         << " are incomplete (a write failed: see above)";
+      exit_code = kExitRecordsIncomplete;
     }
     result.exit_code = exit_code;
     result.reason = reason;

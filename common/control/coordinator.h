@@ -52,7 +52,8 @@ class Coordinator {
     static Options from_config(const Config& config, uint32_t num_servers, uint32_t num_workers);
   };
 
-  // How the job ended: exit_code 0 = every worker left successfully.
+  // How the job ended: exit_code 0 = every worker left successfully; kExitRecordsIncomplete
+  // (common/error.h) = they did, but a write to the run directory failed.
   struct Result {
     int exit_code = 0;
     std::string reason;  // "job finished: 4 workers left" or why it was aborted

@@ -91,7 +91,8 @@ void JobMetrics::write_cluster_map(const ClusterMap& map) {
     // a reader polling for it (a test, a script) never sees half a file.
     binary::write_file_atomically(opt_.run_dir + "/cluster.json", doc.dump_spaced() + "\n", "cannot write");
   } catch (const Error& e) {
-    PSHARD_LOG(kWarn) << e.what();
+    PSHARD_LOG(kError) << e.what();
+    write_failed_ = true;
   }
 }
 

@@ -32,8 +32,13 @@ class JobMetrics {
   void flush_epochs();
   // The summary line, once some epoch was written. Throws pshard::Error when it cannot be written.
   void write_summary();
-  // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged, not fatal.
+  // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged and makes the
+  // records incomplete, it does not stop the job.
   void write_cluster_map(const ClusterMap& map);
+  // False once a write to the run directory failed (logged with the path when it happened): the
+  // coordinator then exits with kExitRecordsIncomplete.
+  void mark_incomplete() { write_failed_ = true; }
+  bool complete() const { return !write_failed_ && (!metrics_ || metrics_->complete()); }
 
  private:
   MetricsWriter* writer();
@@ -47,6 +52,7 @@ class JobMetrics {
   int64_t epochs_written_ = 0;
   int64_t last_epoch_written_ = 0;
   Clock::time_point running_since_;
+  bool write_failed_ = false;  // the summary or cluster.json could not be written
 };
 
 }  // namespace pshard::coordinator_detail

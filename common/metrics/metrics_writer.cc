@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/util/binary_file.h"
+#include "common/util/log.h"
 
 namespace pshard {
 
@@ -44,6 +45,17 @@ MetricsWriter::~MetricsWriter() {
 }
 
 namespace {
+// Writes `text` and flushes it; on failure logs once (naming the file), closes it and remembers why.
+void append_checked(std::FILE*& f, const std::string& path, const std::string& text, std::string* failed) {
+  if (!f) return;
+  errno = 0;
+  if (std::fputs(text.c_str(), f) >= 0 && std::fflush(f) == 0) return;
+  *failed = errno != 0 ? std::strerror(errno) : "write error";
+  PSHARD_LOG(kError) << "metrics " << path << ": write failed: " << *failed
+                     << "; no more lines go to it, the run's records are incomplete";
+  std::fclose(f);
+  f = nullptr;
+}
 std::string csv_cell(const Json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.as_string();
@@ -54,9 +66,7 @@ std::string csv_cell(const Json& v) {
 }  // namespace
 
 void MetricsWriter::write(const Json& event) {
-  std::string line = event.dump() + "\n";
-  std::fputs(line.c_str(), jsonl_);
-  std::fflush(jsonl_);
+  append_checked(jsonl_, dir_ + "/metrics.jsonl", event.dump() + "\n", &jsonl_failed_);
   if (!event.has("event") || !event.at("event").is_string() || event.at("event").as_string() != "epoch") return;
   if (csv_columns_.empty()) {
     for (const auto& kv : event.items()) {
@@ -65,14 +75,13 @@ void MetricsWriter::write(const Json& event) {
     }
     std::string header;
     for (size_t i = 0; i < csv_columns_.size(); ++i) header += (i ? "," : "") + csv_columns_[i];
-    std::fprintf(csv_, "%s\n", header.c_str());
+    append_checked(csv_, dir_ + "/metrics.csv", header + "\n", &csv_failed_);
   }
   std::string row;
   for (size_t i = 0; i < csv_columns_.size(); ++i) {
     row += (i ? "," : "") + (event.has(csv_columns_[i]) ? csv_cell(event.at(csv_columns_[i])) : std::string());
   }
-  std::fprintf(csv_, "%s\n", row.c_str());
-  std::fflush(csv_);
+  append_checked(csv_, dir_ + "/metrics.csv", row + "\n", &csv_failed_);
 }
 
 void MetricsWriter::write_file(const std::string& name, const std::string& text) const {

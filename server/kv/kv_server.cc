@@ -558,6 +558,7 @@ KvServerStats KvServer::stats() const {
   s.updates = impl_->store.updates();
   s.weight_copies = impl_->store.weight_copies();
   s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
+  s.checkpoints_failed = impl_->checkpointer ? impl_->checkpointer->failed() : 0;
   return s;
 }
 

@@ -61,6 +61,9 @@ struct KvServerStats {
   uint64_t updates = 0;         // optimizer applications (all slices)
   uint64_t weight_copies = 0;   // updates that copied their slice first because a reply was still sending it
   uint64_t checkpoints = 0;     // checkpoint files written
+
+  // Checkpoints that could not be written (each logged): the server exits kExitRecordsIncomplete.
+  uint64_t checkpoints_failed = 0;
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

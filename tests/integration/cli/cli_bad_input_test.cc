@@ -73,6 +73,32 @@ TEST_F(CliBadInput, CommandLines) {
   for (const Case& c : cases) expect(c);
 }
 
+// A full disk under the run directory (/dev/full: every write fails with ENOSPC): the run goes on, the
+// failure is named once with the path, and the exit status says the records are incomplete (3). A
+// metrics.jsonl cut short by such a failure still reads: `pshard report` names the torn line, skips it.
+TEST_F(CliBadInput, RecordsOnAFullDisk) {
+  const std::string run = dir_ + "/full";
+  ASSERT_EQ(std::system(("mkdir -p " + run + " && ln -s /dev/full " + run + "/metrics.jsonl && ln -s /dev/full " + run +
+                         "/metrics.csv")
+                            .c_str()),
+            0);
+  expect({{"train", "--config", source_dir() + "/configs/linreg_sgd.toml", "--set", "train.epochs=1", "--run-dir", run},
+          74,
+          "metrics " + run +
+              "/metrics.jsonl: write failed: No space left on device; no more lines go to it, the "
+              "run's records are incomplete"});
+  expect({{"train", "--config", source_dir() + "/configs/linreg_sgd.toml", "--set", "train.epochs=1", "--run-dir", run},
+          74,
+          "pshard train: the run's records in " + run + " are incomplete"});
+  const std::string torn = dir_ + "/torn";
+  ASSERT_EQ(std::system(("mkdir -p " + torn).c_str()), 0);
+  std::ofstream(torn + "/metrics.jsonl") << "{\"event\":\"epoch\",\"epoch\":1,\"step\":10,\"test_acc\":0.5}\n"
+                                         << "{\"event\":\"epoch\",\"epo";
+  expect({{"report", torn, "--out", dir_ + "/report"},
+          0,
+          "pshard report: warning: " + torn + "/metrics.jsonl:2: the last line is cut short"});
+}
+
 TEST_F(CliBadInput, ConfigsAndOverrides) {
   const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
   // model.name's choices are the model zoo's names, checked when the config is read (launch: before any process).
