@@ -88,7 +88,7 @@ struct Coordinator::Impl {
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
     try {
-      metrics.write_summary();
+      metrics.write_summary(exit_code == 0 ? "" : reason);
     } catch (const Error& e) {
       PSHARD_LOG(kError) << "metrics summary not written: " << e.what();
       metrics.mark_incomplete();

@@ -55,7 +55,7 @@ void JobMetrics::flush_epochs() {
   }
 }
 
-void JobMetrics::write_summary() {
+void JobMetrics::write_summary(const std::string& aborted) {
   if (epochs_written_ == 0) return;
   Json summary = totals_.summary(std::chrono::duration<double>(Clock::now() - running_since_).count());
   for (const auto& [key, value] : start_event_.items()) {
@@ -68,6 +68,7 @@ void JobMetrics::write_summary() {
     if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
   }
   summary.set("workers_finished", finished);
+  if (!aborted.empty()) summary.set("aborted", aborted);
   if (MetricsWriter* w = writer()) w->write(summary);
   PSHARD_LOG(kInfo) << format_summary_line(summary, opt_.run_dir);
 }

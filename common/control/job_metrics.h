@@ -30,8 +30,9 @@ class JobMetrics {
   void on_report(const Peer& from, const std::string& text);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
-  // The summary line, once some epoch was written. Throws pshard::Error when it cannot be written.
-  void write_summary();
+  // The summary line, once some epoch was written; `aborted`: why the job was aborted (empty: it
+  // finished), stored as the summary's `aborted` field. Throws pshard::Error when it cannot be written.
+  void write_summary(const std::string& aborted);
   // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged and makes the
   // records incomplete, it does not stop the job.
   void write_cluster_map(const ClusterMap& map);

@@ -209,7 +209,9 @@ RunMetrics read_run(const std::string& dir) {
     } else if (event == "epoch") {
       run.epochs.push_back(read_epoch(r));
     } else if (event == "summary") {
-      run.summary = read_summary(r);
+      // An aborted job's summary holds the epochs it finished; the run itself did not finish.
+      run.aborted = r.opt_string("aborted");
+      if (run.aborted.empty()) run.summary = read_summary(r);
     }
   }
   if (in.bad()) throw Error(path + ": read error");

@@ -44,7 +44,8 @@ struct RunMetrics {
   std::map<std::string, std::string> config;  // "section.key" -> value text (strings unquoted), from config.toml
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
-  std::optional<SummaryRecord> summary;  // empty: the run did not finish
+  std::optional<SummaryRecord> summary;  // empty: the run did not finish (or was aborted)
+  std::string aborted;                   // why, when the summary says the job was aborted (its `aborted` field)
   // Non-empty when the last line of metrics.jsonl is not JSON (torn by a failed write): what to tell
   // the user, naming the file and line; that line was skipped.
   std::string torn_last_line;
