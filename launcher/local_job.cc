@@ -113,8 +113,17 @@ struct LocalJob::Impl {
   // --- output --------------------------------------------------------------
   void emit_line(const Child& c, int fd, const std::string& line) {
     const std::string prefix = "[" + c.spec.name + "]";
-    // The child may already name itself (pshard's log prefix).
-    std::string text = line.compare(0, prefix.size(), prefix) == 0 ? line + "\n" : prefix + " " + line + "\n";
+    // The child may already name itself (pshard's log prefix), or name only its role ("[worker]" before it
+    // knows its rank): that prefix gives way to the full name instead of being prefixed twice.
+    const std::string role_prefix = "[" + c.spec.name.substr(0, c.spec.name.find(' ')) + "] ";
+    std::string text;
+    if (line.compare(0, prefix.size(), prefix) == 0) {
+      text = line + "\n";
+    } else if (line.compare(0, role_prefix.size(), role_prefix) == 0) {
+      text = prefix + " " + line.substr(role_prefix.size()) + "\n";
+    } else {
+      text = prefix + " " + line + "\n";
+    }
     if (opt.line_sink) {
       opt.line_sink(fd, text);
     } else {
