@@ -20,8 +20,12 @@ void make_directories(const std::string& path) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw Error("cannot create directory " + partial + ": " + std::strerror(errno));
+    if (::mkdir(partial.c_str(), 0755) != 0) {
+      struct stat st {};
+      if (errno != EEXIST) throw Error("cannot create directory " + partial + ": " + std::strerror(errno));
+      if (::stat(partial.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+        throw Error("cannot create directory " + partial + ": a file of that name exists and is not a directory");
+      }
     }
   }
 }

@@ -42,7 +42,8 @@ class MetricsWriter {
   std::string jsonl_failed_, csv_failed_;  // why the file stopped being written (empty: it did not)
 };
 
-// Creates a directory and its parents; Error names the path on failure.
+// Creates a directory and its parents; Error names the path on failure (also when a file that is not a
+// directory is in the way).
 void make_directories(const std::string& path);
 
 }  // namespace pshard

@@ -75,6 +75,10 @@ TEST_F(CliBadInput, CommandLines) {
       {{"sweep", "--config", cfg, "--grid", "foo"}, 1, "--grid 'foo': expected KEY=V1,V2,..."},
       {{"report", dir_ + "/nothing"}, 1, "not a run directory (no metrics.jsonl) and not a folder of runs"},
       {{"data", "convert"}, 1, "option --data is required"},
+      {{"coordinator", "--servers", "1", "--workers", "1", "--run-dir", dir_ + "/syntax.toml"},
+       1,
+       "pshard coordinator: error: cannot create directory " + dir_ +
+           "/syntax.toml: a file of that name exists and is not a directory"},
   };
   for (const Case& c : cases) expect(c);
 }
