@@ -1,13 +1,13 @@
 // `pshard coordinator`: runs the coordinator of one job (rendezvous, barriers, heartbeats, failure policy).
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 #include "app/command.h"
 #include "common/config/config.h"
 #include "common/control/coordinator.h"
 #include "common/error.h"
+#include "common/metrics/metrics_writer.h"
 #include "common/transport/curve.h"
 #include "common/util/args.h"
 #include "common/util/log.h"
@@ -54,7 +54,7 @@ int run_coordinator(const std::vector<std::string>& args) {
   opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, p.get("key-dir"), p.get("run-dir")));
   if (p.has("run-dir")) {
     opt.run_dir = p.get("run-dir");
-    std::filesystem::create_directories(opt.run_dir);
+    make_directories(opt.run_dir);  // an Error naming the path, e.g. when it is a file
   }
 
   Coordinator coord(opt);

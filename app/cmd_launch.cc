@@ -49,8 +49,15 @@ int run_launch(const std::vector<std::string>& args) {
   o.key_dir = p.get("key-dir");
   o.server_exe = p.get("server-exe");
   o.worker_exe = p.get("worker-exe");
-  o.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
-  o.timeout = std::chrono::milliseconds(p.get_int("timeout") * 1000);
+  const int64_t grace_ms = p.get_int("grace-ms"), timeout_s = p.get_int("timeout");
+  if (grace_ms < 0 || grace_ms > 3600 * 1000) {
+    throw Error("--grace-ms must be in 0..3600000 (milliseconds), got " + p.get("grace-ms"));
+  }
+  if (timeout_s < 0 || timeout_s > 365LL * 24 * 3600) {
+    throw Error("--timeout must be in 0..31536000 (seconds; 0: no limit), got " + p.get("timeout"));
+  }
+  o.grace = std::chrono::milliseconds(grace_ms);
+  o.timeout = std::chrono::milliseconds(timeout_s * 1000);
   return run_local_launch(o);
 }
 

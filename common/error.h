@@ -15,4 +15,9 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// The exit status of a process (and of `pshard launch`/`pshard train`) whose work succeeded but
+// whose records did not all reach the disk: a metrics line, metrics.csv, cluster.json or a
+// checkpoint could not be written (e.g. the disk is full). The error was logged with the path.
+constexpr int kExitRecordsIncomplete = 74;  // EX_IOERR of sysexits.h
+
 }  // namespace pshard

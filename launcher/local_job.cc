@@ -65,7 +65,8 @@ bool ChildExit::failed() const {
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
   if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
-  return exited ? exit_code != 0 : signal != 0;
+  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result).
+  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete : signal != 0;
 }
 
 std::string ChildExit::describe() const {
@@ -119,8 +120,17 @@ struct LocalJob::Impl {
     const size_t at = line.find("error: ");
     if (c.exit.error.empty() && at != std::string::npos) c.exit.error = line.substr(at + 7, 400);
     const std::string prefix = "[" + c.spec.name + "]";
-    // The child may already name itself (pshard's log prefix).
-    std::string text = line.compare(0, prefix.size(), prefix) == 0 ? line + "\n" : prefix + " " + line + "\n";
+    // The child may already name itself (pshard's log prefix), or name only its role ("[worker]" before it
+    // knows its rank): that prefix gives way to the full name instead of being prefixed twice.
+    const std::string role_prefix = "[" + c.spec.name.substr(0, c.spec.name.find(' ')) + "] ";
+    std::string text;
+    if (line.compare(0, prefix.size(), prefix) == 0) {
+      text = line + "\n";
+    } else if (line.compare(0, role_prefix.size(), role_prefix) == 0) {
+      text = prefix + " " + line.substr(role_prefix.size()) + "\n";
+    } else {
+      text = prefix + " " + line + "\n";
+    }
     if (opt.line_sink) {
       opt.line_sink(fd, text);
     } else {
@@ -440,6 +450,12 @@ struct LocalJob::Impl {
         if (e.failed() && !e.restarted) {
           r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
           if (r.failure.empty()) r.failure = e.describe();
+        }
+      }
+      for (const ChildExit& e : r.children) {
+        if (r.exit_code == 0 && e.exited && e.exit_code == kExitRecordsIncomplete) {
+          r.exit_code = kExitRecordsIncomplete;
+          r.failure = e.describe() + ": the run's records are incomplete";
         }
       }
     }

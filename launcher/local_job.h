@@ -73,7 +73,8 @@ class LocalJob {
   };
 
   struct Result {
-    int exit_code = 0;    // 0: no child failed; 1: a child failed or timeout; 128+sig: interrupted by a signal
+    int exit_code = 0;    // 0: no child failed; 1: a child failed or timeout; 128+sig: interrupted by a signal;
+                          // kExitRecordsIncomplete: none failed, but one could not write all its records
     std::string failure;  // the first failure ("worker 1 (pid 7) exited with status 3"); empty when ok
     std::vector<ChildExit> children;  // in add() order
   };

@@ -164,6 +164,11 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     }
     return r;
   }
+  if (r.exit_code == kExitRecordsIncomplete) {
+    std::fprintf(stderr, "[launch] job finished, but %s (a write to %s failed: see the error above)\n",
+                 r.failure.c_str(), run_dir.c_str());
+    return r;
+  }
   std::vector<const ChildExit*> failed = failures_by_cause(r);
   std::string headline;
   for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
@@ -217,7 +222,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
   for (;;) {
     LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
-    if (r.exit_code == 0 || r.exit_code > 128) return r.exit_code;  // success, or Ctrl-C
+    if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code > 128) return r.exit_code;
     const ChildExit* cause = likely_cause(r);
     const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
     if (!server_died || !restart_servers || restarts >= max_restarts) {

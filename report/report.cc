@@ -110,7 +110,10 @@ void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs
            std::to_string(s.servers), s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
            s.global_batch ? std::to_string(s.global_batch) : "", std::to_string(r.epochs.size()),
            r.epochs.empty() ? "" : std::to_string(r.epochs.back().step), opt(s.train_loss), opt(s.train_acc),
-           opt(s.test_loss), opt(s.test_acc), opt(s.samples_per_s), opt(s.wall_s), r.summary ? "yes" : "no"});
+           opt(s.test_loss), opt(s.test_acc), opt(s.samples_per_s), opt(s.wall_s),
+           r.summary            ? "yes"
+           : !r.aborted.empty() ? "aborted"
+                                : "no"});
   }
   f.close();
 }
@@ -490,7 +493,12 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
                 " is outside 100..10000 pixels");
   }
   ReportResult res;
-  for (const std::string& d : run_dirs) res.runs.push_back(read_run(d));
+  for (const std::string& d : run_dirs) {
+    res.runs.push_back(read_run(d));
+    if (!res.runs.back().torn_last_line.empty()) {
+      std::fprintf(stderr, "pshard report: warning: %s\n", res.runs.back().torn_last_line.c_str());
+    }
+  }
   res.out_dir = options.out_dir.empty() ? default_report_dir(run_dirs) : options.out_dir;
   std::error_code ec;
   fs::create_directories(res.out_dir, ec);
@@ -552,8 +560,11 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
     const EpochRecord* last = r.epochs.empty() ? nullptr : &r.epochs.back();
-    m << "| " << md_cell(r.name) << (r.summary ? "" : " (unfinished)") << " | " << md_cell(res.labels[i]) << " | "
-      << (s.model.empty() ? cfg(r, "model.name", "?") : s.model) << " | "
+    m << "| " << md_cell(r.name)
+      << (r.summary            ? ""
+          : !r.aborted.empty() ? " (aborted)"
+                               : " (unfinished)")
+      << " | " << md_cell(res.labels[i]) << " | " << (s.model.empty() ? cfg(r, "model.name", "?") : s.model) << " | "
       << (s.optimizer.empty() ? cfg(r, "optimizer.name", "?") : s.optimizer) << " | " << (s.mode.empty() ? "?" : s.mode)
       << " | " << s.workers << " | " << s.servers << " | "
       << (s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", "?")) << " | " << r.epochs.size()

@@ -181,6 +181,11 @@ int run_server_process(const ServerProcessOptions& o) {
       return 1;
     }
     cluster.leave(0);
+    if (st.checkpoints_failed > 0) {
+      PSHARD_LOG(kError) << st.checkpoints_failed << " checkpoint(s) could not be written (see above): the run's "
+                         << "records are incomplete";
+      return kExitRecordsIncomplete;
+    }
     return 0;
   } catch (const std::exception& e) {
     cluster.leave(1, e.what());

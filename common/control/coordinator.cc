@@ -91,9 +91,15 @@ struct Coordinator::Impl {
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
     try {
-      metrics.write_summary();
+      metrics.write_summary(exit_code == 0 ? "" : reason);
     } catch (const Error& e) {
-      PSHARD_LOG(kWarn) << "metrics summary not written: " << e.what();
+      PSHARD_LOG(kError) << "metrics summary not written: " << e.what();
+      metrics.mark_incomplete();
+    }
+    if (exit_code == 0 && !metrics.complete()) {
+      PSHARD_LOG(kError) << "the job finished, but its records in " << opt.run_dir
+                         << " are incomplete (a write failed: see above)";
+      exit_code = kExitRecordsIncomplete;
     }
     result.exit_code = exit_code;
     result.reason = reason;

@@ -57,7 +57,8 @@ class Coordinator {
   // ended first (a frozen server does not exit by itself).
   static constexpr int kExitServerDead = 3;
 
-  // How the job ended: exit_code 0 = every worker left successfully; kExitServerDead; 1 = any other abort.
+  // How the job ended: exit_code 0 = every worker left successfully; kExitRecordsIncomplete (common/error.h)
+  // = they did, but a write to the run directory failed; kExitServerDead; 1 = any other abort.
   struct Result {
     int exit_code = 0;
     std::string reason;  // "job finished: 4 workers left" or why it was aborted

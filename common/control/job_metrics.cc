@@ -57,7 +57,7 @@ void JobMetrics::flush_epochs() {
   }
 }
 
-void JobMetrics::write_summary() {
+void JobMetrics::write_summary(const std::string& aborted) {
   if (epochs_written_ == 0) return;
   Json summary = totals_.summary(std::chrono::duration<double>(Clock::now() - running_since_).count());
   for (const auto& [key, value] : start_event_.items()) {
@@ -75,6 +75,7 @@ void JobMetrics::write_summary() {
   if (model_path_.empty() && !opt_.run_dir.empty()) {
     PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
   }
+  if (!aborted.empty()) summary.set("aborted", aborted);
   if (MetricsWriter* w = writer()) w->write(summary);
   PSHARD_LOG(kInfo) << format_summary_line(summary, opt_.run_dir);
 }
@@ -98,7 +99,8 @@ void JobMetrics::write_cluster_map(const ClusterMap& map) {
     // a reader polling for it (a test, a script) never sees half a file.
     binary::write_file_atomically(opt_.run_dir + "/cluster.json", doc.dump_spaced() + "\n", "cannot write");
   } catch (const Error& e) {
-    PSHARD_LOG(kWarn) << e.what();
+    PSHARD_LOG(kError) << e.what();
+    write_failed_ = true;
   }
 }
 

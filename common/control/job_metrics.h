@@ -30,10 +30,16 @@ class JobMetrics {
   void on_report(const Peer& from, const std::string& text);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
-  // The summary line, once some epoch was written. Throws pshard::Error when it cannot be written.
-  void write_summary();
-  // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged, not fatal.
+  // The summary line, once some epoch was written; `aborted`: why the job was aborted (empty: it
+  // finished), stored as the summary's `aborted` field. Throws pshard::Error when it cannot be written.
+  void write_summary(const std::string& aborted);
+  // Replaces DIR/cluster.json (the map: who runs where) atomically; a failure is logged and makes the
+  // records incomplete, it does not stop the job.
   void write_cluster_map(const ClusterMap& map);
+  // False once a write to the run directory failed (logged with the path when it happened): the
+  // coordinator then exits with kExitRecordsIncomplete.
+  void mark_incomplete() { write_failed_ = true; }
+  bool complete() const { return !write_failed_ && (!metrics_ || metrics_->complete()); }
 
  private:
   MetricsWriter* writer();
@@ -48,6 +54,7 @@ class JobMetrics {
   std::string model_path_;  // where a worker saved the trained model ("" = none yet)
   int64_t last_epoch_written_ = 0;
   Clock::time_point running_since_;
+  bool write_failed_ = false;  // the summary or cluster.json could not be written
 };
 
 }  // namespace pshard::coordinator_detail

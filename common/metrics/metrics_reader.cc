@@ -194,7 +194,11 @@ RunMetrics read_run(const std::string& dir) {
       obj = Json::parse(line, where);
     } catch (const Error& e) {
       std::string msg = e.what();
-      throw Error(msg.find(where) == std::string::npos ? where + ": " + msg : msg);
+      // Every line the writer finishes ends with a newline: a last line without one was cut short.
+      if (!in.eof()) throw Error(msg.find(where) == std::string::npos ? where + ": " + msg : msg);
+      run.torn_last_line = where + ": the last line is cut short (its writer stopped mid-line, e.g. on a full " +
+                           "disk): skipped, the run's records are incomplete";
+      continue;
     }
     if (!obj.is_object()) throw Error(where + ": expected a JSON object");
     if (!obj.has("event") || !obj.at("event").is_string()) throw Error(where + ": missing string field 'event'");
@@ -205,7 +209,9 @@ RunMetrics read_run(const std::string& dir) {
     } else if (event == "epoch") {
       run.epochs.push_back(read_epoch(r));
     } else if (event == "summary") {
-      run.summary = read_summary(r);
+      // An aborted job's summary holds the epochs it finished; the run itself did not finish.
+      run.aborted = r.opt_string("aborted");
+      if (run.aborted.empty()) run.summary = read_summary(r);
     }
   }
   if (in.bad()) throw Error(path + ": read error");

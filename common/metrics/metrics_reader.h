@@ -44,12 +44,18 @@ struct RunMetrics {
   std::map<std::string, std::string> config;  // "section.key" -> value text (strings unquoted), from config.toml
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
-  std::optional<SummaryRecord> summary;  // empty: the run did not finish
+  std::optional<SummaryRecord> summary;  // empty: the run did not finish (or was aborted)
+  std::string aborted;                   // why, when the summary says the job was aborted (its `aborted` field)
+  // Non-empty when the last line of metrics.jsonl is not JSON (torn by a failed write): what to tell
+  // the user, naming the file and line; that line was skipped.
+  std::string torn_last_line;
 };
 
 // Reads DIR/metrics.jsonl (required) and DIR/config.toml (optional: empty
 // config when absent). A malformed line is an Error naming the file and the
-// line ("runs/a/metrics.jsonl:7: field 'loss': expected a number"). Unknown
+// line ("runs/a/metrics.jsonl:7: field 'loss': expected a number"), except a
+// last line that is not JSON and has no newline: a write cut short (a full
+// disk), skipped and described in `torn_last_line`. Unknown
 // events and unknown fields are ignored, so newer writers stay readable.
 //
 //   RunMetrics run = read_run("runs/mlp-sgd");

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/util/binary_file.h"
+#include "common/util/log.h"
 
 namespace pshard {
 
@@ -19,8 +20,12 @@ void make_directories(const std::string& path) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw Error("cannot create directory " + partial + ": " + std::strerror(errno));
+    if (::mkdir(partial.c_str(), 0755) != 0) {
+      struct stat st {};
+      if (errno != EEXIST) throw Error("cannot create directory " + partial + ": " + std::strerror(errno));
+      if (::stat(partial.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+        throw Error("cannot create directory " + partial + ": a file of that name exists and is not a directory");
+      }
     }
   }
 }
@@ -44,6 +49,17 @@ MetricsWriter::~MetricsWriter() {
 }
 
 namespace {
+// Writes `text` and flushes it; on failure logs once (naming the file), closes it and remembers why.
+void append_checked(std::FILE*& f, const std::string& path, const std::string& text, std::string* failed) {
+  if (!f) return;
+  errno = 0;
+  if (std::fputs(text.c_str(), f) >= 0 && std::fflush(f) == 0) return;
+  *failed = errno != 0 ? std::strerror(errno) : "write error";
+  PSHARD_LOG(kError) << "metrics " << path << ": write failed: " << *failed
+                     << "; no more lines go to it, the run's records are incomplete";
+  std::fclose(f);
+  f = nullptr;
+}
 std::string csv_cell(const Json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.as_string();
@@ -54,9 +70,7 @@ std::string csv_cell(const Json& v) {
 }  // namespace
 
 void MetricsWriter::write(const Json& event) {
-  std::string line = event.dump() + "\n";
-  std::fputs(line.c_str(), jsonl_);
-  std::fflush(jsonl_);
+  append_checked(jsonl_, dir_ + "/metrics.jsonl", event.dump() + "\n", &jsonl_failed_);
   if (!event.has("event") || !event.at("event").is_string() || event.at("event").as_string() != "epoch") return;
   if (csv_columns_.empty()) {
     for (const auto& kv : event.items()) {
@@ -65,14 +79,13 @@ void MetricsWriter::write(const Json& event) {
     }
     std::string header;
     for (size_t i = 0; i < csv_columns_.size(); ++i) header += (i ? "," : "") + csv_columns_[i];
-    std::fprintf(csv_, "%s\n", header.c_str());
+    append_checked(csv_, dir_ + "/metrics.csv", header + "\n", &csv_failed_);
   }
   std::string row;
   for (size_t i = 0; i < csv_columns_.size(); ++i) {
     row += (i ? "," : "") + (event.has(csv_columns_[i]) ? csv_cell(event.at(csv_columns_[i])) : std::string());
   }
-  std::fprintf(csv_, "%s\n", row.c_str());
-  std::fflush(csv_);
+  append_checked(csv_, dir_ + "/metrics.csv", row + "\n", &csv_failed_);
 }
 
 void MetricsWriter::write_file(const std::string& name, const std::string& text) const {

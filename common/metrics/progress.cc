@@ -38,7 +38,7 @@ std::string format_epoch_line(const Json& e, int64_t epochs) {
 std::string format_summary_line(const Json& s, const std::string& run_dir) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "done: test accuracy %s (loss %s), %s epochs in %s s, %s samples/s; metrics in %s/metrics.jsonl",
+                "test accuracy %s (loss %s), %s epochs in %s s, %s samples/s; metrics in %s/metrics.jsonl",
                 percent_or_dash(field(s, "test_acc")).c_str(), number_or_dash(field(s, "test_loss"), "%.4f").c_str(),
                 number_or_dash(field(s, "epochs"), "%.0f").c_str(), number_or_dash(field(s, "wall_s"), "%.1f").c_str(),
                 number_or_dash(field(s, "samples_per_s"), "%.0f").c_str(), run_dir.c_str());
@@ -46,7 +46,11 @@ std::string format_summary_line(const Json& s, const std::string& run_dir) {
   // "model_file" is null when no worker saved the model (all of them died, or no run directory).
   if (s.has("model_file") && s.at("model_file").is_string()) line += "; model " + s.at("model_file").as_string();
   if (s.has("model_file") && s.at("model_file").is_null()) line += "; no model was saved";
-  return line;
+  // An aborted run's numbers are those of the epochs it finished: say so first.
+  if (s.has("aborted") && s.at("aborted").is_string()) {
+    return "aborted (" + s.at("aborted").as_string() + "): after the epochs it finished, " + line;
+  }
+  return "done: " + line;
 }
 
 }  // namespace pshard

@@ -115,6 +115,11 @@ void write_curve_keys(const std::string& key_dir, const CurveKeys& keys) {
 CurveKeys read_curve_keys(const std::string& key_dir) {
   const std::string path = curve_key_file(key_dir);
   struct stat st {};
+  // Anyone who can write the directory can replace the key file with one they know the secret of.
+  if (::stat(key_dir.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+    throw Error("CurveZMQ key directory " + key_dir + " has mode " + mode_string(st.st_mode) +
+                ": anyone can replace the key file in it; refusing to use it (chmod 700 " + key_dir + ")");
+  }
   if (::stat(path.c_str(), &st) != 0) {
     throw Error("CurveZMQ key file " + path + ": " + errno_text() +
                 " (security.curve is on: `pshard launch` and task 0 of `pshard slurm` create it; every process of "

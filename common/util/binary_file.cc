@@ -2,12 +2,11 @@
 #include "common/util/binary_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "common/error.h"
 
@@ -54,11 +53,43 @@ void Reader::get_floats(std::vector<float>* out, uint64_t n, const char* what) {
   read(out->data(), n * sizeof(float), what);
 }
 
+namespace {
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+}  // namespace
+
 std::string read_file(const std::string& path, const std::string& label) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(label + " " + path + ": cannot open: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(label + " " + path + ": read failed");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read, and never
+  // more than the size they had when opened (a device such as /dev/zero never ends).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Error(label + " " + path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = S_ISREG(st.st_mode) ? std::strerror(errno) : file_kind(st.st_mode);
+    ::close(fd);
+    throw Error(label + " " + path + ": not a regular file (" + why + "): refusing to read it");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw Error(label + " " + path + ": read failed: " + why);
+    }
+    if (n == 0) break;  // it shrank while we read: what is there (the format checks catch a truncation)
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);
   return bytes;
 }
 

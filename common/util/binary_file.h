@@ -54,7 +54,9 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// The whole file; an Error "<label> PATH: cannot open: <reason>" when it cannot be read.
+// The whole file, if PATH is (or links to) a regular file: a directory, FIFO or device is an Error
+// "<label> PATH: not a regular file (a FIFO): refusing to read it" (opening never blocks, and no
+// more than the file's size is read); "<label> PATH: cannot open: <reason>" when it cannot be read.
 std::string read_file(const std::string& path, const std::string& label);
 
 // Replaces PATH with `bytes` so that a crash leaves either the old file or the new one: writes

@@ -11,6 +11,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/metrics_writer.h"
 #include "common/transport/curve.h"
 #include "common/util/binary_file.h"
 #include "common/util/host.h"
@@ -122,7 +123,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
     return 0;
   }
 
-  std::filesystem::create_directories(run_dir);
+  make_directories(run_dir);  // an Error naming the path (not "filesystem error") when it is a file
   if (plan.runs_coordinator) write_run_config(run_dir, cfg);
   JobPlan job_plan;
   job_plan.config_path = config_path;

@@ -74,6 +74,7 @@ void Checkpointer::write_loop() {
       ++written_;
       PSHARD_LOG(kInfo) << "server " << opt_.rank << ": checkpoint of step " << c.step << " written to " << path;
     } catch (const Error& e) {
+      ++failed_;
       PSHARD_LOG(kError) << "server " << opt_.rank << ": checkpoint of step " << c.step << " not written: " << e.what();
     }
   }

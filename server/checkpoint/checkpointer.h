@@ -39,6 +39,7 @@ class Checkpointer {
   // Writes the checkpoints that are complete, then joins the writer. Idempotent.
   void stop();
   uint64_t written() const { return written_; }  // files written
+  uint64_t failed() const { return failed_; }    // checkpoints that could not be written (each logged)
 
  private:
   void write_loop();
@@ -51,6 +52,7 @@ class Checkpointer {
   std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write_;
   bool stop_ = false;
   std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> failed_{0};
   std::thread writer_;
 };
 

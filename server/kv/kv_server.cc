@@ -572,6 +572,7 @@ KvServerStats KvServer::stats() const {
   s.weight_copies = impl_->store.weight_copies();
   s.replies_dropped = impl_->n_dropped;
   s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
+  s.checkpoints_failed = impl_->checkpointer ? impl_->checkpointer->failed() : 0;
   return s;
 }
 

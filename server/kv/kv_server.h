@@ -62,6 +62,9 @@ struct KvServerStats {
   uint64_t weight_copies = 0;    // updates that copied their slice first because a reply was still sending it
   uint64_t checkpoints = 0;      // checkpoint files written
   uint64_t replies_dropped = 0;  // replies to a peer over its queue bound (transport::kPeerQueueMessages) or gone
+
+  // Checkpoints that could not be written (each logged): the server exits kExitRecordsIncomplete.
+  uint64_t checkpoints_failed = 0;
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

@@ -75,6 +75,21 @@ TEST(CurveKeys, EnsureCreatesA0600FileInA0700DirectoryAndReusesIt) {
   EXPECT_NE(other.server_secret, k.server_secret);
 }
 
+TEST(CurveKeys, AWorldWritableKeyDirectoryIsRefusedNamingItAndItsMode) {
+  if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir tmp;
+  const std::string dir = tmp / "keys";
+  write_curve_keys(dir, generate_curve_keys());
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  const std::string want = "CurveZMQ key directory " + dir +
+                           " has mode 0777: anyone can replace the key file in it; refusing to use it (chmod 700 " +
+                           dir + ")";
+  EXPECT_EQ(error_of([&] { read_curve_keys(dir); }), want);
+  EXPECT_EQ(error_of([&] { ensure_curve_keys(dir); }), want);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_EQ(error_of([&] { read_curve_keys(dir); }), "");
+}
+
 TEST(CurveKeys, AKeyFileOthersCanReadIsRefusedNamingFileAndMode) {
   if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
   TempDir tmp;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/metrics/progress.h"
 
 namespace pshard {
 namespace {
@@ -67,6 +68,19 @@ TEST(Json, AsIntRefusesValuesOutsideInt64) {
   EXPECT_THROW(Json::parse("9223372036854775808", "t").as_int(), Error);
   EXPECT_THROW(Json::parse("1e300", "t").as_int(), Error);
   EXPECT_THROW(Json::parse("-1e19", "t").as_int(), Error);
+}
+
+// An aborted job's summary line must not read like a finished one ("done: ...").
+TEST(SummaryLine, AnAbortedRunSaysAbortedAndWhyNotDone) {
+  Json s = Json::object().set("test_acc", 0.5).set("test_loss", 1.25).set("epochs", 2).set("wall_s", 3.0);
+  EXPECT_EQ(format_summary_line(s, "runs/x").rfind("done: test accuracy 50.00% (loss 1.2500), 2 epochs", 0), 0u)
+      << format_summary_line(s, "runs/x");
+  s.set("aborted", "worker 1 is dead");
+  EXPECT_EQ(
+      format_summary_line(s, "runs/x")
+          .rfind("aborted (worker 1 is dead): after the epochs it finished, test accuracy 50.00% (loss 1.2500)", 0),
+      0u)
+      << format_summary_line(s, "runs/x");
 }
 
 }  // namespace

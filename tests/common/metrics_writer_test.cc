@@ -74,6 +74,56 @@ TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
   std::filesystem::remove_all(dir);
 }
 
+// A full disk (here /dev/full: every write is ENOSPC) is logged once per file with its path, and
+// complete() says the records are incomplete; nothing throws, training goes on.
+TEST(MetricsWriter, AFailedWriteIsLoggedOnceWithThePathAndMakesTheRecordsIncomplete) {
+  const std::string dir = "/tmp/pshard_metrics_full_test_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/dev/full", dir + "/metrics.jsonl");
+  std::filesystem::create_symlink("/dev/full", dir + "/metrics.csv");
+  testing::internal::CaptureStderr();
+  {
+    pshard::MetricsWriter m(dir);
+    EXPECT_TRUE(m.complete());
+    for (int epoch = 1; epoch <= 3; ++epoch) m.write(pshard::Json::object().set("event", "epoch").set("epoch", epoch));
+    EXPECT_FALSE(m.complete());
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  for (const std::string file : {"metrics.jsonl", "metrics.csv"}) {
+    const std::string line = "metrics " + dir + "/" + file +
+                             ": write failed: No space left on device; no more lines go to it, the run's records "
+                             "are incomplete";
+    const size_t at = log.find(line);
+    EXPECT_NE(at, std::string::npos) << log;
+    EXPECT_EQ(log.find(line, at + 1), std::string::npos) << "logged more than once:\n" << log;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// What a full disk leaves: a last line cut short. The reader skips it and says so; a bad line
+// anywhere else is still an error.
+TEST(MetricsReader, ATornLastLineIsSkippedAndReportedNotAnError) {
+  const std::string dir = "/tmp/pshard_metrics_torn_test_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string good = "{\"event\":\"epoch\",\"epoch\":1,\"step\":10}\n";
+  std::ofstream(dir + "/metrics.jsonl") << good << good << "{\"event\":\"epoch\",\"ep";
+  pshard::RunMetrics run = pshard::read_run(dir);
+  EXPECT_EQ(run.epochs.size(), 2u);
+  EXPECT_EQ(run.torn_last_line, dir +
+                                    "/metrics.jsonl:3: the last line is cut short (its writer stopped mid-line, "
+                                    "e.g. on a full disk): skipped, the run's records are incomplete");
+  std::ofstream(dir + "/metrics.jsonl") << good << "{\"event\":\"epoch\",\"ep\n" << good;
+  try {
+    pshard::read_run(dir);
+    FAIL() << "a torn line in the middle was accepted";
+  } catch (const pshard::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:2"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(MetricsWriter, UnwritableDirectoryIsAnError) {
   EXPECT_THROW(pshard::MetricsWriter("/proc/pshard_cannot_exist/run"), pshard::Error);
 }

@@ -52,6 +52,41 @@ struct TempFile {
 
 bool gone(int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
+// "[worker] error: ..." from worker 1 (logged before it knew its rank) reads "[worker 1] error: ...",
+// not "[worker 1] [worker] error: ...".
+TEST(LocalJob, AChildsRoleOnlyPrefixGivesWayToItsFullName) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  LocalJob job(opt);
+  job.add({"printer 2", {child_exe(), "print"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 0) << r.failure;
+  const std::string o = out.read();
+  EXPECT_NE(o.find("[printer 2] already prefixed\n"), std::string::npos) << o;
+  EXPECT_EQ(o.find("[printer 2] [printer]"), std::string::npos) << o;
+}
+
+// A child that did its work but could not write all its records exits 3: the job is not stopped
+// for it, and the job's result says so with the same status.
+TEST(LocalJob, RecordsIncompleteIsNotAFailureButTheJobsStatus) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  LocalJob job(opt);
+  job.add({"coordinator", {child_exe(), "exit", "74", "0"}, {}});
+  job.add({"worker 0", {child_exe(), "exit", "0", "300"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, kExitRecordsIncomplete);
+  EXPECT_NE(r.failure.find("exited with status 74: the run's records are incomplete"), std::string::npos) << r.failure;
+  ASSERT_EQ(r.children.size(), 2u);
+  EXPECT_FALSE(r.children[1].stopped) << "the worker was stopped although nothing failed";
+  EXPECT_TRUE(r.children[1].exited);
+  EXPECT_EQ(r.children[1].exit_code, 0);
+}
+
 TEST(LocalJob, PrefixesEveryOutputLineWithTheChildName) {
   TempFile out, err;
   LocalJob::Options opt;

@@ -153,6 +153,24 @@ TEST(ReportInput, MalformedMetricsNameTheFileAndLine) {
   EXPECT_THROW(write_report({tmp.path() + "/a"}, o), Error);
 }
 
+// An aborted job writes a summary of the epochs it finished, marked `aborted`: the report lists the
+// run as aborted, not as finished.
+TEST(ReportInput, AnAbortedRunIsListedAsAbortedNotFinished) {
+  TempDir tmp;
+  testing::write_text(tmp.path() + "/r/metrics.jsonl",
+                      "{\"event\":\"epoch\",\"epoch\":1,\"step\":10,\"test_acc\":0.5}\n"
+                      "{\"event\":\"summary\",\"test_acc\":0.5,\"epochs\":1,\"aborted\":\"worker 1 is dead\"}\n");
+  RunMetrics run = read_run(tmp.path() + "/r");
+  EXPECT_FALSE(run.summary.has_value());
+  EXPECT_EQ(run.aborted, "worker 1 is dead");
+  ReportOptions o;
+  o.out_dir = tmp.path() + "/report";
+  o.python = tmp.path() + "/no-such-python3";
+  ReportResult r = write_report({tmp.path() + "/r"}, o);
+  EXPECT_EQ(csv_value(o.out_dir + "/runs.csv", "run", "r", "finished"), "aborted");
+  EXPECT_NE(read_file(r.report_md).find("| r (aborted) |"), std::string::npos) << read_file(r.report_md);
+}
+
 TEST(ReportInput, UnfinishedRunsAndNullFieldsAreRead) {
   TempDir tmp;
   testing::write_text(tmp.path() + "/r/metrics.jsonl",

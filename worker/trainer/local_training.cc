@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/config/config.h"
+#include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/metrics_writer.h"
 #include "common/metrics/progress.h"
@@ -56,6 +57,11 @@ int run_local_training(const LocalTrainingOptions& o) {
   save_model_file(*setup.model, run_dir + "/model.bin");
   metrics.write(summary);
   std::printf("%s\n", format_summary_line(summary, run_dir).c_str());
+  if (!metrics.complete()) {
+    std::fprintf(stderr, "pshard train: the run's records in %s are incomplete (a metrics write failed: see above)\n",
+                 run_dir.c_str());
+    return kExitRecordsIncomplete;
+  }
   return 0;
 }
 

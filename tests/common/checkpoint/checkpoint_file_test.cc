@@ -2,6 +2,7 @@
 #include "common/checkpoint/checkpoint_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -148,6 +149,29 @@ TEST(CheckpointFile, NewestCompleteStepNeedsEveryServerAndSkipsBadFiles) {
   skipped.clear();
   EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
   EXPECT_FALSE(skipped.empty());
+  fs::remove_all(dir);
+}
+
+// --resume must not hang on a FIFO, read /dev/zero until memory runs out, or fail without a file name
+// on a directory: each is skipped, named, and the next complete step is used.
+TEST(CheckpointFile, FifosDevicesAndDirectoriesAreSkippedNamingThemNotRead) {
+  const std::string dir = fresh_dir("special");
+  for (int64_t step : {10, 20, 30, 40}) {
+    for (uint32_t s : {0u, 1u}) write_checkpoint(checkpoint_path(dir, s, step), sample(s, step));
+  }
+  const std::string fifo = checkpoint_path(dir, 1, 40), zero = checkpoint_path(dir, 1, 30),
+                    folder = checkpoint_path(dir, 1, 20);
+  for (const std::string& p : {fifo, zero, folder}) fs::remove(p);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", zero);
+  fs::create_directory(folder);
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_EQ(skipped[0], "checkpoint " + fifo + ": not a regular file (a FIFO): refusing to read it");
+  EXPECT_EQ(skipped[1], "checkpoint " + zero + ": not a regular file (a character device): refusing to read it");
+  EXPECT_EQ(skipped[2], "checkpoint " + folder + ": not a regular file (a directory): refusing to read it");
+  EXPECT_EQ(error_of(fifo), skipped[0]);
   fs::remove_all(dir);
 }
 

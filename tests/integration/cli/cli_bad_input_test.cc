@@ -66,11 +66,47 @@ TEST_F(CliBadInput, CommandLines) {
        "option --servers expects an integer, got 'x'"},
       {{"launch", "--servers", "1", "--workers", "1"}, 1, "--config FILE is required"},
       {{"launch", "--servers", "0", "--workers", "1", "--config", cfg}, 1, "--servers must be in 1..1024, got 0"},
+      {{"launch", "--servers", "1", "--workers", "1", "--config", cfg, "--grace-ms", "-1"},
+       1,
+       "pshard launch: error: --grace-ms must be in 0..3600000 (milliseconds), got -1"},
+      {{"launch", "--servers", "1", "--workers", "1", "--config", cfg, "--timeout", "-5"},
+       1,
+       "pshard launch: error: --timeout must be in 0..31536000 (seconds; 0: no limit), got -5"},
       {{"sweep", "--config", cfg, "--grid", "foo"}, 1, "--grid 'foo': expected KEY=V1,V2,..."},
       {{"report", dir_ + "/nothing"}, 1, "not a run directory (no metrics.jsonl) and not a folder of runs"},
       {{"data", "convert"}, 1, "option --data is required"},
+      {{"coordinator", "--servers", "1", "--workers", "1", "--run-dir", dir_ + "/syntax.toml"},
+       1,
+       "pshard coordinator: error: cannot create directory " + dir_ +
+           "/syntax.toml: a file of that name exists and is not a directory"},
   };
   for (const Case& c : cases) expect(c);
+}
+
+// A full disk under the run directory (/dev/full: every write fails with ENOSPC): the run goes on, the
+// failure is named once with the path, and the exit status says the records are incomplete (3). A
+// metrics.jsonl cut short by such a failure still reads: `pshard report` names the torn line, skips it.
+TEST_F(CliBadInput, RecordsOnAFullDisk) {
+  const std::string run = dir_ + "/full";
+  ASSERT_EQ(std::system(("mkdir -p " + run + " && ln -s /dev/full " + run + "/metrics.jsonl && ln -s /dev/full " + run +
+                         "/metrics.csv")
+                            .c_str()),
+            0);
+  expect({{"train", "--config", source_dir() + "/configs/linreg_sgd.toml", "--set", "train.epochs=1", "--run-dir", run},
+          74,
+          "metrics " + run +
+              "/metrics.jsonl: write failed: No space left on device; no more lines go to it, the "
+              "run's records are incomplete"});
+  expect({{"train", "--config", source_dir() + "/configs/linreg_sgd.toml", "--set", "train.epochs=1", "--run-dir", run},
+          74,
+          "pshard train: the run's records in " + run + " are incomplete"});
+  const std::string torn = dir_ + "/torn";
+  ASSERT_EQ(std::system(("mkdir -p " + torn).c_str()), 0);
+  std::ofstream(torn + "/metrics.jsonl") << "{\"event\":\"epoch\",\"epoch\":1,\"step\":10,\"test_acc\":0.5}\n"
+                                         << "{\"event\":\"epoch\",\"epo";
+  expect({{"report", torn, "--out", dir_ + "/report"},
+          0,
+          "pshard report: warning: " + torn + "/metrics.jsonl:2: the last line is cut short"});
 }
 
 TEST_F(CliBadInput, ConfigsAndOverrides) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -146,6 +147,29 @@ TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   EXPECT_NE(rc, 0) << log;
   EXPECT_NE(log.find("server-0.step-00000010.ckpt"), std::string::npos) << log;
   EXPECT_NE(log.find("holds no checkpoint that all 1 servers have completely"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// A checkpoint that cannot be written (here RUN_DIR/checkpoints is a file, as good as a full disk) is
+// logged with the path, training goes on to the end, and the job's exit status says its records
+// are incomplete (74), not success.
+TEST(CheckpointWrite, AFailedCheckpointWriteMakesTheJobExitWithRecordsIncomplete) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("ckpt-unwritable");
+  const std::string run = dir + "/run";
+  fs::create_directories(run);
+  std::ofstream(run + "/checkpoints") << "not a directory\n";
+  const int rc = run_with_timeout(
+      pshard_bin() + " launch --servers 1 --workers 1 --timeout 120 --run-dir " + run + job_args(1, 20), 150,
+      dir + "/log");
+  const std::string log = read_file(dir + "/log");
+  EXPECT_EQ(rc, 74) << log;
+  EXPECT_NE(log.find("[server 0] error: server 0: checkpoint of step 20 not written: "), std::string::npos) << log;
+  // launch names the server, its error line and what the status means.
+  EXPECT_NE(log.find("server 0 (pid"), std::string::npos) << log;
+  EXPECT_NE(log.find("exited with status 74: server 0: checkpoint of step 20 not written"), std::string::npos) << log;
+  EXPECT_NE(log.find("the run's records are incomplete (a write to"), std::string::npos) << log;
+  EXPECT_EQ(read_summary(run).at("epochs").as_int(), 1) << log;  // the run itself finished
   pshard::testing::remove_dir_if_passed(dir);
 }
 
