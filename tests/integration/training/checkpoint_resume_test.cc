@@ -57,6 +57,7 @@ int64_t server1_pid_after(const std::string& run_dir, const std::string& marker,
 void copy_run(const std::string& from, const std::string& to) {
   fs::create_directories(to + "/checkpoints");
   fs::copy_file(from + "/config.toml", to + "/config.toml");
+  fs::copy_file(from + "/run-id", to + "/run-id");  // the checkpoints are that run's
   for (const auto& e : fs::directory_iterator(from + "/checkpoints")) {
     fs::copy_file(e.path(), to + "/checkpoints/" + e.path().filename().string());
   }
@@ -134,6 +135,18 @@ TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   const std::string dir = fresh_dir("ckpt-none");
   fs::create_directories(dir + "/run/checkpoints");
   {
+    std::FILE* f = std::fopen((dir + "/run/run-id").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("0123456789abcdef\n", f);
+    std::fclose(f);
+  }
+  {
+    std::FILE* f = std::fopen((dir + "/run/config.toml").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(read_file(source_dir() + "/configs/fmnist_mlp_sync.toml").c_str(), f);
+    std::fclose(f);
+  }
+  {
     std::FILE* f = std::fopen((dir + "/run/checkpoints/server-0.step-00000010.ckpt").c_str(), "w");
     ASSERT_NE(f, nullptr);
     std::fputs("PSHDCKPT but cut short", f);
@@ -145,7 +158,9 @@ TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   const std::string log = read_file(dir + "/log");
   EXPECT_NE(rc, 0) << log;
   EXPECT_NE(log.find("server-0.step-00000010.ckpt"), std::string::npos) << log;
-  EXPECT_NE(log.find("holds no checkpoint that all 1 servers have completely"), std::string::npos) << log;
+  EXPECT_NE(log.find("holds no checkpoint of run 0123456789abcdef that all 1 servers have completely"),
+            std::string::npos)
+      << log;
   pshard::testing::remove_dir_if_passed(dir);
 }
 

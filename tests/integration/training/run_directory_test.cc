@@ -1,0 +1,148 @@
+// A run directory belongs to one run (docs/OPERATIONS.md, "Run directories"): a new launch never overwrites or
+// inherits another run's files, a resume only sees its own run's checkpoints, and a resume may not change the
+// settings that fix what the checkpoints mean. Tiny linear-regression runs (no data files needed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/support/run_helpers.h"
+
+namespace {
+
+using pshard::testing::fresh_dir;
+using pshard::testing::pshard_bin;
+using pshard::testing::read_file;
+using pshard::testing::run_with_timeout;
+using pshard::testing::source_dir;
+namespace fs = std::filesystem;
+
+// 2048 samples / batch 32 = 64 steps per epoch, one server, one worker, a checkpoint every 50 steps.
+std::string linreg(int epochs, const std::string& extra = "") {
+  return " --config " + source_dir() + "/configs/linreg_sgd.toml --set data.train_size=2048 --set data.test_size=256" +
+         " --set train.epochs=" + std::to_string(epochs) + " --set checkpoint.every_steps=50" + extra;
+}
+
+std::string launch(const std::string& args) {
+  return pshard_bin() + " launch --servers 1 --workers 1 --timeout 60" + args;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// Run A (4 epochs, checkpoints 50..250, the newest 3 kept) left its checkpoints in run B's directory; B (2 epochs,
+// another lr and seed: checkpoints 50 and 100) resumes from its own step 100, never from A's 250.
+TEST(RunDirectory, ResumeOnlySeesTheRunsOwnCheckpoints) {
+  const std::string dir = fresh_dir("rundir-own");
+  int rc = run_with_timeout(launch(linreg(4) + " --run-dir " + dir + "/a"), 90, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  rc = run_with_timeout(launch(linreg(2, " --set optimizer.lr=0.02 --set run.seed=7") + " --run-dir " + dir + "/b"), 90,
+                        dir + "/b.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/b.log");
+  const std::string b_model = read_file(dir + "/b/model.bin");
+  ASSERT_FALSE(b_model.empty());
+  for (const char* name : {"server-0.step-00000200.ckpt", "server-0.step-00000250.ckpt"}) {
+    fs::copy_file(dir + "/a/checkpoints/" + name, dir + "/b/checkpoints/" + name);
+  }
+  rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 1 --timeout 60 --resume " + dir + "/b", 90,
+                        dir + "/resume.log");
+  const std::string log = read_file(dir + "/resume.log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_TRUE(has(log, "resuming at step 100")) << log;
+  EXPECT_TRUE(has(log, "skipping a checkpoint: checkpoint " + dir +
+                           "/b/checkpoints/server-0.step-00000250.ckpt: " + "belongs to run "))
+      << log;
+  EXPECT_TRUE(read_file(dir + "/b/model.bin") == b_model) << "resuming B did not end with B's own weights";
+  // A's files are not B's to prune either.
+  EXPECT_TRUE(fs::exists(dir + "/b/checkpoints/server-0.step-00000250.ckpt"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(RunDirectory, ALaunchIntoAUsedRunDirIsRefusedOrMovesTheOldRunAside) {
+  const std::string dir = fresh_dir("rundir-used");
+  const std::string d = dir + "/d";
+  int rc = run_with_timeout(launch(linreg(1) + " --run-dir " + d), 90, dir + "/1.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/1.log");
+  const std::string first_model = read_file(d + "/model.bin");
+  const std::string first_metrics = read_file(d + "/metrics.jsonl");
+  rc = run_with_timeout(launch(linreg(2) + " --run-dir " + d), 90, dir + "/2.log");
+  const std::string log = read_file(dir + "/2.log");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_TRUE(has(log, "pshard launch: error: --run-dir " + d + " already holds a run (config.toml, metrics.jsonl"))
+      << log;
+  EXPECT_TRUE(has(log, "continue it with `pshard launch --resume " + d +
+                           "`, or add --start-over to move its files to " + d + ".old-1 and start a new run there"))
+      << log;
+  EXPECT_TRUE(read_file(d + "/model.bin") == first_model);  // nothing touched
+  EXPECT_TRUE(read_file(d + "/metrics.jsonl") == first_metrics);
+  EXPECT_TRUE(has(read_file(d + "/config.toml"), "epochs = 1"));
+
+  rc = run_with_timeout(launch(linreg(2) + " --run-dir " + d + " --start-over"), 90, dir + "/3.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/3.log");
+  EXPECT_TRUE(has(read_file(dir + "/3.log"), "--start-over: moved the old run to " + d + ".old-1"));
+  EXPECT_TRUE(read_file(d + ".old-1/model.bin") == first_model);  // moved, not deleted
+  EXPECT_TRUE(read_file(d + ".old-1/metrics.jsonl") == first_metrics);
+  EXPECT_TRUE(has(read_file(d + "/config.toml"), "epochs = 2"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(RunDirectory, WithoutRunDirEachRunGetsAFreshDirectory) {
+  const std::string dir = fresh_dir("rundir-default");
+  for (const std::string cmd : {"launch", "train"}) {
+    for (int i = 0; i < 2; ++i) {
+      const std::string base = cmd == "launch" ? launch(linreg(1)) : pshard_bin() + " train" + linreg(1);
+      const std::string log = dir + "/" + cmd + std::to_string(i) + ".log";
+      const int rc = run_with_timeout("env -C " + dir + " " + base + " --set run.name=" + cmd, 90, log);
+      ASSERT_EQ(rc, 0) << read_file(log);
+      const std::string want = dir + "/runs/" + cmd + (i == 0 ? "" : ".1");
+      EXPECT_TRUE(has(read_file(log), "run directory: " + (cmd == "launch" ? want : "runs/" + cmd + (i ? ".1" : ""))))
+          << read_file(log);
+      EXPECT_TRUE(fs::exists(want + "/model.bin")) << want;
+    }
+  }
+  // pshard train refuses a used --run-dir too.
+  const int rc = run_with_timeout(pshard_bin() + " train" + linreg(1) + " --run-dir " + dir + "/runs/train", 60,
+                                  dir + "/train-again.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(has(read_file(dir + "/train-again.log"),
+                  "pshard train: error: --run-dir " + dir + "/runs/train already holds a run"))
+      << read_file(dir + "/train-again.log");
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(RunDirectory, AResumeMayNotChangeTheSettingsTheCheckpointsDependOn) {
+  const std::string dir = fresh_dir("rundir-settings");
+  const std::string d = dir + "/d";
+  int rc =
+      run_with_timeout(launch(linreg(2, " --set lr_schedule.name=cosine") + " --run-dir " + d), 90, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  const std::string config = read_file(d + "/config.toml");
+  const std::string model = read_file(d + "/model.bin");
+  struct Case {
+    std::string set, message;
+  };
+  for (const Case& c : {Case{"train.epochs=8",
+                             "pshard launch --resume: train.epochs = 8 differs from the run's "
+                             "train.epochs = 2 (" +
+                                 d + "/config.toml) and may not change on resume"},
+                        Case{"train.batch_size=64",
+                             "train.batch_size = 64 differs from the run's train.batch_size = "
+                             "32"}}) {
+    rc = run_with_timeout(
+        pshard_bin() + " launch --servers 1 --workers 1 --timeout 60 --resume " + d + " --set " + c.set, 60,
+        dir + "/resume.log");
+    const std::string log = read_file(dir + "/resume.log");
+    EXPECT_NE(rc, 0) << log;
+    EXPECT_TRUE(has(log, c.message)) << log;
+    EXPECT_TRUE(read_file(d + "/config.toml") == config) << "a refused resume rewrote config.toml";
+    EXPECT_TRUE(read_file(d + "/model.bin") == model);
+  }
+  // Settings of how the run is run may change: the resume goes ahead.
+  rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 1 --timeout 60 --resume " + d +
+                            " --set checkpoint.keep=5 --set train.log_every=10",
+                        60, dir + "/ok.log");
+  EXPECT_EQ(rc, 0) << read_file(dir + "/ok.log");
+  EXPECT_TRUE(read_file(d + "/model.bin") == model) << "resuming a finished run changed its weights";
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+}  // namespace
