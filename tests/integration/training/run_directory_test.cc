@@ -2,14 +2,19 @@
 // inherits another run's files, a resume only sees its own run's checkpoints, and a resume may not change the
 // settings that fix what the checkpoints mean. Tiny linear-regression runs (no data files needed).
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "tests/support/run_helpers.h"
 
 namespace {
 
+using pshard::testing::BackgroundJob;
 using pshard::testing::fresh_dir;
 using pshard::testing::pshard_bin;
 using pshard::testing::read_file;
@@ -54,6 +59,58 @@ TEST(RunDirectory, ResumeOnlySeesTheRunsOwnCheckpoints) {
   EXPECT_TRUE(read_file(dir + "/b/model.bin") == b_model) << "resuming B did not end with B's own weights";
   // A's files are not B's to prune either.
   EXPECT_TRUE(fs::exists(dir + "/b/checkpoints/server-0.step-00000250.ckpt"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// The restart loop (cluster.server_failure_policy = restart) and retention only see the run's own files: run A's
+// checkpoints 500/550/600 appear in B's checkpoint folder while B runs; a server of B is killed; B restarts from its
+// own newest checkpoint, keeps A's files, and ends with the weights of an uninterrupted B.
+TEST(RunDirectory, RestartAndRetentionOnlySeeTheRunsOwnCheckpoints) {
+  const std::string dir = fresh_dir("rundir-restart");
+  int rc = run_with_timeout(launch(linreg(10) + " --run-dir " + dir + "/a"), 90, dir + "/a.log");  // 640 steps
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  ASSERT_TRUE(fs::exists(dir + "/a/checkpoints/server-0.step-00000600.ckpt")) << read_file(dir + "/a.log");
+  // 4 epochs of 64 steps, 5 ms of simulated compute per step: about 1.3 s.
+  const std::string b_args = linreg(4, " --set optimizer.lr=0.02 --set run.seed=7 --set train.simulate_compute_ms=5");
+  rc = run_with_timeout(launch(b_args + " --run-dir " + dir + "/c"), 90, dir + "/c.log");  // uninterrupted
+  ASSERT_EQ(rc, 0) << read_file(dir + "/c.log");
+  const std::string want = read_file(dir + "/c/model.bin");
+
+  const std::string b = dir + "/b";
+  BackgroundJob job(launch(b_args +
+                           " --set cluster.server_failure_policy=restart --set "
+                           "cluster.heartbeat_interval_ms=100 --set cluster.heartbeat_timeout_ms=1000" +
+                           " --run-dir " + b),
+                    dir + "/b.log");
+  ASSERT_TRUE(job.started());
+  int64_t victim = -1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (victim < 0 && std::chrono::steady_clock::now() < end) {
+    if (fs::exists(b + "/checkpoints/server-0.step-00000100.ckpt") && fs::exists(b + "/cluster.json")) {
+      const pshard::Json map = pshard::Json::parse(read_file(b + "/cluster.json"), b + "/cluster.json");
+      for (const pshard::Json& n : map.at("nodes").elements()) {
+        if (n.at("role").as_string() == "server") victim = n.at("pid").as_int();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir + "/b.log");
+  for (const char* name :
+       {"server-0.step-00000500.ckpt", "server-0.step-00000550.ckpt", "server-0.step-00000600.ckpt"}) {
+    fs::copy_file(dir + "/a/checkpoints/" + name, b + "/checkpoints/" + name);
+  }
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> status = job.wait(std::chrono::seconds(60));
+  const std::string log = read_file(dir + "/b.log");
+  ASSERT_TRUE(status.has_value()) << "the job hung after its server was killed\n" << log;
+  EXPECT_EQ(*status, 0) << log;
+  EXPECT_TRUE(has(log, "restarting the job (restart 1 of 3) from the checkpoint of step 1")) << log;
+  EXPECT_FALSE(has(log, "from the checkpoint of step 600")) << log;
+  EXPECT_TRUE(has(log, "belongs to run ")) << log;
+  for (const char* name : {"server-0.step-00000500.ckpt", "server-0.step-00000600.ckpt"}) {
+    EXPECT_TRUE(fs::exists(b + "/checkpoints/" + name)) << name << " of run A was pruned by run B";
+  }
+  EXPECT_TRUE(read_file(b + "/model.bin") == want) << "the restarted run did not end with an uninterrupted B's weights";
   pshard::testing::remove_dir_if_passed(dir);
 }
 
