@@ -166,6 +166,25 @@ TEST(RunDirectory, WithoutRunDirEachRunGetsAFreshDirectory) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// pshard task (srun, mpirun, PBS): the tasks cannot agree on a fresh directory, so task 0 refuses a used one.
+TEST(RunDirectory, TaskZeroRefusesARunDirThatHoldsARun) {
+  const std::string dir = fresh_dir("rundir-task");
+  int rc = run_with_timeout(launch(linreg(1) + " --run-dir " + dir + "/run"), 90, dir + "/first.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/first.log");
+  const std::string model = read_file(dir + "/run/model.bin");
+  rc = run_with_timeout(
+      "env PSHARD_JOB_TOKEN=task-test SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_NTASKS=2 "
+      "SLURM_NODEID=0 SLURM_JOB_NODELIST=node1 SLURM_TASKS_PER_NODE=2 SLURM_PROCID=0 "
+      "SLURM_LOCALID=0 " +
+          pshard_bin() + " slurm" + linreg(1) + " --iface lo --coordinator-host 127.0.0.1 --run-dir " + dir + "/run",
+      60, dir + "/task0.log");
+  const std::string log = read_file(dir + "/task0.log");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_TRUE(has(log, "pshard task: the run directory " + dir + "/run already holds a run (config.toml")) << log;
+  EXPECT_TRUE(read_file(dir + "/run/model.bin") == model);
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 TEST(RunDirectory, AResumeMayNotChangeTheSettingsTheCheckpointsDependOn) {
   const std::string dir = fresh_dir("rundir-settings");
   const std::string d = dir + "/d";
