@@ -20,7 +20,11 @@ int run_launch(const std::vector<std::string>& args) {
                "experiment config (TOML), passed to every process (default with --resume: "
                "RUN_DIR/config.toml)");
   p.add_multi("set", "KEY=VALUE", "override a config key, passed to every process");
-  p.add_option("run-dir", "DIR", "run directory (default runs/<run.name>)");
+  p.add_option("run-dir", "DIR",
+               "run directory (default: the first of runs/<run.name>, runs/<run.name>.1, ... that holds no run); a "
+               "DIR that holds a run is refused (see --resume, --start-over)");
+  p.add_flag("start-over",
+             "--run-dir holds a run: move it to DIR.old-N (nothing is deleted) and start a new run in DIR");
   p.add_option("port", "P", "coordinator port on 127.0.0.1 (default: a free port)");
   p.add_option("key-dir", "DIR",
                "security.curve: where the job's key file curve.keys is created if missing (default: security.key_dir, "
@@ -41,6 +45,7 @@ int run_launch(const std::vector<std::string>& args) {
   o.overrides = p.get_all("set");
   o.run_dir = p.get("run-dir");
   o.resume_dir = p.get("resume");
+  o.start_over = p.flag("start-over");
   if (p.has("port")) {
     const int64_t port = p.get_int("port");
     if (port < 1 || port > 65535) throw Error("pshard launch: --port must be in 1..65535, got " + p.get("port"));

@@ -31,6 +31,7 @@ std::vector<std::string> JobPlan::shared_args() const {
 
 std::vector<std::string> JobPlan::node_env(int64_t rank) const {
   std::vector<std::string> env = {"PSHARD_JOB_TOKEN=" + job_token};
+  if (!run_id.empty()) env.push_back("PSHARD_RUN_ID=" + run_id);
   if (rank >= 0) env.push_back("PSHARD_RANK=" + std::to_string(rank));
   return env;
 }

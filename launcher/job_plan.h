@@ -31,6 +31,7 @@ struct JobPlan {
   std::string run_dir;                 // absolute; "" for none (benchmarks)
   std::string key_dir;                 // security.curve: the job's key directory; "" = plaintext
   std::string job_token;               // PSHARD_JOB_TOKEN of every process
+  std::string run_id;                  // PSHARD_RUN_ID of servers and workers (RUN_DIR/run-id); "" = not set
   uint32_t num_servers = 1;
   uint32_t num_workers = 1;
   std::string coordinator;                  // endpoint the servers and workers connect to; "" = standalone servers
@@ -47,7 +48,8 @@ struct JobPlan {
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.
   std::vector<std::string> shared_args() const;
-  // The environment every server and worker gets: PSHARD_JOB_TOKEN, PSHARD_RANK (when rank >= 0).
+  // The environment every server and worker gets: PSHARD_JOB_TOKEN, PSHARD_RUN_ID (when set), PSHARD_RANK (when
+  // rank >= 0).
   std::vector<std::string> node_env(int64_t rank) const;
 };
 

@@ -13,6 +13,8 @@
 #include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/metrics/progress.h"
+#include "common/run/run_directory.h"
+#include "common/run/run_settings.h"
 #include "common/transport/curve.h"
 #include "common/util/host.h"
 #include "launcher/job_plan.h"
@@ -66,16 +68,38 @@ const ChildExit* likely_cause(const LocalJob::Result& r) {
 
 // The newest step of `dir` every server has a complete checkpoint of (-1: none); files that fail
 // their check are named on stderr and skipped.
-int64_t newest_resumable_step(const std::string& dir, uint32_t servers) {
+int64_t newest_resumable_step(const std::string& dir, uint32_t servers, const std::string& run_id) {
   std::vector<std::string> skipped;
-  const int64_t step = newest_complete_step(dir, servers, &skipped);
+  const int64_t step = newest_complete_step(dir, servers, run_id, &skipped);
   for (const std::string& why : skipped) std::fprintf(stderr, "[launch] skipping a checkpoint: %s\n", why.c_str());
   return step;
 }
 
+// --resume: the settings that fix what the checkpoints mean must be those of RUN_DIR/config.toml; an Error names
+// the first one that differs (docs/OPERATIONS.md, "Resuming a run").
+void check_resume_settings(const std::string& run_dir, const Config& now) {
+  const std::string path = run_dir + "/config.toml";
+  if (!std::filesystem::exists(path)) throw Error("pshard launch --resume: " + path + " is missing");
+  const Config run = Config::from_file(path);
+  const std::vector<FixedSettingChange> changes = fixed_setting_changes(run, now);
+  if (changes.empty()) return;
+  const FixedSettingChange& c = changes.front();
+  std::string why = "the checkpoints' weights, optimizer state and learning-rate schedule were computed with it";
+  if (c.key == "train.epochs") {
+    why =
+        "the learning-rate schedule and the checkpoints were computed for the run's length; to train longer, "
+        "start a new run with the new train.epochs";
+  }
+  throw Error("pshard launch --resume: " + c.key + " = " + c.after + " differs from the run's " + c.key + " = " +
+              c.before + " (" + path + ") and may not change on resume: " + why +
+              ". Only log.*, checkpoint.*, security.*, run.name, data.dir, data.prefetch, train.threads, train.device, "
+              "train.eval, train.log_every, train.simulate_compute_ms and the cluster timeouts, server_threads and "
+              "failure policies may change (docs/OPERATIONS.md, \"Resuming a run\")");
+}
+
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
-                              const std::string& run_dir, int64_t servers, int64_t workers, int64_t resume_step,
-                              TerminalStatus& terminal) {
+                              const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
+                              int64_t resume_step, TerminalStatus& terminal) {
   if (resume_step >= 0) {
     // The coordinator writes a new metrics.jsonl; keep what the run measured before.
     for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
@@ -103,6 +127,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   plan.overrides = o.overrides;
   plan.run_dir = run_dir;
   plan.job_token = new_job_token();
+  plan.run_id = run_id;
   plan.num_servers = static_cast<uint32_t>(servers);
   plan.num_workers = static_cast<uint32_t>(workers);
   plan.coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
@@ -191,25 +216,44 @@ int run_local_launch(const LocalLaunchOptions& o) {
                 " differ: a resumed run continues in its own directory");
   }
   if (o.config_path.empty() && o.resume_dir.empty()) throw Error("pshard launch: --config FILE is required");
+  if (o.start_over && !o.resume_dir.empty()) {
+    throw Error("pshard launch: --start-over starts a new run; it does not go with --resume");
+  }
   // Validate the config here, before any process starts.
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
-  const std::string run_dir = std::filesystem::absolute(!o.resume_dir.empty() ? o.resume_dir
-                                                        : !o.run_dir.empty()  ? o.run_dir
-                                                                              : "runs/" + cfg.get_string("run.name"))
-                                  .string();
-  const std::string checkpoint_dir = run_dir + "/checkpoints";
+  std::string run_dir;
+  std::string run_id;
   int64_t resume_step = -1;  // -1: a fresh start
   if (!o.resume_dir.empty()) {
+    run_dir = std::filesystem::absolute(o.resume_dir).string();
     if (!std::filesystem::is_directory(run_dir)) throw Error("pshard launch --resume: no run directory " + run_dir);
-    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
-    if (resume_step < 0) {
-      throw Error("pshard launch --resume: " + checkpoint_dir + " holds no checkpoint that all " +
-                  std::to_string(servers) + " servers have completely (was checkpoint.every_steps > 0, and is " +
-                  "--servers the same as in the run?)");
+    run_id = read_run_id(run_dir);
+    if (run_id.empty()) {
+      throw Error("pshard launch --resume: " + run_dir + "/" + kRunIdFile +
+                  " is missing: the directory was not made by this pshard's launch (checkpoints without a run id "
+                  "cannot be resumed)");
     }
+    check_resume_settings(run_dir, cfg);
+    resume_step = newest_resumable_step(run_dir + "/checkpoints", static_cast<uint32_t>(servers), run_id);
+    if (resume_step < 0) {
+      throw Error("pshard launch --resume: " + run_dir + "/checkpoints holds no checkpoint of run " + run_id +
+                  " that all " + std::to_string(servers) + " servers have completely (was checkpoint.every_steps > " +
+                  "0, and is --servers the same as in the run?)");
+    }
+  } else {
+    std::string moved_to;
+    const std::string chosen = choose_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard launch",
+                                                  "`pshard launch --resume " + o.run_dir + "`", &moved_to);
+    run_dir = std::filesystem::absolute(chosen).string();
+    if (!moved_to.empty()) std::fprintf(stderr, "[launch] --start-over: moved the old run to %s\n", moved_to.c_str());
+    std::printf("run directory: %s\n", run_dir.c_str());
+    std::fflush(stdout);
+    run_id = new_run_id();
+    write_run_id(run_dir, run_id);
   }
+  const std::string checkpoint_dir = run_dir + "/checkpoints";
   write_run_config(run_dir, cfg);
   const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
@@ -221,7 +265,8 @@ int run_local_launch(const LocalLaunchOptions& o) {
   }
   TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
   for (;;) {
-    LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, servers, workers, resume_step, terminal);
+    LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, terminal);
+    // Success, records incomplete (the job itself finished) or Ctrl-C: nothing to restart.
     if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code > 128) return r.exit_code;
     const ChildExit* cause = likely_cause(r);
     const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
@@ -233,7 +278,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
       return r.exit_code;
     }
     ++restarts;
-    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers));
+    resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers), run_id);
     std::fprintf(stderr, "[launch] %s: restarting the job (restart %lld of %lld) from %s\n", cause->describe().c_str(),
                  static_cast<long long>(restarts), static_cast<long long>(max_restarts),
                  resume_step >= 0 ? ("the checkpoint of step " + std::to_string(resume_step)).c_str()

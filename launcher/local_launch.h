@@ -15,6 +15,7 @@ struct LocalLaunchOptions {
   std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
   std::string run_dir;                 // "" = runs/<run.name>
   std::string resume_dir;              // continue this run from its newest complete checkpoint ("" = fresh)
+  bool start_over = false;             // --run-dir holds a run: move it to RUN_DIR.old-N instead of refusing
   int port = 0;                        // the coordinator's port on 127.0.0.1; 0 = a free one
   std::string key_dir;                 // security.curve: --key-dir ("" = security.key_dir, else RUN_DIR/keys)
   std::string server_exe, worker_exe;  // run these instead of `pshard server` / `pshard worker`

@@ -12,6 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/run/run_directory.h"
 #include "report/child_process.h"
 #include "report/report.h"
 
@@ -301,6 +302,11 @@ SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions&
       }
     }
     std::vector<std::string> cmd = run_command(o, r.point, pshard, r.dir);
+    // A combination run again (a repeated sweep, or an unfinished one under --resume): pshard refuses a run
+    // directory that holds a run, so its old files are moved to DIR.old-N.
+    if (!run_files_in(r.dir).empty()) {
+      cmd.insert(cmd.end() - static_cast<std::ptrdiff_t>(o.extra_args.size()), "--start-over");
+    }
     std::string line;
     for (const std::string& a : cmd) line += (line.empty() ? "" : " ") + a;
     progress(tag + ": " + line);

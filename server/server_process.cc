@@ -13,6 +13,8 @@
 #include "common/config/config.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
+#include "common/run/run_directory.h"
+#include "common/run/run_settings.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
 #include "common/util/env.h"
@@ -99,6 +101,14 @@ int run_server_process(const ServerProcessOptions& o) {
   KvServerOptions opt = KvServerOptions::from_config(cfg);
   const std::string checkpoint_dir = o.run_dir.empty() ? "" : o.run_dir + "/checkpoints";
   opt.checkpoint_dir = checkpoint_dir;
+  opt.settings_hash = fixed_settings_hash(cfg);
+  // The run id: PSHARD_RUN_ID from the launcher, else RUN_DIR/run-id (pshard task: task 0 writes it before it
+  // starts the coordinator, so it is there once the rendezvous is done). Read after the rendezvous.
+  auto run_id = [&o] {
+    const char* env = std::getenv("PSHARD_RUN_ID");
+    if (env != nullptr && *env != '\0') return std::string(env);
+    return o.run_dir.empty() ? std::string() : read_run_id(o.run_dir);
+  };
   if (o.restore_step >= 0 && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
   const int64_t restore_step = o.restore_step;
   opt.bind = bind;
@@ -114,6 +124,7 @@ int run_server_process(const ServerProcessOptions& o) {
     opt.num_workers = static_cast<uint32_t>(o.workers);
     opt.rank = static_cast<uint32_t>(requested_rank);
     log::configure("server " + std::to_string(opt.rank), level);
+    opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
     KvServer server(opt);
     std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
@@ -142,6 +153,7 @@ int run_server_process(const ServerProcessOptions& o) {
     opt.num_servers = cluster.map().num_servers;
     opt.num_workers = cluster.map().num_workers;
     log::configure("server " + std::to_string(opt.rank), level);
+    opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("

@@ -21,7 +21,8 @@ namespace pshard {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 2: run id and settings hash after the version
+constexpr uint32_t kMaxRunIdBytes = 64;
 constexpr uint32_t kMaxNameBytes = 4096;
 
 using binary::put;
@@ -54,6 +55,8 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
   std::string out;
   out.append(kMagic, sizeof kMagic);
   put<uint32_t>(out, kFormatVersion);
+  put_string(out, c.run_id);
+  put<uint64_t>(out, c.settings_hash);
   put<uint32_t>(out, c.server_rank);
   put<uint32_t>(out, c.num_servers);
   put<uint32_t>(out, c.num_workers);
@@ -113,6 +116,8 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     }
   }
   ServerCheckpoint c;
+  c.run_id = r.get_string("the run id", kMaxRunIdBytes);
+  c.settings_hash = r.get<uint64_t>("the settings hash");
   c.server_rank = r.get<uint32_t>("the server rank");
   c.num_servers = r.get<uint32_t>("the number of servers");
   c.num_workers = r.get<uint32_t>("the number of workers");
@@ -175,6 +180,24 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
+std::string read_checkpoint_run_id(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint " + path + ": cannot open: " + std::strerror(errno));
+  std::string head(sizeof kMagic + 2 * sizeof(uint32_t) + kMaxRunIdBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  binary::Reader r("checkpoint " + path, std::move(head));
+  char magic[sizeof kMagic];
+  for (char& ch : magic) ch = r.get<char>("the magic number");
+  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");
+  const uint32_t version = r.get<uint32_t>("the format version");
+  if (version != kFormatVersion) {
+    r.fail("format version " + std::to_string(version) + ", this build reads version " +
+           std::to_string(kFormatVersion));
+  }
+  return r.get_string("the run id", kMaxRunIdBytes);
+}
+
 std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_rank) {
   std::vector<int64_t> steps;
   std::error_code ec;
@@ -186,7 +209,8 @@ std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_ra
   return steps;
 }
 
-int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::vector<std::string>* skipped) {
+int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, const std::string& run_id,
+                             std::vector<std::string>* skipped) {
   std::vector<int64_t> candidates = checkpoint_steps(dir, 0);
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     bool complete = true;
@@ -200,6 +224,10 @@ int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::
       }
       try {
         ServerCheckpoint c = read_checkpoint(path);
+        if (c.run_id != run_id) {
+          throw Error("checkpoint " + path + ": belongs to run " + (c.run_id.empty() ? "(none)" : c.run_id) +
+                      ", not to this run " + (run_id.empty() ? "(none)" : run_id) + "; ignored");
+        }
         if (c.step != *it || c.server_rank != s || c.num_servers != num_servers) {
           throw Error("checkpoint " + path + ": holds server " + std::to_string(c.server_rank) + " of " +
                       std::to_string(c.num_servers) + " at step " + std::to_string(c.step) + ", the name says server " +
@@ -222,9 +250,16 @@ int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::
   return -1;
 }
 
-void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep) {
+void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep, const std::string& run_id) {
   if (keep <= 0) return;
-  std::vector<int64_t> steps = checkpoint_steps(dir, server_rank);
+  std::vector<int64_t> steps;
+  for (int64_t k : checkpoint_steps(dir, server_rank)) {
+    try {
+      if (read_checkpoint_run_id(checkpoint_path(dir, server_rank, k)) == run_id) steps.push_back(k);
+    } catch (const Error&) {
+      // Not this run's file (or not readable as one): never ours to delete.
+    }
+  }
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
     std::error_code ec;
     std::filesystem::remove(checkpoint_path(dir, server_rank, steps[i]), ec);

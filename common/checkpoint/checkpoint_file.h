@@ -21,6 +21,8 @@ struct CheckpointSlice {
 
 // Everything a server needs to come back at `step`.
 struct ServerCheckpoint {
+  std::string run_id;          // the run that wrote it (RUN_DIR/run-id; "" for a server started by hand)
+  uint64_t settings_hash = 0;  // fixed_settings_hash() of the run's config (common/run/run_settings.h)
   uint32_t server_rank = 0;
   uint32_t num_servers = 0;
   uint32_t num_workers = 0;
@@ -48,16 +50,21 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& ckpt);
 //   ServerCheckpoint c = read_checkpoint(checkpoint_path(run_dir + "/checkpoints", 0, 400));
 ServerCheckpoint read_checkpoint(const std::string& path);
 
+// The run id in the header of checkpoint `path`, reading only the start of the file; an Error naming the file when
+// it is not a checkpoint of this format version (an older pshard's file has no run id).
+std::string read_checkpoint_run_id(const std::string& path);
+
 // Steps with a checkpoint file of `server_rank` in `dir` (by file name only), ascending.
 std::vector<int64_t> checkpoint_steps(const std::string& dir, uint32_t server_rank);
 
-// The newest step for which every server 0..num_servers-1 has a complete checkpoint (all files
+// The newest step for which every server 0..num_servers-1 has a complete checkpoint of run `run_id` (all files
 // read and checked; a server that owns no slices in the layout needs none); -1 when there is none. Files that fail the
-// check are reported in `skipped`
-// ("path: why") and ignored.
-int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, std::vector<std::string>* skipped);
+// check or belong to another run are reported in `skipped` ("checkpoint PATH: why") and ignored.
+int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, const std::string& run_id,
+                             std::vector<std::string>* skipped);
 
-// Deletes checkpoints of `server_rank` older than the newest `keep` (keep 0: delete nothing).
-void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep);
+// Deletes the checkpoints of `server_rank` of run `run_id` older than its newest `keep` (keep 0: delete nothing).
+// Files of other runs, and files whose run cannot be read, are never deleted and do not count.
+void prune_checkpoints(const std::string& dir, uint32_t server_rank, int64_t keep, const std::string& run_id);
 
 }  // namespace pshard

@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
+#include "common/run/run_directory.h"
 #include "common/transport/curve.h"
 #include "common/util/binary_file.h"
 #include "common/util/host.h"
@@ -123,8 +124,23 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
     return 0;
   }
 
+  // A run directory belongs to one run. Tasks cannot agree on a fresh directory or on moving an old run aside, so
+  // task 0 refuses one that holds a run, before anything starts; the other tasks then end at their rendezvous timeout.
+  if (plan.runs_coordinator) {
+    const std::vector<std::string> files = run_files_in(run_dir);
+    if (!files.empty()) {
+      std::string names;
+      for (const std::string& f : files) names += (names.empty() ? "" : ", ") + f;
+      throw Error("pshard task: the run directory " + run_dir + " already holds a run (" + names +
+                  "): give every task a fresh --run-dir (e.g. runs/<name>-$SLURM_JOB_ID), or move the old one aside; "
+                  "the other tasks stop at their rendezvous timeout");
+    }
+  }
   make_directories(run_dir);  // an Error naming the path (not "filesystem error") when it is a file
-  if (plan.runs_coordinator) write_run_config(run_dir, cfg);
+  if (plan.runs_coordinator) {
+    write_run_id(run_dir, new_run_id());  // servers read it after the rendezvous (no PSHARD_RUN_ID here)
+    write_run_config(run_dir, cfg);
+  }
   JobPlan job_plan;
   job_plan.config_path = config_path;
   job_plan.overrides = o.overrides;

@@ -54,6 +54,8 @@ void Checkpointer::write_loop() {
       to_write_.pop_front();
     }
     ServerCheckpoint c;
+    c.run_id = opt_.run_id;
+    c.settings_hash = opt_.settings_hash;
     c.server_rank = opt_.rank;
     c.num_servers = opt_.num_servers;
     c.num_workers = opt_.num_workers;
@@ -70,7 +72,7 @@ void Checkpointer::write_loop() {
     const std::string path = checkpoint_path(opt_.checkpoint_dir, opt_.rank, c.step);
     try {
       write_checkpoint(path, c);
-      prune_checkpoints(opt_.checkpoint_dir, opt_.rank, opt_.checkpoint_keep);
+      prune_checkpoints(opt_.checkpoint_dir, opt_.rank, opt_.checkpoint_keep, opt_.run_id);
       ++written_;
       PSHARD_LOG(kInfo) << "server " << opt_.rank << ": checkpoint of step " << c.step << " written to " << path;
     } catch (const Error& e) {
@@ -85,6 +87,16 @@ void restore_checkpoint(const std::string& path, const KvServerOptions& opt, Sli
   auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
     throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
   };
+  if (c.run_id != opt.run_id) {
+    throw Error("checkpoint " + path + " belongs to run " + (c.run_id.empty() ? "(none)" : c.run_id) +
+                ", this server is in run " + (opt.run_id.empty() ? "(none)" : opt.run_id) +
+                ": a run only restores its own checkpoints");
+  }
+  if (c.settings_hash != opt.settings_hash) {
+    throw Error("checkpoint " + path +
+                " was written with other settings (a model, data, train, optimizer, lr_schedule or cluster.mode "
+                "setting differs; see docs/OPERATIONS.md, \"Resuming a run\")");
+  }
   if (c.server_rank != opt.rank) {
     // Another server's file gives the layout to a server that owns no slices (and so wrote none).
     if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)

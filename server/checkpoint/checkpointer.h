@@ -21,7 +21,7 @@ namespace pshard {
 // A step is a checkpoint step when it is a multiple of checkpoint_every_steps or a push of it asked for one. Each
 // slice copies its state on its own thread when it closes such a step (so no slice waits for another); once every
 // slice of this server is in, the writer thread writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the
-// newest checkpoint_keep files. A failed write is logged and the run goes on.
+// newest checkpoint_keep files of this run (opt.run_id). A failed write is logged and the run goes on.
 //
 //   Checkpointer ckpt(options, store);  // options.checkpoint_dir is set
 //   store.on_step_closed = [&](const Slice& s, bool asked) { ckpt.step_closed(s, asked); };
@@ -57,7 +57,8 @@ class Checkpointer {
 };
 
 // Before any thread of the server runs: the layout, weights, optimizer state and versions from checkpoint `path`
-// into `store`. Throws an Error naming the file when it is corrupt or was written for another job shape.
+// into `store`. Throws an Error naming the file when it is corrupt, belongs to another run (opt.run_id), was written
+// with other fixed settings (opt.settings_hash) or for another job shape.
 void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store);
 
 }  // namespace pshard

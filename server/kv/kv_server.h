@@ -41,6 +41,9 @@ struct KvServerOptions {
   // A push with the `checkpoint` flag (worker 0, checkpoint.every_seconds) also makes the step it
   // closes a checkpoint step.
   std::string checkpoint_dir;          // "": no checkpoints
+  std::string run_id;                  // the run's id, written into every checkpoint; restore and pruning only
+                                       // use this run's files (PSHARD_RUN_ID or RUN_DIR/run-id)
+  uint64_t settings_hash = 0;          // fixed_settings_hash(cfg), written into every checkpoint, checked on restore
   int64_t checkpoint_every_steps = 0;  // checkpoint.every_steps (0: only when a push asks)
   int64_t checkpoint_keep = 3;         // checkpoint.keep (0: keep all)
   // When set, the server starts from this checkpoint file (layout, weights, optimizer state and

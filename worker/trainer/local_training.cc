@@ -9,6 +9,7 @@
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/metrics_writer.h"
 #include "common/metrics/progress.h"
+#include "common/run/run_directory.h"
 #include "common/util/log.h"
 #include "worker/trainer/local_sync.h"
 #include "worker/trainer/model_file.h"
@@ -21,7 +22,12 @@ int run_local_training(const LocalTrainingOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("train", log::level_from_string(cfg.get_string("log.level")));
-  const std::string run_dir = o.run_dir.empty() ? "runs/" + cfg.get_string("run.name") : o.run_dir;
+  std::string moved_to;
+  const std::string run_dir =
+      choose_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "", &moved_to);
+  if (!moved_to.empty()) std::printf("pshard train: --start-over: moved the old run to %s\n", moved_to.c_str());
+  std::printf("run directory: %s\n", run_dir.c_str());
+  write_run_id(run_dir, new_run_id());
 
   TrainingSetup setup = make_training_setup(cfg);
   std::printf("pshard train: %s\n", describe_setup(cfg, setup).c_str());

@@ -9,7 +9,9 @@ namespace pshard::trainer {
 struct LocalTrainingOptions {
   std::string config_path;             // the experiment config
   std::vector<std::string> overrides;  // --set KEY=VALUE
-  std::string run_dir;                 // metrics, config.toml, model.bin; "" = runs/<run.name>
+  std::string run_dir;                 // metrics, config.toml, model.bin; "" = the first of runs/<run.name>,
+                                       // runs/<run.name>.1, ... that holds no run (common/run/run_directory.h)
+  bool start_over = false;             // run_dir holds a run: move it to RUN_DIR.old-N instead of refusing
 };
 
 // Trains as the config says, printing a line per epoch and the summary; writes RUN_DIR/metrics.jsonl,

@@ -1,4 +1,5 @@
-// Checkpoint files: round trip, truncated and corrupt files, the newest complete step, pruning.
+// Checkpoint files: round trip, truncated and corrupt files, the newest complete step, pruning, and that a run only
+// ever sees its own files (the run id in the header).
 #include "common/checkpoint/checkpoint_file.h"
 
 #include <gtest/gtest.h>
@@ -23,8 +24,10 @@ std::string fresh_dir(const std::string& name) {
 }
 
 // Server `rank` of 2, tensors a (25 floats) and b (10): slices of 10 floats, momentum-like state.
-ServerCheckpoint sample(uint32_t rank, int64_t step) {
+ServerCheckpoint sample(uint32_t rank, int64_t step, const std::string& run_id = "run-a") {
   ServerCheckpoint c;
+  c.run_id = run_id;
+  c.settings_hash = 0x1234abcd5678ef00ull;
   c.server_rank = rank;
   c.num_servers = 2;
   c.num_workers = 3;
@@ -79,6 +82,9 @@ TEST(CheckpointFile, RoundTripKeepsEveryField) {
   write_checkpoint(path, c);
   EXPECT_FALSE(fs::exists(dir + "/.server-1.step-00000040.ckpt.tmp"));  // renamed into place
   const ServerCheckpoint r = read_checkpoint(path);
+  EXPECT_EQ(r.run_id, "run-a");
+  EXPECT_EQ(r.settings_hash, 0x1234abcd5678ef00ull);
+  EXPECT_EQ(read_checkpoint_run_id(path), "run-a");
   EXPECT_EQ(r.server_rank, 1u);
   EXPECT_EQ(r.num_servers, 2u);
   EXPECT_EQ(r.num_workers, 3u);
@@ -133,21 +139,21 @@ TEST(CheckpointFile, FlippedByteIsACrcError) {
 
 TEST(CheckpointFile, NewestCompleteStepNeedsEveryServerAndSkipsBadFiles) {
   const std::string dir = fresh_dir("newest");
-  EXPECT_EQ(newest_complete_step(dir, 2, nullptr), -1);
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", nullptr), -1);
   for (int64_t step : {10, 20, 30}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step));
   for (int64_t step : {10, 20}) write_checkpoint(checkpoint_path(dir, 1, step), sample(1, step));
-  EXPECT_EQ(newest_complete_step(dir, 2, nullptr), 20);  // server 1 has no step 30
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", nullptr), 20);  // server 1 has no step 30
   const std::string bad = checkpoint_path(dir, 1, 20);
   spit(bad, slurp(bad).substr(0, 100));
   std::vector<std::string> skipped;
-  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", &skipped), 10);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find(bad), std::string::npos) << skipped[0];
   // A file whose name does not match its header is not used either.
   fs::copy_file(checkpoint_path(dir, 0, 10), checkpoint_path(dir, 0, 40));
   fs::copy_file(checkpoint_path(dir, 1, 10), checkpoint_path(dir, 1, 40));
   skipped.clear();
-  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", &skipped), 10);
   EXPECT_FALSE(skipped.empty());
   fs::remove_all(dir);
 }
@@ -166,7 +172,7 @@ TEST(CheckpointFile, FifosDevicesAndDirectoriesAreSkippedNamingThemNotRead) {
   fs::create_symlink("/dev/zero", zero);
   fs::create_directory(folder);
   std::vector<std::string> skipped;
-  EXPECT_EQ(newest_complete_step(dir, 2, &skipped), 10);
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", &skipped), 10);
   ASSERT_EQ(skipped.size(), 3u);
   EXPECT_EQ(skipped[0], "checkpoint " + fifo + ": not a regular file (a FIFO): refusing to read it");
   EXPECT_EQ(skipped[1], "checkpoint " + zero + ": not a regular file (a character device): refusing to read it");
@@ -196,9 +202,9 @@ TEST(CheckpointFile, AServerWithoutSlicesNeedsNoFile) {
     }
     write_checkpoint(checkpoint_path(dir, s, 7), c);
   }
-  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), 7);
+  EXPECT_EQ(newest_complete_step(dir, 5, "run-a", nullptr), 7);
   fs::remove(checkpoint_path(dir, 3, 7));  // server 3 owns a slice: its file is needed
-  EXPECT_EQ(newest_complete_step(dir, 5, nullptr), -1);
+  EXPECT_EQ(newest_complete_step(dir, 5, "run-a", nullptr), -1);
   fs::remove_all(dir);
 }
 
@@ -206,11 +212,68 @@ TEST(CheckpointFile, PruneKeepsTheNewest) {
   const std::string dir = fresh_dir("prune");
   for (int64_t step : {5, 10, 15, 20}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step));
   write_checkpoint(checkpoint_path(dir, 1, 5), sample(1, 5));
-  prune_checkpoints(dir, 0, 2);
+  prune_checkpoints(dir, 0, 2, "run-a");
   EXPECT_EQ(checkpoint_steps(dir, 0), (std::vector<int64_t>{15, 20}));
   EXPECT_EQ(checkpoint_steps(dir, 1), (std::vector<int64_t>{5}));  // other servers' files are not touched
-  prune_checkpoints(dir, 0, 0);
+  prune_checkpoints(dir, 0, 0, "run-a");
   EXPECT_EQ(checkpoint_steps(dir, 0).size(), 2u);
+  fs::remove_all(dir);
+}
+
+// The case: run A (steps 500, 550, 600) left its files in the directory that run B (steps 50..300) uses.
+TEST(CheckpointFile, NewestCompleteStepOnlySeesTheRunsOwnFiles) {
+  const std::string dir = fresh_dir("other-run");
+  for (int64_t step : {500, 550, 600}) {
+    for (uint32_t s = 0; s < 2; ++s) write_checkpoint(checkpoint_path(dir, s, step), sample(s, step, "run-a"));
+  }
+  for (int64_t step : {250, 300}) {
+    for (uint32_t s = 0; s < 2; ++s) write_checkpoint(checkpoint_path(dir, s, step), sample(s, step, "run-b"));
+  }
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-b", &skipped), 300);
+  ASSERT_FALSE(skipped.empty());
+  EXPECT_NE(skipped[0].find(checkpoint_path(dir, 0, 600) + ": belongs to run run-a, not to this run run-b"),
+            std::string::npos)
+      << skipped[0];
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-a", nullptr), 600);
+  EXPECT_EQ(newest_complete_step(dir, 2, "run-c", nullptr), -1);
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFile, PruneOnlyCountsAndDeletesTheRunsOwnFiles) {
+  const std::string dir = fresh_dir("prune-runs");
+  for (int64_t step : {500, 550, 600}) write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step, "run-a"));
+  spit(checkpoint_path(dir, 0, 700), "not a checkpoint");
+  for (int64_t step : {50, 100, 150, 200}) {
+    write_checkpoint(checkpoint_path(dir, 0, step), sample(0, step, "run-b"));
+    prune_checkpoints(dir, 0, 3, "run-b");
+  }
+  // Run B keeps its three newest; run A's files and the unreadable one are not B's to count or delete.
+  EXPECT_EQ(checkpoint_steps(dir, 0), (std::vector<int64_t>{100, 150, 200, 500, 550, 600, 700}));
+  fs::remove_all(dir);
+}
+
+// A file of format version 1 (before run ids) is a clear error, never read as this run's.
+TEST(CheckpointFile, AFileWithoutARunIdIsAClearError) {
+  const std::string dir = fresh_dir("version1");
+  const std::string path = checkpoint_path(dir, 0, 10);
+  write_checkpoint(path, sample(0, 10));
+  std::string bytes = slurp(path);
+  bytes[8] = 1;  // the format version, little-endian u32 after the magic
+  spit(path, bytes);
+  EXPECT_NE(error_of(path).find("format version 1, this build reads version 2"), std::string::npos) << error_of(path);
+  try {
+    read_checkpoint_run_id(path);
+    ADD_FAILURE() << "read_checkpoint_run_id accepted a version 1 file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": format version 1"), std::string::npos) << e.what();
+  }
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_complete_step(dir, 1, "run-a", &skipped), -1);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("format version 1"), std::string::npos) << skipped[0];
+  prune_checkpoints(dir, 0, 1, "run-a");
+  EXPECT_TRUE(fs::exists(path));  // never deleted
   fs::remove_all(dir);
 }
 

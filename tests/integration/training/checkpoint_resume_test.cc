@@ -58,6 +58,7 @@ int64_t server1_pid_after(const std::string& run_dir, const std::string& marker,
 void copy_run(const std::string& from, const std::string& to) {
   fs::create_directories(to + "/checkpoints");
   fs::copy_file(from + "/config.toml", to + "/config.toml");
+  fs::copy_file(from + "/run-id", to + "/run-id");  // the checkpoints are that run's
   for (const auto& e : fs::directory_iterator(from + "/checkpoints")) {
     fs::copy_file(e.path(), to + "/checkpoints/" + e.path().filename().string());
   }
@@ -135,6 +136,18 @@ TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   const std::string dir = fresh_dir("ckpt-none");
   fs::create_directories(dir + "/run/checkpoints");
   {
+    std::FILE* f = std::fopen((dir + "/run/run-id").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("0123456789abcdef\n", f);
+    std::fclose(f);
+  }
+  {
+    std::FILE* f = std::fopen((dir + "/run/config.toml").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(read_file(source_dir() + "/configs/fmnist_mlp_sync.toml").c_str(), f);
+    std::fclose(f);
+  }
+  {
     std::FILE* f = std::fopen((dir + "/run/checkpoints/server-0.step-00000010.ckpt").c_str(), "w");
     ASSERT_NE(f, nullptr);
     std::fputs("PSHDCKPT but cut short", f);
@@ -146,24 +159,34 @@ TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   const std::string log = read_file(dir + "/log");
   EXPECT_NE(rc, 0) << log;
   EXPECT_NE(log.find("server-0.step-00000010.ckpt"), std::string::npos) << log;
-  EXPECT_NE(log.find("holds no checkpoint that all 1 servers have completely"), std::string::npos) << log;
+  EXPECT_NE(log.find("holds no checkpoint of run 0123456789abcdef that all 1 servers have completely"),
+            std::string::npos)
+      << log;
   pshard::testing::remove_dir_if_passed(dir);
 }
 
-// A checkpoint that cannot be written (here RUN_DIR/checkpoints is a file, as good as a full disk) is
-// logged with the path, training goes on to the end, and the job's exit status says its records
-// are incomplete (74), not success.
+// A checkpoint that cannot be written (here RUN_DIR/checkpoints is a file, made once launch has set up the
+// fresh run directory: as good as a full disk) is logged with the path, training goes on to the end, and the
+// job's exit status says its records are incomplete (74), not success.
 TEST(CheckpointWrite, AFailedCheckpointWriteMakesTheJobExitWithRecordsIncomplete) {
   if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
   const std::string dir = fresh_dir("ckpt-unwritable");
   const std::string run = dir + "/run";
-  fs::create_directories(run);
+  // 20 ms of simulated compute per step: the first checkpoint (step 20) comes well after the run directory.
+  BackgroundJob job(pshard_bin() + " launch --servers 1 --workers 1 --timeout 120 --run-dir " + run + job_args(1, 20) +
+                        " --set train.simulate_compute_ms=20",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(run + "/config.toml") && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(run + "/config.toml")) << read_file(dir + "/log");
+  ASSERT_FALSE(fs::exists(run + "/checkpoints")) << "the first checkpoint came too early for this test";
   std::ofstream(run + "/checkpoints") << "not a directory\n";
-  const int rc = run_with_timeout(
-      pshard_bin() + " launch --servers 1 --workers 1 --timeout 120 --run-dir " + run + job_args(1, 20), 150,
-      dir + "/log");
+  std::optional<int> rc = job.wait(std::chrono::seconds(150));
   const std::string log = read_file(dir + "/log");
-  EXPECT_EQ(rc, 74) << log;
+  ASSERT_TRUE(rc.has_value()) << log;
+  EXPECT_EQ(*rc, 74) << log;
   EXPECT_NE(log.find("[server 0] error: server 0: checkpoint of step 20 not written: "), std::string::npos) << log;
   // launch names the server, its error line and what the status means.
   EXPECT_NE(log.find("server 0 (pid"), std::string::npos) << log;
