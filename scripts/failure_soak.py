@@ -10,10 +10,18 @@ after the cluster map was written, SIGKILLs one process and measures when the jo
     with exit 0 and every worker finished (rejoin);
   - server kills use cluster.server_failure_policy = restart; a trial passes when the job completes
     (exit 0, every epoch, test accuracy above --min-acc).
-A trial that neither ends in time nor completes is a hang. Prints one line per trial and a summary; exits 1
-on any hang or failure.
+  - freeze trials SIGSTOP a server under cluster.server_failure_policy = restart: the coordinator declares
+    it dead, launch kills it and restarts the job, which must complete (exit 0);
+  - reuse trials run A (longer, other lr and seed) to the end in a run directory, check that launching B into
+    it is refused, then run B there with --start-over and SIGKILL one of its servers: B must complete from its
+    own checkpoints (a restart from a step past B's length would be A's weights);
+  - disk trials (root only) use a few-MB tmpfs, mostly filled, as the run directory: the job must end (exit 0,
+    or 74 when its records or checkpoints could not be written), never hang.
+A trial that neither ends in time nor completes is a hang. Every completed run (exit 0) must have its
+model.bin. Prints one line per trial and a summary; exits 1 on any hang or failure.
 
-  scripts/failure_soak.py --pshard build/bin/pshard --worker-kills 20 --server-kills 10
+  scripts/failure_soak.py --pshard build/bin/pshard --worker-kills 20 --server-kills 10 \
+      --freezes 5 --reuses 5 --disks 3
 """
 import argparse
 import json
@@ -128,6 +136,137 @@ def trial(args, kind, policy, rng, workdir, index):
     return ok, hang, after_kill
 
 
+def launch(args, run_dir, sets, extra=(), log_path=None):
+    cmd = [args.pshard, "launch", "--servers", "2", "--workers", "3", "--timeout", "300", "--config", args.config,
+           "--run-dir", run_dir, "--grace-ms", "2000"] + list(extra)
+    for s in sets:
+        cmd += ["--set", s]
+    log = open(log_path or run_dir.rstrip("/") + ".log", "a")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log
+
+
+def base_sets(args, epochs=None):
+    return [
+        "data.train_size=%d" % args.train_size, "data.test_size=2000", "train.epochs=%d" % (epochs or args.epochs),
+        "cluster.heartbeat_interval_ms=200", "cluster.heartbeat_timeout_ms=%d" % int(HEARTBEAT_TIMEOUT_S * 1000),
+        "cluster.request_timeout_ms=20000", "checkpoint.every_steps=25", "cluster.server_failure_policy=restart",
+    ]
+
+
+def wait_end(job, start, limit):
+    while job.poll() is None and time.monotonic() - start < limit:
+        time.sleep(0.05)
+    ended = job.poll() is not None
+    if not ended:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    return ended
+
+
+def signal_server(job, run_dir, rng, args, sig):
+    """Sends `sig` to a random server a random time after the cluster map; returns the delay or None."""
+    start = time.monotonic()
+    started_at = time.time()
+    pid = None
+    rank = rng.randrange(2)
+    cluster_json = os.path.join(run_dir, "cluster.json")
+    while pid is None and job.poll() is None and time.monotonic() - start < 60:
+        # Only this launch's map: until --start-over has moved it, the old run's is still there.
+        fresh = os.path.exists(cluster_json) and os.path.getmtime(cluster_json) >= started_at - 1.0
+        pid = pid_of(run_dir, "server", rank) if fresh else None
+        time.sleep(0.02)
+    delay = rng.uniform(0.0, args.max_delay)
+    if pid is None:
+        return None
+    time.sleep(delay)
+    if job.poll() is not None:
+        return None
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return None
+    return delay
+
+
+def restart_step(log_path):
+    """The step the last restart resumed from, or None."""
+    step = None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if "restarting the job" in line and "from the checkpoint of step " in line:
+                step = int(line.rsplit("from the checkpoint of step ", 1)[1].split()[0].strip(".,"))
+    return step
+
+
+def steps_of(args, epochs):
+    return (args.train_size // (3 * 64)) * epochs  # 3 workers x batch 64 (fmnist_mlp_sync.toml)
+
+
+def special_trial(args, kind, rng, workdir, index, counters):
+    run_dir = os.path.join(workdir, "%s-%d" % (kind, index))
+    start = time.monotonic()
+    note = ""
+    mounted = False
+    if kind == "freeze":
+        job, log = launch(args, run_dir, base_sets(args))
+        delay = signal_server(job, run_dir, rng, args, signal.SIGSTOP)
+        ended = wait_end(job, start, args.run_limit)
+        log.close()
+        s = summary_of(run_dir)
+        ok = ended and job.returncode == 0 and s is not None
+        note = "froze_after=%s" % ("%.2fs" % delay if delay is not None else "-")
+    elif kind == "reuse":
+        # A: longer, other lr and seed; B must never end from A's weights.
+        job, log = launch(args, run_dir, base_sets(args, args.epochs + 2) + ["optimizer.lr=0.02", "run.seed=7"])
+        ended_a = wait_end(job, start, args.run_limit)
+        log.close()
+        refused, log = launch(args, run_dir, base_sets(args))
+        ended_r = wait_end(refused, time.monotonic(), 60)
+        log.close()
+        with open(run_dir + ".log", errors="replace") as f:
+            said = "--start-over" in f.read()
+        refused_ok = ended_r and refused.returncode != 0 and said
+        job, log = launch(args, run_dir, base_sets(args), extra=["--start-over"])
+        delay = signal_server(job, run_dir, rng, args, signal.SIGKILL)
+        ended = wait_end(job, time.monotonic(), args.run_limit)
+        log.close()
+        step = restart_step(run_dir + ".log")
+        foreign = step is not None and step > steps_of(args, args.epochs)
+        counters["other_weights"] += 1 if foreign else 0
+        s = summary_of(run_dir)
+        ok = ended_a and refused_ok and ended and job.returncode == 0 and s is not None and not foreign
+        note = "refused=%s restart_step=%s kill_after=%s" % (refused_ok, step, "%.2fs" % delay if delay else "-")
+    else:  # disk
+        os.makedirs(run_dir)
+        mounted = subprocess.call(["mount", "-t", "tmpfs", "-o", "size=%dk" % args.disk_kib, "tmpfs", run_dir]) == 0
+        if not mounted:
+            print("disk   %-2d skipped: cannot mount a tmpfs (needs root)" % index, flush=True)
+            return True, False
+        # Leave a little room: config, metrics and a checkpoint or two fit, the rest does not.
+        with open(os.path.join(run_dir, "filler"), "wb") as f:
+            f.write(b"\0" * max(0, args.disk_kib - args.disk_free_kib) * 1024)
+        job, log = launch(args, os.path.join(run_dir, "run"), base_sets(args), log_path=run_dir + ".log")
+        ended = wait_end(job, start, args.run_limit)
+        log.close()
+        s = summary_of(os.path.join(run_dir, "run"))
+        ok = ended and job.returncode in (0, 74)
+        note = "records=%s" % ("complete" if job.returncode == 0 else "incomplete" if job.returncode == 74 else "-")
+    model_dir = os.path.join(run_dir, "run") if kind == "disk" else run_dir
+    if ended and job.returncode == 0 and s is not None and not os.path.exists(os.path.join(model_dir, "model.bin")):
+        counters["completed_without_model"] += 1
+        ok = False
+    if mounted:
+        subprocess.call(["umount", run_dir])
+    hang = not ended
+    print("%-6s %-2d rc=%s %s %s" % (kind, index, job.returncode, note, "OK" if ok else ("HANG" if hang else "FAIL")),
+          flush=True)
+    if ok and not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if os.path.exists(run_dir + ".log"):
+            os.remove(run_dir + ".log")
+    return ok, hang
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,6 +280,11 @@ def main():
     p.add_argument("--run-limit", type=float, default=120.0, help="a job still running after this is a hang")
     p.add_argument("--min-acc", type=float, default=0.75)
     p.add_argument("--seed", type=int, default=8)
+    p.add_argument("--freezes", type=int, default=5, help="trials that SIGSTOP a server (restart policy)")
+    p.add_argument("--reuses", type=int, default=5, help="trials that reuse a run directory (--start-over)")
+    p.add_argument("--disks", type=int, default=3, help="trials on a nearly full tmpfs (root only)")
+    p.add_argument("--disk-kib", type=int, default=8192, help="size of the tmpfs of a disk trial")
+    p.add_argument("--disk-free-kib", type=int, default=1536, help="room left on it for the run")
     p.add_argument("--keep", action="store_true", help="keep the run directories of passing trials")
     args = p.parse_args()
     if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
@@ -152,17 +296,27 @@ def main():
         results["worker"].append(trial(args, "worker", ("abort", "continue", "rejoin")[i % 3], rng, workdir, i))
     for i in range(args.server_kills):
         results["server"].append(trial(args, "server", "restart", rng, workdir, i))
+    counters = {"other_weights": 0, "completed_without_model": 0}
+    special = {"freeze": [], "reuse": [], "disk": []}
+    for kind, n in (("freeze", args.freezes), ("reuse", args.reuses), ("disk", args.disks)):
+        for i in range(n):
+            special[kind].append(special_trial(args, kind, rng, workdir, i, counters))
     out = {}
     for kind, rs in results.items():
         times = [t for _, _, t in rs if t is not None]
         out[kind] = {"trials": len(rs), "ok": sum(1 for ok, _, _ in rs if ok), "hangs": sum(1 for _, h, _ in rs if h),
                      "max_end_after_kill_s": round(max(times), 1) if times else None}
+    for kind, rs in special.items():
+        out[kind] = {"trials": len(rs), "ok": sum(1 for ok, _ in rs if ok), "hangs": sum(1 for _, h in rs if h)}
+    out["runs_finished_from_another_runs_weights"] = counters["other_weights"]
+    out["completed_runs_without_a_model"] = counters["completed_without_model"]
     print("summary " + json.dumps(out), flush=True)
-    if all(o["ok"] == o["trials"] for o in out.values()):
+    good = all(o["ok"] == o["trials"] for o in out.values() if isinstance(o, dict)) and not any(counters.values())
+    if good:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print("failing runs kept in " + workdir)
-    sys.exit(0 if all(o["ok"] == o["trials"] for o in out.values()) else 1)
+    sys.exit(0 if good else 1)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,15 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   }
   if (lowest_alive && !o.run_dir.empty()) {
     const std::string path = o.run_dir + "/model.bin";
-    trainer::save_model_file(*setup.model, path);
+    try {
+      trainer::save_model_file(*setup.model, path);
+    } catch (const Error& e) {
+      // Training is complete: a model that cannot be written (e.g. a full disk) makes the run's records
+      // incomplete, not the job a failure; the summary says no model was saved.
+      PSHARD_LOG(kError) << e.what() << ": the model was not saved, the run's records are incomplete";
+      cluster.leave(0);
+      return kExitRecordsIncomplete;
+    }
     if (rank != 0)
       PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
     cluster.report(
