@@ -12,8 +12,8 @@ PACKAGES=(
   libboost-dev libtomlplusplus-dev zlib1g-dev
   # mpirun, for the test of `mpirun pshard task` (tests/launcher/scheduler)
   openmpi-bin
-  # CPU compute
-  libopenblas-dev
+  # CPU compute (OpenBLAS: the reference backend; oneDNN: convolution, pooling, batch norm)
+  libopenblas-dev libdnnl-dev
   # tests
   libgtest-dev
   # fuzzing (scripts/fuzz.sh: clang's libFuzzer, ASan, UBSan)
@@ -22,6 +22,8 @@ PACKAGES=(
   dataset-fashion-mnist
   # report plots (tools/plot_report.py)
   python3 python3-matplotlib
+  # the Python package (python/pshard), its PyTorch examples and the PyTorch comparison benchmarks
+  python3-numpy python3-torch python3-torchvision
 )
 
 missing=()
