@@ -68,10 +68,41 @@ void ProgressState::add(const Json& e) {
     if (e.has("train_loss") && e.at("train_loss").is_number()) loss_ = e.at("train_loss").as_number();
   } else if (kind == "summary") {
     summary_ = e;
+  } else if (kind == "stall") {
+    stall_ = stall_note(e);
+    stall_at_step_ = step_;
   }
+  if (!stall_.empty() && step_ > stall_at_step_) stall_.clear();  // the job moved on since
+}
+
+// "waiting 10.0 s for worker 3 (last heard 0.4 s ago)" from a server's stall event as the coordinator wrote it.
+std::string ProgressState::stall_note(const Json& e) {
+  if (!e.has("missing") || !e.at("missing").is_array()) return "";
+  const std::vector<Json>& missing = e.at("missing").elements();
+  const std::vector<Json> none;
+  const std::vector<Json>& heard =
+      e.has("last_heard_s") && e.at("last_heard_s").is_array() ? e.at("last_heard_s").elements() : none;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "waiting %.1f s for %s", num(e, "waited_s"),
+                missing.size() == 1 ? "worker " : "workers ");
+  std::string note = buf;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!missing[i].is_number()) continue;
+    note += (i ? ", " : "") + std::to_string(missing[i].as_int());
+    if (i < heard.size() && heard[i].is_number()) {
+      std::snprintf(buf, sizeof buf, " (last heard %.1f s ago)", heard[i].as_number());
+      note += buf;
+    }
+  }
+  if (e.has("initial_weights") && e.at("initial_weights").type() == Json::Type::kBool &&
+      e.at("initial_weights").as_bool()) {
+    note += "'s initial weights";
+  }
+  return note;
 }
 
 std::optional<std::string> ProgressState::line() const {
+  if (step_ < 0 && !stall_.empty()) return stall_;
   if (step_ < 0) return std::nullopt;
   const int64_t total = epochs_ * steps_per_epoch_;
   const int64_t done = step_ + 1;
@@ -87,6 +118,7 @@ std::optional<std::string> ProgressState::line() const {
   std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), static_cast<long long>(done),
                 static_cast<long long>(total), loss_, rate, eta.c_str());
+  if (!stall_.empty()) return std::string(buf) + "  " + stall_;
   return std::string(buf);
 }
 

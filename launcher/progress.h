@@ -32,7 +32,8 @@ class MetricsFollower {
 class ProgressState {
  public:
   void add(const Json& event);
-  // "epoch 3/10  step 1200/4680  loss 0.4123  18,230 samples/s  ETA 0:42"; nullopt before the first step.
+  // "epoch 3/10  step 1200/4680  loss 0.4123  18,230 samples/s  ETA 0:42", followed by "waiting 10.0 s for
+  // worker 3 (last heard 4.2 s ago)" while a server reports a stall; nullopt before the first step or stall.
   std::optional<std::string> line() const;
   const Json& summary() const { return summary_; }  // null until the job wrote it
 
@@ -41,6 +42,10 @@ class ProgressState {
   int64_t epoch_ = 0, step_ = -1;
   double loss_ = 0, wall_s_ = 0;
   Json summary_;
+  std::string stall_;           // the latest stall's note; cleared once the job moved past it
+  int64_t stall_at_step_ = -1;  // step_ when it came
+
+  static std::string stall_note(const Json& stall_event);
 };
 
 // The bottom line of a terminal that other lines scroll above: on a TTY the

@@ -25,6 +25,16 @@
 namespace pshard {
 namespace {
 
+// The coordinator's record of a stall (docs/METRICS.md "stall"); it adds when it last heard from each missing worker.
+Json stall_event(const StallReport& r) {
+  Json missing = Json::array();
+  for (uint32_t w : r.missing) missing.push(Json(w));
+  Json e = Json::object();
+  e.set("event", "stall").set("server", r.server).set("step", r.step).set("waited_s", r.waited_s);
+  e.set("missing", std::move(missing)).set("slice", r.slice).set("initial_weights", r.initial_weights);
+  return e;
+}
+
 // "tcp://IP:PORT" with PORT 0 or "*" gets a free port now (bind, read, close), so the endpoint can be
 // announced to the coordinator before the server (which needs the cluster map) is built.
 std::string concrete_endpoint(const std::string& bind) {
@@ -155,6 +165,7 @@ int run_server_process(const ServerProcessOptions& o) {
     log::configure("server " + std::to_string(opt.rank), level);
     opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
+    opt.on_stall = [&cluster](const StallReport& r) { cluster.report(stall_event(r)); };
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                       << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";

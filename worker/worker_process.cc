@@ -64,6 +64,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   kopt.job_token = copt.job_token;
   kopt.curve = copt.curve;
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
+  kopt.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   kopt.run_total_steps = total_steps;
   KvClient kv(kopt);
   if (join) {

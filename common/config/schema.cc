@@ -94,6 +94,8 @@ std::vector<ConfigKey> kSchema = {
     {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
     {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
     {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "", "timeout of a push/pull (ms)"},
+    {"cluster.stall_warn_ms", T::kInt, "5000", 0, 86400000, "",
+     "a sync step waiting this long names the workers it waits for (ms, 0 = never)"},
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},

@@ -1,6 +1,8 @@
 // The job's metrics sink: epoch lines combined from the workers' reports, the summary, cluster.json.
 #include "common/control/job_metrics.h"
 
+#include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "common/control/control_codec.h"
@@ -23,6 +25,8 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
+  } else if (kind == "stall") {
+    on_stall(from, event);
   } else if (kind == "model_saved") {
     model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
   } else if (kind == "worker_epoch") {
@@ -34,6 +38,35 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
   } else if (MetricsWriter* w = writer()) {
     w->write(event);
   }
+}
+
+// A server's stall, with when the coordinator last heard from each worker it waits for: a worker heard a moment
+// ago is alive but not pushing (stuck in its own code); one silent for long is frozen or cut off.
+void JobMetrics::on_stall(const Peer& from, Json& event) {
+  const auto now = Clock::now();
+  Json heard = Json::array();
+  std::string who;
+  for (const Json& m : event.at("missing").elements()) {
+    const int64_t rank = m.as_int();
+    Json last = Json();  // null: not a live worker the coordinator knows
+    for (const auto& [id, p] : peers_) {
+      if (p.info.role == NodeRole::kWorker && p.state == Peer::State::kLive && p.info.rank == rank) {
+        last = Json(std::chrono::duration<double>(now - p.last_seen).count());
+      }
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, last.is_null() ? "worker %lld" : "worker %lld (last heard %.1f s ago)",
+                  static_cast<long long>(rank), last.is_null() ? 0.0 : last.as_number());
+    who += (who.empty() ? "" : ", ") + std::string(buf);
+    heard.push(std::move(last));
+  }
+  event.set("last_heard_s", std::move(heard));
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.1f s", event.at("waited_s").as_number());
+  PSHARD_LOG(kWarn) << control_codec::describe(from.info) << " has waited " << waited << " at step "
+                    << event.at("step").as_int() << " for "
+                    << (event.at("initial_weights").as_bool() ? "the initial weights of " : "") << who;
+  if (MetricsWriter* w = writer()) w->write(event);
 }
 
 void JobMetrics::flush_epochs() {

@@ -43,6 +43,7 @@ class JobMetrics {
 
  private:
   MetricsWriter* writer();
+  void on_stall(const Peer& from, Json& event);
 
   const Coordinator::Options& opt_;
   const Peers& peers_;

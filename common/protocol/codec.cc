@@ -77,6 +77,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::DUPLICATE_KEY: return "duplicateKey";
     case ErrorCode::OVERLOADED: return "overloaded";
     case ErrorCode::INTERNAL: return "internal";
+    case ErrorCode::STALLED: return "stalled";
   }
   return "unknown";
 }

@@ -70,6 +70,7 @@ enum ErrorCode {
   duplicateKey @16;     # the same key twice in one request
   overloaded @17;       # too many requests waiting for the layout; retry later
   internal @18;         # a bug; the message says what
+  stalled @19;          # a read waited most of cluster.request_timeout_ms for pushes that never came; names the workers
 }
 
 # One key's payload description: the frame with index `frame` (counting

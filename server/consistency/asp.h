@@ -15,6 +15,7 @@ class AspPolicy : public ConsistencyPolicy {
                      const DeadWorkers& dead, std::vector<float>& scratch) override;
   void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;  // nothing
   std::string on_join(uint32_t rank, int64_t step) override;  // refused: there are no steps to join at
+  std::vector<uint32_t> missing(int64_t, const DeadWorkers&) const override { return {}; }  // never waits
 
  protected:
   ConsistencySlice& slice_;

@@ -53,6 +53,15 @@ std::string BspPolicy::on_join(uint32_t rank, int64_t step) {
   return "";
 }
 
+std::vector<uint32_t> BspPolicy::missing(int64_t step, const DeadWorkers& dead) const {
+  std::vector<uint32_t> ranks;
+  if (ready(step, dead)) return ranks;
+  for (uint32_t r = 0; r < num_workers_; ++r) {
+    if (!pushed_[r] && counted(r, dead)) ranks.push_back(r);
+  }
+  return ranks;
+}
+
 // Sums contributions in rank order as far as they are contiguous; closes the step when every live worker has
 // contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run.
 void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {

@@ -17,6 +17,7 @@ class BspPolicy final : public ConsistencyPolicy {
                      const DeadWorkers& dead, std::vector<float>& scratch) override;
   void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;
   std::string on_join(uint32_t rank, int64_t step) override;
+  std::vector<uint32_t> missing(int64_t step, const DeadWorkers& dead) const override;  // not pushed the open step
 
  private:
   void advance(const DeadWorkers& dead, std::vector<float>& scratch);

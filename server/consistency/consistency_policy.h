@@ -55,6 +55,9 @@ class ConsistencyPolicy {
   virtual void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) = 0;
   // A dead worker rejoins at `step`: "" when accepted (counted again from `step`), else why not.
   virtual std::string on_join(uint32_t rank, int64_t step) = 0;
+  // The live workers whose pushes a reader at `step` still waits for (empty when ready), in rank order: what a
+  // stalled step names.
+  virtual std::vector<uint32_t> missing(int64_t step, const DeadWorkers& dead) const = 0;
 };
 
 struct ConsistencyParams {

@@ -18,6 +18,14 @@ bool SspPolicy::ready(int64_t step, const DeadWorkers& dead) const {
   return slowest == INT64_MAX || slowest >= step - staleness_;
 }
 
+std::vector<uint32_t> SspPolicy::missing(int64_t step, const DeadWorkers& dead) const {
+  std::vector<uint32_t> ranks;
+  for (size_t w = 0; w < clock_.size(); ++w) {
+    if (!dead[w] && clock_[w] < step - staleness_) ranks.push_back(static_cast<uint32_t>(w));
+  }
+  return ranks;
+}
+
 PushResult SspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
                               const DeadWorkers& dead, std::vector<float>& scratch) {
   PushResult r = AspPolicy::on_push(rank, step, checkpoint, std::move(gradient), dead, scratch);

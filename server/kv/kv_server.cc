@@ -29,6 +29,12 @@ namespace pshard {
 using protocol::ErrorCode;
 using protocol::MessageType;
 
+// A worker's request times out request_timeout after it was sent; the server gives a waiting read up a tenth (at
+// most 5 s) earlier, so that its `stalled` error (naming the missing workers) arrives first.
+std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeout) {
+  return request_timeout - std::min(request_timeout / 10, std::chrono::milliseconds(5000));
+}
+
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   KvServerOptions o;
   o.mode = consistency_from_string(cfg.get_string("cluster.mode"));
@@ -46,6 +52,8 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.batch_size = batch;
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
+  o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
+  o.stall_give_up = give_up_before(std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms")));
   if ((o.checkpoint_every_steps > 0 || cfg.get_double("checkpoint.every_seconds") > 0) && o.mode != Consistency::kBsp) {
     throw Error(
         "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
@@ -61,7 +69,7 @@ thread_local bool on_socket_thread = false;  // true on a KvServer's socket thre
 constexpr size_t kMaxDeferred = 4096;  // requests held while no init has told us the layout
 
 struct Task {
-  enum Kind { kKey, kWorkerDead, kStop } kind = kKey;
+  enum Kind { kKey, kWorkerDead, kStop, kTick } kind = kKey;  // kTick: none queued (the queue's wait timed out)
   RequestPtr req;
   size_t key = 0;
   uint32_t rank = 0;
@@ -93,6 +101,7 @@ struct KvServer::Impl {
   // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
   // queue's mutex orders it for the update threads).
   SliceStore store{opt, opt.update_threads};
+  StallWatch stalls{opt.rank, opt.stall_warn, opt.stall_give_up, opt.on_stall};
   std::deque<std::vector<zmq::message_t>> deferred;  // requests that came before the first init
   std::deque<std::vector<zmq::message_t>> held_after_init;
   std::vector<float> inline_scratch;  // the socket thread's, for unaligned payloads
@@ -190,7 +199,36 @@ struct KvServer::Impl {
       }
       drain_done();
       refusals.flush();
+      if (stall_tick.due()) {
+        for (RequestPtr& r : check_stalls(-1, io_dead)) reply(*r);
+      }
     }
+  }
+
+  // Every thread that owns slices looks at their waiting reads this often (StallWatch).
+  struct StallTick {
+    std::chrono::steady_clock::time_point next = std::chrono::steady_clock::now();
+    bool due() {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next) return false;
+      next = now + std::chrono::milliseconds(100);
+      return true;
+    }
+  };
+  StallTick stall_tick;  // the socket thread's
+
+  // The stalls among the slices that thread `owner` (-1: the socket thread) owns; returns the requests finished by
+  // reads given up.
+  std::vector<RequestPtr> check_stalls(int owner, const std::vector<char>& dead) {
+    std::vector<RequestPtr> finished;
+    if (!store.installed()) return finished;
+    const auto now = std::chrono::steady_clock::now();
+    for (uint32_t id = 0; id < store.size(); ++id) {
+      Slice* s = store.slice(id);
+      if (!s || store.owner(id) != owner || s->waiting.empty()) continue;
+      for (RequestPtr& r : stalls.check(*s, now, dead)) finished.push_back(std::move(r));
+    }
+    return finished;
   }
 
   bool recv(std::vector<zmq::message_t>& frames) {
@@ -463,7 +501,7 @@ struct KvServer::Impl {
           if (ready(s, m.step + 1, dead)) {
             answer(s, *req, k);
           } else {
-            s.waiting.push_back({req, k, m.step + 1});
+            s.waiting.push_back({req, k, m.step + 1, std::chrono::steady_clock::now()});
             wait = true;
           }
         }
@@ -482,7 +520,7 @@ struct KvServer::Impl {
         if (ready(s, m.step, dead)) {
           answer(s, *req, k);
         } else {
-          s.waiting.push_back({req, k, m.step});
+          s.waiting.push_back({req, k, m.step, std::chrono::steady_clock::now()});
           wait = true;
         }
         break;
@@ -510,14 +548,23 @@ struct KvServer::Impl {
     TaskQueue& q = *queues[index];
     std::vector<char> dead(opt.num_workers, 0);
     std::vector<float> scratch;
+    StallTick tick;
     for (;;) {
       Task t;
       {
         std::unique_lock<std::mutex> lock(q.mu);
-        q.cv.wait(lock, [&] { return !q.tasks.empty(); });
-        t = std::move(q.tasks.front());
-        q.tasks.pop_front();
+        q.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !q.tasks.empty(); });
+        if (q.tasks.empty())
+          t.kind = Task::kTick;
+        else {
+          t = std::move(q.tasks.front());
+          q.tasks.pop_front();
+        }
       }
+      if (tick.due()) {
+        for (RequestPtr& r : check_stalls(index, dead)) complete(r);
+      }
+      if (t.kind == Task::kTick) continue;
       if (t.kind == Task::kStop) return;
       try {
         if (t.kind == Task::kWorkerDead) {

@@ -9,6 +9,7 @@
 
 #include "common/transport/curve.h"
 #include "server/consistency/consistency_mode.h"
+#include "server/kv/stall_watch.h"
 #include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
 
@@ -35,6 +36,12 @@ struct KvServerOptions {
   int64_t batch_size = 64;                  // per worker (train.batch_size)
   int update_threads = 2;                   // cluster.server_threads
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
+  // A read waiting this long is reported (log and on_stall: which workers have not pushed); 0: never.
+  std::chrono::milliseconds stall_warn{5000};  // cluster.stall_warn_ms
+  // A read waiting this long is answered with a `stalled` error naming those workers; a little less than the
+  // workers' cluster.request_timeout_ms, so that their error names the missing worker, not this server.
+  std::chrono::milliseconds stall_give_up{54000};
+  std::function<void(const StallReport&)> on_stall;  // called on any of the server's threads; keep it short
   // Checkpoints (sync mode only): every slice's state is copied when it reaches a version that is a
   // multiple of checkpoint_every_steps; once all of this server's slices are copied, a writer thread
   // writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the newest checkpoint_keep files.
@@ -55,6 +62,10 @@ struct KvServerOptions {
   // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).
   static KvServerOptions from_config(const Config& cfg);
 };
+
+// How long a server lets a read wait before it gives up (KvServerOptions::stall_give_up) when the workers' requests
+// time out after `request_timeout`.
+std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeout);
 
 struct KvServerStats {
   uint64_t requests = 0;         // messages received

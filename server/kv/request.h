@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -45,7 +46,8 @@ using RequestPtr = std::shared_ptr<Request>;
 struct Waiter {
   RequestPtr req;
   size_t key;
-  int64_t step;  // the reader's step/clock
+  int64_t step;                                 // the reader's step/clock
+  std::chrono::steady_clock::time_point since;  // when it started waiting (stall reports, StallWatch)
 };
 
 }  // namespace pshard

@@ -47,6 +47,25 @@ TEST(ProgressState, LineHasEpochStepLossRateAndEta) {
   EXPECT_DOUBLE_EQ(p.summary().at("test_acc").as_number(), 0.9);
 }
 
+TEST(ProgressState, AStallNamesTheMissingWorkerUntilTheJobMovesOn) {
+  pshard::ProgressState p;
+  p.add(Json::parse(R"({"event":"stall","server":0,"step":0,"waited_s":5.04,"missing":[0],"initial_weights":true,)"
+                    R"("last_heard_s":[0.25]})",
+                    "t"));
+  EXPECT_EQ(*p.line(), "waiting 5.0 s for worker 0 (last heard 0.2 s ago)'s initial weights");
+  p.add(Json::parse(R"({"event":"start","epochs":2,"steps_per_epoch":100,"global_batch":128})", "t"));
+  p.add(Json::parse(R"({"event":"step","epoch":1,"step":49,"loss":0.5,"wall_s":10})", "t"));
+  EXPECT_EQ(*p.line(), "epoch 1/2  step 50/200  loss 0.5000  640 samples/s  ETA 0:30");
+  p.add(Json::parse(R"({"event":"stall","server":1,"step":51,"waited_s":10.0,"missing":[1,3],)"
+                    R"("initial_weights":false,"last_heard_s":[4.2,null]})",
+                    "t"));
+  EXPECT_EQ(*p.line(),
+            "epoch 1/2  step 50/200  loss 0.5000  640 samples/s  ETA 0:30  waiting 10.0 s for workers 1 (last heard "
+            "4.2 s ago), 3");
+  p.add(Json::parse(R"({"event":"step","epoch":1,"step":59,"loss":0.5,"wall_s":12})", "t"));
+  EXPECT_EQ(p.line()->find("waiting"), std::string::npos) << *p.line();
+}
+
 std::string drain(int fd) {
   std::string out;
   char buf[256];

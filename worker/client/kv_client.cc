@@ -56,6 +56,8 @@ struct Part {
   std::vector<zmq::message_t> frames;
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
+  Clock::time_point sent_at;
+  int64_t stall_warnings = 0;  // how many times it was logged as waiting
 };
 
 // On ZeroMQ's I/O thread once the frame is sent (see submit() for the TSan annotation).
@@ -325,12 +327,33 @@ struct KvClient::Impl {
         continue;
       }
       p.frames.clear();
+      p.sent_at = Clock::now();
       const uint64_t id = p.request_id;
       inflight.emplace(id, std::move(p));
     }
   }
 
+  // One line per server and period for the requests waiting longer than stall_warn: the oldest named.
+  void warn_stalled(Clock::time_point now) {
+    std::map<uint32_t, std::pair<const Part*, int>> by_server;  // server -> (oldest due part, how many are due)
+    for (auto& [id, p] : inflight) {
+      if (now - p.sent_at < opt.stall_warn * (p.stall_warnings + 1)) continue;
+      ++p.stall_warnings;
+      auto& [oldest, n] = by_server[p.server];
+      if (!oldest || p.sent_at < oldest->sent_at) oldest = &p;
+      ++n;
+    }
+    for (const auto& [server, due] : by_server) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - due.first->sent_at);
+      PSHARD_LOG(kWarn) << due.first->what
+                        << (due.second > 1 ? " and " + std::to_string(due.second - 1) + " more request(s)" : "")
+                        << " waited " << waited.count() << " ms for " << server_name(server)
+                        << " (see that server's log for whom it waits)";
+    }
+  }
+
   void expire(Clock::time_point now) {
+    if (opt.stall_warn.count() > 0) warn_stalled(now);
     for (auto it = inflight.begin(); it != inflight.end();) {
       if (it->second.deadline <= now) {
         const Part& p = it->second;

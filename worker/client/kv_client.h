@@ -20,6 +20,8 @@ struct KvClientOptions {
   std::string job_token;
   transport::CurveKeys curve;                        // empty: plaintext; else CurveZMQ with the job's keys
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
+  std::chrono::milliseconds stall_warn{5000};        // cluster.stall_warn_ms: a request unanswered this long is
+                                                     // logged (naming the server and slices), again each period
   int64_t run_total_steps = 0;  // sent with init: lets servers compute run-length schedules (cosine)
 };
 

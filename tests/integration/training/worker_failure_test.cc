@@ -116,4 +116,48 @@ TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// A worker that stops pushing while its process lives on (here: SIGSTOPped, with a heartbeat timeout longer than the
+// request timeout, so nobody declares it dead): the server and the coordinator name it within cluster.stall_warn_ms,
+// and the job fails naming it, not blaming the healthy server the others wait at.
+TEST(WorkerFailure, AWorkerThatStopsPushingIsNamedByTheServerTheCoordinatorAndTheFailure) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
+  const std::string dir = fresh_dir("stall");
+  BackgroundJob job(pshard_bin() + " launch --servers 1 --workers 2 --timeout 120 --grace-ms 1000 --config " +
+                        source_dir() +
+                        "/configs/fmnist_mlp_sync.toml --set data.train_size=12800 --set data.test_size=2000"
+                        " --set train.epochs=30 --set cluster.heartbeat_timeout_ms=60000"
+                        " --set cluster.request_timeout_ms=8000 --set cluster.stall_warn_ms=1000 --run-dir " +
+                        dir + "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim = worker_pid_after_first_epoch(dir + "/run", 1, std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  // The stall is named after 1 s; worker 0's read is given up after 7.2 s (8 s less a tenth), well before the
+  // 60 s heartbeat timeout.
+  std::optional<int> rc = job.wait(std::chrono::seconds(30));
+  const double took = std::chrono::duration<double>(Clock::now() - stopped).count();
+  ::kill(static_cast<pid_t>(victim), SIGKILL);
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung on a worker that stopped pushing\n" << log;
+  EXPECT_NE(*rc, 0) << log;
+  std::printf("job ended %.1f s after the stop\n", took);
+  EXPECT_LT(took, 25.0);
+  // The server's log line, then the coordinator's with when it last heard from the worker.
+  EXPECT_NE(log.find("has waited 1.0 s for worker 1 to push"), std::string::npos) << log;
+  EXPECT_NE(log.find("has waited 1.0 s at step"), std::string::npos) << log;
+  EXPECT_NE(log.find("for worker 1 (last heard"), std::string::npos) << log;
+  // The stall is in the run's record, and the failure names the missing worker.
+  const std::string metrics = read_file(dir + "/run/metrics.jsonl");
+  EXPECT_NE(metrics.find("\"event\":\"stall\""), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"missing\":[1]"), std::string::npos) << metrics;
+  const size_t failed = log.find("job failed:");
+  ASSERT_NE(failed, std::string::npos) << log;
+  const std::string headline = log.substr(failed, log.find('\n', failed) - failed);
+  EXPECT_NE(headline.find("the push of worker 1"), std::string::npos) << headline << "\n" << log;
+  EXPECT_EQ(log.find("did not answer"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 }  // namespace

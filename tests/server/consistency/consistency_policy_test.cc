@@ -66,6 +66,21 @@ TEST(BspPolicy, AppliesTheMeanOnceEveryWorkerHasPushedTheStep) {
   EXPECT_FALSE(f.policy->ready(2, f.dead));
 }
 
+TEST(BspPolicy, NamesTheLiveWorkersThatHaveNotPushedTheOpenStep) {
+  Fixture f(Consistency::kBsp, 4);
+  EXPECT_TRUE(f.policy->missing(0, f.dead).empty());  // step 0's weights are there
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(f.push(2, 0, {1, 1}).ok());
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{1, 3}));
+  f.dead[3] = 1;  // a dead worker is not waited for
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{1}));
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());
+  f.policy->on_worker_dead(3, f.dead, f.scratch);
+  EXPECT_EQ(f.slice.version(), 1);
+  EXPECT_TRUE(f.policy->missing(1, f.dead).empty());
+}
+
 TEST(BspPolicy, SumsInRankOrderWhateverTheArrivalOrder) {
   // 1e8 + 1 - 1e8 is 0 in float when summed in rank order (0, 1, 2) and 1 in the order (0, 2, 1).
   const std::vector<std::vector<float>> g = {{1e8f, 0}, {1, 0}, {-1e8f, 0}};
@@ -149,6 +164,19 @@ TEST(AspPolicy, AppliesEachPushOnArrivalAtItsStepsLearningRate) {
   EXPECT_EQ(f.policy->on_join(0, 0), "joining needs sync mode");
   f.dead[0] = 1;
   EXPECT_EQ(f.push(0, 1, {1, 1}).code, protocol::ErrorCode::WORKER_DEAD);
+}
+
+TEST(SspPolicy, NamesTheWorkersMoreThanStalenessClocksBehind) {
+  Fixture f(Consistency::kSsp, 3, /*staleness=*/1);
+  EXPECT_TRUE(f.policy->missing(1, f.dead).empty());
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  ASSERT_TRUE(f.push(0, 1, {1, 1}).ok());
+  ASSERT_TRUE(f.push(2, 0, {1, 1}).ok());
+  EXPECT_FALSE(f.policy->ready(2, f.dead));
+  EXPECT_EQ(f.policy->missing(2, f.dead), (std::vector<uint32_t>{1}));  // clocks 2, 0, 1: only worker 1 < 2 - 1
+  EXPECT_EQ(f.policy->missing(3, f.dead), (std::vector<uint32_t>{1, 2}));
+  f.dead[1] = 1;
+  EXPECT_TRUE(f.policy->missing(2, f.dead).empty());
 }
 
 TEST(SspPolicy, AReaderMayRunAtMostStalenessClocksAheadOfTheSlowestWorker) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
@@ -282,6 +283,94 @@ TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
     EXPECT_NE(what.find("timeout"), std::string::npos) << what;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+// A worker that is alive but never pushes: the server reports who it waits for while the step waits, then answers
+// the waiting worker with a `stalled` error naming the missing worker, before that worker's own timeout would blame
+// the (healthy) server.
+TEST(KvConsistency, AStalledStepNamesTheWorkerThatDidNotPush) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 0.1f, 64);
+  o.update_threads = 1;
+  o.inline_slice_bytes = 64;  // fc1.weight's slices on the socket thread, fc1.bias's on the update thread
+  o.stall_warn = std::chrono::milliseconds(150);
+  o.stall_give_up = std::chrono::milliseconds(900);
+  std::mutex mu;
+  std::vector<StallReport> reports;
+  o.on_stall = [&](const StallReport& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back(r);
+  };
+  Job job(1, 3, o);
+  const std::vector<TensorSpec> tensors = {{"fc1.weight", 16}, {"fc1.bias", 40}};
+  KvClientOptions c0 = job.client(0, tensors), c2 = job.client(2, tensors);
+  c0.request_timeout = c2.request_timeout = std::chrono::milliseconds(5000);
+  KvClient w0(c0), w2(c2);
+  std::vector<float> a(16, 0.5f), b(40, 0.25f), g(40, 1.0f);
+  w0.wait(w0.init("fc1.weight", a.data(), a.size()));
+  w0.wait(w0.init("fc1.bias", b.data(), b.size()));
+  // Workers 0 and 2 push step 0 of both tensors; worker 1 never does.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> a2(a), b2(b);
+  const std::vector<std::pair<KvClient*, KvClient::Handle>> handles = {
+      {&w0, w0.zpush_pull("fc1.weight", g.data(), a.data(), a.size(), 0)},
+      {&w0, w0.zpush_pull("fc1.bias", g.data(), b.data(), b.size(), 0)},
+      {&w2, w2.zpush_pull("fc1.weight", g.data(), a2.data(), a2.size(), 0)},
+      {&w2, w2.zpush_pull("fc1.bias", g.data(), b2.data(), b2.size(), 0)}};
+  for (const auto& [kv, h] : handles) {
+    try {
+      kv->wait(h);
+      FAIL() << "a step without worker 1's push was answered";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("stalled"), std::string::npos) << what;
+      EXPECT_NE(what.find("for the push of worker 1, which did not come"), std::string::npos) << what;
+      EXPECT_EQ(what.find("did not answer"), std::string::npos) << what;
+    }
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(850));
+  EXPECT_LT(waited, std::chrono::milliseconds(4000));  // well before the workers' 5 s timeout
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports[0].step, 1);  // the readers wait for step 1's weights
+  EXPECT_EQ(reports[0].missing, std::vector<uint32_t>({1}));
+  EXPECT_FALSE(reports[0].initial_weights);
+  EXPECT_GE(reports[0].waited_s, 0.15);
+  // Reported again each further period, never twice for the same period.
+  EXPECT_GE(reports.size(), 3u);
+  EXPECT_LE(reports.size(), 7u);
+}
+
+// Worker 0 initialised one tensor (the layout is known) but never the other: a pull of the other waits for "worker
+// 0's initial weights" and says so.
+TEST(KvConsistency, APullOfATensorNeverInitialisedNamesWorkerZero) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 0.1f, 64);
+  o.stall_warn = std::chrono::milliseconds(100);
+  o.stall_give_up = std::chrono::milliseconds(400);
+  std::mutex mu;
+  std::vector<StallReport> reports;
+  o.on_stall = [&](const StallReport& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back(r);
+  };
+  Job job(1, 2, o);
+  const std::vector<TensorSpec> tensors = {{"a", 8}, {"b", 8}};
+  KvClient w0(job.client(0, tensors)), w1(job.client(1, tensors));
+  std::vector<float> w(8, 1.0f), out(8);
+  w0.wait(w0.init("a", w.data(), w.size()));
+  try {
+    w1.wait(w1.zpull("b", out.data(), out.size(), 0));
+    FAIL() << "a pull of weights nobody sent was answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stalled: server 0: b[slice 0]: the read for step 0 waited"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("for worker 0's initial weights"), std::string::npos) << e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(reports.empty());
+  EXPECT_TRUE(reports[0].initial_weights);
+  EXPECT_EQ(reports[0].missing, std::vector<uint32_t>({0}));
 }
 
 TEST(KvConsistency, WrongSizesAndUnknownTensorsAreCallerErrors) {
