@@ -74,6 +74,9 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     start_step = std::min(kv.servers_step() + kJoinMargin, total_steps);
     opts.start_step = start_step;
     PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
+    // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
+    cluster.report(
+        Json::object().set("event", "rejoin").set("rank", static_cast<int64_t>(rank)).set("step", start_step));
   }
   if (start_step > total_steps) {
     throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +

@@ -25,6 +25,10 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
+  } else if (kind == "rejoin") {
+    join_step_[from.info.rank] = event.at("step").as_int();
+    if (MetricsWriter* w = writer()) w->write(event);
+    flush_epochs();  // epochs that ended before it rejoined no longer wait for it
   } else if (kind == "stall") {
     on_stall(from, event);
   } else if (kind == "model_saved") {
@@ -70,13 +74,22 @@ void JobMetrics::on_stall(const Peer& from, Json& event) {
 }
 
 void JobMetrics::flush_epochs() {
-  size_t expected_reports = 0;
-  for (const auto& [id, q] : peers_) {
-    if (q.info.role == NodeRole::kWorker && (q.state == Peer::State::kLive || q.state == Peer::State::kLeft)) {
-      ++expected_reports;
+  // The workers in the job during epoch e: live or left, and, for a worker that rejoined, only the epochs that
+  // end after its join step (it trains and reports from there on; the epochs before are its predecessor's).
+  const int64_t steps_per_epoch = start_event_.has("steps_per_epoch") ? start_event_.at("steps_per_epoch").as_int() : 0;
+  auto expected_reports = [&](int64_t epoch) {
+    size_t n = 0;
+    for (const auto& [id, q] : peers_) {
+      if (q.info.role != NodeRole::kWorker || (q.state != Peer::State::kLive && q.state != Peer::State::kLeft))
+        continue;
+      auto joined = join_step_.find(q.info.rank);
+      if (joined != join_step_.end() && steps_per_epoch > 0 && joined->second >= epoch * steps_per_epoch) continue;
+      ++n;
     }
-  }
-  while (!epoch_reports_.empty() && epoch_reports_.begin()->second.size() >= expected_reports) {
+    return n;
+  };
+  while (!epoch_reports_.empty() &&
+         epoch_reports_.begin()->second.size() >= expected_reports(epoch_reports_.begin()->first)) {
     std::vector<WorkerEpochReport> reports;
     for (const auto& [rank, r] : epoch_reports_.begin()->second) reports.push_back(r);
     last_epoch_written_ = epoch_reports_.begin()->first;

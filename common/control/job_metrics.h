@@ -54,6 +54,7 @@ class JobMetrics {
   int64_t epochs_written_ = 0;
   std::string model_path_;  // where a worker saved the trained model ("" = none yet)
   int64_t last_epoch_written_ = 0;
+  std::map<uint32_t, int64_t> join_step_;  // worker rank -> the step it rejoined at (a restarted worker)
   Clock::time_point running_since_;
   bool write_failed_ = false;  // the summary or cluster.json could not be written
 };

@@ -74,7 +74,10 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
 
   sync_.start(model_);
   int64_t step = options_.start_step;
-  const int64_t first_epoch = step / steps_per_epoch_ + 1;
+  // A run resumed at its very end (a server restarted after the last step) still evaluates and reports its last
+  // epoch, with no samples trained, so that the resumed part of the run's records ends in an epoch and a summary.
+  const bool at_end = step > 0 && step == options_.epochs * steps_per_epoch_;
+  const int64_t first_epoch = at_end ? options_.epochs : step / steps_per_epoch_ + 1;
   data::Batch batch;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     WorkerEpochReport report;
@@ -84,8 +87,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     const SyncStats comm_before = sync_.stats();
     const auto epoch_start = Clock::now();
     loader.start_epoch(epoch - 1);
-    const int64_t skip = epoch == first_epoch ? options_.start_step % steps_per_epoch_ : 0;
-    for (int64_t i = 0; i < skip; ++i) {  // resume: batches the run before the checkpoint consumed
+    const int64_t skip = epoch == first_epoch ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
+    for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
       if (!loader.next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
     for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {

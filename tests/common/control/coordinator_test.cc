@@ -486,6 +486,54 @@ TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
   std::filesystem::remove_all(dir);
 }
 
+// A worker that rejoined at step 12 (a restarted process) reports epochs from the one it rejoined in: the epochs that
+// ended before are written without it, not held forever waiting for its report.
+TEST(Coordinator, ARejoinedWorkerIsNotWaitedForInEpochsBeforeItsJoinStep) {
+  char tmpl[] = "/tmp/pshard_coord_rejoin_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto opt = coord_options(1, 2);
+  opt.run_dir = dir;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  nodes[1]->report(Json::object().set("event", "start").set("epochs", 3).set("steps_per_epoch", 10));
+  nodes[2]->report(Json::object().set("event", "rejoin").set("rank", 1).set("step", 12));
+  auto report = [&](uint32_t w, int64_t epoch) {
+    WorkerEpochReport r;
+    r.rank = w;
+    r.epoch = epoch;
+    r.step = epoch * 10;
+    r.samples = 100;
+    r.loss_sum = 50.0;
+    r.epoch_s = 1.0;
+    Json j = r.to_json();
+    j.set("event", "worker_epoch");
+    nodes[1 + w]->report(j);
+  };
+  report(0, 1);
+  report(0, 2);
+  report(1, 2);
+  report(0, 3);
+  report(1, 3);
+  end_job(nodes, 1);
+  auto res = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(res.has_value());
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<int64_t> epochs;
+  std::vector<int64_t> samples;
+  for (std::string line; std::getline(in, line);) {
+    Json e = Json::parse(line, "metrics.jsonl");
+    if (e.at("event").as_string() != "epoch") continue;
+    epochs.push_back(e.at("epoch").as_int());
+    samples.push_back(e.at("samples").as_int());
+  }
+  EXPECT_EQ(epochs, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(samples, (std::vector<int64_t>{100, 200, 200}));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Coordinator, WritesTheClusterMapToClusterJsonInOnePiece) {
   char tmpl[] = "/tmp/pshard_coord_map_XXXXXX";
   std::string dir = ::mkdtemp(tmpl);

@@ -86,6 +86,28 @@ TEST(LocalTrainer, SameSeedSameWeights) {
   EXPECT_EQ(a.params, b.params);
 }
 
+// Resumed exactly at the end of the run (a restart after the last step): nothing is trained, but the last epoch is
+// still evaluated and reported, so the resumed records end in an epoch line.
+TEST(LocalTrainer, AResumeAtTheLastStepEvaluatesAndReportsTheLastEpoch) {
+  Config cfg = Config::from_string(kLinreg, "linreg.toml");
+  TrainedRun full = train(cfg);
+  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
+  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, 0, 1);
+  const int64_t steps = trainer::steps_per_epoch_for(setup.data.train.size(), 1, opts.batch_size) * opts.epochs;
+  opts.start_step = steps;
+  trainer::LocalSync sync(cfg, opts.batch_size, steps);
+  trainer::Trainer t(opts, *setup.model, setup.data, sync);
+  std::vector<WorkerEpochReport> reports;
+  t.run({}, [&](const WorkerEpochReport& r) { reports.push_back(r); });
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].epoch, 10);
+  EXPECT_EQ(reports[0].step, steps);
+  EXPECT_EQ(reports[0].samples, 0);
+  EXPECT_TRUE(reports[0].evaluated);
+  EXPECT_GT(reports[0].test_n, 0);
+  EXPECT_EQ(full.epochs.back().step, steps);
+}
+
 TEST(LocalTrainer, TooLittleDataIsAClearError) {
   Config cfg = Config::from_string(kLinreg, "linreg.toml", {"data.train_size=10", "train.batch_size=32"});
   try {
