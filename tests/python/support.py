@@ -9,6 +9,7 @@ PSHARD_BIN = os.environ.get("PSHARD_BIN", "")
 SOURCE_DIR = os.environ.get("PSHARD_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(SOURCE_DIR, "python"))  # the package under test, for the tests' own process
 
 
 def env():
