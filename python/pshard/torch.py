@@ -115,6 +115,8 @@ class DistributedOptimizer:
         pin = self.cuda and torch.cuda.is_available()
         self.grads = [torch.zeros(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
         self.weights = [torch.empty(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
+        self.sent = [None] * len(self.params)  # the gradient tensor each push reads, alive until step() waited
+        self.request = [ctypes.c_uint64() for _ in self.params]
         self.step_count = 0
         self.epoch_steps = 0  # steps since the last report()
         self.epoch_started = time.perf_counter()
@@ -181,13 +183,18 @@ class DistributedOptimizer:
             event.record()
             self.copying.append((i, event))
         else:
-            self.grads[i].copy_(grad.detach())
-            self._push(i)
+            # CPU: the gradient is sent from where autograd put it (zero-copy); `sent` keeps it alive until step()
+            # has waited, even if zero_grad() drops p.grad meanwhile.
+            g = grad.detach()
+            if not g.is_contiguous():
+                g = self.grads[i].copy_(g)
+            self._push(i, g)
 
-    def _push(self, i):
-        r = ctypes.c_uint64()
-        check(lib().pshard_push_pull(client(), i, _ptr(self.grads[i]), _ptr(self.weights[i]), self.step_count,
-                                     ctypes.byref(r)), "backward: push of '%s'" % self.params[i][0])
+    def _push(self, i, grad=None):
+        self.sent[i] = self.grads[i] if grad is None else grad
+        r = self.request[i]
+        check(lib().pshard_push_pull(client(), i, self.sent[i].data_ptr(), self.weights[i].data_ptr(),
+                                     self.step_count, ctypes.byref(r)), "backward: push of '%s'" % self.params[i][0])
         self.pending[i] = r.value
 
     def _push_copied(self, block):
@@ -226,6 +233,7 @@ class DistributedOptimizer:
         for i, r in enumerate(self.pending):
             _wait(r, "step %d: weights of '%s'" % (self.step_count + 1, self.params[i][0]))
             self.pending[i] = None
+            self.sent[i] = None
         self._load_weights()
         self.step_count += 1
         self.epoch_steps += 1
