@@ -142,3 +142,4 @@ if __name__ == "__main__":
         worker(sys.argv[2], sys.argv[3])
     else:
         main()
+        support.passed()

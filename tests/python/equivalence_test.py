@@ -91,3 +91,4 @@ if __name__ == "__main__":
         worker(sys.argv[2])
     else:
         main()
+        support.passed()

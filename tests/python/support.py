@@ -1,5 +1,6 @@
 """Helpers of the Python tests: run `pshard launch ... -- python3 SCRIPT` jobs with a time limit, in fresh folders."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +23,21 @@ def env():
     return e
 
 
+_dirs = []
+
+
 def fresh_dir(name):
-    return tempfile.mkdtemp(prefix="pshard-pytest-%s-" % name)
+    """A new folder under /tmp; passed() removes it (a failed test's folders stay for inspection)."""
+    d = tempfile.mkdtemp(prefix="pshard-pytest-%s-" % name)
+    _dirs.append(d)
+    return d
+
+
+def passed():
+    """The test passed: removes the folders it made."""
+    for d in _dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    del _dirs[:]
 
 
 def run(argv, timeout, cwd=None):

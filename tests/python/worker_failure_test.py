@@ -79,3 +79,4 @@ if __name__ == "__main__":
     else:
         run("abort")
         run("continue")
+        support.passed()
