@@ -36,6 +36,9 @@ int run_launch(const std::vector<std::string>& args) {
   p.add_option("resume", "RUN_DIR",
                "continue the run in RUN_DIR from the newest step every server has a complete checkpoint of "
                "(RUN_DIR/checkpoints); servers restore it, workers continue at that step");
+  p.allow_command(
+      "run this program as every worker instead of `pshard worker` (e.g. python3 train.py with "
+      "pshard.torch): it gets no pshard arguments, only PSHARD_* variables (docs/PYTHON.md)");
   if (!p.parse(args)) return 0;
 
   LocalLaunchOptions o;
@@ -54,6 +57,7 @@ int run_launch(const std::vector<std::string>& args) {
   o.key_dir = p.get("key-dir");
   o.server_exe = p.get("server-exe");
   o.worker_exe = p.get("worker-exe");
+  o.worker_program = p.command();
   const int64_t grace_ms = p.get_int("grace-ms"), timeout_s = p.get_int("timeout");
   if (grace_ms < 0 || grace_ms > 3600 * 1000) {
     throw Error("--grace-ms must be in 0..3600000 (milliseconds), got " + p.get("grace-ms"));

@@ -36,6 +36,9 @@ int run_task_as(const std::vector<std::string>& args, const std::string& program
   p.add_option("grace-ms", "MS", "how long this task's processes get to exit after SIGTERM before SIGKILL", false,
                "5000");
   p.add_flag("dry-run", "print this task's role, rank and addresses as one JSON line and exit");
+  p.allow_command(
+      "every worker task runs this program instead of `pshard worker` (e.g. python3 train.py with pshard.torch), "
+      "with PSHARD_* variables (docs/PYTHON.md)");
   if (!p.parse(args)) return 0;
 
   scheduler::ScheduledTaskOptions o;
@@ -55,6 +58,7 @@ int run_task_as(const std::vector<std::string>& args, const std::string& program
   o.coordinator_host = p.get("coordinator-host");
   o.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
   o.dry_run = p.flag("dry-run");
+  o.worker_program = p.command();
   return scheduler::run_scheduled_task(o, process_getenv);
 }
 

@@ -1,6 +1,8 @@
 // Command lines and environments of a job's processes (see job_plan.h and docs/OPERATIONS.md).
 #include "launcher/job_plan.h"
 
+#include <algorithm>
+
 #include "common/util/binary_file.h"
 
 namespace pshard {
@@ -33,6 +35,19 @@ std::vector<std::string> JobPlan::node_env(int64_t rank) const {
   std::vector<std::string> env = {"PSHARD_JOB_TOKEN=" + job_token};
   if (!run_id.empty()) env.push_back("PSHARD_RUN_ID=" + run_id);
   if (rank >= 0) env.push_back("PSHARD_RANK=" + std::to_string(rank));
+  return env;
+}
+
+std::vector<std::string> JobPlan::user_env(int64_t rank, int64_t local_rank) const {
+  std::vector<std::string> env = node_env(rank);
+  std::string set;
+  for (const std::string& s : overrides) set += s + "\n";
+  for (const std::string& e : {"PSHARD_COORDINATOR=" + coordinator, "PSHARD_CONFIG=" + config_path, "PSHARD_SET=" + set,
+                               "PSHARD_RUN_DIR=" + run_dir, "PSHARD_NUM_WORKERS=" + std::to_string(num_workers),
+                               "PSHARD_LOCAL_RANK=" + std::to_string(local_rank)}) {
+    env.push_back(e);
+  }
+  if (!key_dir.empty()) env.push_back("PSHARD_KEY_DIR=" + key_dir);
   return env;
 }
 
@@ -75,10 +90,16 @@ ChildSpec JobPlan::server_process(int64_t rank, const std::string& bind) const {
   return c;
 }
 
-ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& extra) const {
+ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& extra, int64_t local_rank) const {
   ChildSpec c;
   c.name = process_name(NodeRole::kWorker, rank);
   c.role = NodeRole::kWorker;
+  if (!user_command.empty()) {
+    c.argv = user_command;
+    for (const std::string& a : extra) c.argv.push_back(a);
+    c.env = user_env(rank, local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0));
+    return c;
+  }
   const std::string exe = executable.empty() ? self_executable() : executable;
   c.argv = worker_command.empty() ? std::vector<std::string>{exe, "worker"} : worker_command;
   if (!coordinator.empty()) {

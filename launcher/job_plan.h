@@ -38,19 +38,27 @@ struct JobPlan {
   int64_t resume_step = -1;                 // >= 0: servers restore this checkpoint step, workers continue there
   std::vector<std::string> server_command;  // default {executable, "server"} (pshard launch --server-exe)
   std::vector<std::string> worker_command;  // default {executable, "worker"} (--worker-exe, bench drivers)
+  // `pshard launch ... -- CMD ARGS`: every worker runs this program as given (no pshard arguments added); it finds
+  // the job in user_env() (worker/capi/pshard_c.h, python/pshard). Empty: workers are pshard workers.
+  std::vector<std::string> user_command;
 
   // The coordinator, bound at `bind`; it ends the job (the others get the grace period).
   ChildSpec coordinator_process(const std::string& bind) const;
   // Server `rank` (-1: the coordinator assigns it), reachable at `bind`.
   ChildSpec server_process(int64_t rank, const std::string& bind) const;
-  // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end.
-  ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}) const;
+  // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end; `local_rank`: its index among
+  // the workers on its host (PSHARD_LOCAL_RANK of a user_command; -1: the rank, all on one host).
+  ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}, int64_t local_rank = -1) const;
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.
   std::vector<std::string> shared_args() const;
   // The environment every server and worker gets: PSHARD_JOB_TOKEN, PSHARD_RUN_ID (when set), PSHARD_RANK (when
   // rank >= 0).
   std::vector<std::string> node_env(int64_t rank) const;
+  // What a user_command worker gets on top of node_env(rank): PSHARD_COORDINATOR, PSHARD_CONFIG, PSHARD_SET (the
+  // --set overrides, one per line), PSHARD_RUN_DIR, PSHARD_KEY_DIR (when set), PSHARD_NUM_WORKERS and
+  // PSHARD_LOCAL_RANK (its rank among the workers on its host).
+  std::vector<std::string> user_env(int64_t rank, int64_t local_rank) const;
 };
 
 // The run directory's copy of the resolved config (RUN_DIR/config.toml), written atomically, so that

@@ -58,6 +58,22 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
+// `name` itself when it holds a '/', else the first executable PATH/name (the shell's rule); `name` when none is
+// found, so that execve's ENOENT names it.
+std::string find_in_path(const std::string& name, const std::string& path) {
+  if (name.find('/') != std::string::npos) return name;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    begin = end + 1;
+  }
+  return name;
+}
+
 }  // namespace
 
 bool ChildExit::failed() const {
@@ -193,6 +209,11 @@ struct LocalJob::Impl {
         env_strings.push_back(kv);
       }
     }
+    // A program named without a '/' (`pshard launch ... -- python3 train.py`) is looked up in the child's PATH here,
+    // before fork: execvpe may allocate, which a child of a threaded process must not.
+    auto path = env_index.find("PATH");
+    const std::string program =
+        find_in_path(c.spec.argv.at(0), path == env_index.end() ? "" : env_strings[path->second].substr(5));
     std::vector<char*> argv, envp;
     for (const std::string& a : c.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -221,7 +242,7 @@ struct LocalJob::Impl {
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out_pipe[1], 1);
       ::dup2(err_pipe[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
+      ::execve(program.c_str(), argv.data(), envp.data());
       int e = errno;
       ssize_t ignored = ::write(exec_pipe[1], &e, sizeof e);
       (void)ignored;

@@ -134,6 +134,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   plan.resume_step = resume_step;
   if (!o.server_exe.empty()) plan.server_command = {std::filesystem::absolute(o.server_exe).string()};
   if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
+  plan.user_command = o.worker_program;
   std::string security = "job token";
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
     plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
@@ -202,6 +203,22 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   return r;
 }
 
+// `-- CMD`: the user's program trains from step 0 and cannot be told where to continue, so the settings that
+// restart workers or resume a run mid-way are refused before anything starts.
+void check_worker_program(const LocalLaunchOptions& o, const Config& cfg) {
+  const std::string what = "pshard launch -- " + o.worker_program.front() + ": ";
+  if (!o.worker_exe.empty()) throw Error(what + "--worker-exe and a command after -- both name the workers' program");
+  if (!o.resume_dir.empty()) throw Error(what + "--resume is for pshard's own workers (a program cannot be resumed)");
+  if (cfg.get_bool("cluster.restart_workers")) {
+    throw Error(what + "cluster.restart_workers = true is for pshard's own workers (a program cannot rejoin)");
+  }
+  if (cfg.get_string("cluster.server_failure_policy") == "restart") {
+    throw Error(what +
+                "cluster.server_failure_policy = restart is for pshard's own workers (a program cannot be "
+                "restarted from a checkpoint)");
+  }
+}
+
 }  // namespace
 
 int run_local_launch(const LocalLaunchOptions& o) {
@@ -223,6 +240,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
+  if (!o.worker_program.empty()) check_worker_program(o, cfg);
   std::string run_dir;
   std::string run_id;
   int64_t resume_step = -1;  // -1: a fresh start

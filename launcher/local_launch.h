@@ -9,16 +9,17 @@
 namespace pshard {
 
 struct LocalLaunchOptions {
-  int64_t servers = 1;                 // 1..1024
-  int64_t workers = 1;                 // 1..1024
-  std::string config_path;             // "" with resume_dir: RUN_DIR/config.toml
-  std::vector<std::string> overrides;  // --set KEY=VALUE, passed to every process
-  std::string run_dir;                 // "" = runs/<run.name>
-  std::string resume_dir;              // continue this run from its newest complete checkpoint ("" = fresh)
-  bool start_over = false;             // --run-dir holds a run: move it to RUN_DIR.old-N instead of refusing
-  int port = 0;                        // the coordinator's port on 127.0.0.1; 0 = a free one
-  std::string key_dir;                 // security.curve: --key-dir ("" = security.key_dir, else RUN_DIR/keys)
-  std::string server_exe, worker_exe;  // run these instead of `pshard server` / `pshard worker`
+  int64_t servers = 1;                      // 1..1024
+  int64_t workers = 1;                      // 1..1024
+  std::string config_path;                  // "" with resume_dir: RUN_DIR/config.toml
+  std::vector<std::string> overrides;       // --set KEY=VALUE, passed to every process
+  std::string run_dir;                      // "" = runs/<run.name>
+  std::string resume_dir;                   // continue this run from its newest complete checkpoint ("" = fresh)
+  bool start_over = false;                  // --run-dir holds a run: move it to RUN_DIR.old-N instead of refusing
+  int port = 0;                             // the coordinator's port on 127.0.0.1; 0 = a free one
+  std::string key_dir;                      // security.curve: --key-dir ("" = security.key_dir, else RUN_DIR/keys)
+  std::string server_exe, worker_exe;       // run these instead of `pshard server` / `pshard worker`
+  std::vector<std::string> worker_program;  // `-- CMD ARGS`: each worker runs this with PSHARD_* variables (JobPlan)
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds timeout{0};  // 0: no limit
 };

@@ -1,16 +1,18 @@
-// Named barriers of a job: each is released once every live node has entered it (internal).
+// Named barriers of a job: each is released once every live node of its role has entered it (internal).
 #pragma once
 
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "common/control/peers.h"
 
 namespace pshard::coordinator_detail {
 
-// A barrier waits only for the nodes live now: a node that dies or leaves no longer holds it up,
-// so the coordinator calls release_complete() after every such change.
+// A barrier belongs to the role of the nodes that enter it (workers wait for the workers, not for the servers) and
+// waits only for the nodes live now: a node that dies or leaves no longer holds it up, so the coordinator calls
+// release_complete() after every such change.
 class Barriers {
  public:
   Barriers(const Peers& peers, Outbox& outbox) : peers_(peers), outbox_(outbox) {}
@@ -23,7 +25,7 @@ class Barriers {
  private:
   const Peers& peers_;
   Outbox& outbox_;
-  std::map<std::string, std::set<std::string>> entered_;  // barrier name -> routing ids that entered
+  std::map<std::pair<NodeRole, std::string>, std::set<std::string>> entered_;  // (role, name) -> routing ids in it
 };
 
 }  // namespace pshard::coordinator_detail

@@ -67,7 +67,7 @@ class ClusterClient {
   const ClusterMap& map() const;
   uint32_t rank() const;  // this node's rank within its role
 
-  // Blocks until every live node of the job has entered barrier `name`.
+  // Blocks until every live node of this node's role (workers: every worker) has entered barrier `name`.
   // Throws pshard::Error on timeout or when the job is aborted meanwhile.
   void barrier(const std::string& name, std::chrono::milliseconds timeout);
 

@@ -29,6 +29,8 @@ void ArgParser::add_flag(const std::string& name, const std::string& help) {
   specs_[name] = Spec{"", help, "", false, true, false};
 }
 
+void ArgParser::allow_command(const std::string& help) { command_help_ = help; }
+
 void ArgParser::allow_positionals(const std::string& metavar, const std::string& help) {
   positional_metavar_ = metavar;
   positional_help_ = help;
@@ -37,7 +39,7 @@ void ArgParser::allow_positionals(const std::string& metavar, const std::string&
 std::string ArgParser::help() const {
   std::ostringstream out;
   out << "usage: " << program_ << " [options]" << (positional_metavar_.empty() ? "" : " " + positional_metavar_)
-      << "\n\n"
+      << (command_help_.empty() ? "" : " [-- CMD ARGS...]") << "\n\n"
       << summary_ << "\n\noptions:\n";
   for (const std::string& name : order_) {
     const Spec& s = specs_.at(name);
@@ -52,6 +54,7 @@ std::string ArgParser::help() const {
   }
   out << "  --help                       show this help\n";
   if (!positional_metavar_.empty()) out << "\n" << positional_metavar_ << ": " << positional_help_ << "\n";
+  if (!command_help_.empty()) out << "\n-- CMD ARGS...: " << command_help_ << "\n";
   return out.str();
 }
 
@@ -61,6 +64,11 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     if (a == "--help" || a == "-h") {
       std::fputs(help().c_str(), stdout);
       return false;
+    }
+    if (a == "--" && !command_help_.empty()) {
+      command_.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      if (command_.empty()) throw Error(program_ + ": '--' must be followed by a command to run");
+      break;
     }
     if (a.rfind("--", 0) != 0 || a.size() == 2) {
       if (positional_metavar_.empty()) throw Error(program_ + ": unexpected argument '" + a + "'");

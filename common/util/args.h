@@ -27,6 +27,9 @@ class ArgParser {
   void add_flag(const std::string& name, const std::string& help);
   // Positional arguments after the options (e.g. RUN_DIR...).
   void allow_positionals(const std::string& metavar, const std::string& help);
+  // A program to run after "--" (`pshard launch ... -- python3 train.py ARGS`): everything after the first "--"
+  // is command(), not parsed.
+  void allow_command(const std::string& help);
 
   // Returns false when --help was given (and printed to stdout).
   bool parse(const std::vector<std::string>& args);
@@ -38,6 +41,7 @@ class ArgParser {
   bool flag(const std::string& name) const;
   const std::vector<std::string>& get_all(const std::string& name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
+  const std::vector<std::string>& command() const { return command_; }
   std::string help() const;
 
  private:
@@ -45,11 +49,12 @@ class ArgParser {
     std::string metavar, help, default_value;
     bool required = false, is_flag = false, multi = false;
   };
-  std::string program_, summary_, positional_metavar_, positional_help_;
+  std::string program_, summary_, positional_metavar_, positional_help_, command_help_;
   std::vector<std::string> order_;
   std::map<std::string, Spec> specs_;
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positionals_;
+  std::vector<std::string> command_;
 };
 
 // Splits "1,2,4" into {1, 2, 4}; an Error names `what` on a bad item.

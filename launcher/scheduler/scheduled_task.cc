@@ -147,6 +147,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   job_plan.run_dir = run_dir;
   job_plan.num_servers = plan.num_servers;
   job_plan.num_workers = plan.num_workers;
+  job_plan.user_command = o.worker_program;
   const char* env_token = getenv("PSHARD_JOB_TOKEN");
   const std::string given_token = env_token != nullptr ? env_token : "";
   std::string rendezvous_file;
@@ -180,7 +181,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   LocalJob job(opt);
   if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
   ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + address + ":0")
-                                               : job_plan.worker_process(plan.rank);
+                                               : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
   if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
   job.add(c);
 

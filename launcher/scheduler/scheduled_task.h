@@ -22,7 +22,8 @@ struct ScheduledTaskOptions {
   std::string key_dir;           // security.curve: --key-dir ("" = security.key_dir, else RUN_DIR/keys)
   std::string coordinator_host;  // "" = the first node (node list), else task 0's own address
   std::chrono::milliseconds grace{5000};
-  bool dry_run = false;  // print the task's plan as one JSON line instead of running it
+  std::vector<std::string> worker_program;  // `-- CMD ARGS`: a worker task runs this with PSHARD_* variables
+  bool dry_run = false;                     // print the task's plan as one JSON line instead of running it
 };
 
 // Runs this task's part of the job until it ends and returns the exit code (as `pshard launch`).

@@ -52,8 +52,10 @@ def run_pshard(cmd, run_dir, timeout):
     load = os.getloadavg()[0]
     cpu0 = children_cpu_s()
     try:
-        p = subprocess.run(cmd + ["--run-dir", run_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
+        # Before a `-- CMD ARGS` (Python workers): what follows it is the workers' command line.
+        at = cmd.index("--") if "--" in cmd else len(cmd)
+        p = subprocess.run(cmd[:at] + ["--run-dir", run_dir] + cmd[at:], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SystemExit("timed out after %d s: %s" % (timeout, " ".join(cmd)))
     if p.returncode != 0:

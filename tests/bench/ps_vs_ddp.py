@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""pshard sync (W workers + S servers) against PyTorch DDP (gloo, W processes), side by side (bench label).
+"""pshard sync (W workers + S servers) against PyTorch DDP (gloo, W processes), side by side (bench label);
+with --python also pshard's Python path: the same MLP in PyTorch through pshard.torch (issue 13).
 
 Both train the Fashion-MNIST MLP 784-256-128-10 with momentum SGD (0.9), cosine schedule, batch --batch per
 worker (global batch W x batch), --threads compute threads per process, --epochs epochs over the real training
@@ -8,9 +9,11 @@ set, evaluation off:
            config's linear scaling rule, applied on the servers)
   DDP:     tests/bench/ddp_reference.py --world W (gloo on 127.0.0.1, torch.set_num_threads, DistributedSampler,
            lr 0.05 x W so that both follow the same schedule)
-Each round runs both, alternating which goes first; samples/s = training samples of all workers / training
+  python:  pshard launch ... -- python3 tests/bench/torch_mlp_worker.py (the DDP reference's model and batches in
+           PyTorch, gradients and weights through pshard's servers with the same config)
+Each round runs every side, rotating which goes first; samples/s = training samples of all workers / training
 seconds (pshard: the run's metrics.jsonl summary; DDP: the slowest rank). ratio = pshard / DDP (issue 5 target:
->= 1.5). Every round is printed with the 1-minute load average before each run. Reports only: exits 0 whatever
+>= 1.5); py/ddp = python / DDP (issue 13 target: >= 1.3) and py/c++ = python / pshard (target: >= 0.85). Every round is printed with the 1-minute load average before each run. Reports only: exits 0 whatever
 the ratio, non-zero only when a run fails; skips the comparison with a message when PyTorch is missing.
 
   tests/bench/ps_vs_ddp.py --pshard build/bin/pshard --workers 2 --servers 1 --batch 64 --rounds 3
@@ -61,6 +64,8 @@ def main():
     ap.add_argument("--train-size", type=int, default=0, help="training samples to use (0: all 60000)")
     ap.add_argument("--rounds", type=int, default=3, help="side-by-side rounds; every round is reported")
     ap.add_argument("--timeout", type=int, default=900, help="seconds one run may take before it counts as failed")
+    ap.add_argument("--python", action="store_true",
+                    help="also run the Python path (pshard.torch workers, tests/bench/torch_mlp_worker.py)")
     ap.add_argument("--json", action="store_true", help="one JSON object per round instead of the table")
     args = ap.parse_args()
 
@@ -78,16 +83,25 @@ def main():
               "--set", "train.eval=false", "--set", "train.epochs=%d" % args.epochs,
               "--set", "train.threads=%d" % args.threads, "--set", "train.batch_size=%d" % args.batch,
               "--set", "lr_schedule.reference_batch=64", "--set", "data.train_size=%d" % args.train_size]
+    sides = ["ddp", "pshard"] + (["python"] if args.python else [])
+    if args.python:
+        # The package finds the library next to the executable's build folder.
+        lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.pshard))), "lib", "libpshard_c.so")
+        os.environ.setdefault("PSHARD_LIBRARY", lib)
+        os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    python_launch = launch + ["--", "/usr/bin/python3", os.path.join(HERE, "torch_mlp_worker.py")]
     work = tempfile.mkdtemp(prefix="ps_vs_ddp.")
     rows = []
     try:
         for r in range(args.rounds):
             got = {}
-            for side in (("ddp", "pshard") if r % 2 == 0 else ("pshard", "ddp")):
+            for side in sides[r % len(sides):] + sides[:r % len(sides)]:
                 if side == "ddp":
                     got[side] = run_ddp(args, lr)
-                else:
+                elif side == "pshard":
                     got[side] = run_pshard(launch, os.path.join(work, "round-%d" % r), args.timeout)
+                else:
+                    got[side] = run_pshard(python_launch, os.path.join(work, "python-%d" % r), args.timeout)
             p, d = got["pshard"], got["ddp"]
             row = {"round": r + 1, "workers": args.workers, "servers": args.servers, "batch": args.batch,
                    "global_batch": args.batch * args.workers, "threads": args.threads,
@@ -97,6 +111,13 @@ def main():
                    "pshard_comm_wait_s": p["comm_wait_s"], "pshard_train_loss": p["train_loss"],
                    "ddp_train_loss": d["train_loss"], "cpu_s_pshard": p["cpu_s"],
                    "cpu_s_ddp": d["cpu_s"], "load1_pshard": p["load1"], "load1_ddp": d["load1"]}
+            if args.python:
+                y = got["python"]
+                row.update({"python_samples_per_s": y["samples_per_s"],
+                            "ratio_python_ddp": y["samples_per_s"] / d["samples_per_s"],
+                            "ratio_python_cpp": y["samples_per_s"] / p["samples_per_s"],
+                            "python_train_loss": y["train_loss"], "python_comm_wait_s": y["comm_wait_s"],
+                            "cpu_s_python": y["cpu_s"], "load1_python": y["load1"]})
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)
@@ -118,6 +139,17 @@ def main():
                 x["round"], x["pshard_samples_per_s"], x["ddp_samples_per_s"], x["ratio"], x["pshard_compute_s"],
                 x["pshard_comm_wait_s"], x["pshard_train_loss"], x["ddp_train_loss"], x["cpu_s_pshard"],
                 x["cpu_s_ddp"], x["load1_pshard"], x["load1_ddp"]))
+        if args.python:
+            print("Python path (pshard.torch workers): samples/s, ratios to DDP and to pshard's C++ workers")
+            print("%5s %10s %7s %7s %9s %9s %7s %6s" % ("round", "python/s", "py/ddp", "py/c++", "commwait", "loss py",
+                                                       "cpu s", "load1"))
+            for x in rows:
+                print("%5d %10.0f %7.2f %7.2f %9.2f %9.4f %7.1f %6.1f" % (
+                    x["round"], x["python_samples_per_s"], x["ratio_python_ddp"], x["ratio_python_cpp"],
+                    x["python_comm_wait_s"], x["python_train_loss"], x["cpu_s_python"], x["load1_python"]))
+            for key, target in (("ratio_python_ddp", 1.3), ("ratio_python_cpp", 0.85)):
+                med = statistics.median(x[key] for x in rows)
+                print("median %s %.2f; target >= %.2f: %s" % (key, med, target, "met" if med >= target else "NOT met"))
         ratios = [x["ratio"] for x in rows]
         med = statistics.median(ratios)
         print("median ratio %.2f (runs %s); target >= 1.5: %s" % (

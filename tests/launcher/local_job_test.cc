@@ -149,6 +149,24 @@ TEST(LocalJob, AFailureIsDescribedWithTheChildsFirstErrorLine) {
                                           ") exited with status 1: the training set has 60000 samples");
 }
 
+// `pshard launch ... -- python3 train.py`: a program without a '/' is found in the child's PATH, as a shell would.
+TEST(LocalJob, AProgramWithoutASlashIsFoundInThePath) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob found(opt);
+  found.add({"worker 0", {"sh", "-c", "echo found; exit 3"}, {}});
+  LocalJob::Result r = found.run();
+  EXPECT_TRUE(r.children[0].started);
+  EXPECT_EQ(r.children[0].exit_code, 3);
+  EXPECT_NE(out.read().find("[worker 0] found"), std::string::npos) << out.read();
+  LocalJob missing(opt);
+  missing.add({"worker 1", {"pshard-no-such-program-anywhere"}, {"PATH=/usr/bin:/bin"}});
+  r = missing.run();
+  EXPECT_FALSE(r.children[0].started);
+  EXPECT_EQ(r.children[0].start_error, "cannot execute pshard-no-such-program-anywhere: No such file or directory");
+}
+
 TEST(LocalJob, AChildKilledByASignalIsReportedWithTheSignal) {
   TempFile out;
   LocalJob::Options opt;

@@ -1,0 +1,103 @@
+"""pshard from Python: a worker of a pshard job, over ctypes (libpshard_c.so); see docs/PYTHON.md.
+
+The framework-neutral part lives here (the job: init, rank, size, config, barrier, shutdown); pshard.torch adds
+DistributedOptimizer for PyTorch models.
+"""
+import atexit
+import ctypes
+import sys
+
+from ._lib import PshardError, check, lib
+
+__all__ = ["PshardError", "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
+           "client"]
+
+_client = None
+
+
+def init():
+    """Joins the job this process was started for by `pshard launch ... -- CMD` or `pshard task/slurm ... -- CMD`
+    (it reads the PSHARD_* variables they export; a clear PshardError otherwise). Blocks until every node of the
+    job registered. Calling it again does nothing."""
+    global _client
+    if _client is not None:
+        return
+    handle = ctypes.c_void_p()
+    check(lib().pshard_connect(ctypes.byref(handle)), "pshard.init")
+    _client = handle
+    atexit.register(_leave_at_exit)
+
+
+def is_initialized():
+    return _client is not None
+
+
+def client():
+    """The C API's client handle; a PshardError naming init() when there is none."""
+    if _client is None:
+        raise PshardError("pshard: call pshard.init() (ps.init()) first", "PSHARD_ERR_STATE")
+    return _client
+
+
+def shutdown(exit_status=0, reason=None):
+    """Leaves the job (exit_status 0: this worker finished; else `reason` is what the job's abort quotes)."""
+    global _client
+    if _client is None:
+        return
+    c, _client = _client, None
+    from . import _state
+    _state.forget()
+    check(lib().pshard_close(c, int(exit_status), reason.encode() if reason else None), "pshard.shutdown")
+
+
+def _leave_at_exit():
+    # A script that ends without shutdown(): leave as failed when an exception is ending it, so that the
+    # coordinator's abort quotes it instead of waiting for the heartbeat timeout.
+    if _client is None:
+        return
+    last = getattr(sys, "last_value", None)
+    if last is not None:
+        shutdown(1, "%s: %s" % (type(last).__name__, last))
+    else:
+        shutdown(0)
+
+
+def rank():
+    """This worker's rank, 0..size()-1."""
+    return check(lib().pshard_rank(client()), "pshard.rank")
+
+
+def size():
+    """The number of workers in the job."""
+    return check(lib().pshard_size(client()), "pshard.size")
+
+
+def local_rank():
+    """This worker's index among the workers on its host (pick a GPU with it)."""
+    return check(lib().pshard_local_rank(client()), "pshard.local_rank")
+
+
+def config(key):
+    """The job config's value of `key` ("train.epochs") as a Python value (int, float, bool, str or list)."""
+    buf = ctypes.create_string_buffer(256)
+    n = check(lib().pshard_config_get(client(), key.encode(), buf, len(buf)), "pshard.config")
+    if n >= len(buf):
+        buf = ctypes.create_string_buffer(n + 1)
+        check(lib().pshard_config_get(client(), key.encode(), buf, len(buf)), "pshard.config")
+    text = buf.value.decode()
+    if text in ("true", "false"):
+        return text == "true"
+    if text.startswith("["):
+        return [int(x) for x in text[1:-1].split(",") if x.strip()]
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return text
+
+
+def barrier(name="barrier", timeout_s=None):
+    """Blocks until every live worker entered barrier `name`."""
+    ms = -1 if timeout_s is None else int(timeout_s * 1000)
+    check(lib().pshard_barrier(client(), name.encode(), ms), "pshard.barrier")

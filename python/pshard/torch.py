@@ -1,0 +1,299 @@
+"""PyTorch models through pshard's servers: two lines in a training script (docs/PYTHON.md).
+
+    import pshard.torch as ps
+    ps.init()
+    opt = ps.DistributedOptimizer(model)          # rank 0's weights go to the servers; every rank starts from them
+    for x, y in loader:                           # loader over ps.shard(train_set)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()                           # each gradient is pushed as soon as autograd has it
+        opt.step()                                # waits for the new weights and copies them into the parameters
+    ps.report(epoch=epoch, train_loss=..., test_acc=...)
+    ps.shutdown()
+
+The optimizer (and learning-rate schedule) runs on the servers, from the job config's [optimizer] and
+[lr_schedule]; the script's own torch.optim is not used.
+"""
+import ctypes
+import time
+
+import torch
+
+from . import _state
+from ._lib import FLOAT32, PshardError, check, lib, EpochReport
+from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client  # noqa: F401
+
+__all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
+           "DistributedOptimizer", "shard", "ShardSampler", "report", "PshardError"]
+
+
+def _wait(request, what):
+    check(lib().pshard_wait(client(), request, -1), what)
+
+
+def _ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+class ShardSampler(torch.utils.data.Sampler):
+    """This rank's share of a dataset, like DistributedSampler: every rank gets len(dataset) // size() samples
+    (the rest are left out, so that every rank runs the same number of steps, which sync mode needs), reshuffled
+    each epoch with `seed` when shuffle=True (call set_epoch(e) at each epoch)."""
+
+    def __init__(self, dataset, shuffle=True, seed=0):
+        self.n = len(dataset)
+        self.rank, self.size = rank(), size()
+        self.per_rank = self.n // self.size
+        if self.per_rank == 0:
+            raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (self.n, self.size))
+        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.n, generator=g)
+        else:
+            order = torch.arange(self.n)
+        return iter(order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank].tolist())
+
+    def __len__(self):
+        return self.per_rank
+
+
+def shard(dataset):
+    """This rank's fixed share of `dataset` (a torch Dataset): the contiguous block rank() of size() equal
+    blocks. For a per-epoch reshuffle use ShardSampler."""
+    per = len(dataset) // size()
+    if per == 0:
+        raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (len(dataset), size()))
+    return torch.utils.data.Subset(dataset, range(rank() * per, (rank() + 1) * per))
+
+
+class DistributedOptimizer:
+    """Trains `model`'s parameters through the job's servers.
+
+    Every parameter that requires a gradient is a tensor on the servers, in named_parameters() order (the same
+    names, shapes and order on every rank: a rank whose model differs gets a PshardError). Rank 0's initial values
+    go to the servers and every rank starts from them. During backward() a hook per parameter pushes its gradient
+    as soon as autograd has accumulated it (register_post_accumulate_grad_hook where torch has it, the gradient
+    accumulator's hook on older torch); step() waits for the new weights and copies them into the parameters.
+    A parameter without a gradient in a step (an unused branch) pushes zeros, so a sync step never waits for it.
+
+    batch_size: samples per step on this worker (default: the config's train.batch_size), used for the metrics
+    and the linear scaling rule; steps_per_epoch: the run's length is train.epochs x steps_per_epoch, which a
+    cosine schedule needs (a clear error at start when it is needed and missing).
+    """
+
+    def __init__(self, model, steps_per_epoch=None, batch_size=None, name=None):
+        if not is_initialized():
+            raise PshardError("pshard: call ps.init() before DistributedOptimizer(model)")
+        if _state.optimizer is not None:
+            raise PshardError("pshard: one DistributedOptimizer per job (this process already made one)")
+        self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not self.params:
+            raise PshardError("pshard: the model has no trainable parameters (none requires a gradient)",
+                              "PSHARD_ERR_ARGUMENT")
+        for n, p in self.params:
+            if p.dtype != torch.float32:
+                raise PshardError("pshard: parameter '%s' is %s; the servers hold float32 parameters (model.float())"
+                                  % (n, p.dtype), "PSHARD_ERR_ARGUMENT")
+        self.batch_size = int(batch_size if batch_size is not None else config("train.batch_size"))
+        self.steps_per_epoch = int(steps_per_epoch or 0)
+        c = client()
+        for n, p in self.params:
+            shape = (ctypes.c_int64 * p.dim())(*p.shape)
+            check(lib().pshard_add_tensor(c, n.encode(), p.dim(), shape, FLOAT32), "DistributedOptimizer")
+        check(lib().pshard_start(c, (name or type(model).__name__).encode(), self.batch_size, self.steps_per_epoch),
+              "DistributedOptimizer")
+        self.cuda = any(p.is_cuda for _, p in self.params)
+        # Host buffers the servers read gradients from and write weights into (pinned for CUDA parameters, so that
+        # the copies run asynchronously on the GPU's copy engine).
+        pin = self.cuda and torch.cuda.is_available()
+        self.grads = [torch.zeros(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
+        self.weights = [torch.empty(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
+        self.sent = [None] * len(self.params)  # the gradient tensor each push reads, alive until step() waited
+        self.request = [ctypes.c_uint64() for _ in self.params]
+        self.step_count = 0
+        self.epoch_steps = 0  # steps since the last report()
+        self.epoch_started = time.perf_counter()
+        self.compute_s = 0.0
+        self.pending = [None] * len(self.params)  # request of this step's push_pull
+        self.copying = []  # CUDA: (index, event) of gradients on their way to the host
+        self._start_weights()
+        self._hooks = [self._hook(i) for i in range(len(self.params))]
+        self.step_started = time.perf_counter()
+        _state.optimizer = self
+
+    # ---- start ---------------------------------------------------------------------------------------------------
+    def _start_weights(self):
+        c = client()
+        if rank() == 0:
+            requests = []
+            for i, (_, p) in enumerate(self.params):
+                self.weights[i].copy_(p.detach())
+                r = ctypes.c_uint64()
+                check(lib().pshard_init_tensor(c, i, _ptr(self.weights[i]), ctypes.byref(r)), "DistributedOptimizer")
+                requests.append(r.value)
+            for r in requests:
+                _wait(r, "DistributedOptimizer: initial weights")
+        requests = []
+        for i in range(len(self.params)):
+            r = ctypes.c_uint64()
+            check(lib().pshard_pull(c, i, _ptr(self.weights[i]), 0, ctypes.byref(r)), "DistributedOptimizer")
+            requests.append(r.value)
+        try:
+            for r in requests:
+                _wait(r, "DistributedOptimizer: weights of step 0")
+        except PshardError as e:
+            if "fingerprint" in str(e):
+                raise PshardError(
+                    "pshard: the model on rank %d differs from rank 0's: the parameters (names, shapes, order) that "
+                    "require a gradient must be the same on every rank; this rank has %s (%s)"
+                    % (rank(), _describe(self.params), e), e.status) from None
+            raise
+        self._load_weights()
+
+    # ---- gradients -----------------------------------------------------------------------------------------------
+    def _hook(self, i):
+        p = self.params[i][1]
+        if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+            return p.register_post_accumulate_grad_hook(lambda param: self._grad_ready(i))
+        # torch 1.13: the AccumulateGrad node of the parameter runs after its gradient was accumulated.
+        accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+        handle = accumulator.register_hook(lambda *unused: self._grad_ready(i))
+        return (accumulator, handle)  # the node must stay alive for its hook to stay registered
+
+    def _grad_ready(self, i):
+        if self.pending[i] is not None or any(j == i for j, _ in self.copying):
+            raise PshardError("pshard: parameter '%s' got a second gradient before step(): pshard pushes one "
+                              "gradient per parameter per step (no accumulation over several backward())"
+                              % self.params[i][0])
+        grad = self.params[i][1].grad
+        if grad is None:
+            return
+        if grad.is_cuda:
+            # Gradients still on their way from the GPU are pushed once they are on the host; earlier ones first.
+            self._push_copied(block=False)
+            self.grads[i].copy_(grad.detach(), non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            self.copying.append((i, event))
+        else:
+            # CPU: the gradient is sent from where autograd put it (zero-copy); `sent` keeps it alive until step()
+            # has waited, even if zero_grad() drops p.grad meanwhile.
+            g = grad.detach()
+            if not g.is_contiguous():
+                g = self.grads[i].copy_(g)
+            self._push(i, g)
+
+    def _push(self, i, grad=None):
+        self.sent[i] = self.grads[i] if grad is None else grad
+        r = self.request[i]
+        check(lib().pshard_push_pull(client(), i, self.sent[i].data_ptr(), self.weights[i].data_ptr(),
+                                     self.step_count, ctypes.byref(r)), "backward: push of '%s'" % self.params[i][0])
+        self.pending[i] = r.value
+
+    def _push_copied(self, block):
+        while self.copying:
+            i, event = self.copying[0]
+            if not block and not event.query():
+                return
+            event.synchronize()
+            self.copying.pop(0)
+            self._push(i)
+
+    # ---- the step ------------------------------------------------------------------------------------------------
+    def zero_grad(self, set_to_none=True):
+        for _, p in self.params:
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.detach_()
+                p.grad.zero_()
+
+    def step(self):
+        """Waits for the weights of the next step and copies them into the parameters."""
+        self._push_copied(block=True)
+        if all(r is None for r in self.pending):
+            raise PshardError("pshard: step() without backward(): no parameter got a gradient since the last step "
+                              "(call loss.backward() first)")
+        # A parameter without a gradient this step (an unused branch) takes part with zeros.
+        for i, r in enumerate(self.pending):
+            if r is None:
+                self.grads[i].zero_()
+                self._push(i)
+        waited = time.perf_counter()
+        self.compute_s += waited - self.step_started
+        for i, r in enumerate(self.pending):
+            _wait(r, "step %d: weights of '%s'" % (self.step_count + 1, self.params[i][0]))
+            self.pending[i] = None
+            self.sent[i] = None
+        self._load_weights()
+        self.step_count += 1
+        self.epoch_steps += 1
+        self.step_started = time.perf_counter()
+
+    def _load_weights(self):
+        with torch.no_grad():
+            for (_, p), w in zip(self.params, self.weights):
+                p.copy_(w, non_blocking=p.is_cuda)
+        if self.cuda:
+            # The host buffers receive the next pulls: the uploads must have read them by then.
+            torch.cuda.current_stream().synchronize()
+
+
+def _describe(params, limit=4):
+    text = ", ".join("%s %s" % (n, list(p.shape)) for n, p in params[:limit])
+    return text + (", ... (%d in all)" % len(params) if len(params) > limit else "")
+
+
+def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None, samples=None, test_samples=None,
+           eval_s=0.0, loss=None):
+    """Reports this worker's figures of epoch `epoch` (0-based, as in `for epoch in range(epochs)`; metrics.jsonl
+    counts from 1). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
+    weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
+    equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
+    servers are measured by the library."""
+    opt = _state.optimizer
+    if opt is None:
+        raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
+    now = time.perf_counter()
+    n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)
+    r = EpochReport()
+    r.epoch = int(epoch) + 1
+    r.step = opt.step_count
+    r.samples = n
+    if train_loss is None:
+        train_loss = loss
+    r.loss_sum = float(train_loss) * n if train_loss is not None else 0.0
+    r.correct = int(round(float(train_acc) * n)) if train_acc is not None else -1
+    if test_acc is not None or test_loss is not None:
+        # Equal weights without test_samples: a large count keeps the accuracy's rounding below 1e-6.
+        tn = int(test_samples) if test_samples is not None else 1000000
+        r.test_samples = tn
+        r.test_loss_sum = float(test_loss) * tn if test_loss is not None else 0.0
+        r.test_correct = int(round(float(test_acc) * tn)) if test_acc is not None else 0
+    else:
+        r.test_samples = -1
+    r.epoch_s = now - opt.epoch_started - float(eval_s)
+    r.eval_s = float(eval_s)
+    r.compute_s = opt.compute_s
+    check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
+    opt.epoch_steps = 0
+    opt.compute_s = 0.0
+    opt.epoch_started = time.perf_counter()
+
+
+def report_step(loss):
+    """The loss of the step just taken; rank 0 writes a `step` line every train.log_every steps."""
+    opt = _state.optimizer
+    if opt is None:
+        raise PshardError("pshard: report_step() needs a DistributedOptimizer")
+    epoch = 1 + (opt.step_count - 1) // opt.steps_per_epoch if opt.steps_per_epoch else 1
+    check(lib().pshard_report_step(client(), epoch, max(opt.step_count - 1, 0), float(loss)), "pshard.report_step")

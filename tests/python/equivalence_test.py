@@ -1,0 +1,94 @@
+"""2 Python workers with batch 32 through 2 servers, sync, server-side SGD, end with the same weights after 20 steps
+as single-process PyTorch SGD with batch 64 (relative 1e-5): the Python path adds nothing to BSP's arithmetic."""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import support
+
+STEPS, BATCH, LR = 20, 32, 0.1
+CONFIG = """
+[optimizer]
+name = "sgd"
+lr = %g
+momentum = 0.0
+
+[train]
+batch_size = %d
+epochs = 1
+
+[cluster]
+mode = "sync"
+slice_bytes = 1024
+""" % (LR, BATCH)
+
+
+def model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * 6 * 6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 5))
+
+
+def data():
+    g = torch.Generator()
+    g.manual_seed(7)
+    x = torch.randn(STEPS * 2 * BATCH, 1, 8, 8, generator=g)
+    y = torch.randint(0, 5, (STEPS * 2 * BATCH,), generator=g)
+    return x, y
+
+
+def worker(out_dir):
+    import pshard.torch as ps
+    ps.init()
+    # Rank 1 starts from other weights: the servers' copy (rank 0's) must replace them.
+    net = model(seed=1 + ps.rank() * 100)
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
+    x, y = data()
+    for t in range(STEPS):
+        lo = t * 2 * BATCH + ps.rank() * BATCH
+        loss = F.cross_entropy(net(x[lo:lo + BATCH]), y[lo:lo + BATCH])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    ps.report(epoch=0, train_loss=float(loss))
+    torch.save(net.state_dict(), os.path.join(out_dir, "rank%d.pt" % ps.rank()))
+    ps.shutdown()
+
+
+def main():
+    out = support.fresh_dir("equivalence")
+    status, output, run_dir = support.launch(CONFIG, 2, 2, [os.path.abspath(__file__), "worker", out], 240,
+                                             "equivalence")
+    support.expect(status == 0, "the job failed (status %d)" % status, output)
+    ref = model(seed=1)
+    sgd = torch.optim.SGD(ref.parameters(), lr=LR)
+    x, y = data()
+    for t in range(STEPS):
+        lo = t * 2 * BATCH
+        loss = F.cross_entropy(ref(x[lo:lo + 2 * BATCH]), y[lo:lo + 2 * BATCH])
+        sgd.zero_grad()
+        loss.backward()
+        sgd.step()
+    for r in range(2):
+        got = torch.load(os.path.join(out, "rank%d.pt" % r))
+        for name, want in ref.state_dict().items():
+            err = float((got[name] - want).abs().max() / want.abs().max())
+            support.expect(err <= 1e-5, "rank %d %s: relative difference %.3g > 1e-5" % (r, name, err), output)
+            moved = float((want - model(seed=1).state_dict()[name]).abs().max())
+            support.expect(moved > 1e-3, "%s did not train (moved %.3g)" % (name, moved))
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        events = f.read()
+    support.expect('"event":"start"' in events and '"event":"epoch"' in events and '"event":"summary"' in events,
+                   "metrics.jsonl lacks the start, epoch or summary line:\n" + events)
+    print("equivalence: 2 workers x batch %d through 2 servers == 1 process x batch %d after %d SGD steps"
+          % (BATCH, 2 * BATCH, STEPS))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(sys.argv[2])
+    else:
+        main()
+        support.passed()

@@ -1,0 +1,82 @@
+"""A Python worker SIGKILLed mid-run: cluster.failure_policy = abort ends the job naming it; continue finishes the
+run with the survivor, whose summary lists it as the only worker that finished. Neither hangs."""
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import support
+
+STEPS = 60
+CONFIG = """
+[optimizer]
+name = "sgd"
+lr = 0.05
+momentum = 0.0
+
+[train]
+batch_size = 16
+epochs = 1
+
+[cluster]
+mode = "sync"
+heartbeat_interval_ms = 200
+heartbeat_timeout_ms = 1500
+failure_policy = "%s"
+"""
+
+
+def worker(out_dir):
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
+    x, y = torch.randn(16, 10), torch.randint(0, 3, (16,))
+    for t in range(STEPS):
+        if ps.rank() == 1 and t == 10:
+            os.kill(os.getpid(), signal.SIGKILL)
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        time.sleep(0.02)
+    ps.report(epoch=0, train_loss=float(loss))
+    open(os.path.join(out_dir, "finished-%d" % ps.rank()), "w").close()
+    ps.shutdown()
+
+
+def run(policy):
+    out = support.fresh_dir("kill-" + policy)
+    t0 = time.time()
+    status, output, run_dir = support.launch(CONFIG % policy, 2, 1, [os.path.abspath(__file__), "worker", out], 90,
+                                             "kill-" + policy)
+    took = time.time() - t0
+    support.expect(took < 60, "%s: the job took %.0f s" % (policy, took), output)
+    support.expect("worker 1" in output and "SIGKILL" in output, "%s: worker 1's death is not named" % policy,
+                   output)
+    if policy == "abort":
+        support.expect(status != 0, "abort: the job succeeded", output)
+        support.expect(not os.path.exists(os.path.join(out, "finished-0")), "abort: worker 0 finished", output)
+    else:
+        # The run completed with worker 0 alone; launch still reports the dead worker as a failure (as for the C++
+        # workers: tests/integration/training/worker_failure_test.cc).
+        support.expect(os.path.exists(os.path.join(out, "finished-0")), "continue: worker 0 did not finish", output)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            summary = json.loads(f.read().splitlines()[-1])
+        support.expect(summary.get("event") == "summary" and summary.get("workers_finished") == [0],
+                       "continue: the summary does not list worker 0 alone: %s" % summary, output)
+    print("%s: %s in %.1f s" % (policy, "job aborted" if policy == "abort" else "the survivor finished", took))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(sys.argv[2])
+    else:
+        run("abort")
+        run("continue")
+        support.passed()

@@ -1,0 +1,586 @@
+// The C API of a pshard worker (pshard_c.h): a shim over ClusterClient and KvClient that turns exceptions into
+// status codes and job events into ABORTED.
+#include "worker/capi/pshard_c.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/config/schema.h"
+#include "common/control/cluster_client.h"
+#include "common/error.h"
+#include "common/keys/slice_layout.h"
+#include "common/metrics/epoch_report.h"
+#include "common/transport/curve.h"
+#include "common/util/env.h"
+#include "common/util/log.h"
+#include "server/optimizers/lr_schedule.h"
+#include "worker/client/kv_client.h"
+#include "worker/trainer/trainer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using pshard::Error;
+
+thread_local std::string last_error;
+
+// An error with the status it maps to.
+struct Failure {
+  int status;
+  std::string message;
+};
+
+int fail(int status, const std::string& message) {
+  last_error = message;
+  return status;
+}
+
+// Runs `body`, turning every exception into a status and last_error (nothing escapes into C).
+template <typename F>
+int guarded(int error_status, F&& body) {
+  try {
+    return body();
+  } catch (const Failure& f) {
+    return fail(f.status, f.message);
+  } catch (const std::bad_alloc&) {
+    return fail(PSHARD_ERR_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(error_status, e.what());
+  }
+}
+
+std::string require_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    throw Failure{PSHARD_ERR_ENVIRONMENT,
+                  std::string("pshard: ") + name +
+                      " is not set: start this program with `pshard launch ... -- CMD` or `pshard task/slurm ... -- "
+                      "CMD` (docs/PYTHON.md)"};
+  }
+  return v;
+}
+
+std::string optional_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// PSHARD_SET: the launch's --set overrides, one per line.
+std::vector<std::string> env_overrides() {
+  std::vector<std::string> out;
+  std::stringstream lines(optional_env("PSHARD_SET"));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+int64_t env_int(const char* name, bool required) {
+  try {
+    std::optional<int64_t> v = pshard::env_count(name);
+    if (!v) {
+      if (required) require_env(name);
+      return -1;
+    }
+    return *v;
+  } catch (const Error& e) {
+    throw Failure{PSHARD_ERR_ENVIRONMENT, e.what()};
+  }
+}
+
+}  // namespace
+
+struct pshard_client {
+  pshard::Config cfg = pshard::Config::defaults();
+  pshard::ClusterClient::Options copt;
+  std::unique_ptr<pshard::ClusterClient> cluster;
+  std::unique_ptr<pshard::KvClient> kv;
+  int64_t local_rank = 0;
+  Clock::time_point connected_at = Clock::now();
+
+  std::vector<pshard::TensorSpec> tensors;  // KV names carry the shape: "fc1.weight[256,784]"
+  std::vector<std::string> names;           // as declared
+  std::unique_ptr<pshard::optim::LrSchedule> schedule;
+  int64_t log_every = 50;  // train.log_every; 0: no step events
+
+  // Requests not yet reported done, so that an unknown or finished one is an ARGUMENT error.
+  std::mutex requests_mu;
+  std::set<pshard_request> requests;
+
+  // Job events, from the cluster client's thread.
+  std::mutex events_mu;
+  std::string abort_reason;  // non-empty once the job was aborted
+
+  // Since the last epoch report.
+  std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0};
+  std::mutex wait_mu;
+  double wait_s = 0;
+
+  uint32_t rank() const { return cluster->rank(); }
+
+  std::string aborted() {
+    std::lock_guard<std::mutex> lock(events_mu);
+    return abort_reason;
+  }
+
+  void check_tensor(int tensor) const {
+    if (!kv) throw Failure{PSHARD_ERR_STATE, "pshard: call pshard_start (DistributedOptimizer) before moving tensors"};
+    if (tensor < 0 || static_cast<size_t>(tensor) >= tensors.size()) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: tensor index " + std::to_string(tensor) + " is not one of the " +
+                                             std::to_string(tensors.size()) + " declared tensors"};
+    }
+  }
+
+  size_t numel(int tensor) const { return static_cast<size_t>(tensors[static_cast<size_t>(tensor)].numel); }
+
+  pshard_request track(pshard_request r) {
+    std::lock_guard<std::mutex> lock(requests_mu);
+    requests.insert(r);
+    return r;
+  }
+  void check_request(pshard_request r) {
+    if (!kv) throw Failure{PSHARD_ERR_STATE, "pshard: no request can exist before pshard_start"};
+    std::lock_guard<std::mutex> lock(requests_mu);
+    if (requests.count(r) == 0) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    "pshard: request " + std::to_string(r) + " is unknown or was already reported done"};
+    }
+  }
+  void finished(pshard_request r) {
+    std::lock_guard<std::mutex> lock(requests_mu);
+    requests.erase(r);
+  }
+
+  void add_wait(double s) {
+    std::lock_guard<std::mutex> lock(wait_mu);
+    wait_s += s;
+  }
+};
+
+namespace {
+
+template <typename T>
+T* require(T* p, const char* what) {
+  if (p == nullptr) throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: ") + what + " is NULL"};
+  return p;
+}
+
+// A failed request: the job's abort, when there is one, is the cause worth naming.
+int request_failed(pshard_client* c, const std::string& what) {
+  const std::string reason = c->aborted();
+  if (!reason.empty()) return fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
+  return fail(PSHARD_ERR_SERVER, what);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* pshard_last_error(void) { return last_error.c_str(); }
+
+const char* pshard_status_name(int status) {
+  switch (status) {
+    case PSHARD_OK: return "PSHARD_OK";
+    case PSHARD_PENDING: return "PSHARD_PENDING";
+    case PSHARD_ERR_ARGUMENT: return "PSHARD_ERR_ARGUMENT";
+    case PSHARD_ERR_ENVIRONMENT: return "PSHARD_ERR_ENVIRONMENT";
+    case PSHARD_ERR_CONFIG: return "PSHARD_ERR_CONFIG";
+    case PSHARD_ERR_CONNECT: return "PSHARD_ERR_CONNECT";
+    case PSHARD_ERR_STATE: return "PSHARD_ERR_STATE";
+    case PSHARD_ERR_SERVER: return "PSHARD_ERR_SERVER";
+    case PSHARD_ERR_TIMEOUT: return "PSHARD_ERR_TIMEOUT";
+    case PSHARD_ERR_ABORTED: return "PSHARD_ERR_ABORTED";
+    case PSHARD_ERR_INTERNAL: return "PSHARD_ERR_INTERNAL";
+    default: return "PSHARD_UNKNOWN_STATUS";
+  }
+}
+
+int pshard_connect(pshard_client** out) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(out, "out");
+    *out = nullptr;
+    auto c = std::make_unique<pshard_client>();
+    const std::string coordinator = require_env("PSHARD_COORDINATOR");
+    const std::string config_path = require_env("PSHARD_CONFIG");
+    const int64_t rank = env_int("PSHARD_RANK", false);
+    c->local_rank = std::max<int64_t>(env_int("PSHARD_LOCAL_RANK", false), 0);
+    try {
+      c->cfg = pshard::Config::from_file(config_path, env_overrides());
+    } catch (const std::exception& e) {
+      throw Failure{PSHARD_ERR_CONFIG, e.what()};
+    }
+    const pshard::Config& cfg = c->cfg;
+    pshard::log::configure("worker", pshard::log::level_from_string(cfg.get_string("log.level")));
+    c->copt.coordinator = coordinator;
+    c->copt.role = pshard::NodeRole::kWorker;
+    c->copt.requested_rank = rank;
+    c->copt.job_token = optional_env("PSHARD_JOB_TOKEN");
+    try {
+      c->copt.curve = pshard::transport::job_curve_keys(
+          cfg, pshard::transport::curve_key_dir(cfg, optional_env("PSHARD_KEY_DIR"), optional_env("PSHARD_RUN_DIR")));
+    } catch (const std::exception& e) {
+      throw Failure{PSHARD_ERR_CONFIG, e.what()};
+    }
+    // 0: the tensors are declared after the rendezvous; the servers check every request against rank 0's list.
+    c->copt.layout_fingerprint = 0;
+    c->copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
+    c->copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
+    c->copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+    c->log_every = cfg.get_int("train.log_every");
+    try {
+      c->cluster = std::make_unique<pshard::ClusterClient>(c->copt);
+    } catch (const std::exception& e) {
+      throw Failure{PSHARD_ERR_CONNECT, e.what()};
+    }
+    pshard_client* raw = c.get();
+    c->cluster->on_event([raw](const pshard::ClusterEvent& e) {
+      std::lock_guard<std::mutex> lock(raw->events_mu);
+      if (e.kind == pshard::ClusterEvent::Kind::kAbort && raw->abort_reason.empty()) {
+        raw->abort_reason = e.reason.empty() ? "no reason given" : e.reason;
+      }
+    });
+    pshard::log::configure("worker " + std::to_string(c->rank()),
+                           pshard::log::level_from_string(cfg.get_string("log.level")));
+    *out = c.release();
+    return PSHARD_OK;
+  });
+}
+
+int pshard_close(pshard_client* c, int exit_status, const char* reason) {
+  if (c == nullptr) return PSHARD_OK;
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    std::unique_ptr<pshard_client> owned(c);
+    owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
+    owned->cluster->leave(exit_status, reason ? reason : "");
+    return PSHARD_OK;
+  });
+}
+
+int pshard_rank(const pshard_client* c) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int { return static_cast<int>(require(c, "client")->rank()); });
+}
+
+int pshard_size(const pshard_client* c) {
+  return guarded(PSHARD_ERR_INTERNAL,
+                 [&]() -> int { return static_cast<int>(require(c, "client")->cluster->map().num_workers); });
+}
+
+int pshard_local_rank(const pshard_client* c) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int { return static_cast<int>(require(c, "client")->local_rank); });
+}
+
+int pshard_config_get(const pshard_client* c, const char* key, char* buf, size_t len) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(key, "key");
+    const pshard::ConfigKey* k = pshard::find_config_key(key);
+    if (k == nullptr) throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: unknown config key '") + key + "'"};
+    std::string text;
+    switch (k->type) {
+      case pshard::ConfigType::kString: text = c->cfg.get_string(key); break;
+      case pshard::ConfigType::kInt: text = std::to_string(c->cfg.get_int(key)); break;
+      case pshard::ConfigType::kDouble: {
+        std::ostringstream s;
+        s.precision(17);
+        s << c->cfg.get_double(key);
+        text = s.str();
+        break;
+      }
+      case pshard::ConfigType::kBool: text = c->cfg.get_bool(key) ? "true" : "false"; break;
+      case pshard::ConfigType::kIntList: {
+        text = "[";
+        for (int64_t v : c->cfg.get_int_list(key)) text += (text.size() > 1 ? ", " : "") + std::to_string(v);
+        text += "]";
+        break;
+      }
+    }
+    if (len > 0) {
+      require(buf, "buf");
+      const size_t n = std::min(text.size(), len - 1);
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return static_cast<int>(text.size());
+  });
+}
+
+int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms) {
+  return guarded(PSHARD_ERR_TIMEOUT, [&]() -> int {
+    require(c, "client");
+    require(name, "name");
+    const std::chrono::milliseconds limit(timeout_ms < 0 ? int64_t{365} * 24 * 3600 * 1000 : timeout_ms);
+    try {
+      c->cluster->barrier(name, limit);
+    } catch (const std::exception& e) {
+      if (!c->aborted().empty()) return request_failed(c, e.what());
+      throw;
+    }
+    return PSHARD_OK;
+  });
+}
+
+int pshard_add_tensor(pshard_client* c, const char* name, int ndim, const int64_t* shape, int dtype) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(name, "name");
+    if (c->kv)
+      throw Failure{PSHARD_ERR_STATE, std::string("pshard: tensor '") + name + "' declared after pshard_start"};
+    if (*name == '\0') throw Failure{PSHARD_ERR_ARGUMENT, "pshard: a tensor name is empty"};
+    if (dtype != PSHARD_FLOAT32) {
+      throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: tensor '") + name + "' has dtype " +
+                                             std::to_string(dtype) + "; the servers hold float32 only"};
+    }
+    if (ndim < 0 || (ndim > 0 && shape == nullptr)) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    std::string("pshard: tensor '") + name + "' has a bad shape (ndim " + std::to_string(ndim) + ")"};
+    }
+    if (std::find(c->names.begin(), c->names.end(), name) != c->names.end()) {
+      throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: tensor '") + name + "' is declared twice"};
+    }
+    uint64_t numel = 1;
+    std::string dims;
+    for (int i = 0; i < ndim; ++i) {
+      if (shape[i] < 1 || shape[i] > (int64_t{1} << 40)) {
+        throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: tensor '") + name + "' dimension " + std::to_string(i) +
+                                               " is " + std::to_string(shape[i])};
+      }
+      numel *= static_cast<uint64_t>(shape[i]);
+      dims += (i ? "," : "") + std::to_string(shape[i]);
+    }
+    // The shape is part of the name, so that ranks whose tensors differ only in shape disagree on the layout.
+    c->tensors.push_back({std::string(name) + "[" + dims + "]", numel});
+    c->names.push_back(name);
+    return static_cast<int>(c->tensors.size() - 1);
+  });
+}
+
+int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_t steps_per_epoch) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    if (c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: pshard_start called twice"};
+    if (c->tensors.empty()) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: the model has no trainable parameters (no tensor was declared)"};
+    }
+    if (batch_size < 1 || steps_per_epoch < 0) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: batch_size must be >= 1 and steps_per_epoch >= 0, got " +
+                                             std::to_string(batch_size) + " and " + std::to_string(steps_per_epoch)};
+    }
+    const pshard::Config& cfg = c->cfg;
+    const uint32_t world = c->cluster->map().num_workers;
+    const int64_t epochs = cfg.get_int("train.epochs");
+    const int64_t total_steps = steps_per_epoch * epochs;
+    const pshard::optim::LrScheduleParams sp = pshard::optim::LrScheduleParams::from_config(cfg);
+    if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
+      throw Failure{PSHARD_ERR_CONFIG,
+                    "pshard: lr_schedule.name = cosine needs the run's length: give steps_per_epoch "
+                    "(DistributedOptimizer(model, steps_per_epoch=N)) or set lr_schedule.total_steps"};
+    }
+    try {
+      c->schedule = std::make_unique<pshard::optim::LrSchedule>(static_cast<float>(cfg.get_double("optimizer.lr")), sp,
+                                                                batch_size * world, std::max<int64_t>(total_steps, 1));
+    } catch (const std::exception& e) {
+      throw Failure{PSHARD_ERR_CONFIG, e.what()};
+    }
+    pshard::KvClientOptions kopt;
+    kopt.rank = c->rank();
+    for (const pshard::NodeInfo& s : c->cluster->map().servers) kopt.servers.push_back(s.endpoint);
+    kopt.tensors = c->tensors;
+    kopt.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+    kopt.job_token = c->copt.job_token;
+    kopt.curve = c->copt.curve;
+    kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
+    kopt.run_total_steps = total_steps;
+    c->kv = std::make_unique<pshard::KvClient>(kopt);
+    if (c->rank() == 0) {
+      uint64_t model_bytes = 0;
+      for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
+      c->cluster->report(pshard::Json::object()
+                             .set("event", "start")
+                             .set("model", model ? model : "custom")
+                             .set("optimizer", cfg.get_string("optimizer.name"))
+                             .set("lr", cfg.get_double("optimizer.lr"))
+                             .set("batch_size", batch_size)
+                             .set("global_batch", batch_size * world)
+                             .set("model_bytes", model_bytes)
+                             .set("mode", cfg.get_string("cluster.mode"))
+                             .set("epochs", epochs)
+                             .set("steps_per_epoch", steps_per_epoch));
+    }
+    c->connected_at = Clock::now();
+    return PSHARD_OK;
+  });
+}
+
+int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    c->check_tensor(tensor);
+    require(weights, "weights");
+    require(out, "out");
+    if (c->rank() != 0) {
+      throw Failure{PSHARD_ERR_STATE,
+                    "pshard: only rank 0 sends the initial weights (this is rank " + std::to_string(c->rank()) + ")"};
+    }
+    *out = c->track(c->kv->init(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor)));
+    c->bytes_sent += c->numel(tensor) * sizeof(float);
+    return PSHARD_OK;
+  });
+}
+
+int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, pshard_request* out) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    c->check_tensor(tensor);
+    require(weights, "weights");
+    require(out, "out");
+    if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
+    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step));
+    c->bytes_recv += c->numel(tensor) * sizeof(float);
+    return PSHARD_OK;
+  });
+}
+
+int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* weights, int64_t step,
+                     pshard_request* out) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    c->check_tensor(tensor);
+    require(grad, "grad");
+    require(weights, "weights");
+    require(out, "out");
+    if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
+    *out = c->track(
+        c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step));
+    c->bytes_sent += c->numel(tensor) * sizeof(float);
+    c->bytes_recv += c->numel(tensor) * sizeof(float);
+    return PSHARD_OK;
+  });
+}
+
+int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    c->check_request(r);
+    const auto t0 = Clock::now();
+    // Without a deadline the KV client's own (cluster.request_timeout_ms) ends the wait.
+    const auto limit = timeout_ms < 0 ? Clock::time_point::max() : t0 + std::chrono::milliseconds(timeout_ms);
+    int status = PSHARD_OK;
+    for (;;) {
+      // Short slices, so that an abort (a dead worker, the coordinator lost) ends the wait at once.
+      const auto slice = std::min<Clock::duration>(std::chrono::milliseconds(50), limit - Clock::now());
+      bool done = false;
+      try {
+        done = c->kv->wait_for(r, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::max<Clock::duration>(slice, Clock::duration::zero())));
+      } catch (const std::exception& e) {
+        status = request_failed(c, e.what());
+        break;
+      }
+      if (done) break;
+      const std::string reason = c->aborted();
+      if (!reason.empty()) {
+        status = fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
+        break;
+      }
+      if (Clock::now() >= limit) {
+        status = fail(PSHARD_ERR_TIMEOUT, "pshard: request " + std::to_string(r) + " is not done after " +
+                                              std::to_string(timeout_ms) + " ms");
+        break;
+      }
+    }
+    c->add_wait(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (status != PSHARD_ERR_TIMEOUT) c->finished(r);  // done, well or not (an abort drops the request)
+    return status;
+  });
+}
+
+int pshard_poll(pshard_client* c, pshard_request r) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    c->check_request(r);
+    int status = PSHARD_PENDING;
+    try {
+      if (c->kv->wait_for(r, std::chrono::milliseconds(0))) status = PSHARD_OK;
+    } catch (const std::exception& e) {
+      status = request_failed(c, e.what());
+    }
+    if (status != PSHARD_PENDING) c->finished(r);
+    return status;
+  });
+}
+
+int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double loss) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: report a step after pshard_start"};
+    if (epoch < 1 || step < 0) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: a step report needs epoch >= 1 and step >= 0, got epoch " +
+                                             std::to_string(epoch) + ", step " + std::to_string(step)};
+    }
+    if (c->rank() != 0 || c->log_every == 0 || step % c->log_every != 0) return PSHARD_OK;
+    pshard::trainer::StepEvent s;
+    s.epoch = epoch;
+    s.step = step;
+    s.loss = loss;
+    s.lr = c->schedule->lr_at(step);
+    s.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
+    c->cluster->report(s.to_json());
+    return PSHARD_OK;
+  });
+}
+
+int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(report, "report");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: report an epoch after pshard_start"};
+    if (report->epoch < 1 || report->step < 0 || report->samples < 0) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    "pshard: an epoch report needs epoch >= 1, step >= 0 and samples >= 0, got epoch " +
+                        std::to_string(report->epoch) + ", step " + std::to_string(report->step) + ", samples " +
+                        std::to_string(report->samples)};
+    }
+    pshard::WorkerEpochReport r;
+    r.rank = c->rank();
+    r.epoch = report->epoch;
+    r.step = report->step;
+    r.samples = report->samples;
+    r.loss_sum = report->loss_sum;
+    r.classification = report->correct >= 0;
+    r.correct = std::max<int64_t>(report->correct, 0);
+    r.evaluated = report->test_samples >= 0;
+    r.test_n = std::max<int64_t>(report->test_samples, 0);
+    r.test_loss_sum = report->test_loss_sum;
+    r.test_correct = std::max<int64_t>(report->test_correct, 0);
+    r.epoch_s = report->epoch_s;
+    r.eval_s = report->eval_s;
+    r.compute_s = report->compute_s;
+    {
+      std::lock_guard<std::mutex> lock(c->wait_mu);
+      r.comm_wait_s = c->wait_s;
+      c->wait_s = 0;
+    }
+    r.bytes_sent = c->bytes_sent.exchange(0);
+    r.bytes_recv = c->bytes_recv.exchange(0);
+    r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
+    r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
+    pshard::Json j = r.to_json();
+    j.set("event", "worker_epoch");
+    c->cluster->report(j);
+    return PSHARD_OK;
+  });
+}
+
+}  // extern "C"

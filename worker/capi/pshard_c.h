@@ -1,0 +1,160 @@
+/* The C API of a pshard worker (libpshard_c.so): the one boundary to other languages (python/pshard).
+ *
+ * A worker process started by `pshard launch ... -- CMD` or `pshard task`/`pshard slurm ... -- CMD` finds its job
+ * in PSHARD_* environment variables (docs/PYTHON.md). Through this API it registers with the job's coordinator,
+ * declares its parameter tensors, and pushes gradients / pulls weights of the sharded servers, which run the
+ * optimizer from the job's config. It behaves like the C++ worker (`pshard worker`): the same heartbeats,
+ * failure policies, metrics events and progress line.
+ *
+ *   pshard_client* c;
+ *   if (pshard_connect(&c) != PSHARD_OK) { fprintf(stderr, "%s\n", pshard_last_error()); return 1; }
+ *   int64_t shape[2] = {256, 784};
+ *   int w = pshard_add_tensor(c, "fc1.weight", 2, shape, PSHARD_FLOAT32);      // every tensor, same order on all ranks
+ *   pshard_start(c, "mlp", 64, steps_per_epoch);                              // connects to the servers
+ *   pshard_request r;
+ *   if (pshard_rank(c) == 0) { pshard_init_tensor(c, w, weights, &r); pshard_wait(c, r, -1); }
+ *   pshard_pull(c, w, weights, 0, &r); pshard_wait(c, r, -1);                 // everyone starts from rank 0's weights
+ *   for (int64_t t = 0; t < steps; ++t) {
+ *     compute_gradient(weights, grad);
+ *     pshard_push_pull(c, w, grad, weights, t, &r);                           // gradient of step t in, weights out
+ *     if (pshard_wait(c, r, -1) != PSHARD_OK) break;
+ *   }
+ *   pshard_close(c, 0, NULL);
+ *
+ * Errors: every call returns a pshard_status (or a non-negative value where it says so); on an error status,
+ * pshard_last_error() describes it. No C++ exception crosses this API.
+ *
+ * Threads: one pshard_client may be used from several threads at once (requests are handed to one I/O thread);
+ * pshard_close must not race with any other call on the same client. pshard_last_error() is per thread.
+ *
+ * Buffers: the API never copies a tensor. A buffer passed to pshard_init_tensor, pshard_pull or pshard_push_pull
+ * must stay alive and unchanged (gradient) / untouched (weights) until pshard_wait or pshard_poll reported that
+ * request done (OK or an error other than ABORTED); after ABORTED, until pshard_close returned. Tensors are float32
+ * and contiguous.
+ */
+#ifndef PSHARD_C_H_
+#define PSHARD_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PSHARD_C_API_VERSION 1
+
+typedef enum pshard_status {
+  PSHARD_OK = 0,
+  PSHARD_PENDING = 1,          /* pshard_poll: not done yet (the request stays valid) */
+  PSHARD_ERR_ARGUMENT = -1,    /* a NULL pointer, an unknown tensor index or request, a bad shape or dtype */
+  PSHARD_ERR_ENVIRONMENT = -2, /* PSHARD_* variables missing or malformed: not started by pshard launch/task */
+  PSHARD_ERR_CONFIG = -3,      /* the job's config file cannot be read or is invalid */
+  PSHARD_ERR_CONNECT = -4,     /* the coordinator refused or did not answer the registration */
+  PSHARD_ERR_STATE = -5,       /* a call out of order (e.g. pull before pshard_start, init on a rank != 0) */
+  PSHARD_ERR_SERVER = -6,      /* a server refused or did not answer a request (e.g. a tensor list that differs
+                                  from rank 0's: LAYOUT_MISMATCH) */
+  PSHARD_ERR_TIMEOUT = -7,     /* pshard_wait/pshard_barrier: the deadline passed (a wait's request stays valid) */
+  PSHARD_ERR_ABORTED = -8,     /* the job was aborted (a dead node under failure_policy = abort, the coordinator
+                                  lost): pshard_last_error() says why; leave with pshard_close */
+  PSHARD_ERR_INTERNAL = -9     /* anything else (out of memory, ...) */
+} pshard_status;
+
+typedef enum pshard_dtype { PSHARD_FLOAT32 = 0 } pshard_dtype;
+
+typedef struct pshard_client pshard_client; /* opaque; one per worker process */
+typedef uint64_t pshard_request;            /* an outstanding request; waited for (or polled done) exactly once */
+
+/* The text of the last error status returned on this thread ("" if none). Valid until the next call. */
+const char* pshard_last_error(void);
+/* A status's name: "PSHARD_ERR_TIMEOUT". Static storage. */
+const char* pshard_status_name(int status);
+
+/* ---- The job ---------------------------------------------------------------------------------------------- */
+
+/* Reads the job from the environment (PSHARD_COORDINATOR, PSHARD_CONFIG, PSHARD_SET, PSHARD_RANK,
+ * PSHARD_NUM_WORKERS, PSHARD_LOCAL_RANK, PSHARD_JOB_TOKEN, PSHARD_RUN_DIR, PSHARD_KEY_DIR), registers with the
+ * coordinator as a worker and waits for every node of the job (cluster.rendezvous_timeout_ms). On success *out
+ * owns the client: release it with pshard_close. ENVIRONMENT, CONFIG or CONNECT otherwise (*out = NULL). */
+int pshard_connect(pshard_client** out);
+
+/* Leaves the job (exit_status 0: finished; else `reason`, may be NULL, is what the coordinator's abort quotes),
+ * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op. */
+int pshard_close(pshard_client* c, int exit_status, const char* reason);
+
+/* This worker's rank (0..size-1), the number of workers, and the rank among the workers on this host. */
+int pshard_rank(const pshard_client* c);
+int pshard_size(const pshard_client* c);
+int pshard_local_rank(const pshard_client* c);
+
+/* The job config's value of `key` ("train.epochs") as TOML text ("3", "0.05", "sgd"), written with its
+ * terminating NUL into buf[0..len); returns the text's length (without NUL), which may be >= len (then the text
+ * was cut: call again with a bigger buffer). ARGUMENT for an unknown key. */
+int pshard_config_get(const pshard_client* c, const char* key, char* buf, size_t len);
+
+/* Blocks until every live node of the job entered barrier `name`; timeout_ms < 0: no limit but the job's end. */
+int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms);
+
+/* ---- Tensors ---------------------------------------------------------------------------------------------- */
+
+/* Declares a parameter tensor, before pshard_start; every rank declares the same tensors in the same order.
+ * Returns its index (0, 1, ...), or ARGUMENT (empty or duplicate name, ndim < 0, a dimension < 1, a dtype other
+ * than float32) or STATE (after pshard_start). The shape is part of the layout every rank must agree on. */
+int pshard_add_tensor(pshard_client* c, const char* name, int ndim, const int64_t* shape, int dtype);
+
+/* Connects to the servers with the declared tensors and, on rank 0, writes the run's "start" event
+ * (docs/METRICS.md) naming `model` and the per-worker `batch_size`. steps_per_epoch (0: unknown) times
+ * train.epochs is the run's length, which a cosine schedule needs: CONFIG when it is needed and unknown.
+ * ARGUMENT when no tensor was declared; STATE when called twice. */
+int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_t steps_per_epoch);
+
+/* Rank 0 only, once per tensor, before anyone pulls: the initial weights (STATE on another rank). */
+int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out);
+
+/* The weights a worker about to compute step `step` (0-based) may read, written into `weights` (BSP: step-1 was
+ * applied everywhere; SSP: within the staleness bound; ASP: current). */
+int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, pshard_request* out);
+
+/* The gradient of step `step` in, the weights for step + 1 out, in one round trip per server. In sync mode every
+ * worker pushes every tensor of every step (a tensor without a gradient pushes zeros). */
+int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* weights, int64_t step,
+                     pshard_request* out);
+
+/* Whether request `r` is done: PSHARD_PENDING (still valid), PSHARD_OK (done; the buffers are free), or the error
+ * that ended it (done too: SERVER, ABORTED, ...). */
+int pshard_poll(pshard_client* c, pshard_request r);
+
+/* Blocks until request `r` is done or timeout_ms passed (< 0: until cluster.request_timeout_ms, after which the
+ * request fails with SERVER). OK, TIMEOUT (r stays valid), or the error that ended it. Returns ABORTED as soon as
+ * the job is aborted. */
+int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms);
+
+/* ---- Metrics (docs/METRICS.md) ---------------------------------------------------------------------------- */
+
+/* One training step's loss; rank 0 writes a "step" event every train.log_every steps (other ranks: no-op). */
+int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double loss);
+
+/* What this worker measured in one epoch; the coordinator combines every rank's report of an epoch into the
+ * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
+ * since the last report are added by the library. Negative counts mean "not measured" (null in metrics). */
+typedef struct pshard_epoch_report {
+  int64_t epoch;        /* 1-based */
+  int64_t step;         /* global steps done after this epoch */
+  int64_t samples;      /* training samples this worker processed this epoch */
+  double loss_sum;      /* sum of per-sample training losses */
+  int64_t correct;      /* training argmax hits; < 0: not a classification task */
+  int64_t test_samples; /* test samples this worker evaluated; < 0: no evaluation */
+  double test_loss_sum;
+  int64_t test_correct;
+  double epoch_s;   /* wall time of the training part of the epoch */
+  double eval_s;    /* wall time of the evaluation */
+  double compute_s; /* forward + backward */
+} pshard_epoch_report;
+
+int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PSHARD_C_H_ */
