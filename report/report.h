@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
+#include "report/phase_tables.h"
 #include "report/tables.h"
 
 namespace pshard::report {
@@ -28,6 +29,7 @@ struct ReportResult {
   std::vector<std::string> labels;  // one per run
   std::vector<ScalingGroup> scaling;
   std::vector<BatchRow> batch;
+  std::vector<StepTimeRow> step_times;  // per worker of every run with logged step times
 };
 
 // Replaces every path that is not a run directory (no metrics.jsonl) by the

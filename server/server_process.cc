@@ -187,6 +187,7 @@ int run_server_process(const ServerProcessOptions& o) {
     const KvServerStats st = server.stats();
     PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
                       << " updates, " << st.errors << " refused";
+    cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
     if (outcome.status != 0) {
       PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
       cluster.leave(1);

@@ -99,16 +99,13 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     if (start_step > 0) start.set("start_step", start_step);  // a resumed run
     cluster.report(start);
   }
-  t.run(
-      [&](const trainer::StepEvent& s) {
-        if (rank != 0) return;
-        cluster.report(s.to_json());
-      },
-      [&](const WorkerEpochReport& r) {
-        Json j = r.to_json();
-        j.set("event", "worker_epoch");
-        cluster.report(j);
-      });
+  // Every worker logs its steps: the step-time spread across workers shows stragglers.
+  t.run([&](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
+        [&](const WorkerEpochReport& r) {
+          Json j = r.to_json();
+          j.set("event", "worker_epoch");
+          cluster.report(j);
+        });
   // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
   bool lowest_alive = true;

@@ -23,6 +23,10 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
+  } else if (kind == "server_phases") {
+    ServerPhaseSeconds::from_fields(event, "server_phases report");  // checked here, not when the summary is read
+    event.set("rank", from.info.rank);
+    server_phases_[from.info.rank] = event;  // the summary lists them
   } else if (kind == "model_saved") {
     model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
   } else if (kind == "worker_epoch") {
@@ -70,6 +74,17 @@ void JobMetrics::write_summary(const std::string& aborted) {
     if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
   }
   summary.set("workers_finished", finished);
+  if (!server_phases_.empty()) {
+    Json servers = Json::array();
+    for (const auto& [rank, event] : server_phases_) {
+      Json e = Json::object();
+      for (const auto& [key, value] : event.items()) {
+        if (key != "event") e.set(key, value);
+      }
+      servers.push(e);
+    }
+    summary.set("server_phases", servers);
+  }
   // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
   summary.set("model_file", model_path_.empty() ? Json() : Json(model_path_));
   if (model_path_.empty() && !opt_.run_dir.empty()) {

@@ -51,7 +51,8 @@ class JobMetrics {
   std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports_;  // epoch -> worker rank -> report
   RunTotals totals_;
   int64_t epochs_written_ = 0;
-  std::string model_path_;  // where a worker saved the trained model ("" = none yet)
+  std::string model_path_;                  // where a worker saved the trained model ("" = none yet)
+  std::map<uint32_t, Json> server_phases_;  // server rank -> its `server_phases` event (sent as it stops)
   int64_t last_epoch_written_ = 0;
   Clock::time_point running_since_;
   bool write_failed_ = false;  // the summary or cluster.json could not be written

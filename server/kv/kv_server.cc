@@ -1,6 +1,7 @@
 // KvServer: the socket thread (ROUTER, validation, dispatch, replies) over the update threads and the slice store.
 #include "server/kv/kv_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/phase_clock.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
 #include "common/transport/bounds.h"
@@ -114,6 +116,9 @@ struct KvServer::Impl {
   std::once_flag stop_once;
 
   std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_dropped{0};
+  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};          // every thread's, from its start to its end
+  std::chrono::steady_clock::time_point started;                         // when the threads started
+  std::atomic<int64_t> stopped_after_ns{-1};                             // wall time at stop(); -1 while running
   transport::RefusalLog refusals{"server " + std::to_string(opt.rank)};  // the socket thread's
 
   // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
@@ -146,6 +151,7 @@ struct KvServer::Impl {
       checkpointer = std::make_unique<Checkpointer>(opt, store);
       store.on_step_closed = [this](const Slice& s, bool asked) { checkpointer->step_closed(s, asked); };
     }
+    started = std::chrono::steady_clock::now();
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
     io = std::thread([this] { socket_loop(); });
   }
@@ -159,6 +165,8 @@ struct KvServer::Impl {
       for (auto& t : workers) t.join();
       if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
       router.close();
+      stopped_after_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
     });
   }
 
@@ -166,10 +174,12 @@ struct KvServer::Impl {
 
   void socket_loop() {
     on_socket_thread = true;
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
     std::vector<zmq::message_t> frames;
     while (!stopping) {
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
       try {
+        ScopedPhase idle(ServerPhase::kIdle);
         zmq::poll(items, 2, std::chrono::milliseconds(100));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
@@ -181,6 +191,7 @@ struct KvServer::Impl {
         drain_done();
       }
       for (int i = 0; i < 256 && recv(frames); ++i) {
+        ScopedPhase receiving(ServerPhase::kRecv);  // the keys run inline are aggregate/update, replies reply
         handle(frames);
         while (!held_after_init.empty()) {
           std::vector<zmq::message_t> held = std::move(held_after_init.front());
@@ -194,6 +205,7 @@ struct KvServer::Impl {
   }
 
   bool recv(std::vector<zmq::message_t>& frames) {
+    ScopedPhase receiving(ServerPhase::kRecv);
     try {
       return transport::recv_frames(router, frames);
     } catch (const zmq::error_t& e) {
@@ -231,6 +243,7 @@ struct KvServer::Impl {
 
   void send_error(zmq::message_t& identity, const std::string& address, uint64_t request_id, ErrorCode code,
                   const std::string& why, const std::string& what) {
+    ScopedPhase replying(ServerPhase::kReply);
     ++n_errors;
     refusals.add(address, protocol::error_code_name(code),
                  "refused " + what + " (" + peer(identity) + " at " + address + ", request " +
@@ -249,6 +262,7 @@ struct KvServer::Impl {
   }
 
   void reply(Request& r) {
+    ScopedPhase replying(ServerPhase::kReply);
     protocol::Message m;
     m.request_id = r.msg.request_id;
     m.sender_role = protocol::Role::SERVER;
@@ -430,6 +444,7 @@ struct KvServer::Impl {
   // Runs key `k` of `req` on its slice. Returns true when `req` is complete (the caller replies).
   bool process_key(const RequestPtr& req, size_t k, std::vector<float>& scratch,
                    const std::vector<char>* dead_ptr = nullptr) {
+    ScopedPhase aggregating(ServerPhase::kAggregate);  // the optimizer (Slice::apply) counts as update
     const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
     Slice& s = *store.slice(req->slice_ids[k]);
     const protocol::Message& m = req->msg;
@@ -510,9 +525,11 @@ struct KvServer::Impl {
     TaskQueue& q = *queues[index];
     std::vector<char> dead(opt.num_workers, 0);
     std::vector<float> scratch;
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
     for (;;) {
       Task t;
       {
+        ScopedPhase idle(ServerPhase::kIdle);
         std::unique_lock<std::mutex> lock(q.mu);
         q.cv.wait(lock, [&] { return !q.tasks.empty(); });
         t = std::move(q.tasks.front());
@@ -573,7 +590,19 @@ KvServerStats KvServer::stats() const {
   s.replies_dropped = impl_->n_dropped;
   s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
   s.checkpoints_failed = impl_->checkpointer ? impl_->checkpointer->failed() : 0;
+  const std::vector<double> phases = impl_->phases.seconds();
+  std::copy(phases.begin(), phases.end(), s.phases.s.begin());
+  s.threads = 1 + impl_->opt.update_threads;
+  const int64_t stopped = impl_->stopped_after_ns;
+  s.wall_s = stopped >= 0 ? static_cast<double>(stopped) * 1e-9
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
   return s;
+}
+
+Json KvServerStats::phases_json(uint32_t rank) const {
+  Json j = Json::object().set("event", "server_phases").set("rank", rank).set("threads", threads).set("wall_s", wall_s);
+  phases.set_fields(j);
+  return j;
 }
 
 }  // namespace pshard

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/metrics/phases.h"
 #include "common/transport/curve.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/optimizers/lr_schedule.h"
@@ -68,6 +69,15 @@ struct KvServerStats {
 
   // Checkpoints that could not be written (each logged): the server exits kExitRecordsIncomplete.
   uint64_t checkpoints_failed = 0;
+
+  // Where the threads' time went since the server started (complete once stopped): summed over
+  // `threads` threads, so the phases add up to threads x wall_s.
+  ServerPhaseSeconds phases;
+  int threads = 0;    // the socket thread and the update threads
+  double wall_s = 0;  // since the server started, until stop()
+
+  // The `server_phases` metrics event (docs/METRICS.md) of server `rank`.
+  Json phases_json(uint32_t rank) const;
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

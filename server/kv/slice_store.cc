@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/metrics/phase_clock.h"
+#include "common/metrics/phases.h"
 #include "common/util/log.h"
 #include "server/optimizers/lr_schedule.h"
 
@@ -42,6 +44,7 @@ void Slice::restore(CheckpointSlice&& c) {
 }
 
 void Slice::apply(const float* gradient, int64_t lr_step) {
+  ScopedPhase updating(ServerPhase::kUpdate);
   ++updates;
   const uint64_t copies_before = weights.copies();
   store_.opt_.optimizer->apply(weights.writable(), gradient, opt_state.data(), length_, store_.lr_at_(lr_step),

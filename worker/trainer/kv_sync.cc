@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "common/config/config.h"
+#include "common/metrics/phase_clock.h"
+#include "common/metrics/phases.h"
 #include "models/model.h"
 
 namespace pshard::trainer {
@@ -39,7 +41,7 @@ void KvSync::start(models::Model& model) {
   pending_.assign(params.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   if (rank_ == 0 && start_step_ == 0 && !rejoin_) {
     std::vector<KvClient::Handle> inits;
     staging_->download_all_weights();
@@ -49,7 +51,6 @@ void KvSync::start(models::Model& model) {
     }
     for (KvClient::Handle h : inits) kv_.wait(h);
   }
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
     const size_t n = static_cast<size_t>(params[i].numel);
@@ -71,12 +72,13 @@ void KvSync::wait_param(size_t i) {
 void KvSync::wait_layer(int layer) {
   const std::vector<size_t>& ids = layer_params_.at(static_cast<size_t>(layer));
   if (ids.empty()) return;
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   for (size_t i : ids) wait_param(i);
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void KvSync::grads_ready(int first, int count) {
+  // Handing requests to the I/O thread is neither compute nor a wait.
+  ScopedPhase issuing(WorkerPhase::kOther);
   if (staging_->active()) {
     // CUDA: the layers queued before this one have finished their downloads
     // (or soon will); push them, then start this layer's download.
@@ -102,9 +104,12 @@ void KvSync::grads_ready(int first, int count) {
 void KvSync::push_downloaded() {
   const auto& params = model_->params();
   for (size_t i : downloading_) {
-    const auto t0 = Clock::now();
-    staging_->wait_grad(i);
-    stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    {
+      // CUDA: the host waits for the device to finish this layer's backward kernels and copy the
+      // gradients out: backward time, not communication.
+      ScopedPhase backward(WorkerPhase::kBackward);
+      staging_->wait_grad(i);
+    }
     const size_t n = static_cast<size_t>(params[i].numel);
     pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
     stats_.bytes_sent += n * sizeof(float);
@@ -121,11 +126,10 @@ void KvSync::end_step(int64_t) {
 }
 
 void KvSync::sync_all() {
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   push_downloaded();
   for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
   staging_->finish_uploads();
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace pshard::trainer
