@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "report/phase_tables.h"
 #include "report/plots.h"
+#include "report/timeline.h"
 
 namespace pshard::report {
 namespace {
@@ -579,6 +580,23 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     res.csvs.push_back(path("step_times.csv"));
   }
 
+  std::ostringstream timeline_md;
+  for (const RunMetrics& r : runs) {
+    if (!has_trace(r.dir)) continue;
+    const std::string name = runs.size() == 1 ? "trace.json" : "trace-" + r.name + ".json";
+    const Timeline t = read_trace_dir(r.dir);
+    write_timeline(t, path(name));
+    res.timelines.push_back(path(name));
+    timeline_md << "`" << name << "` (" << md_cell(r.name) << "): " << t.events.size() << " events of "
+                << t.processes.size() << " processes; clock offsets to the coordinator:";
+    for (size_t i = 0; i < t.processes.size(); ++i) {
+      const TraceProcess& p = t.processes[i];
+      timeline_md << (i ? ", " : " ") << p.name << " " << md(p.clock_offset_us) << " us"
+                  << (p.clock_rtt_us ? " (+- " + md(*p.clock_rtt_us / 2) + ")" : "");
+    }
+    timeline_md << ".\n\n";
+  }
+
   ReportOptions o = options;
   std::vector<PlotChart> charts = convergence_charts(runs, o);
   std::vector<PlotChart> sc = scaling_charts(res.scaling, o);
@@ -668,6 +686,12 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
          "recv = receiving and checking requests, aggregate = taking pushes in and answering pulls, update = the "
          "optimizer, reply = sending replies, idle = waiting for work).\n\n"
       << servers << "\n";
+  }
+  if (!res.timelines.empty()) {
+    m << "### Timeline\n\nThe traced steps (`trace.steps`) of every process in one Chrome trace: open it in "
+         "https://ui.perfetto.dev or chrome://tracing. One process row per pshard process; timestamps on the "
+         "coordinator's clock (each process's offset estimated from its heartbeat echoes, +- half the round trip).\n\n"
+      << timeline_md.str();
   }
   m << "## Throughput vs batch size\n\n";
   if (res.batch.empty()) {

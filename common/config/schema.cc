@@ -117,6 +117,11 @@ std::vector<ConfigKey> kSchema = {
      "off)"},
     {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
 
+    // timeline (docs/METRICS.md, "Timeline")
+    {"trace.steps", T::kString, "", 0, 0, "",
+     "trace the steps FIRST-LAST (e.g. \"100-120\"): every process writes RUN_DIR/trace/*.json (Chrome trace events), "
+     "`pshard report` merges them into trace.json; empty: no trace"},
+
     // security (docs/OPERATIONS.md, "Security")
     {"security.curve", T::kBool, "false", 0, 0, "",
      "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)"},

@@ -11,6 +11,19 @@
 
 namespace pshard::coordinator_detail {
 
+JobMetrics::JobMetrics(const Coordinator::Options& options, const Peers& peers) : opt_(options), peers_(peers) {
+  if (!opt_.trace.empty()) {
+    tracer_ = std::make_unique<Tracer>(opt_.trace, "coordinator");
+    tracer_->name_row(0, "metrics reports");
+  }
+}
+
+void JobMetrics::write_trace() {
+  if (!tracer_) return;
+  write_trace_file(*tracer_, opt_.run_dir, "coordinator", ClockOffset{});
+  tracer_.reset();
+}
+
 MetricsWriter* JobMetrics::writer() {
   if (!metrics_ && !opt_.run_dir.empty()) metrics_ = std::make_unique<MetricsWriter>(opt_.run_dir);
   return metrics_.get();
@@ -29,6 +42,12 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     server_phases_[from.info.rank] = event;  // the summary lists them
   } else if (kind == "model_saved") {
     model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
+  } else if (kind == "step" && tracer_ && event.has("step") && event.at("step").is_number() &&
+             tracer_->traces(static_cast<int64_t>(event.at("step").as_number()))) {
+    const auto now = Clock::now();
+    tracer_->span("step line of " + control_codec::describe(from.info), "control", now, now,
+                  Json::object().set("worker", from.info.rank).set("step", event.at("step")));
+    if (MetricsWriter* w = writer()) w->write(event);
   } else if (kind == "worker_epoch") {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);
     r.rank = from.info.rank;

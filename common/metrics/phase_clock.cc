@@ -2,6 +2,7 @@
 #include "common/metrics/phase_clock.h"
 
 #include "common/error.h"
+#include "common/metrics/trace.h"
 
 namespace pshard {
 namespace {
@@ -45,6 +46,7 @@ size_t PhaseClock::enter(size_t phase) {
 PhaseClock::Clock::time_point PhaseClock::flush() {
   const Clock::time_point now = Clock::now();
   totals_.add(phase_, std::chrono::duration_cast<std::chrono::nanoseconds>(now - since_).count());
+  if (tracing_ && now > since_) tracer_->span(names_[phase_], "phase", since_, now);
   since_ = now;
   return now;
 }

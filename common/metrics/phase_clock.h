@@ -24,6 +24,8 @@
 
 namespace pshard {
 
+class Tracer;
+
 // Seconds per phase, summed over every thread that counts into it. Thread-safe.
 class PhaseTotals {
  public:
@@ -55,6 +57,14 @@ class PhaseClock {
   Clock::time_point flush();
   size_t phase() const { return phase_; }
 
+  // While tracing is on, every stretch of time in a phase is also a span named names[phase] on
+  // `tracer` (category "phase", the calling thread's row). `names` must outlive the clock.
+  void trace_to(Tracer* tracer, const char* const* names) {
+    tracer_ = tracer;
+    names_ = names;
+  }
+  void set_tracing(bool on) { tracing_ = on && tracer_ != nullptr; }
+
   // This thread's clock; nullptr when none is installed (ScopedPhase then does nothing).
   static PhaseClock* current();
 
@@ -63,6 +73,9 @@ class PhaseClock {
   size_t phase_;
   Clock::time_point since_;
   PhaseClock* outer_;
+  Tracer* tracer_ = nullptr;
+  const char* const* names_ = nullptr;
+  bool tracing_ = false;
 };
 
 // The calling thread is in `phase` for the scope's lifetime, then back in the phase it was in.

@@ -172,8 +172,17 @@ struct KvServer::Impl {
 
   // ---- socket thread ------------------------------------------------------------------------------
 
+  // Is request `m` one of the traced steps? (The cost of tracing off: this test.)
+  bool traced(const protocol::Message& m) const { return opt.tracer && opt.tracer->traces(m.step); }
+
+  // The span's arguments that say whose request it was.
+  static Json request_args(const protocol::Message& m) {
+    return Json::object().set("worker", m.sender_rank).set("step", m.step).set("type", protocol::type_name(m.type));
+  }
+
   void socket_loop() {
     on_socket_thread = true;
+    Tracer::name_this_thread(opt.tracer.get(), 0, "socket thread (receive, small slices, reply)");
     PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
     std::vector<zmq::message_t> frames;
     while (!stopping) {
@@ -263,6 +272,16 @@ struct KvServer::Impl {
 
   void reply(Request& r) {
     ScopedPhase replying(ServerPhase::kReply);
+    const auto t0 = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    struct TraceReply {  // the span covers the whole reply, whichever way it returns
+      Impl& self;
+      const protocol::Message& m;
+      std::chrono::steady_clock::time_point t0;
+      ~TraceReply() {
+        if (self.traced(m))
+          self.opt.tracer->span("reply", "server", t0, std::chrono::steady_clock::now(), request_args(m));
+      }
+    } trace_reply{*this, r.msg, t0};
     protocol::Message m;
     m.request_id = r.msg.request_id;
     m.sender_role = protocol::Role::SERVER;
@@ -293,6 +312,7 @@ struct KvServer::Impl {
   }
 
   void handle(std::vector<zmq::message_t>& frames) {
+    const auto received = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     ++n_requests;
     const std::string address = transport::peer_address(frames.back());
     if (frames.size() < 2) {
@@ -373,6 +393,14 @@ struct KvServer::Impl {
     req->msg = std::move(m);
     req->replies.resize(req->msg.keys.size());
     req->remaining = static_cast<int>(req->msg.keys.size());
+    if (traced(req->msg)) {
+      Json keys = Json::array();
+      uint64_t bytes = 0;
+      for (uint32_t id : req->slice_ids) keys.push(store.layout()->describe(id));
+      for (const auto& p : req->payloads) bytes += p->size();
+      opt.tracer->span("receive", "server", received, std::chrono::steady_clock::now(),
+                       request_args(req->msg).set("keys", keys).set("bytes", bytes));
+    }
     bool finished = false;
     for (size_t k = 0; k < req->slice_ids.size(); ++k) {
       const int who = store.owner(req->slice_ids[k]);
@@ -448,6 +476,19 @@ struct KvServer::Impl {
     const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
     Slice& s = *store.slice(req->slice_ids[k]);
     const protocol::Message& m = req->msg;
+    const auto t0 = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    struct TraceKey {  // one span per slice of a traced request (with the update inside it, if it ran)
+      Impl& self;
+      const protocol::Message& m;
+      const Slice& s;
+      std::chrono::steady_clock::time_point t0;
+      ~TraceKey() {
+        if (self.traced(m)) {
+          self.opt.tracer->span("aggregate " + s.name(), "server", t0, std::chrono::steady_clock::now(),
+                                request_args(m).set("slice", s.name()));
+        }
+      }
+    } trace_key{*this, m, s, t0};
     const uint32_t rank = m.sender_rank;
     std::vector<RequestPtr> others;
     bool wait = false;
@@ -526,6 +567,7 @@ struct KvServer::Impl {
     std::vector<char> dead(opt.num_workers, 0);
     std::vector<float> scratch;
     PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
+    Tracer::name_this_thread(opt.tracer.get(), index + 1, "update thread " + std::to_string(index));
     for (;;) {
       Task t;
       {

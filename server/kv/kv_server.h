@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/metrics/phases.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/optimizers/lr_schedule.h"
@@ -51,6 +52,9 @@ struct KvServerOptions {
   // versions) instead of waiting for worker 0's init; an Error names the file when it is corrupt or
   // belongs to another job shape.
   std::string restore_path;
+  // trace.steps: the requests of the window's steps become spans (receive and reply on the socket
+  // thread's row 0, aggregate and update per slice on the row of the thread that ran it). nullptr: off.
+  std::shared_ptr<Tracer> tracer;
 
   // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer, schedule and the
   // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).

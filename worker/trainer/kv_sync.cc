@@ -6,12 +6,14 @@
 #include "common/config/config.h"
 #include "common/metrics/phase_clock.h"
 #include "common/metrics/phases.h"
+#include "common/metrics/trace.h"
 #include "models/model.h"
 
 namespace pshard::trainer {
 namespace {
 using Clock = std::chrono::steady_clock;
-}
+constexpr int kRequestRow = 3;
+}  // namespace
 
 KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps)
     : kv_(kv),
@@ -39,6 +41,9 @@ void KvSync::start(models::Model& model) {
   const auto& params = model.params();
   layer_params_.assign(static_cast<size_t>(model.num_layers()), {});
   pending_.assign(params.size(), 0);
+  traced_step_.assign(params.size(), -1);
+  issued_at_.assign(params.size(), {});
+  if (tracer_) tracer_->name_row(kRequestRow, "push_pull (hand-off to reply waited for)");
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
@@ -66,7 +71,26 @@ void KvSync::wait_param(size_t i) {
   KvClient::Handle h = pending_[i];
   pending_[i] = 0;
   kv_.wait(h);
+  if (traced_step_[i] >= 0) {
+    const models::ParamRef& p = model_->params()[i];
+    const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
+    tracer_->span("push_pull " + p.name, "comm", issued_at_[i], Clock::now(),
+                  Json::object()
+                      .set("tensor", p.name)
+                      .set("step", traced_step_[i])
+                      .set("worker", rank_)
+                      .set("bytes_sent", bytes)
+                      .set("bytes_recv", bytes),
+                  kRequestRow);
+    traced_step_[i] = -1;
+  }
   staging_->begin_weight_upload(i);  // CUDA: before the kernels that read it
+}
+
+void KvSync::issued(size_t i) {
+  if (!tracer_ || !tracer_->traces(step_)) return;
+  traced_step_[i] = step_;
+  issued_at_[i] = Clock::now();
 }
 
 void KvSync::wait_layer(int layer) {
@@ -95,6 +119,7 @@ void KvSync::grads_ready(int first, int count) {
     const size_t n = static_cast<size_t>(p.numel);
     // The gradient buffer is not written again before the next backward,
     // which comes after wait_layer() of the next forward: zero-copy is safe.
+    issued(static_cast<size_t>(i));
     pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, step_);
     stats_.bytes_sent += n * sizeof(float);
     stats_.bytes_recv += n * sizeof(float);
@@ -111,6 +136,7 @@ void KvSync::push_downloaded() {
       staging_->wait_grad(i);
     }
     const size_t n = static_cast<size_t>(params[i].numel);
+    issued(i);
     pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
     stats_.bytes_sent += n * sizeof(float);
     stats_.bytes_recv += n * sizeof(float);

@@ -14,7 +14,8 @@
 
 namespace pshard {
 class Config;
-}
+class Tracer;
+}  // namespace pshard
 namespace pshard::models {
 class Model;
 }
@@ -71,6 +72,10 @@ class Trainer {
   void run(const std::function<void(const StepEvent&)>& on_step,
            const std::function<void(const WorkerEpochReport&)>& on_epoch);
 
+  // trace.steps: the steps of `tracer`'s window become spans (phases on row 1, each layer's forward
+  // and backward on row 2). nullptr: no trace.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+
  private:
   void evaluate(WorkerEpochReport* report);
 
@@ -79,6 +84,7 @@ class Trainer {
   const data::DataSplits& data_;
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
+  Tracer* tracer_ = nullptr;
 };
 
 // steps per epoch for a data set of n samples: floor(n / (world x batch)); an
