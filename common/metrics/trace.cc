@@ -1,6 +1,7 @@
 // Chrome trace events of one process, written on the coordinator's clock.
 #include "common/metrics/trace.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "common/error.h"
@@ -64,41 +65,45 @@ void Tracer::write(const std::string& path, const ClockOffset& offset) const {
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
     return static_cast<double>(ns + offset.offset_ns) / 1e3;
   };
-  Json events = Json::array();
+  // Written as text, event by event: a window of many steps holds tens of thousands of spans, and
+  // building one Json tree of them first would take several times longer.
+  std::string text;
+  char buf[160];
+  auto event = [&](const std::string& name, const char* cat, const char* ph, int row) {
+    text += text.empty() ? "\n" : ",\n";
+    text += "{\"name\":" + Json(name).dump() + ",\"ph\":\"" + ph + "\",\"pid\":0,\"tid\":" + std::to_string(row);
+    if (cat) text += ",\"cat\":" + Json(cat).dump();
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
+    text.reserve(events_.size() * 160);
     for (const auto& [row, name] : rows_) {
-      events.push(Json::object()
-                      .set("name", "thread_name")
-                      .set("ph", "M")
-                      .set("pid", 0)
-                      .set("tid", row)
-                      .set("args", Json::object().set("name", name)));
+      event("thread_name", nullptr, "M", row);
+      text += ",\"args\":{\"name\":" + Json(name).dump() + "}}";
     }
     for (const Event& e : events_) {
-      Json j = Json::object()
-                   .set("name", e.name)
-                   .set("cat", e.category)
-                   .set("ph", "X")
-                   .set("ts", us(e.start))
-                   .set("dur", std::chrono::duration<double, std::micro>(e.end - e.start).count())
-                   .set("pid", 0)
-                   .set("tid", e.row);
-      if (!e.args.is_null()) j.set("args", e.args);
-      events.push(std::move(j));
+      event(e.name, e.category, "X", e.row);
+      std::snprintf(buf, sizeof buf, ",\"ts\":%.3f,\"dur\":%.3f", us(e.start),
+                    std::chrono::duration<double, std::micro>(e.end - e.start).count());
+      text += buf;
+      if (!e.args.is_null()) text += ",\"args\":" + e.args.dump();
+      text += "}";
     }
   }
-  Json doc = Json::object()
-                 .set("pshard_process", process_)
-                 .set("trace_steps", std::to_string(window_.first) + "-" + std::to_string(window_.last))
-                 .set("clock_offset_us", static_cast<double>(offset.offset_ns) / 1e3)
-                 .set("clock_rtt_us", offset.rtt_ns < 0 ? Json() : Json(static_cast<double>(offset.rtt_ns) / 1e3))
-                 .set("clock_samples", offset.samples)
-                 .set("traceEvents", events);
+  const Json head =
+      Json::object()
+          .set("pshard_process", process_)
+          .set("trace_steps", std::to_string(window_.first) + "-" + std::to_string(window_.last))
+          .set("clock_offset_us", static_cast<double>(offset.offset_ns) / 1e3)
+          .set("clock_rtt_us", offset.rtt_ns < 0 ? Json() : Json(static_cast<double>(offset.rtt_ns) / 1e3))
+          .set("clock_samples", offset.samples);
+  std::string doc = head.dump();
+  doc.pop_back();  // the closing brace: the events follow
+  doc += ",\"traceEvents\":[" + text + "\n]}\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) throw Error(path + ": cannot create its folder: " + ec.message());
-  binary::write_file_atomically(path, doc.dump() + "\n", "cannot write the trace");
+  binary::write_file_atomically(path, doc, "cannot write the trace");
 }
 
 bool write_trace_file(const Tracer& tracer, const std::string& run_dir, const std::string& name,
@@ -108,15 +113,17 @@ bool write_trace_file(const Tracer& tracer, const std::string& run_dir, const st
     return false;
   }
   const std::string path = run_dir + "/trace/" + name + ".json";
+  const auto t0 = Tracer::Clock::now();
   try {
     tracer.write(path, offset);
   } catch (const Error& e) {
     PSHARD_LOG(kError) << e.what() << ": the timeline of " << tracer.process() << " is lost";
     return false;
   }
+  const double write_ms = std::chrono::duration<double, std::milli>(Tracer::Clock::now() - t0).count();
   PSHARD_LOG(kInfo) << "wrote the timeline of steps " << tracer.window().first << "-" << tracer.window().last << " ("
-                    << tracer.size() << " spans) to " << path << "; clock offset to the coordinator "
-                    << static_cast<double>(offset.offset_ns) / 1e3 << " us"
+                    << tracer.size() << " spans, " << write_ms << " ms) to " << path
+                    << "; clock offset to the coordinator " << static_cast<double>(offset.offset_ns) / 1e3 << " us"
                     << (offset.rtt_ns >= 0 ? " +- " + std::to_string(offset.rtt_ns / 2000) + " us (" +
                                                  std::to_string(offset.samples) + " heartbeat echoes)"
                                            : std::string(" (no estimate: coordinator clock)"));

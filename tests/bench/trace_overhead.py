@@ -3,7 +3,8 @@
 every step traced (the worst case), rounds alternating so that both see the same machine (bench label).
 
 Both report `samples_per_s` = training samples / training seconds from the run's metrics.jsonl summary;
-ratio = traced / off (issue 15 target: >= 0.95). Prints the 1-minute load average before each run (the machine
+ratio = traced / off (issue 15 target: >= 0.95), and the CPU seconds of all the job's processes (less sensitive
+than wall time to other jobs on a shared machine). Prints the 1-minute load average before each run (the machine
 may be shared). Reports only: exits 0 whatever the ratio, non-zero only when a run fails.
 
   tests/bench/trace_overhead.py --pshard build/bin/pshard --model mlp --rounds 3
@@ -11,6 +12,7 @@ may be shared). Reports only: exits 0 whatever the ratio, non-zero only when a r
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -20,8 +22,15 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run(cmd, run_dir, timeout):
+    """samples/s of the run's summary, the 1-minute load before it, and the CPU seconds of all its processes."""
     load = os.getloadavg()[0]
+    cpu0 = children_cpu_s()
     p = subprocess.run(cmd + ["--run-dir", run_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout)
     if p.returncode != 0:
@@ -29,7 +38,7 @@ def run(cmd, run_dir, timeout):
         raise SystemExit("failed (exit %d): %s" % (p.returncode, " ".join(cmd)))
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         summary = json.loads([line for line in f if line.strip()][-1])
-    return summary["samples_per_s"], load
+    return summary["samples_per_s"], load, children_cpu_s() - cpu0
 
 
 def main():
@@ -55,18 +64,22 @@ def main():
             for traced in (False, True):
                 d = os.path.join(tmp, "r%d-%s" % (r, "on" if traced else "off"))
                 cmd = base + (["--trace", "0-%d" % (steps - 1)] if traced else [])
-                sps, load = run(cmd, d, a.timeout)
-                rows.append({"round": r, "traced": traced, "samples_per_s": sps, "load1": load})
-                print("round %d  trace %-3s  %9.1f samples/s  load %.2f" % (r, "on" if traced else "off", sps, load),
-                      flush=True)
+                sps, load, cpu = run(cmd, d, a.timeout)
+                rows.append({"round": r, "traced": traced, "samples_per_s": sps, "load1": load, "cpu_s": cpu})
+                print("round %d  trace %-3s  %9.1f samples/s  %6.2f cpu s  load %.2f"
+                      % (r, "on" if traced else "off", sps, cpu, load), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     off = statistics.median(x["samples_per_s"] for x in rows if not x["traced"])
     on = statistics.median(x["samples_per_s"] for x in rows if x["traced"])
+    cpu_off = statistics.median(x["cpu_s"] for x in rows if not x["traced"])
+    cpu_on = statistics.median(x["cpu_s"] for x in rows if x["traced"])
     print("%s, %d workers + %d server, %d steps, every step traced: median %.1f samples/s traced vs %.1f off, "
-          "ratio %.3f" % (a.model, a.workers, a.servers, steps, on, off, on / off))
+          "ratio %.3f; CPU seconds of all processes (start-up included) %.2f traced vs %.2f off"
+          % (a.model, a.workers, a.servers, steps, on, off, on / off, cpu_on, cpu_off))
     print(json.dumps({"model": a.model, "workers": a.workers, "servers": a.servers, "steps": steps,
-                      "samples_per_s_off": off, "samples_per_s_traced": on, "ratio": on / off, "rounds": rows}))
+                      "samples_per_s_off": off, "samples_per_s_traced": on, "ratio": on / off, "cpu_s_off": cpu_off, "cpu_s_traced": cpu_on,
+                      "rounds": rows}))
 
 
 if __name__ == "__main__":
