@@ -25,8 +25,8 @@ std::vector<double> PhaseTotals::seconds() const {
 
 void PhaseTotals::add(size_t phase, int64_t ns) { ns_.at(phase).fetch_add(ns, std::memory_order_relaxed); }
 
-PhaseClock::PhaseClock(PhaseTotals& totals, size_t initial)
-    : totals_(totals), phase_(initial), since_(Clock::now()), outer_(this_thread_clock) {
+PhaseClock::PhaseClock(PhaseTotals& totals, size_t initial, Clock::time_point since)
+    : totals_(totals), phase_(initial), since_(since), outer_(this_thread_clock) {
   if (initial >= totals.size()) throw Error("PhaseClock: phase " + std::to_string(initial) + " out of range");
   this_thread_clock = this;
 }

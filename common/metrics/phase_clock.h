@@ -45,7 +45,9 @@ class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  PhaseClock(PhaseTotals& totals, size_t initial);
+  // `since`: when the thread's time starts counting (e.g. when its owner created it, so that a
+  // thread that waited to be scheduled counts that wait in `initial`).
+  PhaseClock(PhaseTotals& totals, size_t initial, Clock::time_point since = Clock::now());
   ~PhaseClock();  // flushes
   PhaseClock(const PhaseClock&) = delete;
   PhaseClock& operator=(const PhaseClock&) = delete;

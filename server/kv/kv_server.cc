@@ -163,10 +163,11 @@ struct KvServer::Impl {
       if (io.joinable()) io.join();
       for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
       for (auto& t : workers) t.join();
-      if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
-      router.close();
+      // The threads' clocks ran from `started` to their ends, just before these joins returned.
       stopped_after_ns =
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+      if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
+      router.close();
     });
   }
 
@@ -183,7 +184,7 @@ struct KvServer::Impl {
   void socket_loop() {
     on_socket_thread = true;
     Tracer::name_this_thread(opt.tracer.get(), 0, "socket thread (receive, small slices, reply)");
-    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther), started);
     std::vector<zmq::message_t> frames;
     while (!stopping) {
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
@@ -566,7 +567,7 @@ struct KvServer::Impl {
     TaskQueue& q = *queues[index];
     std::vector<char> dead(opt.num_workers, 0);
     std::vector<float> scratch;
-    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther));
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther), started);
     Tracer::name_this_thread(opt.tracer.get(), index + 1, "update thread " + std::to_string(index));
     for (;;) {
       Task t;

@@ -3,6 +3,7 @@
 // servers account for their threads' time, and `pshard report` reads it all back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -55,7 +56,8 @@ TEST(PhaseTimes, SimulatedComputeIsForwardPlusBackwardAndPhasesAddUp) {
 
   double load = 0;
   ASSERT_EQ(getloadavg(&load, 1), 1);
-  const bool overloaded = load > static_cast<double>(std::thread::hardware_concurrency());
+  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool overloaded = load > cores;
   const std::vector<Json> epochs = events(run, "epoch");
   ASSERT_EQ(epochs.size(), 1u);
   const double steps = field(epochs[0], "step");
@@ -68,16 +70,19 @@ TEST(PhaseTimes, SimulatedComputeIsForwardPlusBackwardAndPhasesAddUp) {
     EXPECT_NEAR(phase_sum(w), epoch_s, 0.01 * epoch_s);
     // All of the simulated compute counts as forward + backward, and nothing else does. A sleep never
     // ends early; it ends late by the scheduler's wake-up delay, which an overloaded machine (more
-    // runnable threads than cores: other jobs, this job's 4 processes on 2 cores) stretches beyond 1 ms.
+    // runnable threads than cores: other jobs, this job's 4 processes on 2 cores) stretches far beyond
+    // 1 ms (10 ms per step seen at 7 runnable threads per core): there only the lower bound and the sums
+    // below are checked strictly.
     const double compute_ms = (field(w, "forward_s") + field(w, "backward_s")) / steps * 1e3;
     EXPECT_GE(compute_ms, 20.0 - 0.01);
-    EXPECT_LE(compute_ms, 20.0 + (overloaded ? 5.0 : 1.0)) << "load average " << load;
+    EXPECT_LE(compute_ms, overloaded ? 20.0 * (1 + load / cores) : 21.0) << "load average " << load;
     // forward : backward = 1 : 2 in a simulated step (each sleep's late wake-up blurs it under overload)
     if (!overloaded) {
       EXPECT_NEAR(field(w, "backward_s") / field(w, "forward_s"), 2.0, 0.2);
     }
     EXPECT_GT(field(w, "backward_s"), field(w, "forward_s"));
-    EXPECT_LT((field(w, "data_s") + field(w, "other_s")) / steps * 1e3, 2.0);
+    // Data and the rest are small next to 20 ms (a starved prefetch thread makes data_s grow under overload).
+    EXPECT_LT((field(w, "data_s") + field(w, "other_s")) / steps * 1e3, overloaded ? 0.25 * 20 : 2.0);
   }
   // The job's line: the mean over workers.
   EXPECT_NEAR(field(epochs[0], "forward_s"),
