@@ -580,21 +580,47 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     res.csvs.push_back(path("step_times.csv"));
   }
 
-  std::ostringstream timeline_md;
+  // Every run that traced steps: its merged trace.json, and a picture of its middle traced step.
+  struct TraceSummary {
+    std::string text, png;
+  };
+  std::vector<TraceSummary> traces;
+  std::vector<PlotChart> step_charts;
   for (const RunMetrics& r : runs) {
     if (!has_trace(r.dir)) continue;
-    const std::string name = runs.size() == 1 ? "trace.json" : "trace-" + r.name + ".json";
+    const std::string suffix = runs.size() == 1 ? "" : "-" + r.name;
+    const std::string name = "trace" + suffix + ".json";
     const Timeline t = read_trace_dir(r.dir);
     write_timeline(t, path(name));
     res.timelines.push_back(path(name));
-    timeline_md << "`" << name << "` (" << md_cell(r.name) << "): " << t.events.size() << " events of "
-                << t.processes.size() << " processes; clock offsets to the coordinator:";
+    std::ostringstream text;
+    text << "`" << name << "` (" << md_cell(r.name) << "): " << t.events.size() << " events of " << t.processes.size()
+         << " processes; clock offsets to the coordinator:";
     for (size_t i = 0; i < t.processes.size(); ++i) {
       const TraceProcess& p = t.processes[i];
-      timeline_md << (i ? ", " : " ") << p.name << " " << md(p.clock_offset_us) << " us"
-                  << (p.clock_rtt_us ? " (+- " + md(*p.clock_rtt_us / 2) + ")" : "");
+      text << (i ? ", " : " ") << p.name << " " << md(p.clock_offset_us) << " us"
+           << (p.clock_rtt_us ? " (+- " + md(*p.clock_rtt_us / 2) + ")" : "");
     }
-    timeline_md << ".\n\n";
+    text << ".\n\n";
+    TraceSummary summary{text.str(), ""};
+    const std::string spans_csv = "timeline_step" + suffix + ".csv";
+    const int64_t step = write_step_spans_csv(t, path(spans_csv));
+    if (step >= 0) {
+      res.csvs.push_back(path(spans_csv));
+      int lanes = 0;
+      for (const TraceEvent& e : t.events) lanes += e.ph == "M" && e.name == "thread_name" ? 1 : 0;
+      PlotChart c;
+      c.png = "timeline_step" + suffix + ".png";
+      c.title = "Step " + std::to_string(step) + " of " + r.name + " in every process (" + spans_csv + ")";
+      c.width = options.plot_width * 3 / 2;
+      c.height = std::max(options.plot_height, 28 * lanes + 160);
+      PlotLayer l = layer(spans_csv, "start_ms", "dur_ms", "lane", "what");
+      c.panels = {
+          panel("spans on the coordinator's clock, from the start of the step", "time (ms)", "", {l}, "timeline")};
+      step_charts.push_back(c);
+      summary.png = c.png;
+    }
+    traces.push_back(summary);
   }
 
   ReportOptions o = options;
@@ -603,6 +629,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
   charts.insert(charts.end(), sc.begin(), sc.end());
   if (!res.batch.empty()) charts.push_back(batch_chart(o));
   if (!res.step_times.empty()) charts.push_back(step_time_chart(o));
+  charts.insert(charts.end(), step_charts.begin(), step_charts.end());
   PlotOutcome plots = draw_charts(charts, res.out_dir, options.python, options.plot_script);
   res.plots_drawn = plots.drawn;
   res.plots_note = plots.note;
@@ -690,8 +717,10 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
   if (!res.timelines.empty()) {
     m << "### Timeline\n\nThe traced steps (`trace.steps`) of every process in one Chrome trace: open it in "
          "https://ui.perfetto.dev or chrome://tracing. One process row per pshard process; timestamps on the "
-         "coordinator's clock (each process's offset estimated from its heartbeat echoes, +- half the round trip).\n\n"
-      << timeline_md.str();
+         "coordinator's clock (each process's offset estimated from its heartbeat echoes, +- half the round trip).\n\n";
+    for (const TraceSummary& t : traces) {
+      m << t.text << (t.png.empty() ? "" : png_line(plots, t.png, "one traced step in every process"));
+    }
   }
   m << "## Throughput vs batch size\n\n";
   if (res.batch.empty()) {

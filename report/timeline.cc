@@ -2,8 +2,10 @@
 #include "report/timeline.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/error.h"
@@ -173,6 +175,56 @@ Timeline read_timeline(const std::string& path) {
     }
   }
   return t;
+}
+
+int64_t write_step_spans_csv(const Timeline& t, const std::string& path) {
+  std::vector<int64_t> steps;
+  for (const TraceEvent& e : t.events) {
+    if (e.ph == "X" && e.cat == "step" && e.args.is_object() && e.args.has("step")) {
+      steps.push_back(e.args.at("step").as_int());
+    }
+  }
+  if (steps.empty()) return -1;
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  const int64_t step = steps[steps.size() / 2];
+  double begin = 0, end = 0;
+  bool any = false;
+  for (const TraceEvent& e : t.events) {
+    if (e.ph != "X" || e.cat != "step" || e.args.at("step").as_int() != step) continue;
+    begin = any ? std::min(begin, e.ts) : e.ts;
+    end = any ? std::max(end, e.ts + e.dur) : e.ts + e.dur;
+    any = true;
+  }
+  std::map<std::pair<int, int64_t>, std::string> rows;  // (pid, tid) -> thread name
+  for (const TraceEvent& e : t.events) {
+    if (e.ph == "M" && e.name == "thread_name" && e.args.is_object() && e.args.has("name")) {
+      rows[{e.pid, e.tid}] = e.args.at("name").as_string();
+    }
+  }
+  std::ostringstream out;
+  out << "lane,name,what,start_ms,dur_ms\n";
+  auto cell = [](std::string s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const TraceProcess& p : t.processes) {  // lanes in process order
+    for (const TraceEvent& e : t.events) {
+      if (e.pid != p.pid || e.ph != "X" || e.ts + e.dur < begin || e.ts > end) continue;
+      const auto row = rows.find({e.pid, e.tid});
+      const std::string lane = p.name + " / " + (row != rows.end() ? row->second : "row " + std::to_string(e.tid));
+      const std::string what = e.cat == "phase" ? e.name : e.name.substr(0, e.name.find(' '));
+      // Clipped to the step: a request in flight since the previous step starts at its start.
+      const double from = std::max(e.ts, begin), to = std::min(e.ts + e.dur, end);
+      char nums[64];
+      std::snprintf(nums, sizeof nums, "%.4f,%.4f", (from - begin) / 1e3, (to - from) / 1e3);
+      out << cell(lane) << "," << cell(e.name) << "," << cell(what) << "," << nums << "\n";
+    }
+  }
+  binary::write_file_atomically(path, out.str(), "cannot write the step's spans");
+  return step;
 }
 
 }  // namespace pshard::report

@@ -51,4 +51,11 @@ void write_timeline(const Timeline& t, const std::string& path);
 // Reads a file write_timeline wrote (or any Chrome trace in JSON object format).
 Timeline read_timeline(const std::string& path);
 
+// One step of `t` as a table for a picture: every span of every process that overlaps the workers'
+// `step N` spans of the middle traced step, one row per span with columns lane ("worker 0 / layers"),
+// name, what (the phase, or the span's first word: receive, aggregate, update, reply, push_pull,
+// forward, backward, step), start_ms (from the step's start) and dur_ms, clipped to the step. Returns the step, or -1
+// (no file written) when `t` has no worker step spans.
+int64_t write_step_spans_csv(const Timeline& t, const std::string& path);
+
 }  // namespace pshard::report

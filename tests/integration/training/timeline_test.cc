@@ -115,6 +115,15 @@ TEST(Timeline, TwoByTwoJobMergesIntoOneConsistentTrace) {
   }
   EXPECT_EQ(server_kinds, (std::set<std::string>{"aggregate", "receive", "reply", "update"}));
 
+  // The picture's table: the middle traced step (4), spans of the servers and workers, clipped to it.
+  const std::string step_csv = read_file(o.out_dir + "/timeline_step.csv");
+  EXPECT_EQ(step_csv.rfind("lane,name,what,start_ms,dur_ms\n", 0), 0u) << step_csv;
+  for (const char* lane :
+       {"\nworker 0 / steps,step 4,step,", "\nworker 1 / steps,step 4,step,", "\n\"server 0 / ", "\n\"server 1 / "}) {
+    EXPECT_NE(step_csv.find(lane), std::string::npos) << lane << " in\n" << step_csv;
+  }
+  EXPECT_EQ(step_csv.find(",-"), std::string::npos) << "nothing starts before the step or has a negative length";
+
   const std::string md = read_file(r.report_md);
   EXPECT_NE(md.find("### Timeline"), std::string::npos) << md;
   pshard::testing::remove_dir_if_passed(dir);
