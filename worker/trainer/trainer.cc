@@ -8,10 +8,10 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/phase_clock.h"
-#include "common/metrics/trace.h"
 #include "models/model.h"
 #include "worker/data/batch_loader.h"
 #include "worker/data/sampler.h"
+#include "worker/trainer/step_trace.h"
 
 namespace pshard::trainer {
 
@@ -36,10 +36,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 double seconds_between(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double>(t1 - t0).count();
 }
-
-// Span names of the phases (WorkerPhase order).
-const char* const kPhaseNames[] = {"data", "forward", "backward", "comm_wait", "other"};
-constexpr int kStepRow = 0, kPhaseRow = 1, kLayerRow = 2;
 
 void sleep_ms(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
 
@@ -91,23 +87,9 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   // read at the same instants as its wall time, so they add up to it.
   PhaseTotals totals(static_cast<size_t>(WorkerPhase::kCount));
   PhaseClock clock(totals, static_cast<size_t>(WorkerPhase::kOther));
-  if (tracer_) {
-    clock.trace_to(tracer_, kPhaseNames);
-    Tracer::name_this_thread(tracer_, kPhaseRow, "training phases");
-    tracer_->name_row(kLayerRow, "layers");
-    tracer_->name_row(kStepRow, "steps");
-  }
-  // Per-layer spans of a traced step: each layer's forward runs from the end of its wait for
-  // weights to the next layer's wait; backward spans end where a layer's gradients are final.
-  bool traced = false;
-  int64_t traced_step = 0;
-  Clock::time_point traced_start, layer_mark;
-  auto layer_span = [&](const std::string& what, int layer) {
-    const auto now = Clock::now();
-    tracer_->span(what + " " + model_.layer_name(layer), "layer", layer_mark, now,
-                  Json::object().set("step", traced_step).set("layer", layer), kLayerRow);
-    layer_mark = now;
-  };
+  // trace.steps: each layer's forward runs from the end of its wait for weights to the next layer's
+  // wait; a backward span ends where a layer's gradients are final.
+  StepTrace trace(tracer_, clock, model_);
 
   sync_.start(model_);
   int64_t step = options_.start_step;
@@ -128,12 +110,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     }
     for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
       const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
-      if (tracer_ && (traced || tracer_->traces(step))) {
-        traced_start = clock.flush();  // the time before this step stays out of (or in) the trace
-        traced = tracer_->traces(step);
-        clock.set_tracing(traced);
-        traced_step = step;
-      }
+      trace.begin_step(step);
       Clock::time_point step_start;
       std::vector<double> step_phases_before;
       if (logged) {
@@ -166,25 +143,22 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
           ScopedPhase forward(WorkerPhase::kForward);
           r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
                              batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
-                               if (traced && layer > 0) layer_span("forward", layer - 1);
+                               trace.layer_done("forward", layer - 1);
                                sync_.wait_layer(layer);
-                               if (traced) layer_mark = Clock::now();
+                               trace.layer_start();
                              });
-          if (traced && num_layers > 0) layer_span("forward", num_layers - 1);
+          trace.layer_done("forward", num_layers - 1);
         }
         ScopedPhase backward(WorkerPhase::kBackward);
-        if (traced) layer_mark = Clock::now();
+        trace.layer_start();
         model_.backward([&](int first, int count) {
-          if (traced) layer_span("backward", params[static_cast<size_t>(first)].layer);
+          trace.layer_done("backward", params[static_cast<size_t>(first)].layer);
           sync_.grads_ready(first, count);
-          if (traced) layer_mark = Clock::now();
+          trace.layer_start();
         });
       }
       sync_.end_step(step);
-      if (traced) {
-        tracer_->span("step " + std::to_string(step), "step", traced_start, Clock::now(),
-                      Json::object().set("step", step), kStepRow);
-      }
+      trace.end_step(step);
       report.samples += r.n;
       report.loss_sum += r.loss_sum;
       report.correct += r.correct;
@@ -212,8 +186,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       }
     }
     report.epoch_s = seconds_between(epoch_start, clock.flush());
-    clock.set_tracing(false);
-    traced = false;
+    trace.end_epoch();
     report.phases = WorkerPhaseSeconds::between(epoch_phases_before, totals.seconds());
     report.step = step;
     report.lr = sync_.lr_at(step - 1);
