@@ -26,6 +26,9 @@ int run_launch(const std::vector<std::string>& args) {
   p.add_flag("start-over",
              "--run-dir holds a run: move it to DIR.old-N (nothing is deleted) and start a new run in DIR");
   p.add_option("port", "P", "coordinator port on 127.0.0.1 (default: a free port)");
+  p.add_option("trace", "FIRST-LAST",
+               "write a timeline of steps FIRST..LAST from every process (sets trace.steps; `pshard report "
+               "RUN_DIR` merges it into trace.json)");
   p.add_option("key-dir", "DIR",
                "security.curve: where the job's key file curve.keys is created if missing (default: security.key_dir, "
                "else RUN_DIR/keys)");
@@ -46,6 +49,7 @@ int run_launch(const std::vector<std::string>& args) {
   o.workers = p.get_int("workers");
   o.config_path = p.get("config");
   o.overrides = p.get_all("set");
+  if (p.has("trace")) o.overrides.push_back("trace.steps=" + p.get("trace"));
   o.run_dir = p.get("run-dir");
   o.resume_dir = p.get("resume");
   o.start_over = p.flag("start-over");

@@ -13,6 +13,7 @@
 #include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/metrics/progress.h"
+#include "common/metrics/trace.h"
 #include "common/run/run_directory.h"
 #include "common/run/run_settings.h"
 #include "common/transport/curve.h"
@@ -241,6 +242,8 @@ int run_local_launch(const LocalLaunchOptions& o) {
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
   if (!o.worker_program.empty()) check_worker_program(o, cfg);
+  (void)TraceWindow::parse(cfg.get_string("trace.steps"),
+                           "trace.steps");  // a bad window fails here, not in every child
   std::string run_dir;
   std::string run_id;
   int64_t resume_step = -1;  // -1: a fresh start

@@ -57,6 +57,7 @@ void ProgressState::add(const Json& e) {
     steps_per_epoch_ = static_cast<int64_t>(num(e, "steps_per_epoch"));
     global_batch_ = static_cast<int64_t>(num(e, "global_batch"));
   } else if (kind == "step") {
+    if (num(e, "rank") != 0) return;  // every worker logs its steps; the line follows worker 0's
     epoch_ = static_cast<int64_t>(num(e, "epoch"));
     step_ = static_cast<int64_t>(num(e, "step"));
     loss_ = num(e, "loss");

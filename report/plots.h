@@ -18,7 +18,7 @@ struct PlotLayer {
 
 struct PlotPanel {
   std::string title, xlabel, ylabel;
-  std::string kind = "line";        // line | bars | stacked
+  std::string kind = "line";        // line | bars | stacked | timeline (tools/plot_report.py)
   bool logx = false, logy = false;  // logx: base 2
   bool integer_x = false;           // whole-number x ticks (epochs)
   bool data_xticks = false;         // x ticks exactly at the data (worker counts)

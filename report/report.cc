@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -11,7 +12,9 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "report/phase_tables.h"
 #include "report/plots.h"
+#include "report/timeline.h"
 
 namespace pshard::report {
 namespace {
@@ -120,18 +123,26 @@ void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs
 
 void write_convergence_csvs(const std::string& steps_path, const std::string& epochs_path,
                             const std::vector<RunMetrics>& runs, const std::vector<std::string>& labels) {
+  // The loss curve is worker 0's (every worker logs its steps; their step times are in step_times.csv).
   CsvFile steps(steps_path, {"run", "label", "epoch", "step", "wall_s", "loss", "lr"});
-  CsvFile epochs(epochs_path, {"run", "label", "epoch", "step", "wall_s", "train_loss", "train_acc", "test_loss",
-                               "test_acc", "samples_per_s", "epoch_s", "compute_s", "comm_wait_s"});
+  std::vector<std::string> epoch_columns = {"run",      "label",         "epoch",     "step",
+                                            "wall_s",   "train_loss",    "train_acc", "test_loss",
+                                            "test_acc", "samples_per_s", "epoch_s"};
+  for (const char* n : WorkerPhaseSeconds::names()) epoch_columns.push_back(n);
+  CsvFile epochs(epochs_path, epoch_columns);
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const StepRecord& s : runs[i].steps) {
+      if (s.rank != 0) continue;
       steps.row({runs[i].name, labels[i], std::to_string(s.epoch), std::to_string(s.step), num(s.wall_s), num(s.loss),
                  opt(s.lr)});
     }
     for (const EpochRecord& e : runs[i].epochs) {
-      epochs.row({runs[i].name, labels[i], std::to_string(e.epoch), std::to_string(e.step), opt(e.wall_s),
-                  opt(e.train_loss), opt(e.train_acc), opt(e.test_loss), opt(e.test_acc), opt(e.samples_per_s),
-                  opt(e.epoch_s), opt(e.compute_s), opt(e.comm_wait_s)});
+      std::vector<std::string> row = {runs[i].name,           labels[i],        std::to_string(e.epoch),
+                                      std::to_string(e.step), opt(e.wall_s),    opt(e.train_loss),
+                                      opt(e.train_acc),       opt(e.test_loss), opt(e.test_acc),
+                                      opt(e.samples_per_s),   opt(e.epoch_s)};
+      for (size_t p = 0; p < WorkerPhaseSeconds::kCount; ++p) row.push_back(e.phases ? num(e.phases->s[p]) : "");
+      epochs.row(row);
     }
   }
   steps.close();
@@ -152,7 +163,9 @@ const std::vector<std::string> kScalingColumns = {"group",
                                                   "efficiency",
                                                   "samples_per_s",
                                                   "step_ms",
-                                                  "compute_ms_per_step",
+                                                  "data_ms_per_step",
+                                                  "forward_ms_per_step",
+                                                  "backward_ms_per_step",
                                                   "comm_ms_per_step",
                                                   "other_ms_per_step",
                                                   "comm_fraction",
@@ -185,10 +198,12 @@ void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>&
              num(r.efficiency),
              num(r.samples_per_s),
              num(r.step_s * 1e3),
-             num(r.compute_s_per_step * 1e3),
-             num(r.comm_s_per_step * 1e3),
-             num(r.other_s_per_step * 1e3),
-             num(r.comm_s_per_step / r.step_s),
+             num(r.phases_per_step[WorkerPhase::kData] * 1e3),
+             num(r.phases_per_step[WorkerPhase::kForward] * 1e3),
+             num(r.phases_per_step[WorkerPhase::kBackward] * 1e3),
+             num(r.phases_per_step[WorkerPhase::kCommWait] * 1e3),
+             num(r.phases_per_step[WorkerPhase::kOther] * 1e3),
+             num(r.phases_per_step[WorkerPhase::kCommWait] / r.step_s),
              num(r.model_bytes / kMB),
              num(r.traffic_bytes_per_step / kMB),
              num(r.ps_bound_bytes_per_step / kMB),
@@ -197,6 +212,30 @@ void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>&
              num(r.ring_bytes_per_worker_step / kMB),
              num(r.bandwidth_bytes_per_s / kMB),
              num(r.bandwidth_per_worker_bytes_per_s / kMB)});
+    }
+  }
+  f.close();
+}
+
+// Every logged step of every worker (the step-time distribution behind step_times_markdown).
+void write_step_times_csv(const std::string& path, const std::vector<RunMetrics>& runs,
+                          const std::vector<std::string>& labels) {
+  std::vector<std::string> columns = {"run", "label", "worker", "series", "epoch", "step", "step_ms"};
+  for (const char* n : WorkerPhaseSeconds::names()) columns.push_back(std::string(n, std::strlen(n) - 2) + "_ms");
+  CsvFile f(path, columns);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const StepRecord& s : runs[i].steps) {
+      if (!s.step_s) continue;
+      std::vector<std::string> row = {
+          runs[i].name,
+          labels[i],
+          std::to_string(s.rank),
+          (runs.size() > 1 ? labels[i] + " " : std::string()) + "worker " + std::to_string(s.rank),
+          std::to_string(s.epoch),
+          std::to_string(s.step),
+          num(*s.step_s * 1e3)};
+      for (size_t p = 0; p < WorkerPhaseSeconds::kCount; ++p) row.push_back(s.phases ? num(s.phases->s[p] * 1e3) : "");
+      f.row(row);
     }
   }
   f.close();
@@ -349,7 +388,9 @@ std::vector<PlotChart> scaling_charts(const std::vector<ScalingGroup>& groups, c
         over_workers(panel("scaling efficiency speedup x W0/W", "workers W", "efficiency (fraction)",
                            {with_where(layer(csv, "workers", "efficiency", "", "measured", "-", "o"))})));
     c.panels.push_back(panel("time per step (mean over workers)", "workers W", "time per step (ms)",
-                             {with_where(layer(csv, "workers", "compute_ms_per_step", "", "compute (fwd/bwd)")),
+                             {with_where(layer(csv, "workers", "data_ms_per_step", "", "waiting for data")),
+                              with_where(layer(csv, "workers", "forward_ms_per_step", "", "forward")),
+                              with_where(layer(csv, "workers", "backward_ms_per_step", "", "backward")),
                               with_where(layer(csv, "workers", "comm_ms_per_step", "", "blocked on communication")),
                               with_where(layer(csv, "workers", "other_ms_per_step", "", "other"))},
                              "stacked"));
@@ -383,6 +424,17 @@ std::vector<PlotChart> scaling_charts(const std::vector<ScalingGroup>& groups, c
   return charts;
 }
 
+PlotChart step_time_chart(const ReportOptions& o) {
+  PlotChart c;
+  c.png = "step_times.png";
+  c.title = "Step time of every worker";
+  c.width = o.plot_width;
+  c.height = o.plot_height;
+  c.panels = {panel("wall time of each logged step (every train.log_every steps): stragglers stand out", "step",
+                    "step time (ms)", {layer("step_times.csv", "step", "step_ms", "series", "", "-", "o")})};
+  return c;
+}
+
 PlotChart batch_chart(const ReportOptions& o) {
   PlotChart c;
   c.png = "throughput_vs_batch.png";
@@ -414,10 +466,11 @@ const char* kScalingDefinitions =
 | speedup | epoch time(W0) / epoch time(W); with W0 = 1 this is T1/TW | x |
 | efficiency | speedup x W0 / W (1 = perfect linear scaling) | fraction |
 | samples/s | training samples per second, all workers together | samples/s |
-| step | training seconds per step = compute + comm + other | ms |
-| compute | forward/backward per step (mean over workers) | ms |
-| comm | blocked waiting for push/pull per step (mean over workers) | ms |
-| other | step - compute - comm: data loading, optimizer bookkeeping, overhead | ms |
+| step | training seconds per step (the slowest worker's epochs) | ms |
+| data | waiting for the next batch, per step (measured, mean over workers) | ms |
+| fwd, bwd | forward and backward pass per step, waits for communication excluded (measured, mean over workers) | ms |
+| comm | blocked waiting for push/pull per step (measured, mean over workers) | ms |
+| other | the rest of the step, measured as such: bookkeeping, issuing requests, a local optimizer step (mean over workers) | ms |
 | traffic/step | payload bytes sent + received by all workers per step | MB |
 | PS bound/step | 2 x M x W: every worker pushes its gradient and pulls the model once per step | MB |
 | sent/worker/step | payload bytes one worker sends per step (mean) | MB |
@@ -439,18 +492,18 @@ std::string png_line(const PlotOutcome& plots, const std::string& png, const std
 
 std::string scaling_markdown(const ScalingGroup& g, const std::vector<std::string>& labels) {
   std::ostringstream out;
-  out << "| run | W | S | epoch time (s) | speedup | efficiency | samples/s | step (ms) | compute (ms) | comm (ms) | "
-         "other (ms) | traffic/step (MB) | PS bound/step (MB) | sent/worker/step (MB) | ring/worker/step (MB) | "
-         "bandwidth (MB/s) | bw/worker (MB/s) |\n";
-  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  out << "| run | W | S | epoch time (s) | speedup | efficiency | samples/s | step (ms) | data (ms) | fwd (ms) | "
+         "bwd (ms) | comm (ms) | other (ms) | traffic/step (MB) | PS bound/step (MB) | sent/worker/step (MB) | "
+         "ring/worker/step (MB) | bandwidth (MB/s) | bw/worker (MB/s) |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ScalingRow& r : g.rows) {
     out << "| " << md_cell(labels[r.run]) << " | " << r.workers << " | " << r.servers << " | " << md(r.epoch_s) << " | "
         << md(r.speedup, 3) << " | " << md(r.efficiency, 3) << " | " << md(r.samples_per_s) << " | "
-        << md(r.step_s * 1e3) << " | " << md(r.compute_s_per_step * 1e3) << " | " << md(r.comm_s_per_step * 1e3)
-        << " | " << md(r.other_s_per_step * 1e3) << " | " << md(r.traffic_bytes_per_step / kMB) << " | "
-        << md(r.ps_bound_bytes_per_step / kMB) << " | " << md(r.sent_bytes_per_worker_step / kMB) << " | "
-        << md(r.ring_bytes_per_worker_step / kMB) << " | " << md(r.bandwidth_bytes_per_s / kMB) << " | "
-        << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " |\n";
+        << md(r.step_s * 1e3) << " | ";
+    for (double v : r.phases_per_step.s) out << md(v * 1e3) << " | ";
+    out << md(r.traffic_bytes_per_step / kMB) << " | " << md(r.ps_bound_bytes_per_step / kMB) << " | "
+        << md(r.sent_bytes_per_worker_step / kMB) << " | " << md(r.ring_bytes_per_worker_step / kMB) << " | "
+        << md(r.bandwidth_bytes_per_s / kMB) << " | " << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " |\n";
   }
   return out.str();
 }
@@ -508,6 +561,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
   res.labels = run_labels(runs);
   res.scaling = scaling_groups(runs);
   res.batch = batch_rows(runs);
+  res.step_times = step_time_rows(runs);
 
   auto path = [&](const std::string& name) { return res.out_dir + "/" + name; };
   write_runs_csv(path("runs.csv"), runs, res.labels);
@@ -521,12 +575,61 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     write_batch_csv(path("batch.csv"), res.batch, runs, res.labels);
     res.csvs.push_back(path("batch.csv"));
   }
+  if (!res.step_times.empty()) {
+    write_step_times_csv(path("step_times.csv"), runs, res.labels);
+    res.csvs.push_back(path("step_times.csv"));
+  }
+
+  // Every run that traced steps: its merged trace.json, and a picture of its middle traced step.
+  struct TraceSummary {
+    std::string text, png;
+  };
+  std::vector<TraceSummary> traces;
+  std::vector<PlotChart> step_charts;
+  for (const RunMetrics& r : runs) {
+    if (!has_trace(r.dir)) continue;
+    const std::string suffix = runs.size() == 1 ? "" : "-" + r.name;
+    const std::string name = "trace" + suffix + ".json";
+    const Timeline t = read_trace_dir(r.dir);
+    write_timeline(t, path(name));
+    res.timelines.push_back(path(name));
+    std::ostringstream text;
+    text << "`" << name << "` (" << md_cell(r.name) << "): " << t.events.size() << " events of " << t.processes.size()
+         << " processes; clock offsets to the coordinator:";
+    for (size_t i = 0; i < t.processes.size(); ++i) {
+      const TraceProcess& p = t.processes[i];
+      text << (i ? ", " : " ") << p.name << " " << md(p.clock_offset_us) << " us"
+           << (p.clock_rtt_us ? " (+- " + md(*p.clock_rtt_us / 2) + ")" : "");
+    }
+    text << ".\n\n";
+    TraceSummary summary{text.str(), ""};
+    const std::string spans_csv = "timeline_step" + suffix + ".csv";
+    const int64_t step = write_step_spans_csv(t, path(spans_csv));
+    if (step >= 0) {
+      res.csvs.push_back(path(spans_csv));
+      int lanes = 0;
+      for (const TraceEvent& e : t.events) lanes += e.ph == "M" && e.name == "thread_name" ? 1 : 0;
+      PlotChart c;
+      c.png = "timeline_step" + suffix + ".png";
+      c.title = "Step " + std::to_string(step) + " of " + r.name + " in every process (" + spans_csv + ")";
+      c.width = options.plot_width * 3 / 2;
+      c.height = std::max(options.plot_height, 28 * lanes + 160);
+      PlotLayer l = layer(spans_csv, "start_ms", "dur_ms", "lane", "what");
+      c.panels = {
+          panel("spans on the coordinator's clock, from the start of the step", "time (ms)", "", {l}, "timeline")};
+      step_charts.push_back(c);
+      summary.png = c.png;
+    }
+    traces.push_back(summary);
+  }
 
   ReportOptions o = options;
   std::vector<PlotChart> charts = convergence_charts(runs, o);
   std::vector<PlotChart> sc = scaling_charts(res.scaling, o);
   charts.insert(charts.end(), sc.begin(), sc.end());
   if (!res.batch.empty()) charts.push_back(batch_chart(o));
+  if (!res.step_times.empty()) charts.push_back(step_time_chart(o));
+  charts.insert(charts.end(), step_charts.begin(), step_charts.end());
   PlotOutcome plots = draw_charts(charts, res.out_dir, options.python, options.plot_script);
   res.plots_drawn = plots.drawn;
   res.plots_note = plots.note;
@@ -538,7 +641,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     << "Generated " << timestamp("%Y-%m-%d %H:%M:%S") << " by `pshard report` from " << runs.size() << " run"
     << (runs.size() == 1 ? "" : "s") << ". Tables: "
     << "`runs.csv`, `convergence_steps.csv`, `convergence_epochs.csv`" << (res.scaling.empty() ? "" : ", `scaling.csv`")
-    << (res.batch.empty() ? "" : ", `batch.csv`") << ".\n\n";
+    << (res.batch.empty() ? "" : ", `batch.csv`") << (res.step_times.empty() ? "" : ", `step_times.csv`") << ".\n\n";
   if (!plots.drawn) m << "**Plots were skipped:** " << plots.note << ".\n\n";
   std::vector<std::string> keys = differing_keys(runs);
   if (runs.size() > 1) {
@@ -591,6 +694,32 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
       m << "### " << md_cell(g.title) << "\n\n" << scaling_markdown(g, res.labels) << "\n";
       m << png_line(plots, "scaling" + suffix + ".png", "scaling")
         << png_line(plots, "bandwidth" + suffix + ".png", "bandwidth");
+    }
+  }
+  m << "## Where the time goes\n\n";
+  if (res.step_times.empty()) {
+    m << "No step times: the runs logged no `step` lines with phase times (`train.log_every` = 0, or an older "
+         "pshard).\n\n";
+  } else {
+    m << "Step time of every worker, from its logged steps (one every `train.log_every` steps; p50/p99: "
+         "nearest-rank percentiles), and the mean of each measured phase over the same steps (ms; docs/METRICS.md): "
+         "the straggler picture that epoch means hide. Every logged step: `step_times.csv`.\n\n"
+      << step_times_markdown(res.step_times, runs, res.labels) << "\n"
+      << png_line(plots, "step_times.png", "step time of every worker");
+  }
+  const std::string servers = server_phases_markdown(runs, res.labels);
+  if (!servers.empty()) {
+    m << "Servers: share of their threads' time (threads x wall) in each phase over the whole run (docs/METRICS.md: "
+         "recv = receiving and checking requests, aggregate = taking pushes in and answering pulls, update = the "
+         "optimizer, reply = sending replies, idle = waiting for work).\n\n"
+      << servers << "\n";
+  }
+  if (!res.timelines.empty()) {
+    m << "### Timeline\n\nThe traced steps (`trace.steps`) of every process in one Chrome trace: open it in "
+         "https://ui.perfetto.dev or chrome://tracing. One process row per pshard process; timestamps on the "
+         "coordinator's clock (each process's offset estimated from its heartbeat echoes, +- half the round trip).\n\n";
+    for (const TraceSummary& t : traces) {
+      m << t.text << (t.png.empty() ? "" : png_line(plots, t.png, "one traced step in every process"));
     }
   }
   m << "## Throughput vs batch size\n\n";

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
+#include "report/phase_tables.h"
 #include "report/tables.h"
 
 namespace pshard::report {
@@ -28,6 +29,8 @@ struct ReportResult {
   std::vector<std::string> labels;  // one per run
   std::vector<ScalingGroup> scaling;
   std::vector<BatchRow> batch;
+  std::vector<StepTimeRow> step_times;  // per worker of every run with logged step times
+  std::vector<std::string> timelines;   // merged trace.json of every run with RUN_DIR/trace (trace.steps)
 };
 
 // Replaces every path that is not a run directory (no metrics.jsonl) by the
@@ -38,7 +41,8 @@ std::vector<std::string> expand_run_dirs(const std::vector<std::string>& paths);
 // One run: RUN_DIR/report; several: reports/<YYYYmmdd-HHMMSS> in the current directory.
 std::string default_report_dir(const std::vector<std::string>& run_dirs);
 
-// Reads the runs, writes OUT/report.md, OUT/*.csv and OUT/*.png.
+// Reads the runs, writes OUT/report.md, OUT/*.csv and OUT/*.png, and OUT/trace.json (one run) or
+// OUT/trace-<run>.json (several) for every run that traced steps (report/timeline.h).
 //
 //   ReportResult r = write_report({"runs/w1", "runs/w2", "runs/w4"}, {});
 //   std::printf("%s\n", r.report_md.c_str());   // runs/.../report.md

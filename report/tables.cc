@@ -25,6 +25,19 @@ double sum_over(const std::vector<EpochRecord>& epochs, Field field) {
   return total;
 }
 
+// Sums the phases over epochs; NaN phases when any epoch lacks them (an older run).
+WorkerPhaseSeconds phases_over(const std::vector<EpochRecord>& epochs) {
+  WorkerPhaseSeconds total;
+  for (const EpochRecord& e : epochs) {
+    if (!e.phases) {
+      total.s.fill(kNaN);
+      return total;
+    }
+    total += *e.phases;
+  }
+  return total;
+}
+
 int64_t workers_of(const RunMetrics& run) { return run.summary ? run.summary->workers : 1; }
 
 std::string config_value(const RunMetrics& run, const std::string& key) {
@@ -87,10 +100,8 @@ ScalingRow scaling_row(const RunMetrics& run, size_t index) {
   double workers = static_cast<double>(row.workers);
   row.samples_per_s = run.summary && run.summary->samples_per_s ? *run.summary->samples_per_s : kNaN;
   row.step_s = row.train_s / steps;
-  row.compute_s_per_step = sum_over(run.epochs, &EpochRecord::compute_s) / steps;
-  row.comm_s_per_step = sum_over(run.epochs, &EpochRecord::comm_wait_s) / steps;
-  row.other_s_per_step = row.step_s - row.compute_s_per_step - row.comm_s_per_step;
-  if (std::fabs(row.other_s_per_step) < 1e-6 * row.step_s) row.other_s_per_step = 0;  // %.9g rounding of the sums
+  row.phases_per_step = phases_over(run.epochs);
+  row.phases_per_step /= steps;
   row.model_bytes = run.summary && run.summary->model_bytes > 0 ? static_cast<double>(run.summary->model_bytes) : kNaN;
   double sent = sum_over(run.epochs, &EpochRecord::bytes_sent);
   double recv = sum_over(run.epochs, &EpochRecord::bytes_recv);

@@ -25,16 +25,16 @@ std::vector<std::string> differing_keys(const std::vector<RunMetrics>& runs);
 struct ScalingRow {
   size_t run = 0;  // index into the runs given
   int64_t workers = 0, servers = 0;
-  int64_t epochs = 0, steps = 0;                // steps: synchronous steps of each worker (last epoch line's `step`)
-  double train_s = 0;                           // sum of epoch_s over epochs (training only)
-  double epoch_s = 0;                           // train_s / epochs
-  double speedup = 0;                           // epoch_s(baseline) / epoch_s; baseline = fewest workers in the group
-  double efficiency = 0;                        // speedup * workers(baseline) / workers
-  double samples_per_s = 0;                     // training samples per second, all workers
-  double step_s = 0;                            // train_s / steps
-  double compute_s_per_step = 0;                // sum of compute_s (mean over workers) / steps
-  double comm_s_per_step = 0;                   // sum of comm_wait_s (mean over workers) / steps
-  double other_s_per_step = 0;                  // step_s - compute - comm (data loading, framework overhead)
+  int64_t epochs = 0, steps = 0;  // steps: synchronous steps of each worker (last epoch line's `step`)
+  double train_s = 0;             // sum of epoch_s over epochs (training only)
+  double epoch_s = 0;             // train_s / epochs
+  double speedup = 0;             // epoch_s(baseline) / epoch_s; baseline = fewest workers in the group
+  double efficiency = 0;          // speedup * workers(baseline) / workers
+  double samples_per_s = 0;       // training samples per second, all workers
+  double step_s = 0;              // train_s / steps
+  // Measured phases (mean over workers) summed over epochs / steps: data, forward, backward,
+  // comm_wait, other; they add up to step_s up to the slowest worker's lead (epoch_s is the slowest's).
+  WorkerPhaseSeconds phases_per_step;
   double model_bytes = 0;                       // bytes of all parameters (summary)
   double traffic_bytes_per_step = 0;            // (bytes_sent + bytes_recv) of all workers / steps
   double ps_bound_bytes_per_step = 0;           // 2 * model_bytes * workers

@@ -166,6 +166,8 @@ int run_server_process(const ServerProcessOptions& o) {
     opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
     opt.on_stall = [&cluster](const StallReport& r) { cluster.report(stall_event(r)); };
+    const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
+    if (!window.empty()) opt.tracer = std::make_shared<Tracer>(window, "server " + std::to_string(opt.rank));
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                       << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
@@ -198,6 +200,9 @@ int run_server_process(const ServerProcessOptions& o) {
     const KvServerStats st = server.stats();
     PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
                       << " updates, " << st.errors << " refused";
+    cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
+    if (opt.tracer)
+      write_trace_file(*opt.tracer, o.run_dir, "server-" + std::to_string(opt.rank), cluster.clock_offset());
     if (outcome.status != 0) {
       PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
       cluster.leave(1);

@@ -17,6 +17,9 @@ labelled `label`); layers sharing a group value share a colour. logx: base-2
 log axis; integer_x: whole-number ticks; data_xticks: ticks at the x values.
 kind "bars": grouped bars, one bar per layer at each x category.
 kind "stacked": stacked bars, one segment per layer at each x category.
+kind "timeline": spans as horizontal bars, one CSV row per span: `x` is its start column, `y` its
+duration column, `group` its lane column (one lane per value, top to bottom in order of first
+appearance), and the layer's `label` names the column whose value picks the colour.
 
 usage: plot_report.py MANIFEST.json      (paths in the manifest are relative to its folder)
 """
@@ -102,6 +105,26 @@ def draw_bars(ax, folder, panel, cache, stacked):
     ax.set_xticklabels(cats)
 
 
+def draw_timeline(ax, folder, panel, cache):
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"] + ["#444444", "#bbbb00", "#00bbbb", "#bb00bb"]
+    lanes, colors = [], {}
+    for layer in panel["layers"]:
+        for r in read_rows(folder, layer, cache):
+            lane, key = r.get(layer["group"]), r.get(layer["label"])
+            start, dur = number(r.get(layer["x"])), number(r.get(layer["y"]))
+            if start is None or dur is None:
+                continue
+            if lane not in lanes:
+                lanes.append(lane)
+            if key not in colors:
+                colors[key] = palette[len(colors) % len(palette)]
+                ax.barh(0, 0, color=colors[key], label=key)  # one legend entry per colour
+            ax.barh(lanes.index(lane), max(dur, 1e-3), left=start, height=0.7, color=colors[key])
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(lanes, fontsize=7)
+    ax.invert_yaxis()
+
+
 def draw_chart(folder, chart):
     panels = chart["panels"]
     cols = 2 if len(panels) > 1 else 1
@@ -114,6 +137,8 @@ def draw_chart(folder, chart):
         xs = []
         if kind == "line":
             xs = draw_line(ax, folder, panel, cache)
+        elif kind == "timeline":
+            draw_timeline(ax, folder, panel, cache)
         else:
             draw_bars(ax, folder, panel, cache, stacked=(kind == "stacked"))
         if panel.get("logx"):

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "common/util/env.h"
 #include "common/util/log.h"
@@ -86,6 +88,13 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   sync.set_start_step(start_step);
   sync.set_rejoin(join);
   trainer::Trainer t(opts, *setup.model, setup.data, sync);
+  std::unique_ptr<Tracer> tracer;
+  const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
+  if (!window.empty()) {
+    tracer = std::make_unique<Tracer>(window, "worker " + std::to_string(rank));
+    t.set_tracer(tracer.get());
+    sync.set_tracer(tracer.get());
+  }
   if (rank == 0 && !join) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
@@ -103,16 +112,14 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     if (start_step > 0) start.set("start_step", start_step);  // a resumed run
     cluster.report(start);
   }
-  t.run(
-      [&](const trainer::StepEvent& s) {
-        if (rank != 0) return;
-        cluster.report(s.to_json());
-      },
-      [&](const WorkerEpochReport& r) {
-        Json j = r.to_json();
-        j.set("event", "worker_epoch");
-        cluster.report(j);
-      });
+  // Every worker logs its steps: the step-time spread across workers shows stragglers.
+  t.run([&](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
+        [&](const WorkerEpochReport& r) {
+          Json j = r.to_json();
+          j.set("event", "worker_epoch");
+          cluster.report(j);
+        });
+  if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
   // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
   bool lowest_alive = true;

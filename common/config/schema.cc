@@ -56,9 +56,11 @@ std::vector<ConfigKey> kSchema = {
     {"train.threads", T::kInt, "0", 0, 1024, "", "CPU compute threads (0: one per core)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
     {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
-    {"train.log_every", T::kInt, "50", 0, 1e12, "", "steps between `step` lines in metrics.jsonl (0: none)"},
+    {"train.log_every", T::kInt, "50", 0, 1e12, "",
+     "steps between `step` lines in metrics.jsonl, one per worker with its phase times (0: none)"},
     {"train.simulate_compute_ms", T::kDouble, "0", 0, 1e7, "",
-     "replace forward/backward by a sleep of this many ms per step (communication studies; 0: real compute)"},
+     "replace forward/backward by sleeps of this many ms per step, 1/3 forward and 2/3 backward (communication "
+     "studies; 0: real compute)"},
 
     // optimizer (applied on the servers; by `pshard train` locally)
     {"optimizer.name", T::kString, "sgd", 0, 0, "", "update rule"},
@@ -116,6 +118,11 @@ std::vector<ConfigKey> kSchema = {
      "also checkpoint at the first step boundary after this many seconds since the last one (worker 0 decides; 0: "
      "off)"},
     {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
+
+    // timeline (docs/METRICS.md, "Timeline")
+    {"trace.steps", T::kString, "", 0, 0, "",
+     "trace the steps FIRST-LAST (e.g. \"100-120\"): every process writes RUN_DIR/trace/*.json (Chrome trace events), "
+     "`pshard report` merges them into trace.json; empty: no trace"},
 
     // security (docs/OPERATIONS.md, "Security")
     {"security.curve", T::kBool, "false", 0, 0, "",

@@ -61,6 +61,11 @@ struct ClusterClient::Impl {
   std::function<void(const ClusterEvent&)> callback;
   bool leave_requested = false;
   bool thread_done = false;
+  // The map arrived: probe the clock offset with 10 heartbeats 20 ms apart (the coordinator may be
+  // busy writing cluster.json when the first one comes, so one echo can take long; the fastest wins).
+  bool map_arrived = false;
+  std::deque<std::pair<uint64_t, Clock::time_point>> heartbeats_sent;  // background thread only: recent seq, time
+  ClockOffset offset;                                                  // under mu
 
   void wake() {
     uint64_t one = 1;
@@ -147,6 +152,7 @@ struct ClusterClient::Impl {
         {
           std::lock_guard<std::mutex> lock(mu);
           if (have_map) break;
+          map_arrived = true;
           map = std::move(m);
           rank = cm.getYourRank();
           have_map = true;
@@ -162,7 +168,7 @@ struct ClusterClient::Impl {
         cv.notify_all();
         break;
       }
-      case control::ControlMessage::HEARTBEAT: break;
+      case control::ControlMessage::HEARTBEAT: on_echo(root.getHeartbeat()); break;
       case control::ControlMessage::NODE_DEAD: {
         ClusterEvent e;
         e.kind = ClusterEvent::Kind::kNodeDead;
@@ -203,6 +209,24 @@ struct ClusterClient::Impl {
     }
   }
 
+  // A heartbeat echo: one sample of the clock offset; the one with the shortest round trip wins.
+  void on_echo(control::Heartbeat::Reader h) {
+    const Clock::time_point received = Clock::now();
+    if (h.getCoordinatorClockNs() == 0) return;
+    for (const auto& [seq, sent] : heartbeats_sent) {
+      if (seq != h.getSeq()) continue;
+      const int64_t t0 = std::chrono::duration_cast<std::chrono::nanoseconds>(sent.time_since_epoch()).count();
+      const int64_t t1 = std::chrono::duration_cast<std::chrono::nanoseconds>(received.time_since_epoch()).count();
+      std::lock_guard<std::mutex> lock(mu);
+      ++offset.samples;
+      if (offset.rtt_ns < 0 || t1 - t0 < offset.rtt_ns) {
+        offset.rtt_ns = t1 - t0;
+        offset.offset_ns = h.getCoordinatorClockNs() - (t0 + (t1 - t0) / 2);
+      }
+      return;
+    }
+  }
+
   void loop() {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
@@ -237,6 +261,7 @@ struct ClusterClient::Impl {
     bool heard_once = false;
     auto next_heartbeat = Clock::now() + opt.heartbeat_interval;
     uint64_t seq = 0;
+    int clock_probes = 0;  // quick heartbeats still to send after the map arrived
     bool running = true;
     while (running) {
       std::deque<Command> todo;
@@ -269,11 +294,22 @@ struct ClusterClient::Impl {
       }
       if (!running) break;
       auto now = Clock::now();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (map_arrived) {
+          map_arrived = false;
+          clock_probes = 10;
+          next_heartbeat = now;
+        }
+      }
       if (now >= next_heartbeat) {
         capnp::MallocMessageBuilder b;
         b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(++seq);
+        heartbeats_sent.emplace_back(seq, Clock::now());
+        if (heartbeats_sent.size() > 16) heartbeats_sent.pop_front();
         send(sock, b);
-        next_heartbeat = now + opt.heartbeat_interval;
+        next_heartbeat = now + (clock_probes > 0 ? milliseconds(20) : opt.heartbeat_interval);
+        if (clock_probes > 0) --clock_probes;
       }
       auto silence_limit = heard_once ? opt.heartbeat_timeout : opt.rendezvous_timeout;
       if (now - last_heard > silence_limit && !stopping.load()) {
@@ -431,6 +467,11 @@ void ClusterClient::report(const Json& event) {
 }
 
 bool ClusterClient::stopping() const { return impl_->stopping.load(); }
+
+ClockOffset ClusterClient::clock_offset() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->offset;
+}
 
 void ClusterClient::leave(int exit_status, const std::string& reason) {
   impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status, reason);

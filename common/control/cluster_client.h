@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/control/cluster_map.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "common/util/json.h"
 
@@ -78,6 +79,10 @@ class ClusterClient {
 
   // True once a kAbort or kShutdown event has arrived.
   bool stopping() const;
+
+  // The coordinator's clock minus this process's, from the heartbeat echoes so far (the first one
+  // right after rendezvous): trace timestamps are moved onto the coordinator's clock with it.
+  ClockOffset clock_offset() const;
 
   // Sends one metrics event (docs/METRICS.md: "start", "step",
   // "worker_epoch") to the coordinator, which writes the job's

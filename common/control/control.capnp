@@ -73,10 +73,13 @@ struct BarrierRelease {
   name @0 :Text;
 }
 
-# Both directions: liveness. Nodes send one every heartbeat interval; the
-# coordinator answers each with one carrying the same sequence number.
+# Both directions: liveness. Nodes send one every heartbeat interval (and one
+# as soon as the cluster map arrives); the coordinator answers each with one
+# carrying the same sequence number and its clock, from which the node
+# estimates the offset of its clock to the coordinator's (trace timestamps).
 struct Heartbeat {
   seq @0 :UInt64;               # sender's counter, echoed back
+  coordinatorClockNs @1 :Int64; # echo only: the coordinator's steady clock when it answered (ns); 0 = unknown
 }
 
 # coordinator -> node: `node` is dead (no heartbeat within the timeout, or it
@@ -107,7 +110,8 @@ struct Leave {
 
 # node -> coordinator: one metrics event (docs/METRICS.md) for the job's
 # metrics.jsonl. Workers send "start" (what is trained, rank 0), "step"
-# (rank 0) and "worker_epoch" (every worker, every epoch); the coordinator
+# (every worker) and "worker_epoch" (every worker, every epoch), servers
+# "server_phases" as they stop; the coordinator
 # combines the worker_epoch reports of an epoch into its "epoch" event and
 # writes the "summary" event when the job ends.
 struct Report {

@@ -50,6 +50,7 @@ Coordinator::Options Coordinator::Options::from_config(const Config& config, uin
   o.heartbeat_timeout = milliseconds(config.get_int("cluster.heartbeat_timeout_ms"));
   o.rendezvous_timeout = milliseconds(config.get_int("cluster.rendezvous_timeout_ms"));
   o.shutdown_timeout = std::max(o.heartbeat_timeout * 2, milliseconds(10000));
+  o.trace = TraceWindow::parse(config.get_string("trace.steps"), "trace.steps");
   return o;
 }
 
@@ -90,6 +91,7 @@ struct Coordinator::Impl {
 
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
+    metrics.write_trace();
     try {
       metrics.write_summary(exit_code == 0 ? "" : reason);
     } catch (const Error& e) {

@@ -10,6 +10,7 @@
 
 #include "common/config/config.h"
 #include "common/control/cluster_map.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 
 namespace pshard {
@@ -47,6 +48,8 @@ class Coordinator {
     std::chrono::milliseconds rendezvous_timeout{60000};  // every node must have registered by then
     std::chrono::milliseconds shutdown_timeout{10000};    // after shutdown, how long servers get to leave
     std::string run_dir;                                  // if set, cluster.json (the map) is written there
+    TraceWindow
+        trace;  // trace.steps: the workers' step lines of these steps are marked in RUN_DIR/trace/coordinator.json
 
     // Reads cluster.failure_policy, cluster.heartbeat_*_ms and cluster.rendezvous_timeout_ms.
     static Options from_config(const Config& config, uint32_t num_servers, uint32_t num_workers);

@@ -13,6 +13,19 @@
 
 namespace pshard::coordinator_detail {
 
+JobMetrics::JobMetrics(const Coordinator::Options& options, const Peers& peers) : opt_(options), peers_(peers) {
+  if (!opt_.trace.empty()) {
+    tracer_ = std::make_unique<Tracer>(opt_.trace, "coordinator");
+    tracer_->name_row(0, "metrics reports");
+  }
+}
+
+void JobMetrics::write_trace() {
+  if (!tracer_) return;
+  write_trace_file(*tracer_, opt_.run_dir, "coordinator", ClockOffset{});
+  tracer_.reset();
+}
+
 MetricsWriter* JobMetrics::writer() {
   if (!metrics_ && !opt_.run_dir.empty()) metrics_ = std::make_unique<MetricsWriter>(opt_.run_dir);
   return metrics_.get();
@@ -31,8 +44,18 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     flush_epochs();  // epochs that ended before it rejoined no longer wait for it
   } else if (kind == "stall") {
     on_stall(from, event);
+  } else if (kind == "server_phases") {
+    ServerPhaseSeconds::from_fields(event, "server_phases report");  // checked here, not when the summary is read
+    event.set("rank", from.info.rank);
+    server_phases_[from.info.rank] = event;  // the summary lists them
   } else if (kind == "model_saved") {
     model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
+  } else if (kind == "step" && tracer_ && event.has("step") && event.at("step").is_number() &&
+             tracer_->traces(static_cast<int64_t>(event.at("step").as_number()))) {
+    const auto now = Clock::now();
+    tracer_->span("step line of " + control_codec::describe(from.info), "control", now, now,
+                  Json::object().set("worker", from.info.rank).set("step", event.at("step")));
+    if (MetricsWriter* w = writer()) w->write(event);
   } else if (kind == "worker_epoch") {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);
     r.rank = from.info.rank;
@@ -116,6 +139,17 @@ void JobMetrics::write_summary(const std::string& aborted) {
     if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);
   }
   summary.set("workers_finished", finished);
+  if (!server_phases_.empty()) {
+    Json servers = Json::array();
+    for (const auto& [rank, event] : server_phases_) {
+      Json e = Json::object();
+      for (const auto& [key, value] : event.items()) {
+        if (key != "event") e.set(key, value);
+      }
+      servers.push(e);
+    }
+    summary.set("server_phases", servers);
+  }
   // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
   summary.set("model_file", model_path_.empty() ? Json() : Json(model_path_));
   if (model_path_.empty() && !opt_.run_dir.empty()) {

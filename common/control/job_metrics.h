@@ -21,7 +21,7 @@ namespace pshard::coordinator_detail {
 // a run directory nothing is written, but epochs and the summary are still logged.
 class JobMetrics {
  public:
-  JobMetrics(const Coordinator::Options& options, const Peers& peers) : opt_(options), peers_(peers) {}
+  JobMetrics(const Coordinator::Options& options, const Peers& peers);
 
   // The job started running: the summary's wall time counts from here.
   void start_clock() { running_since_ = Clock::now(); }
@@ -39,6 +39,9 @@ class JobMetrics {
   // False once a write to the run directory failed (logged with the path when it happened): the
   // coordinator then exits with kExitRecordsIncomplete.
   void mark_incomplete() { write_failed_ = true; }
+  // trace.steps: RUN_DIR/trace/coordinator.json, the arrival of the window's step lines (the time
+  // origin of the merged timeline is this process's clock). Once; nothing without a window.
+  void write_trace();
   bool complete() const { return !write_failed_ && (!metrics_ || metrics_->complete()); }
 
  private:
@@ -52,7 +55,9 @@ class JobMetrics {
   std::map<int64_t, std::map<uint32_t, WorkerEpochReport>> epoch_reports_;  // epoch -> worker rank -> report
   RunTotals totals_;
   int64_t epochs_written_ = 0;
-  std::string model_path_;  // where a worker saved the trained model ("" = none yet)
+  std::string model_path_;                  // where a worker saved the trained model ("" = none yet)
+  std::unique_ptr<Tracer> tracer_;          // trace.steps set
+  std::map<uint32_t, Json> server_phases_;  // server rank -> its `server_phases` event (sent as it stops)
   int64_t last_epoch_written_ = 0;
   std::map<uint32_t, int64_t> join_step_;  // worker rank -> the step it rejoined at (a restarted worker)
   Clock::time_point running_since_;

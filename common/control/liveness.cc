@@ -8,7 +8,10 @@ namespace pshard::coordinator_detail {
 
 void Liveness::echo(const std::string& id, uint64_t seq) {
   capnp::MallocMessageBuilder b;
-  b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(seq);
+  auto h = b.initRoot<control::ControlMessage>().initHeartbeat();
+  h.setSeq(seq);
+  h.setCoordinatorClockNs(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
   outbox_.send(id, b);
 }
 

@@ -14,7 +14,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("samples", samples).set("loss_sum", loss_sum).set("correct", correct);
   j.set("evaluated", evaluated).set("test_n", test_n).set("test_loss_sum", test_loss_sum);
   j.set("test_correct", test_correct).set("epoch_s", epoch_s).set("eval_s", eval_s);
-  j.set("compute_s", compute_s).set("comm_wait_s", comm_wait_s);
+  phases.set_fields(j);
   j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
   return j;
 }
@@ -59,8 +59,7 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.test_correct = static_cast<int64_t>(count("test_correct", kMaxCount));
   r.epoch_s = number("epoch_s");
   r.eval_s = number("eval_s");
-  r.compute_s = number("compute_s");
-  r.comm_wait_s = number("comm_wait_s");
+  r.phases = WorkerPhaseSeconds::from_fields(j, "worker epoch report");
   r.bytes_sent = static_cast<uint64_t>(count("bytes_sent", kMaxCount));
   r.bytes_recv = static_cast<uint64_t>(count("bytes_recv", kMaxCount));
   r.wall_s = number("wall_s");
@@ -73,7 +72,8 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   std::sort(reports.begin(), reports.end(),
             [](const WorkerEpochReport& a, const WorkerEpochReport& b) { return a.rank < b.rank; });
   int64_t samples = 0, correct = 0, test_n = 0, test_correct = 0;
-  double loss_sum = 0, test_loss_sum = 0, epoch_s = 0, eval_s = 0, compute_s = 0, comm_s = 0, wall_s = 0;
+  double loss_sum = 0, test_loss_sum = 0, epoch_s = 0, eval_s = 0, wall_s = 0;
+  WorkerPhaseSeconds phases;
   uint64_t sent = 0, recv = 0;
   bool evaluated = true;
   Json workers = Json::array();
@@ -89,17 +89,12 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     epoch_s = std::max(epoch_s, r.epoch_s);
     eval_s = std::max(eval_s, r.eval_s);
     wall_s = std::max(wall_s, r.wall_s);
-    compute_s += r.compute_s;
-    comm_s += r.comm_wait_s;
+    phases += r.phases;
     sent += r.bytes_sent;
     recv += r.bytes_recv;
-    workers.push(Json::object()
-                     .set("rank", r.rank)
-                     .set("samples", r.samples)
-                     .set("compute_s", r.compute_s)
-                     .set("comm_wait_s", r.comm_wait_s)
-                     .set("bytes_sent", r.bytes_sent)
-                     .set("bytes_recv", r.bytes_recv));
+    Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
+    r.phases.set_fields(w);
+    workers.push(w.set("bytes_sent", r.bytes_sent).set("bytes_recv", r.bytes_recv));
   }
   const WorkerEpochReport& first = reports.front();
   double n = static_cast<double>(reports.size());
@@ -112,7 +107,8 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
         evaluated && test_n && first.classification ? Json(static_cast<double>(test_correct) / test_n) : Json());
   e.set("samples_per_s", epoch_s > 0 ? Json(samples / epoch_s) : Json());
   e.set("epoch_s", epoch_s).set("eval_s", eval_s);
-  e.set("compute_s", compute_s / n).set("comm_wait_s", comm_s / n);
+  phases /= n;
+  phases.set_fields(e);
   e.set("bytes_sent", sent).set("bytes_recv", recv).set("wall_s", wall_s).set("lr", first.lr);
   e.set("samples", samples);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
@@ -127,8 +123,7 @@ void RunTotals::add_epoch(const Json& epoch_event) {
   };
   samples_ += num("samples");
   train_s_ += num("epoch_s");
-  compute_s_ += num("compute_s");
-  comm_wait_s_ += num("comm_wait_s");
+  for (size_t i = 0; i < WorkerPhaseSeconds::kCount; ++i) phases_.s[i] += num(WorkerPhaseSeconds::names()[i]);
   bytes_sent_ += num("bytes_sent");
   bytes_recv_ += num("bytes_recv");
 }
@@ -141,7 +136,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("train_loss", last("train_loss")).set("train_acc", last("train_acc"));
   s.set("samples_per_s", train_s_ > 0 ? Json(samples_ / train_s_) : Json());
   s.set("wall_s", wall_s).set("train_s", train_s_).set("epochs", epochs_).set("steps", last("step"));
-  s.set("compute_s", compute_s_).set("comm_wait_s", comm_wait_s_);
+  phases_.set_fields(s);
   s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
   return s;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/metrics/phases.h"
 #include "common/util/json.h"
 
 namespace pshard {
@@ -24,8 +25,7 @@ struct WorkerEpochReport {
   int64_t test_correct = 0;
   double epoch_s = 0;  // wall time of the training part of the epoch
   double eval_s = 0;
-  double compute_s = 0;    // forward + backward (+ local update)
-  double comm_wait_s = 0;  // blocked on pushes/pulls
+  WorkerPhaseSeconds phases;  // where epoch_s went; adds up to it
   uint64_t bytes_sent = 0;
   uint64_t bytes_recv = 0;
   double wall_s = 0;  // since the start of training, at the end of the epoch
@@ -51,7 +51,8 @@ class RunTotals {
  private:
   Json last_ = Json::object();
   int64_t epochs_ = 0;
-  double samples_ = 0, train_s_ = 0, compute_s_ = 0, comm_wait_s_ = 0;
+  double samples_ = 0, train_s_ = 0;
+  WorkerPhaseSeconds phases_;
   double bytes_sent_ = 0, bytes_recv_ = 0;
 };
 

@@ -92,6 +92,19 @@ class LineReader {
     if (!obj_.has(field) || obj_.at(field).is_null()) return fallback;
     return integer(field);
   }
+  // All the phase fields of `Phase`, or none (an older writer); some but not all is an error.
+  template <class Phase>
+  std::optional<PhaseSeconds<Phase>> opt_phases() const {
+    const auto& names = PhaseSeconds<Phase>::names();
+    size_t present = 0;
+    for (const char* n : names) present += obj_.has(n) && !obj_.at(n).is_null() ? 1 : 0;
+    if (present == 0) return std::nullopt;
+    PhaseSeconds<Phase> p;
+    for (size_t i = 0; i < names.size(); ++i) p.s[i] = number(names[i]);
+    return p;
+  }
+  const Json& json() const { return obj_; }
+  const std::string& where() const { return where_; }
   std::string opt_string(const std::string& field) const {
     if (!obj_.has(field) || obj_.at(field).is_null()) return "";
     const Json& v = obj_.at(field);
@@ -114,6 +127,11 @@ StepRecord read_step(const LineReader& r) {
   s.loss = r.opt_number("loss").value_or(std::numeric_limits<double>::quiet_NaN());
   s.lr = r.opt_number("lr");
   s.wall_s = r.number("wall_s");
+  const int64_t rank = r.opt_integer("rank", 0);
+  if (rank < 0 || rank > 0xffffffffLL) r.fail("rank", "out of range");
+  s.rank = static_cast<uint32_t>(rank);
+  s.step_s = r.opt_number("step_s");
+  s.phases = r.opt_phases<WorkerPhase>();
   return s;
 }
 
@@ -128,8 +146,7 @@ EpochRecord read_epoch(const LineReader& r) {
   e.samples_per_s = r.opt_number("samples_per_s");
   e.epoch_s = r.opt_number("epoch_s");
   e.eval_s = r.opt_number("eval_s");
-  e.compute_s = r.opt_number("compute_s");
-  e.comm_wait_s = r.opt_number("comm_wait_s");
+  e.phases = r.opt_phases<WorkerPhase>();
   e.bytes_sent = r.opt_number("bytes_sent");
   e.bytes_recv = r.opt_number("bytes_recv");
   e.wall_s = r.opt_number("wall_s");
@@ -145,8 +162,26 @@ SummaryRecord read_summary(const LineReader& r) {
   s.samples_per_s = r.opt_number("samples_per_s");
   s.wall_s = r.opt_number("wall_s");
   s.lr = r.opt_number("lr");
-  s.compute_s = r.opt_number("compute_s");
-  s.comm_wait_s = r.opt_number("comm_wait_s");
+  s.phases = r.opt_phases<WorkerPhase>();
+  if (r.has("server_phases")) {
+    const Json& list = r.json().at("server_phases");
+    if (!list.is_array()) r.fail("server_phases", "expected a list");
+    for (size_t i = 0; i < list.elements().size(); ++i) {
+      const Json& e = list.elements()[i];
+      if (!e.is_object()) r.fail("server_phases", "entry " + std::to_string(i) + " is not an object");
+      LineReader er(e, r.where() + ": server_phases[" + std::to_string(i) + "]");
+      ServerPhasesRecord rec;
+      const int64_t rank = er.integer("rank");
+      if (rank < 0 || rank > 0xffffffffLL) er.fail("rank", "out of range");
+      rec.rank = static_cast<uint32_t>(rank);
+      rec.threads = er.integer("threads");
+      rec.wall_s = er.number("wall_s");
+      std::optional<ServerPhaseSeconds> phases = er.opt_phases<ServerPhase>();
+      if (!phases) er.fail(ServerPhaseSeconds::names()[0], "missing");
+      rec.phases = *phases;
+      s.servers_phases.push_back(rec);
+    }
+  }
   s.bytes_sent = r.opt_number("bytes_sent");
   s.bytes_recv = r.opt_number("bytes_recv");
   s.epochs = r.opt_integer("epochs", 0);

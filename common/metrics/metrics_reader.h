@@ -7,15 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/phases.h"
+
 namespace pshard {
 
-// One `step` line: the loss of one batch.
+// One `step` line: the loss and the phase times of one batch of one worker.
 struct StepRecord {
+  uint32_t rank = 0;  // the worker (lines without a rank: worker 0)
   int64_t epoch = 0;
   int64_t step = 0;
   double loss = 0;
   std::optional<double> lr;
   double wall_s = 0;
+  std::optional<double> step_s;              // the step's wall time
+  std::optional<WorkerPhaseSeconds> phases;  // where step_s went
 };
 
 // One `epoch` line. Fields that are null or absent are empty optionals.
@@ -23,14 +28,25 @@ struct EpochRecord {
   int64_t epoch = 0;
   int64_t step = 0;  // global steps done after this epoch
   std::optional<double> train_loss, train_acc, test_loss, test_acc;
-  std::optional<double> samples_per_s, epoch_s, eval_s, compute_s, comm_wait_s;
+  std::optional<double> samples_per_s, epoch_s, eval_s;
+  std::optional<WorkerPhaseSeconds> phases;  // mean over workers
   std::optional<double> bytes_sent, bytes_recv, wall_s;
+};
+
+// One server's `server_phases` entry of the summary.
+struct ServerPhasesRecord {
+  uint32_t rank = 0;
+  int64_t threads = 0;
+  double wall_s = 0;
+  ServerPhaseSeconds phases;  // summed over its threads: adds up to threads x wall_s
 };
 
 // The last line (`summary`), when the run finished.
 struct SummaryRecord {
   std::optional<double> test_acc, test_loss, train_loss, train_acc;
-  std::optional<double> samples_per_s, wall_s, lr, compute_s, comm_wait_s, bytes_sent, bytes_recv;
+  std::optional<double> samples_per_s, wall_s, lr, bytes_sent, bytes_recv;
+  std::optional<WorkerPhaseSeconds> phases;  // totals over the run, mean over workers
+  std::vector<ServerPhasesRecord> servers_phases;
   int64_t epochs = 0, steps = 0;
   int64_t batch_size = 0, global_batch = 0, model_bytes = 0;
   int64_t workers = 1, servers = 0;

@@ -1,6 +1,7 @@
 // KvServer: the socket thread (ROUTER, validation, dispatch, replies) over the update threads and the slice store.
 #include "server/kv/kv_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/phase_clock.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
 #include "common/transport/bounds.h"
@@ -123,6 +125,9 @@ struct KvServer::Impl {
   std::once_flag stop_once;
 
   std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_dropped{0};
+  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};          // every thread's, from its start to its end
+  std::chrono::steady_clock::time_point started;                         // when the threads started
+  std::atomic<int64_t> stopped_after_ns{-1};                             // wall time at stop(); -1 while running
   transport::RefusalLog refusals{"server " + std::to_string(opt.rank)};  // the socket thread's
 
   // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
@@ -155,6 +160,7 @@ struct KvServer::Impl {
       checkpointer = std::make_unique<Checkpointer>(opt, store);
       store.on_step_closed = [this](const Slice& s, bool asked) { checkpointer->step_closed(s, asked); };
     }
+    started = std::chrono::steady_clock::now();
     for (int i = 0; i < opt.update_threads; ++i) workers.emplace_back([this, i] { update_loop(i); });
     io = std::thread([this] { socket_loop(); });
   }
@@ -166,6 +172,9 @@ struct KvServer::Impl {
       if (io.joinable()) io.join();
       for (auto& q : queues) q->put(Task{Task::kStop, nullptr, 0, 0});
       for (auto& t : workers) t.join();
+      // The threads' clocks ran from `started` to their ends, just before these joins returned.
+      stopped_after_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
       if (checkpointer) checkpointer->stop();  // after the slices' threads: no snapshot comes any more
       router.close();
     });
@@ -173,12 +182,23 @@ struct KvServer::Impl {
 
   // ---- socket thread ------------------------------------------------------------------------------
 
+  // Is request `m` one of the traced steps? (The cost of tracing off: this test.)
+  bool traced(const protocol::Message& m) const { return opt.tracer && opt.tracer->traces(m.step); }
+
+  // The span's arguments that say whose request it was.
+  static Json request_args(const protocol::Message& m) {
+    return Json::object().set("worker", m.sender_rank).set("step", m.step).set("type", protocol::type_name(m.type));
+  }
+
   void socket_loop() {
     on_socket_thread = true;
+    Tracer::name_this_thread(opt.tracer.get(), 0, "socket thread (receive, small slices, reply)");
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther), started);
     std::vector<zmq::message_t> frames;
     while (!stopping) {
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
       try {
+        ScopedPhase idle(ServerPhase::kIdle);
         zmq::poll(items, 2, std::chrono::milliseconds(100));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
@@ -190,6 +210,7 @@ struct KvServer::Impl {
         drain_done();
       }
       for (int i = 0; i < 256 && recv(frames); ++i) {
+        ScopedPhase receiving(ServerPhase::kRecv);  // the keys run inline are aggregate/update, replies reply
         handle(frames);
         while (!held_after_init.empty()) {
           std::vector<zmq::message_t> held = std::move(held_after_init.front());
@@ -232,6 +253,7 @@ struct KvServer::Impl {
   }
 
   bool recv(std::vector<zmq::message_t>& frames) {
+    ScopedPhase receiving(ServerPhase::kRecv);
     try {
       return transport::recv_frames(router, frames);
     } catch (const zmq::error_t& e) {
@@ -269,6 +291,7 @@ struct KvServer::Impl {
 
   void send_error(zmq::message_t& identity, const std::string& address, uint64_t request_id, ErrorCode code,
                   const std::string& why, const std::string& what) {
+    ScopedPhase replying(ServerPhase::kReply);
     ++n_errors;
     refusals.add(address, protocol::error_code_name(code),
                  "refused " + what + " (" + peer(identity) + " at " + address + ", request " +
@@ -287,6 +310,17 @@ struct KvServer::Impl {
   }
 
   void reply(Request& r) {
+    ScopedPhase replying(ServerPhase::kReply);
+    const auto t0 = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    struct TraceReply {  // the span covers the whole reply, whichever way it returns
+      Impl& self;
+      const protocol::Message& m;
+      std::chrono::steady_clock::time_point t0;
+      ~TraceReply() {
+        if (self.traced(m))
+          self.opt.tracer->span("reply", "server", t0, std::chrono::steady_clock::now(), request_args(m));
+      }
+    } trace_reply{*this, r.msg, t0};
     protocol::Message m;
     m.request_id = r.msg.request_id;
     m.sender_role = protocol::Role::SERVER;
@@ -317,6 +351,7 @@ struct KvServer::Impl {
   }
 
   void handle(std::vector<zmq::message_t>& frames) {
+    const auto received = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     ++n_requests;
     const std::string address = transport::peer_address(frames.back());
     if (frames.size() < 2) {
@@ -397,6 +432,14 @@ struct KvServer::Impl {
     req->msg = std::move(m);
     req->replies.resize(req->msg.keys.size());
     req->remaining = static_cast<int>(req->msg.keys.size());
+    if (traced(req->msg)) {
+      Json keys = Json::array();
+      uint64_t bytes = 0;
+      for (uint32_t id : req->slice_ids) keys.push(store.layout()->describe(id));
+      for (const auto& p : req->payloads) bytes += p->size();
+      opt.tracer->span("receive", "server", received, std::chrono::steady_clock::now(),
+                       request_args(req->msg).set("keys", keys).set("bytes", bytes));
+    }
     bool finished = false;
     for (size_t k = 0; k < req->slice_ids.size(); ++k) {
       const int who = store.owner(req->slice_ids[k]);
@@ -468,9 +511,23 @@ struct KvServer::Impl {
   // Runs key `k` of `req` on its slice. Returns true when `req` is complete (the caller replies).
   bool process_key(const RequestPtr& req, size_t k, std::vector<float>& scratch,
                    const std::vector<char>* dead_ptr = nullptr) {
+    ScopedPhase aggregating(ServerPhase::kAggregate);  // the optimizer (Slice::apply) counts as update
     const std::vector<char>& dead = dead_ptr ? *dead_ptr : io_dead;
     Slice& s = *store.slice(req->slice_ids[k]);
     const protocol::Message& m = req->msg;
+    const auto t0 = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    struct TraceKey {  // one span per slice of a traced request (with the update inside it, if it ran)
+      Impl& self;
+      const protocol::Message& m;
+      const Slice& s;
+      std::chrono::steady_clock::time_point t0;
+      ~TraceKey() {
+        if (self.traced(m)) {
+          self.opt.tracer->span("aggregate " + s.name(), "server", t0, std::chrono::steady_clock::now(),
+                                request_args(m).set("slice", s.name()));
+        }
+      }
+    } trace_key{*this, m, s, t0};
     const uint32_t rank = m.sender_rank;
     std::vector<RequestPtr> others;
     bool wait = false;
@@ -549,9 +606,12 @@ struct KvServer::Impl {
     std::vector<char> dead(opt.num_workers, 0);
     std::vector<float> scratch;
     StallTick tick;
+    PhaseClock clock(phases, static_cast<size_t>(ServerPhase::kOther), started);
+    Tracer::name_this_thread(opt.tracer.get(), index + 1, "update thread " + std::to_string(index));
     for (;;) {
       Task t;
       {
+        ScopedPhase idle(ServerPhase::kIdle);
         std::unique_lock<std::mutex> lock(q.mu);
         q.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !q.tasks.empty(); });
         if (q.tasks.empty())
@@ -620,7 +680,19 @@ KvServerStats KvServer::stats() const {
   s.replies_dropped = impl_->n_dropped;
   s.checkpoints = impl_->checkpointer ? impl_->checkpointer->written() : 0;
   s.checkpoints_failed = impl_->checkpointer ? impl_->checkpointer->failed() : 0;
+  const std::vector<double> phases = impl_->phases.seconds();
+  std::copy(phases.begin(), phases.end(), s.phases.s.begin());
+  s.threads = 1 + impl_->opt.update_threads;
+  const int64_t stopped = impl_->stopped_after_ns;
+  s.wall_s = stopped >= 0 ? static_cast<double>(stopped) * 1e-9
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
   return s;
+}
+
+Json KvServerStats::phases_json(uint32_t rank) const {
+  Json j = Json::object().set("event", "server_phases").set("rank", rank).set("threads", threads).set("wall_s", wall_s);
+  phases.set_fields(j);
+  return j;
 }
 
 }  // namespace pshard

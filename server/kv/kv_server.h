@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "common/metrics/phases.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/kv/stall_watch.h"
@@ -57,6 +59,9 @@ struct KvServerOptions {
   // versions) instead of waiting for worker 0's init; an Error names the file when it is corrupt or
   // belongs to another job shape.
   std::string restore_path;
+  // trace.steps: the requests of the window's steps become spans (receive and reply on the socket
+  // thread's row 0, aggregate and update per slice on the row of the thread that ran it). nullptr: off.
+  std::shared_ptr<Tracer> tracer;
 
   // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer, schedule and the
   // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).
@@ -79,6 +84,15 @@ struct KvServerStats {
 
   // Checkpoints that could not be written (each logged): the server exits kExitRecordsIncomplete.
   uint64_t checkpoints_failed = 0;
+
+  // Where the threads' time went since the server started (complete once stopped): summed over
+  // `threads` threads, so the phases add up to threads x wall_s.
+  ServerPhaseSeconds phases;
+  int threads = 0;    // the socket thread and the update threads
+  double wall_s = 0;  // since the server started, until stop()
+
+  // The `server_phases` metrics event (docs/METRICS.md) of server `rank`.
+  Json phases_json(uint32_t rank) const;
 };
 
 // Serves its slices from a socket thread plus `update_threads` update threads until stop(),

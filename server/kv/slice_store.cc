@@ -4,6 +4,9 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/metrics/phase_clock.h"
+#include "common/metrics/phases.h"
+#include "common/metrics/trace.h"
 #include "common/util/log.h"
 #include "server/optimizers/lr_schedule.h"
 
@@ -42,6 +45,9 @@ void Slice::restore(CheckpointSlice&& c) {
 }
 
 void Slice::apply(const float* gradient, int64_t lr_step) {
+  ScopedPhase updating(ServerPhase::kUpdate);
+  Tracer* tracer = store_.opt_.tracer.get();
+  const auto t0 = tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   ++updates;
   const uint64_t copies_before = weights.copies();
   store_.opt_.optimizer->apply(weights.writable(), gradient, opt_state.data(), length_, store_.lr_at_(lr_step),
@@ -49,6 +55,10 @@ void Slice::apply(const float* gradient, int64_t lr_step) {
   ++store_.updates_;
   store_.weight_copies_ += weights.copies() - copies_before;
   ++version_;
+  if (tracer && tracer->traces(lr_step)) {
+    tracer->span("update " + name(), "server", t0, std::chrono::steady_clock::now(),
+                 Json::object().set("step", lr_step).set("slice", name()));
+  }
 }
 
 void Slice::step_closed(bool checkpoint_asked) {

@@ -6,7 +6,7 @@ configs/fmnist_<model>.toml` (one process, optimizer in-process) and `pshard lau
 --config configs/fmnist_<model>_sync.toml` (the worker pushes each layer's gradients and pulls the weights
 through one server, which runs the optimizer), with the same batch, threads, epochs, data and seed, evaluation
 off. Both report `samples_per_s` = training samples / training seconds from the run's metrics.jsonl summary;
-ratio = launch / train (issue 5 target: >= 0.9). Also prints compute_s and comm_wait_s of the distributed run
+ratio = launch / train (issue 5 target: >= 0.9). Also prints forward_s + backward_s and comm_wait_s of the distributed run
 (where its time goes), the train loss of both (they match when both trained the same thing), and the 1-minute
 load average before each run (the machine may be shared). Reports only: exits 0 whatever the ratio, non-zero only
 when a run fails.
@@ -108,7 +108,7 @@ def main():
                 row = {"model": model, "round": r + 1, "batch": args.batch, "threads": args.threads,
                        "samples": round(d["samples_per_s"] * d["train_s"]), "train_samples_per_s": t["samples_per_s"],
                        "launch_samples_per_s": d["samples_per_s"], "ratio": d["samples_per_s"] / t["samples_per_s"],
-                       "train_s": t["train_s"], "launch_train_s": d["train_s"], "launch_compute_s": d["compute_s"],
+                       "train_s": t["train_s"], "launch_train_s": d["train_s"], "launch_fwd_bwd_s": d["forward_s"] + d["backward_s"],
                        "launch_comm_wait_s": d["comm_wait_s"], "train_loss_local": t["train_loss"],
                        "train_loss_ps": d["train_loss"], "cpu_s_train": t["cpu_s"], "cpu_s_launch": d["cpu_s"],
                        "load1_train": t["load1"], "load1_launch": d["load1"]}
@@ -122,15 +122,15 @@ def main():
     if not args.json:
         print("PS overhead: sync 1 worker + 1 server vs pshard train, batch %d, %d thread(s), %d epoch(s), eval off"
               % (args.batch, args.threads, args.epochs))
-        print("(compute_s, commwait: the launch run's; cpu s: CPU seconds of all processes of each command, start-up"
+        print("(fwd+bwd, commwait: the launch run's; cpu s: CPU seconds of all processes of each command, start-up"
               " included)")
         print("%-6s %5s %8s %10s %10s %6s %9s %9s %9s %9s %13s  %s" % (
-            "model", "round", "samples", "train/s", "launch/s", "ratio", "compute_s", "commwait", "loss loc",
+            "model", "round", "samples", "train/s", "launch/s", "ratio", "fwd+bwd", "commwait", "loss loc",
             "loss ps", "cpu s (t/l)", "load1 (t/l)"))
         for x in rows:
             print("%-6s %5d %8d %10.0f %10.0f %6.2f %9.2f %9.2f %9.4f %9.4f %6.1f/%6.1f  %.1f/%.1f" % (
                 x["model"], x["round"], x["samples"], x["train_samples_per_s"], x["launch_samples_per_s"], x["ratio"],
-                x["launch_compute_s"], x["launch_comm_wait_s"], x["train_loss_local"], x["train_loss_ps"],
+                x["launch_fwd_bwd_s"], x["launch_comm_wait_s"], x["train_loss_local"], x["train_loss_ps"],
                 x["cpu_s_train"], x["cpu_s_launch"], x["load1_train"], x["load1_launch"]))
         for model in args.models.split(","):
             ratios = [x["ratio"] for x in rows if x["model"] == model]

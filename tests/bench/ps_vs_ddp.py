@@ -107,7 +107,7 @@ def main():
                    "global_batch": args.batch * args.workers, "threads": args.threads,
                    "pshard_samples_per_s": p["samples_per_s"], "ddp_samples_per_s": d["samples_per_s"],
                    "ratio": p["samples_per_s"] / d["samples_per_s"], "pshard_train_s": p["train_s"],
-                   "ddp_train_s": d["train_s"], "pshard_compute_s": p["compute_s"],
+                   "ddp_train_s": d["train_s"], "pshard_fwd_bwd_s": p["forward_s"] + p["backward_s"],
                    "pshard_comm_wait_s": p["comm_wait_s"], "pshard_train_loss": p["train_loss"],
                    "ddp_train_loss": d["train_loss"], "cpu_s_pshard": p["cpu_s"],
                    "cpu_s_ddp": d["cpu_s"], "load1_pshard": p["load1"], "load1_ddp": d["load1"]}
@@ -129,14 +129,14 @@ def main():
               "per worker (global %d), %d thread(s) per process, %d epoch(s), eval off"
               % (args.workers, args.servers, torch.__version__, args.workers, args.batch, args.batch * args.workers,
                  args.threads, args.epochs))
-        print("(compute_s, commwait: pshard's, mean over workers; cpu s: CPU seconds of all processes of each command,"
+        print("(fwd+bwd, commwait: pshard's, mean over workers; cpu s: CPU seconds of all processes of each command,"
               " start-up, data loading and `import torch` included)")
-        print("%5s %10s %10s %6s %9s %9s %9s %9s %13s  %s" % ("round", "pshard/s", "ddp/s", "ratio", "compute_s",
+        print("%5s %10s %10s %6s %9s %9s %9s %9s %13s  %s" % ("round", "pshard/s", "ddp/s", "ratio", "fwd+bwd",
                                                                "commwait", "loss ps", "loss ddp", "cpu s (p/d)",
                                                                "load1 (p/d)"))
         for x in rows:
             print("%5d %10.0f %10.0f %6.2f %9.2f %9.2f %9.4f %9.4f %6.1f/%6.1f  %.1f/%.1f" % (
-                x["round"], x["pshard_samples_per_s"], x["ddp_samples_per_s"], x["ratio"], x["pshard_compute_s"],
+                x["round"], x["pshard_samples_per_s"], x["ddp_samples_per_s"], x["ratio"], x["pshard_fwd_bwd_s"],
                 x["pshard_comm_wait_s"], x["pshard_train_loss"], x["ddp_train_loss"], x["cpu_s_pshard"],
                 x["cpu_s_ddp"], x["load1_pshard"], x["load1_ddp"]))
         if args.python:

@@ -44,6 +44,34 @@ TEST(WorkerEpochReport, RoundTripsThroughJson) {
   EXPECT_EQ(back.bytes_recv, uint64_t(1) << 21);
 }
 
+// The job's epoch line carries each worker's measured phases and their mean.
+TEST(WorkerEpochReport, PhasesRoundTripAndCombineAsMeans) {
+  WorkerEpochReport a = sample(), b = sample();
+  b.rank = 3;
+  a.epoch_s = 2.0;
+  b.epoch_s = 4.0;
+  a.phases[WorkerPhase::kForward] = 1.0;
+  a.phases[WorkerPhase::kOther] = 1.0;
+  b.phases[WorkerPhase::kForward] = 2.0;
+  b.phases[WorkerPhase::kCommWait] = 2.0;
+  WorkerEpochReport back = WorkerEpochReport::from_json(Json::parse(b.to_json().dump(), "test"));
+  EXPECT_DOUBLE_EQ(back.phases[WorkerPhase::kCommWait], 2.0);
+  EXPECT_DOUBLE_EQ(back.phases.total(), 4.0);
+  Json e = combine_epoch({b, a});
+  EXPECT_DOUBLE_EQ(e.at("forward_s").as_number(), 1.5);
+  EXPECT_DOUBLE_EQ(e.at("comm_wait_s").as_number(), 1.0);
+  EXPECT_DOUBLE_EQ(e.at("other_s").as_number(), 0.5);
+  EXPECT_DOUBLE_EQ(e.at("data_s").as_number(), 0.0);
+  EXPECT_FALSE(e.has("compute_s"));
+  const Json& w = e.at("workers").elements()[1];  // rank order
+  EXPECT_EQ(w.at("rank").as_int(), 3);
+  EXPECT_DOUBLE_EQ(w.at("epoch_s").as_number(), 4.0);
+  EXPECT_DOUBLE_EQ(w.at("comm_wait_s").as_number(), 2.0);
+  Json missing = b.to_json();
+  missing = Json::parse(missing.dump().replace(missing.dump().find("\"backward_s\""), 12, "\"backward_x\""), "t");
+  EXPECT_NE(error_of(missing).find("field 'backward_s'"), std::string::npos) << error_of(missing);
+}
+
 // Seen while writing fuzz_control_message: a report with "rank": -1 or "step": 1e300 was cast to
 // an integer type (undefined behaviour) instead of being refused.
 TEST(WorkerEpochReport, CountsOutOfRangeAreErrorsNamingTheField) {

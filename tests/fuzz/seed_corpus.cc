@@ -176,7 +176,8 @@ void control_seeds() {
     b.initRoot<control::ControlMessage>().initReport().setJson(
         "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"classification\":true,\"samples\":64,"
         "\"loss_sum\":3.5,\"correct\":20,\"evaluated\":false,\"test_n\":0,\"test_loss_sum\":0,\"test_correct\":0,"
-        "\"epoch_s\":1.5,\"eval_s\":0,\"compute_s\":1,\"comm_wait_s\":0.2,\"bytes_sent\":100,\"bytes_recv\":100,"
+        "\"epoch_s\":1.5,\"eval_s\":0,\"data_s\":0.1,\"forward_s\":0.3,\"backward_s\":0.6,\"comm_wait_s\":0.2,\"other_"
+        "s\":0.3,\"bytes_sent\":100,\"bytes_recv\":100,"
         "\"wall_s\":2,\"lr\":0.1}");
     save("fuzz_control_message", "report", bytes_of(b));
   }

@@ -70,9 +70,9 @@ TEST(ReportOutput, WritesTablesAndPngChartsOfTheStatedSize) {
 
   ASSERT_TRUE(r.plots_drawn) << r.plots_note << "\n" << read_file(o.out_dir + "/plots.log");
   std::map<std::string, std::pair<uint32_t, uint32_t>> expected = {
-      {"loss_vs_step.png", {800, 500}},       {"loss_vs_time.png", {800, 500}}, {"loss_vs_epoch.png", {800, 500}},
-      {"accuracy_vs_epoch.png", {800, 500}},  {"scaling.png", {800, 750}},      {"bandwidth.png", {800, 750}},
-      {"throughput_vs_batch.png", {800, 500}}};
+      {"loss_vs_step.png", {800, 500}},        {"loss_vs_time.png", {800, 500}}, {"loss_vs_epoch.png", {800, 500}},
+      {"accuracy_vs_epoch.png", {800, 500}},   {"scaling.png", {800, 750}},      {"bandwidth.png", {800, 750}},
+      {"throughput_vs_batch.png", {800, 500}}, {"step_times.png", {800, 500}}};
   EXPECT_EQ(r.pngs.size(), expected.size());
   for (const auto& [name, size] : expected) {
     EXPECT_EQ(png_size(o.out_dir + "/" + name), size) << name;
@@ -84,6 +84,8 @@ TEST(ReportOutput, WritesTablesAndPngChartsOfTheStatedSize) {
   EXPECT_EQ(csv_value(scaling, "run", "w4", "ps_bound_MB_per_step"), "8");
   EXPECT_EQ(csv_value(scaling, "run", "w4", "ring_MB_per_worker_step"), "1.5");
   EXPECT_EQ(csv_value(scaling, "run", "w2", "comm_ms_per_step"), "20");
+  EXPECT_EQ(csv_value(scaling, "run", "w2", "backward_ms_per_step"), "40");  // 2 x 2 s / 100 steps
+  EXPECT_EQ(csv_value(o.out_dir + "/convergence_epochs.csv", "run", "w4", "forward_s"), "0.5");
   EXPECT_EQ(csv_value(scaling, "run", "w1", "bandwidth_MBps"), "20");
   EXPECT_EQ(csv_value(o.out_dir + "/batch.csv", "run", "w2", "global_batch"), "64");
   EXPECT_EQ(csv_value(o.out_dir + "/convergence_epochs.csv", "run", "w1", "epoch_s"), "10");
@@ -91,6 +93,9 @@ TEST(ReportOutput, WritesTablesAndPngChartsOfTheStatedSize) {
   std::string md = read_file(r.report_md);
   EXPECT_NE(md.find("| W=4 | 4 | 2 | 4 | 2.5 | 0.625 |"), std::string::npos) << md;
   EXPECT_NE(md.find("![scaling](scaling.png)"), std::string::npos);
+  // The step-time distribution of every worker: W=4's worker 3, 15 ms slower than worker 0 at every step.
+  EXPECT_NE(md.find("| W=4 | 3 | 10 | 28 | 31 | 31 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("![step time of every worker](step_times.png)"), std::string::npos);
   EXPECT_NE(md.find("2(W-1)/W x M"), std::string::npos);
   EXPECT_EQ(md.find("Plots were skipped"), std::string::npos);
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "report/phase_tables.h"
 #include "report/tables.h"
 #include "tests/support/report_fixtures.h"
 
@@ -41,13 +42,17 @@ TEST(ReportScaling, SpeedupEfficiencyAndTimePerStepFromEpochLines) {
   EXPECT_DOUBLE_EQ(r[1].efficiency, 1.0);
   EXPECT_DOUBLE_EQ(r[2].efficiency, 0.625);
 
-  // W=4: 8 s over 50 steps = 0.16 s/step; compute 4/50, comm 3/50, other the rest.
+  // W=4: 8 s over 50 steps = 0.16 s/step, split as measured: 0.5 s data, 1 forward, 3 backward, 3 comm,
+  // 0.5 other over the two epochs.
   EXPECT_DOUBLE_EQ(r[2].step_s, 0.16);
-  EXPECT_DOUBLE_EQ(r[2].compute_s_per_step, 0.08);
-  EXPECT_DOUBLE_EQ(r[2].comm_s_per_step, 0.06);
-  EXPECT_NEAR(r[2].other_s_per_step, 0.02, 1e-15);
-  EXPECT_DOUBLE_EQ(r[0].compute_s_per_step, 0.08);
-  EXPECT_DOUBLE_EQ(r[0].comm_s_per_step, 0.0);
+  EXPECT_DOUBLE_EQ(r[2].phases_per_step[WorkerPhase::kData], 0.01);
+  EXPECT_DOUBLE_EQ(r[2].phases_per_step[WorkerPhase::kForward], 0.02);
+  EXPECT_DOUBLE_EQ(r[2].phases_per_step[WorkerPhase::kBackward], 0.06);
+  EXPECT_DOUBLE_EQ(r[2].phases_per_step[WorkerPhase::kCommWait], 0.06);
+  EXPECT_DOUBLE_EQ(r[2].phases_per_step[WorkerPhase::kOther], 0.01);
+  EXPECT_NEAR(r[2].phases_per_step.total(), r[2].step_s, 1e-15);
+  EXPECT_DOUBLE_EQ(r[0].phases_per_step[WorkerPhase::kBackward], 0.05);  // 10 s / 200 steps
+  EXPECT_DOUBLE_EQ(r[0].phases_per_step[WorkerPhase::kCommWait], 0.0);
   EXPECT_DOUBLE_EQ(r[1].samples_per_s, 640.0);  // summary: 6400 / 10
 }
 
@@ -149,6 +154,56 @@ TEST(ReportBatch, RowsSortedByWorkersThenGlobalBatch) {
   EXPECT_DOUBLE_EQ(rows[2].step_s, 0.16);
   EXPECT_DOUBLE_EQ(rows[0].test_acc, 0.85);  // last epoch: 0.45 + 0.2 x 2
   EXPECT_TRUE(batch_rows({runs[0]}).empty());
+}
+
+// Nearest-rank percentiles: the smallest value with at least p % of the values at or below it.
+TEST(StepTimes, NearestRankPercentiles) {
+  std::vector<double> v = {5, 1, 4, 2, 3};
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3);
+  EXPECT_DOUBLE_EQ(percentile(v, 99), 5);
+  EXPECT_DOUBLE_EQ(percentile(v, 20), 1);
+  std::vector<double> hundred;
+  for (int i = 100; i >= 1; --i) hundred.push_back(i);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 99), 99);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 50), 50);
+  std::vector<double> none;
+  EXPECT_TRUE(std::isnan(percentile(none, 50)));
+}
+
+// Every worker's step lines give it a row: worker 1 of W=2 is 5 ms slower at every step.
+TEST(StepTimes, PerWorkerDistributionFromStepLines) {
+  TempDir tmp;
+  std::vector<RunMetrics> runs = read_all(testing::write_scaling_fixture(tmp.path()));
+  std::vector<StepTimeRow> rows = step_time_rows(runs);
+  ASSERT_EQ(rows.size(), 7u);  // 1 + 2 + 4 workers
+  const StepTimeRow& w0 = rows[1];
+  const StepTimeRow& w1 = rows[2];
+  ASSERT_EQ(w0.run, 1u);
+  ASSERT_EQ(w0.rank, 0u);
+  ASSERT_EQ(w1.rank, 1u);
+  // W=2: logged steps 0, 10, ..., 90: step % 7 = 0 3 6 2 5 1 4 0 3 6 -> 10..16 ms.
+  EXPECT_EQ(w0.samples, 10u);
+  EXPECT_NEAR(w0.p50_s, 0.013, 1e-9);  // sorted: 10 10 11 12 13 13 14 15 16 16; 5th value
+  EXPECT_NEAR(w0.p99_s, 0.016, 1e-9);
+  EXPECT_NEAR(w0.max_s, 0.016, 1e-9);
+  EXPECT_NEAR(w1.p50_s, 0.018, 1e-9);
+  EXPECT_NEAR(w1.mean_s - w0.mean_s, 0.005, 1e-9);
+  EXPECT_NEAR(w0.mean_phases.total(), w0.mean_s, 1e-9);
+  EXPECT_NEAR(w0.mean_phases[WorkerPhase::kBackward], 0.4 * w0.mean_s, 1e-9);
+}
+
+// The servers' phases from the summary, as shares of their threads' time.
+TEST(ServerPhases, SummaryEntriesBecomeATableOfShares) {
+  TempDir tmp;
+  std::vector<RunMetrics> runs = read_all(testing::write_scaling_fixture(tmp.path()));
+  ASSERT_TRUE(runs[1].summary);
+  ASSERT_EQ(runs[1].summary->servers_phases.size(), 2u);
+  EXPECT_EQ(runs[1].summary->servers_phases[1].rank, 1u);
+  EXPECT_DOUBLE_EQ(runs[1].summary->servers_phases[1].phases[ServerPhase::kRecv], 2);
+  std::string md = server_phases_markdown(runs, run_labels(runs));
+  // server 0: 30 thread-seconds; update 3 s = 10 %, idle 22 s = 73.3 %.
+  EXPECT_NE(md.find("| 0 | 3 | 10 | 3.3% | 6.7% | 10.0% | 3.3% | 73.3% | 3.3% |"), std::string::npos) << md;
+  EXPECT_EQ(server_phases_markdown({runs[0]}, {"w1"}), "");
 }
 
 }  // namespace

@@ -4,12 +4,16 @@
 #include <chrono>
 
 #include "common/config/config.h"
+#include "common/metrics/phase_clock.h"
+#include "common/metrics/phases.h"
+#include "common/metrics/trace.h"
 #include "models/model.h"
 
 namespace pshard::trainer {
 namespace {
 using Clock = std::chrono::steady_clock;
-}
+constexpr int kRequestRow = 3;
+}  // namespace
 
 KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps)
     : kv_(kv),
@@ -37,9 +41,12 @@ void KvSync::start(models::Model& model) {
   const auto& params = model.params();
   layer_params_.assign(static_cast<size_t>(model.num_layers()), {});
   pending_.assign(params.size(), 0);
+  traced_step_.assign(params.size(), -1);
+  issued_at_.assign(params.size(), {});
+  if (tracer_) tracer_->name_row(kRequestRow, "push_pull (hand-off to reply waited for)");
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   if (rank_ == 0 && start_step_ == 0 && !rejoin_) {
     std::vector<KvClient::Handle> inits;
     staging_->download_all_weights();
@@ -49,7 +56,6 @@ void KvSync::start(models::Model& model) {
     }
     for (KvClient::Handle h : inits) kv_.wait(h);
   }
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
     const size_t n = static_cast<size_t>(params[i].numel);
@@ -65,18 +71,38 @@ void KvSync::wait_param(size_t i) {
   KvClient::Handle h = pending_[i];
   pending_[i] = 0;
   kv_.wait(h);
+  if (traced_step_[i] >= 0) {
+    const models::ParamRef& p = model_->params()[i];
+    const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
+    tracer_->span("push_pull " + p.name, "comm", issued_at_[i], Clock::now(),
+                  Json::object()
+                      .set("tensor", p.name)
+                      .set("step", traced_step_[i])
+                      .set("worker", rank_)
+                      .set("bytes_sent", bytes)
+                      .set("bytes_recv", bytes),
+                  kRequestRow);
+    traced_step_[i] = -1;
+  }
   staging_->begin_weight_upload(i);  // CUDA: before the kernels that read it
+}
+
+void KvSync::issued(size_t i) {
+  if (!tracer_ || !tracer_->traces(step_)) return;
+  traced_step_[i] = step_;
+  issued_at_[i] = Clock::now();
 }
 
 void KvSync::wait_layer(int layer) {
   const std::vector<size_t>& ids = layer_params_.at(static_cast<size_t>(layer));
   if (ids.empty()) return;
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   for (size_t i : ids) wait_param(i);
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void KvSync::grads_ready(int first, int count) {
+  // Handing requests to the I/O thread is neither compute nor a wait.
+  ScopedPhase issuing(WorkerPhase::kOther);
   if (staging_->active()) {
     // CUDA: the layers queued before this one have finished their downloads
     // (or soon will); push them, then start this layer's download.
@@ -93,6 +119,7 @@ void KvSync::grads_ready(int first, int count) {
     const size_t n = static_cast<size_t>(p.numel);
     // The gradient buffer is not written again before the next backward,
     // which comes after wait_layer() of the next forward: zero-copy is safe.
+    issued(static_cast<size_t>(i));
     pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, step_);
     stats_.bytes_sent += n * sizeof(float);
     stats_.bytes_recv += n * sizeof(float);
@@ -102,10 +129,14 @@ void KvSync::grads_ready(int first, int count) {
 void KvSync::push_downloaded() {
   const auto& params = model_->params();
   for (size_t i : downloading_) {
-    const auto t0 = Clock::now();
-    staging_->wait_grad(i);
-    stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    {
+      // CUDA: the host waits for the device to finish this layer's backward kernels and copy the
+      // gradients out: backward time, not communication.
+      ScopedPhase backward(WorkerPhase::kBackward);
+      staging_->wait_grad(i);
+    }
     const size_t n = static_cast<size_t>(params[i].numel);
+    issued(i);
     pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
     stats_.bytes_sent += n * sizeof(float);
     stats_.bytes_recv += n * sizeof(float);
@@ -121,11 +152,10 @@ void KvSync::end_step(int64_t) {
 }
 
 void KvSync::sync_all() {
-  const auto t0 = Clock::now();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
   push_downloaded();
   for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
   staging_->finish_uploads();
-  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace pshard::trainer

@@ -12,7 +12,8 @@
 
 namespace pshard {
 class Config;
-}
+class Tracer;
+}  // namespace pshard
 
 namespace pshard::trainer {
 
@@ -42,6 +43,9 @@ class KvSync : public ParameterSync {
   // Rejoin a running job at the start step (a restarted worker): the first
   // pulls are `join`s, so the servers count this worker from that step on.
   void set_rejoin(bool rejoin) { rejoin_ = rejoin; }
+  // trace.steps: each push_pull of a traced step becomes a span on row 3 from its hand-off to the
+  // I/O thread to the end of the wait for its reply, with the tensor and bytes.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
@@ -56,6 +60,7 @@ class KvSync : public ParameterSync {
  private:
   void wait_param(size_t i);
   void push_downloaded();  // CUDA: push the layers whose gradient download was started
+  void issued(size_t i);   // parameter i's push_pull was just handed to the I/O thread
 
   KvClient& kv_;
   uint32_t rank_;
@@ -71,6 +76,9 @@ class KvSync : public ParameterSync {
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<size_t> downloading_;  // CUDA: parameters whose gradients are on their way to the host
   SyncStats stats_;
+  Tracer* tracer_ = nullptr;
+  std::vector<int64_t> traced_step_;                              // per parameter: step of its traced request, or -1
+  std::vector<std::chrono::steady_clock::time_point> issued_at_;  // per parameter: when it was handed over
 };
 
 }  // namespace pshard::trainer

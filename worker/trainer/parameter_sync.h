@@ -10,9 +10,9 @@ class Model;
 
 namespace pshard::trainer {
 
-// Communication counters since the start of the run.
+// Communication counters since the start of the run. (The time blocked on communication is counted
+// by the trainer's PhaseClock: implementations wrap their waits in ScopedPhase(WorkerPhase::kCommWait).)
 struct SyncStats {
-  double wait_s = 0;        // time the compute thread was blocked on communication
   uint64_t bytes_sent = 0;  // payload bytes pushed
   uint64_t bytes_recv = 0;  // payload bytes pulled
 };

@@ -7,26 +7,37 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/phase_clock.h"
 #include "models/model.h"
 #include "worker/data/batch_loader.h"
 #include "worker/data/sampler.h"
+#include "worker/trainer/step_trace.h"
 
 namespace pshard::trainer {
 
 Json StepEvent::to_json() const {
-  return Json::object()
-      .set("event", "step")
-      .set("epoch", epoch)
-      .set("step", step)
-      .set("loss", loss)
-      .set("lr", lr)
-      .set("wall_s", wall_s);
+  Json j = Json::object()
+               .set("event", "step")
+               .set("rank", rank)
+               .set("epoch", epoch)
+               .set("step", step)
+               .set("loss", loss)
+               .set("lr", lr)
+               .set("wall_s", wall_s)
+               .set("step_s", step_s);
+  phases.set_fields(j);
+  return j;
 }
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_between(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+void sleep_ms(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
 
 }  // namespace
 
@@ -70,7 +81,15 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   const bool classification = data_.train.num_classes > 0;
   const int num_layers = model_.num_layers();
   const int num_params = static_cast<int>(model_.params().size());
+  const std::vector<models::ParamRef>& params = model_.params();
   const auto start = Clock::now();
+  // Everything on this thread between two ScopedPhases counts as other; the phases of an epoch are
+  // read at the same instants as its wall time, so they add up to it.
+  PhaseTotals totals(static_cast<size_t>(WorkerPhase::kCount));
+  PhaseClock clock(totals, static_cast<size_t>(WorkerPhase::kOther));
+  // trace.steps: each layer's forward runs from the end of its wait for weights to the next layer's
+  // wait; a backward span ends where a layer's gradients are final.
+  StepTrace trace(tracer_, clock, model_);
 
   sync_.start(model_);
   int64_t step = options_.start_step;
@@ -85,39 +104,79 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     report.epoch = epoch;
     report.classification = classification;
     const SyncStats comm_before = sync_.stats();
-    const auto epoch_start = Clock::now();
+    const auto epoch_start = clock.flush();
+    const std::vector<double> epoch_phases_before = totals.seconds();
     loader.start_epoch(epoch - 1);
     const int64_t skip = epoch == first_epoch ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
       if (!loader.next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
     for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
-      if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
+      const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
+      trace.begin_step(step);
+      Clock::time_point step_start;
+      std::vector<double> step_phases_before;
+      if (logged) {
+        step_start = clock.flush();
+        step_phases_before = totals.seconds();
+      }
+      {
+        ScopedPhase data(WorkerPhase::kData);
+        if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
+      }
       sync_.begin_step(step);
       models::StepResult r;
       if (options_.simulate_compute_ms > 0) {
-        // Communication studies: the same pushes and pulls, compute replaced by a fixed delay.
-        for (int l = 0; l < num_layers; ++l) sync_.wait_layer(l);
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options_.simulate_compute_ms));
-        sync_.grads_ready(0, num_params);
+        // Communication studies: the same pushes and pulls, compute replaced by sleeps (a backward
+        // costs about twice a forward). The pulls are waited for before the "forward", as a real
+        // forward would wait for its first layer.
+        {
+          ScopedPhase forward(WorkerPhase::kForward);
+          for (int l = 0; l < num_layers; ++l) sync_.wait_layer(l);
+          sleep_ms(options_.simulate_compute_ms / 3);
+        }
+        {
+          ScopedPhase backward(WorkerPhase::kBackward);
+          sleep_ms(options_.simulate_compute_ms * 2 / 3);
+          sync_.grads_ready(0, num_params);
+        }
         r.n = batch.n;
       } else {
-        r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
-                           batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true,
-                           [&](int layer) { sync_.wait_layer(layer); });
-        model_.backward([&](int first, int count) { sync_.grads_ready(first, count); });
+        {
+          ScopedPhase forward(WorkerPhase::kForward);
+          r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
+                             batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
+                               trace.layer_done("forward", layer - 1);
+                               sync_.wait_layer(layer);
+                               trace.layer_start();
+                             });
+          trace.layer_done("forward", num_layers - 1);
+        }
+        ScopedPhase backward(WorkerPhase::kBackward);
+        trace.layer_start();
+        model_.backward([&](int first, int count) {
+          trace.layer_done("backward", params[static_cast<size_t>(first)].layer);
+          sync_.grads_ready(first, count);
+          trace.layer_start();
+        });
       }
       sync_.end_step(step);
+      trace.end_step(step);
       report.samples += r.n;
       report.loss_sum += r.loss_sum;
       report.correct += r.correct;
       const bool diverged = !std::isfinite(r.loss_sum);
-      if (((options_.log_every > 0 && step % options_.log_every == 0) || diverged) && on_step) {
+      if ((logged || diverged) && on_step) {
         StepEvent ev;
+        ev.rank = options_.rank;
         ev.epoch = epoch;
         ev.step = step;
         ev.loss = r.n ? r.loss_sum / static_cast<double>(r.n) : 0.0;
         ev.lr = sync_.lr_at(step);
+        if (logged) {
+          ev.step_s = seconds_between(step_start, clock.flush());
+          ev.phases = WorkerPhaseSeconds::between(step_phases_before, totals.seconds());
+        }
         ev.wall_s = seconds_since(start);
         on_step(ev);
       }
@@ -129,12 +188,12 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                     "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
       }
     }
-    report.epoch_s = seconds_since(epoch_start);
+    report.epoch_s = seconds_between(epoch_start, clock.flush());
+    trace.end_epoch();
+    report.phases = WorkerPhaseSeconds::between(epoch_phases_before, totals.seconds());
     report.step = step;
     report.lr = sync_.lr_at(step - 1);
     const SyncStats comm = sync_.stats();
-    report.comm_wait_s = comm.wait_s - comm_before.wait_s;
-    report.compute_s = report.epoch_s - report.comm_wait_s;
     report.bytes_sent = comm.bytes_sent - comm_before.bytes_sent;
     report.bytes_recv = comm.bytes_recv - comm_before.bytes_recv;
     if (options_.eval) {

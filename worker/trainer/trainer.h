@@ -7,13 +7,15 @@
 #include <memory>
 
 #include "common/metrics/epoch_report.h"
+#include "common/metrics/phases.h"
 #include "common/util/json.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/parameter_sync.h"
 
 namespace pshard {
 class Config;
-}
+class Tracer;
+}  // namespace pshard
 namespace pshard::models {
 class Model;
 }
@@ -29,7 +31,8 @@ struct TrainerOptions {
   uint32_t world = 1;  // number of workers
   uint64_t seed = 1;
   int prefetch = 2;
-  double simulate_compute_ms = 0;  // > 0: replace forward/backward by a sleep (communication studies)
+  // > 0: replace forward/backward by sleeps of 1/3 and 2/3 of this (communication studies)
+  double simulate_compute_ms = 0;
   // Resume: the first global step to run. The data position follows from it (epoch = step /
   // steps_per_epoch + 1 with that epoch's seeded shuffle, the first step % steps_per_epoch batches
   // skipped), so a resumed sync run sees the same batches as an uninterrupted one.
@@ -40,15 +43,20 @@ struct TrainerOptions {
 
 // A `step` event (docs/METRICS.md).
 struct StepEvent {
+  uint32_t rank = 0;
   int64_t epoch = 0, step = 0;
   double loss = 0, lr = 0, wall_s = 0;
+  double step_s = 0;          // this step's wall time
+  WorkerPhaseSeconds phases;  // where step_s went; adds up to it
 
   // The `step` line of metrics.jsonl (docs/METRICS.md).
   Json to_json() const;
 };
 
 // Runs epochs of: next batch -> forward -> backward -> update, then an
-// evaluation of this worker's shard of the test set.
+// evaluation of this worker's shard of the test set. The loop's time is
+// measured by phase (WorkerPhase: data, forward, backward, communication
+// wait, other) into each epoch report and step event.
 //
 //   Trainer t(TrainerOptions::from_config(cfg, 0, 1), *model, data, sync);
 //   t.run([](const StepEvent& s) { ... }, [](const WorkerEpochReport& r) { ... });
@@ -64,6 +72,10 @@ class Trainer {
   void run(const std::function<void(const StepEvent&)>& on_step,
            const std::function<void(const WorkerEpochReport&)>& on_epoch);
 
+  // trace.steps: the steps of `tracer`'s window become spans (phases on row 1, each layer's forward
+  // and backward on row 2). nullptr: no trace.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+
  private:
   void evaluate(WorkerEpochReport* report);
 
@@ -72,6 +84,7 @@ class Trainer {
   const data::DataSplits& data_;
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
+  Tracer* tracer_ = nullptr;
 };
 
 // steps per epoch for a data set of n samples: floor(n / (world x batch)); an
