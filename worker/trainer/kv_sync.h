@@ -51,7 +51,7 @@ class KvSync : public ParameterSync {
   void end_step(int64_t) override;
   void sync_all() override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
-  SyncStats stats() const override { return stats_; }
+  SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
  private:
   void wait_param(size_t i);
@@ -70,7 +70,7 @@ class KvSync : public ParameterSync {
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<size_t> downloading_;  // CUDA: parameters whose gradients are on their way to the host
-  SyncStats stats_;
+  SyncStats stats_;                  // wait_s
 };
 
 }  // namespace pshard::trainer
