@@ -24,10 +24,12 @@ struct WorkerEpochReport {
   int64_t test_correct = 0;
   double epoch_s = 0;  // wall time of the training part of the epoch
   double eval_s = 0;
-  double compute_s = 0;    // forward + backward (+ local update)
-  double comm_wait_s = 0;  // blocked on pushes/pulls
-  uint64_t bytes_sent = 0;
+  double compute_s = 0;     // forward + backward (+ local update)
+  double comm_wait_s = 0;   // blocked on pushes/pulls
+  uint64_t bytes_sent = 0;  // payload bytes as they went on the wire (after compression)
   uint64_t bytes_recv = 0;
+  uint64_t fp32_bytes_sent = 0;  // the same payloads as float32 (what no compression would have moved)
+  uint64_t fp32_bytes_recv = 0;
   double wall_s = 0;  // since the start of training, at the end of the epoch
   double lr = 0;      // learning rate of the last step of the epoch
 
@@ -52,7 +54,7 @@ class RunTotals {
   Json last_ = Json::object();
   int64_t epochs_ = 0;
   double samples_ = 0, train_s_ = 0, compute_s_ = 0, comm_wait_s_ = 0;
-  double bytes_sent_ = 0, bytes_recv_ = 0;
+  double bytes_sent_ = 0, bytes_recv_ = 0, fp32_bytes_sent_ = 0, fp32_bytes_recv_ = 0;
 };
 
 }  // namespace pshard

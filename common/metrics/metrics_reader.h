@@ -25,6 +25,7 @@ struct EpochRecord {
   std::optional<double> train_loss, train_acc, test_loss, test_acc;
   std::optional<double> samples_per_s, epoch_s, eval_s, compute_s, comm_wait_s;
   std::optional<double> bytes_sent, bytes_recv, wall_s;
+  std::optional<double> fp32_bytes_sent, fp32_bytes_recv;  // absent in runs recorded before compression existed
 };
 
 // The last line (`summary`), when the run finished.

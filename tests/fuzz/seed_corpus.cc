@@ -199,7 +199,7 @@ void control_seeds() {
         "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"classification\":true,\"samples\":64,"
         "\"loss_sum\":3.5,\"correct\":20,\"evaluated\":false,\"test_n\":0,\"test_loss_sum\":0,\"test_correct\":0,"
         "\"epoch_s\":1.5,\"eval_s\":0,\"compute_s\":1,\"comm_wait_s\":0.2,\"bytes_sent\":100,\"bytes_recv\":100,"
-        "\"wall_s\":2,\"lr\":0.1}");
+        "\"fp32_bytes_sent\":200,\"fp32_bytes_recv\":200,\"wall_s\":2,\"lr\":0.1}");
     save("fuzz_control_message", "report", bytes_of(b));
   }
 }
