@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/compression/codec.h"
 #include "common/compression/dense.h"
 
@@ -53,12 +57,42 @@ float from_half(uint16_t h) {
   return f;
 }
 
+#if defined(__x86_64__)
+// The CPU's own conversion (F16C, 8 values per instruction, IEEE round to nearest even like to_half): the scalar
+// loop costs ~800 us per 200k floats, this ~30. Used when the CPU has it; the tail and other CPUs take the scalar path.
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+__attribute__((target("avx,f16c"))) size_t encode_f16c(const float* in, size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), h);
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t decode_f16c(const uint8_t* in, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
+  }
+  return i;
+}
+#else
+bool has_f16c() { return false; }
+size_t encode_f16c(const float*, size_t, uint8_t*) { return 0; }
+size_t decode_f16c(const uint8_t*, size_t, float*) { return 0; }
+#endif
+
 class Fp16Codec final : public Codec {
  public:
   Encoding encoding() const override { return Encoding::FP16; }
   size_t max_encoded_bytes(size_t n) const override { return n * 2; }
   size_t encode(const float* in, size_t n, uint8_t* out) override {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = has_f16c() ? encode_f16c(in, n, out) : 0; i < n; ++i) {
       const uint16_t h = to_half(in[i]);
       std::memcpy(out + 2 * i, &h, 2);
     }
@@ -66,7 +100,7 @@ class Fp16Codec final : public Codec {
   }
   CheckResult check(const uint8_t*, size_t bytes, size_t n) const override { return check_dense("fp16", 2, bytes, n); }
   void decode(const uint8_t* in, size_t, size_t n, float* out) const override {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = has_f16c() ? decode_f16c(in, n, out) : 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, in + 2 * i, 2);
       out[i] = from_half(h);
