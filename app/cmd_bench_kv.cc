@@ -15,8 +15,9 @@ int run_bench_kv(const std::vector<std::string>& args) {
               "starts S server and W worker processes on 127.0.0.1, pushes and pulls an M MiB model repeatedly "
               "(BSP push_pull of every tensor per round) and reports push+pull GB/s (gradient bytes pushed plus "
               "weight bytes pulled per second, summed over workers), the p50/p99 round trip of a 4 KiB push_pull, "
-              "a raw TCP loopback stream of the same bytes measured in the same run, their ratio, and each "
-              "server's peak RSS");
+              "a raw TCP loopback stream of the same bytes measured in the same run, their ratio, a bare ZeroMQ "
+              "DEALER/ROUTER 4 KiB ping-pong between two processes in the same run (rtt_4k_zmq_us_p50) and "
+              "pshard's round trip over it (rtt_ratio), and each server's peak RSS");
   p.add_option("servers", "S", "server processes", false, "1");
   p.add_option("workers", "W", "worker processes", false, "1");
   p.add_option("model-mib", "M", "model size in MiB (tensors of at most 4 MiB)", false, "64");
@@ -32,7 +33,9 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("endpoints", "LIST", "(internal) comma-separated server endpoints");
   p.add_option("result", "FILE", "(internal) where a worker writes its result");
   p.add_option("key-dir", "DIR", "(internal) the CurveZMQ key directory of the benchmark (\"\": plaintext)");
+  p.add_option("zmq-echo", "ENDPOINT", "(internal) run the echo side of the bare ZeroMQ ping-pong");
   if (!p.parse(args)) return 0;
+  if (p.has("zmq-echo")) return bench::run_zmq_echo(p.get("zmq-echo"));
 
   bench::KvBenchOptions o;
   o.servers = p.get_int("servers");

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <zmq.hpp>
 
 #include "bench/text.h"
 #include "common/error.h"
@@ -115,6 +116,42 @@ double tcp_baseline_gbps(uint64_t bytes) {
   return gbps;
 }
 
+// The bare ZeroMQ round trip pshard's 4 KiB push_pull is compared with: this process's DEALER sends 4 KiB to a ROUTER
+// in a child process (`pshard bench kv --zmq-echo`, run_zmq_echo) that sends it straight back; no pshard code on
+// either side. Returns the p50 in microseconds after 100 warm-up round trips.
+double zmq_pingpong_p50_us(const std::string& exe, int64_t iters, const LocalJob::Options& jo) {
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(pick_free_ports(1)[0]);
+  LocalJob echo(jo);
+  ChildSpec c;
+  c.name = "zmq echo";
+  c.argv = {exe, "bench", "kv", "--zmq-echo", endpoint};
+  echo.add(c);
+  echo.start();
+  std::vector<double> rtt;
+  std::string failure;
+  {
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 10000);
+    dealer.connect(endpoint);
+    std::vector<char> payload(4096, 1);
+    for (int64_t i = -100; i < iters && failure.empty(); ++i) {
+      const auto s = Clock::now();
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      zmq::message_t back;
+      if (!dealer.recv(back) || back.size() != payload.size()) failure = "no 4 KiB echo within 10 s";
+      if (i >= 0) rtt.push_back(seconds_since(s) * 1e6);
+    }
+    dealer.send(zmq::message_t(), zmq::send_flags::dontwait);  // an empty frame: the echo process exits
+  }
+  echo.stop("ping-pong finished");
+  echo.wait();
+  if (!failure.empty() || rtt.empty()) throw Error("bench kv: bare ZeroMQ ping-pong: " + failure);
+  std::sort(rtt.begin(), rtt.end());
+  return rtt[rtt.size() / 2];
+}
+
 int64_t peak_rss_kib(int64_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -125,6 +162,21 @@ int64_t peak_rss_kib(int64_t pid) {
 }
 
 }  // namespace
+
+int run_zmq_echo(const std::string& endpoint) {
+  zmq::context_t ctx(1);
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::rcvtimeo, 10000);  // the parent is gone or done: never wait longer
+  router.bind(endpoint);
+  for (;;) {
+    zmq::message_t identity, payload;
+    if (!router.recv(identity) || !identity.more() || !router.recv(payload)) return 0;
+    if (payload.size() == 0) return 0;
+    router.send(identity, zmq::send_flags::sndmore);
+    router.send(payload, zmq::send_flags::none);
+  }
+}
 
 int run_kv_bench_worker(const KvBenchWorkerOptions& options) {
   const KvBenchOptions& b = options.bench;
@@ -302,6 +354,7 @@ Json run_kv_bench(const KvBenchOptions& options) {
   std::filesystem::remove_all(dir);
   const double kv_gbps = static_cast<double>(total_bytes) / max_seconds / 1e9;
   const double tcp_gbps = tcp_baseline_gbps(total_bytes);
+  const double zmq_p50 = options.rtt_iters > 0 ? zmq_pingpong_p50_us(exe, options.rtt_iters, jo) : 0.0;
 
   // Memory bound per server: 1.25 x (weights + optimizer state + one aggregation buffer) + 100 MiB.
   optim::OptimizerParams op;
@@ -331,6 +384,8 @@ Json run_kv_bench(const KvBenchOptions& options) {
       .set("ratio", kv_gbps / tcp_gbps)
       .set("rtt_4k_us_p50", p50)
       .set("rtt_4k_us_p99", p99)
+      .set("rtt_4k_zmq_us_p50", zmq_p50)
+      .set("rtt_ratio", zmq_p50 > 0 ? Json(p50 / zmq_p50) : Json())
       .set("worker_minor_faults_per_round", faults)
       .set("server_peak_rss_mib", rss)
       .set("server_rss_bound_mib", bound)
@@ -349,6 +404,10 @@ std::string format_kv_bench(const Json& r) {
           r.at("push_pull_gbps").as_number(), r.at("tcp_baseline_gbps").as_number(), r.at("ratio").as_number());
   appendf(text, "  4 KiB push_pull round trip: p50 %.1f us, p99 %.1f us\n", r.at("rtt_4k_us_p50").as_number(),
           r.at("rtt_4k_us_p99").as_number());
+  if (r.at("rtt_ratio").is_number()) {
+    appendf(text, "  4 KiB bare ZeroMQ DEALER/ROUTER ping-pong: p50 %.1f us; rtt_ratio %.2f\n",
+            r.at("rtt_4k_zmq_us_p50").as_number(), r.at("rtt_ratio").as_number());
+  }
   appendf(text, "  worker minor page faults per round: %.0f\n", r.at("worker_minor_faults_per_round").as_number());
   const std::vector<Json>& rss = r.at("server_peak_rss_mib").elements();
   const std::vector<Json>& bound = r.at("server_rss_bound_mib").elements();

@@ -33,7 +33,9 @@ struct KvBenchOptions {
 // Runs the benchmark: the servers, then the workers (BSP push_pull of every tensor per round), the servers'
 // peak RSS, then a raw TCP loopback stream of the bytes the workers moved. Returns one JSON object: servers,
 // workers, model_mib, slice_kib, optimizer, curve, rounds, push_pull_gbps, tcp_baseline_gbps, ratio,
-// rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), worker_minor_faults_per_round (the most of any worker),
+// rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), rtt_4k_zmq_us_p50 (a bare ZeroMQ DEALER/ROUTER 4 KiB ping-pong between
+// this process and an echo process, rtt_iters round trips after the workers finished), rtt_ratio (rtt_4k_us_p50 /
+// rtt_4k_zmq_us_p50; null with rtt_iters 0), worker_minor_faults_per_round (the most of any worker),
 // server_peak_rss_mib, server_rss_bound_mib (arrays, one per server) and server_rss_within_bound.
 // Throws pshard::Error for bad options or when a process fails. Children's output goes to stderr.
 Json run_kv_bench(const KvBenchOptions& options);
@@ -52,6 +54,10 @@ struct KvBenchWorkerOptions {
 // {"rank","bytes","seconds","minor_faults_per_round","rtt_p50_us","rtt_p99_us"} to result_path.
 // Returns the exit code (0).
 int run_kv_bench_worker(const KvBenchWorkerOptions& options);
+
+// The echo side of the bare ZeroMQ ping-pong (`pshard bench kv --zmq-echo ENDPOINT`): a ROUTER bound to `endpoint`
+// that sends every message back until an empty one, or 10 s without one. Returns the exit code (0).
+int run_zmq_echo(const std::string& endpoint);
 
 // The text report of a run_kv_bench result, as `pshard bench kv` prints it without --json:
 //   pshard bench kv: 1 server(s), 2 worker(s), 4 MiB model, 1024 KiB slices, sgd, 5 rounds

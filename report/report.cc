@@ -176,7 +176,9 @@ const std::vector<std::string> kScalingColumns = {"group",
                                                   "ps_sent_MB_per_worker_step",
                                                   "ring_MB_per_worker_step",
                                                   "bandwidth_MBps",
-                                                  "bandwidth_per_worker_MBps"};
+                                                  "bandwidth_per_worker_MBps",
+                                                  "fp32_traffic_MB_per_step",
+                                                  "traffic_vs_fp32"};
 
 void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>& groups,
                        const std::vector<RunMetrics>& runs, const std::vector<std::string>& labels) {
@@ -211,7 +213,9 @@ void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>&
              num(r.model_bytes / kMB),
              num(r.ring_bytes_per_worker_step / kMB),
              num(r.bandwidth_bytes_per_s / kMB),
-             num(r.bandwidth_per_worker_bytes_per_s / kMB)});
+             num(r.bandwidth_per_worker_bytes_per_s / kMB),
+             num(r.fp32_traffic_bytes_per_step / kMB),
+             num(r.traffic_vs_fp32)});
     }
   }
   f.close();
@@ -404,6 +408,7 @@ std::vector<PlotChart> scaling_charts(const std::vector<ScalingGroup>& groups, c
     b.panels.push_back(
         panel("traffic per step, all workers (sent + received)", "workers W", "MB per step",
               {with_where(layer(csv, "workers", "traffic_MB_per_step", "", "measured")),
+               with_where(layer(csv, "workers", "fp32_traffic_MB_per_step", "", "the same payloads as float32")),
                with_where(layer(csv, "workers", "ps_bound_MB_per_step", "", "parameter server 2 x model x W"))},
               "bars"));
     b.panels.push_back(
@@ -471,7 +476,9 @@ const char* kScalingDefinitions =
 | fwd, bwd | forward and backward pass per step, waits for communication excluded (measured, mean over workers) | ms |
 | comm | blocked waiting for push/pull per step (measured, mean over workers) | ms |
 | other | the rest of the step, measured as such: bookkeeping, issuing requests, a local optimizer step (mean over workers) | ms |
-| traffic/step | payload bytes sent + received by all workers per step | MB |
+| traffic/step | payload bytes sent + received by all workers per step, as they went on the wire (after compression) | MB |
+| fp32/step | the same payloads as float32: what `cluster.compression = none` and `pull_precision = fp32` would move | MB |
+| vs fp32 | traffic/step / fp32/step (1: no compression; 0.5: fp16/bf16 both ways) | x |
 | PS bound/step | 2 x M x W: every worker pushes its gradient and pulls the model once per step | MB |
 | sent/worker/step | payload bytes one worker sends per step (mean) | MB |
 | ring/worker/step | 2(W-1)/W x M: what each worker sends (and receives) per step in a ring all-reduce | MB |
@@ -493,15 +500,17 @@ std::string png_line(const PlotOutcome& plots, const std::string& png, const std
 std::string scaling_markdown(const ScalingGroup& g, const std::vector<std::string>& labels) {
   std::ostringstream out;
   out << "| run | W | S | epoch time (s) | speedup | efficiency | samples/s | step (ms) | data (ms) | fwd (ms) | "
-         "bwd (ms) | comm (ms) | other (ms) | traffic/step (MB) | PS bound/step (MB) | sent/worker/step (MB) | "
+         "bwd (ms) | comm (ms) | other (ms) | traffic/step (MB) | fp32/step (MB) | vs fp32 | PS bound/step (MB) | "
+         "sent/worker/step (MB) | "
          "ring/worker/step (MB) | bandwidth (MB/s) | bw/worker (MB/s) |\n";
-  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ScalingRow& r : g.rows) {
     out << "| " << md_cell(labels[r.run]) << " | " << r.workers << " | " << r.servers << " | " << md(r.epoch_s) << " | "
         << md(r.speedup, 3) << " | " << md(r.efficiency, 3) << " | " << md(r.samples_per_s) << " | "
         << md(r.step_s * 1e3) << " | ";
     for (double v : r.phases_per_step.s) out << md(v * 1e3) << " | ";
-    out << md(r.traffic_bytes_per_step / kMB) << " | " << md(r.ps_bound_bytes_per_step / kMB) << " | "
+    out << md(r.traffic_bytes_per_step / kMB) << " | " << md(r.fp32_traffic_bytes_per_step / kMB) << " | "
+        << md(r.traffic_vs_fp32, 3) << " | " << md(r.ps_bound_bytes_per_step / kMB) << " | "
         << md(r.sent_bytes_per_worker_step / kMB) << " | " << md(r.ring_bytes_per_worker_step / kMB) << " | "
         << md(r.bandwidth_bytes_per_s / kMB) << " | " << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " |\n";
   }

@@ -106,6 +106,10 @@ ScalingRow scaling_row(const RunMetrics& run, size_t index) {
   double sent = sum_over(run.epochs, &EpochRecord::bytes_sent);
   double recv = sum_over(run.epochs, &EpochRecord::bytes_recv);
   row.traffic_bytes_per_step = (sent + recv) / steps;
+  row.fp32_traffic_bytes_per_step =
+      (sum_over(run.epochs, &EpochRecord::fp32_bytes_sent) + sum_over(run.epochs, &EpochRecord::fp32_bytes_recv)) /
+      steps;
+  row.traffic_vs_fp32 = row.traffic_bytes_per_step / row.fp32_traffic_bytes_per_step;
   row.ps_bound_bytes_per_step = 2.0 * row.model_bytes * workers;
   row.sent_bytes_per_worker_step = sent / workers / steps;
   row.ring_bytes_per_worker_step = 2.0 * (workers - 1.0) / workers * row.model_bytes;

@@ -37,6 +37,8 @@ struct ScalingRow {
   WorkerPhaseSeconds phases_per_step;
   double model_bytes = 0;                       // bytes of all parameters (summary)
   double traffic_bytes_per_step = 0;            // (bytes_sent + bytes_recv) of all workers / steps
+  double fp32_traffic_bytes_per_step = 0;       // the same payloads as float32 (fp32_bytes_sent + fp32_bytes_recv)
+  double traffic_vs_fp32 = 0;                   // traffic / fp32 traffic: what compression left (1 = none)
   double ps_bound_bytes_per_step = 0;           // 2 * model_bytes * workers
   double sent_bytes_per_worker_step = 0;        // bytes_sent / workers / steps
   double ring_bytes_per_worker_step = 0;        // 2 * (workers - 1) / workers * model_bytes

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/compression/settings.h"
 #include "common/config/config.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
@@ -68,6 +69,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   kopt.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   kopt.run_total_steps = total_steps;
+  kopt.compression = compression::Settings::from_config(cfg);
   KvClient kv(kopt);
   if (join) {
     // A step boundary the running workers have not reached yet, so that every slice can still

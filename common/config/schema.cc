@@ -102,6 +102,19 @@ std::vector<ConfigKey> kSchema = {
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
 
+    // compression of the data plane (docs/PROTOCOL.md "Encodings"); servers keep and aggregate float32
+    {"cluster.compression", T::kString, "none", 0, 0, "none|fp16|bf16|topk|randomk|onebit",
+     "encoding of pushed gradients: float32, half, bfloat16, the largest / random compression_ratio of each slice, "
+     "or signs plus one scale per slice"},
+    {"cluster.compression_ratio", T::kDouble, "0.01", 1e-6, 1, "",
+     "topk/randomk: fraction of each slice's values pushed (at least one)"},
+    {"cluster.error_feedback", T::kBool, "true", 0, 0, "",
+     "topk/randomk/onebit: each worker adds what a push did not send to its next push of the slice"},
+    {"cluster.compression_min_bytes", T::kInt, "4096", 0, 1ll << 40, "",
+     "tensors smaller than this (bytes) are pushed and pulled as float32"},
+    {"cluster.pull_precision", T::kString, "fp32", 0, 0, "fp32|fp16|bf16",
+     "encoding of pulled weights (servers keep float32 master weights)"},
+
     {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
      "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},
     {"cluster.max_restarts", T::kInt, "3", 0, 1000, "",

@@ -16,6 +16,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("test_correct", test_correct).set("epoch_s", epoch_s).set("eval_s", eval_s);
   phases.set_fields(j);
   j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
+  j.set("fp32_bytes_sent", fp32_bytes_sent).set("fp32_bytes_recv", fp32_bytes_recv);
   return j;
 }
 
@@ -62,6 +63,8 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.phases = WorkerPhaseSeconds::from_fields(j, "worker epoch report");
   r.bytes_sent = static_cast<uint64_t>(count("bytes_sent", kMaxCount));
   r.bytes_recv = static_cast<uint64_t>(count("bytes_recv", kMaxCount));
+  r.fp32_bytes_sent = static_cast<uint64_t>(count("fp32_bytes_sent", kMaxCount));
+  r.fp32_bytes_recv = static_cast<uint64_t>(count("fp32_bytes_recv", kMaxCount));
   r.wall_s = number("wall_s");
   r.lr = number("lr");
   return r;
@@ -74,7 +77,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   int64_t samples = 0, correct = 0, test_n = 0, test_correct = 0;
   double loss_sum = 0, test_loss_sum = 0, epoch_s = 0, eval_s = 0, wall_s = 0;
   WorkerPhaseSeconds phases;
-  uint64_t sent = 0, recv = 0;
+  uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0;
   bool evaluated = true;
   Json workers = Json::array();
   for (const WorkerEpochReport& r : reports) {
@@ -92,6 +95,8 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     phases += r.phases;
     sent += r.bytes_sent;
     recv += r.bytes_recv;
+    fp32_sent += r.fp32_bytes_sent;
+    fp32_recv += r.fp32_bytes_recv;
     Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
     r.phases.set_fields(w);
     workers.push(w.set("bytes_sent", r.bytes_sent).set("bytes_recv", r.bytes_recv));
@@ -110,6 +115,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   phases /= n;
   phases.set_fields(e);
   e.set("bytes_sent", sent).set("bytes_recv", recv).set("wall_s", wall_s).set("lr", first.lr);
+  e.set("fp32_bytes_sent", fp32_sent).set("fp32_bytes_recv", fp32_recv);
   e.set("samples", samples);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
@@ -126,6 +132,8 @@ void RunTotals::add_epoch(const Json& epoch_event) {
   for (size_t i = 0; i < WorkerPhaseSeconds::kCount; ++i) phases_.s[i] += num(WorkerPhaseSeconds::names()[i]);
   bytes_sent_ += num("bytes_sent");
   bytes_recv_ += num("bytes_recv");
+  fp32_bytes_sent_ += num("fp32_bytes_sent");
+  fp32_bytes_recv_ += num("fp32_bytes_recv");
 }
 
 Json RunTotals::summary(double wall_s) const {
@@ -138,6 +146,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("wall_s", wall_s).set("train_s", train_s_).set("epochs", epochs_).set("steps", last("step"));
   phases_.set_fields(s);
   s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
+  s.set("fp32_bytes_sent", fp32_bytes_sent_).set("fp32_bytes_recv", fp32_bytes_recv_);
   return s;
 }
 

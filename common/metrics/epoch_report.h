@@ -26,8 +26,10 @@ struct WorkerEpochReport {
   double epoch_s = 0;  // wall time of the training part of the epoch
   double eval_s = 0;
   WorkerPhaseSeconds phases;  // where epoch_s went; adds up to it
-  uint64_t bytes_sent = 0;
+  uint64_t bytes_sent = 0;    // payload bytes as they went on the wire (after compression)
   uint64_t bytes_recv = 0;
+  uint64_t fp32_bytes_sent = 0;  // the same payloads as float32 (what no compression would have moved)
+  uint64_t fp32_bytes_recv = 0;
   double wall_s = 0;  // since the start of training, at the end of the epoch
   double lr = 0;      // learning rate of the last step of the epoch
 
@@ -53,7 +55,7 @@ class RunTotals {
   int64_t epochs_ = 0;
   double samples_ = 0, train_s_ = 0;
   WorkerPhaseSeconds phases_;
-  double bytes_sent_ = 0, bytes_recv_ = 0;
+  double bytes_sent_ = 0, bytes_recv_ = 0, fp32_bytes_sent_ = 0, fp32_bytes_recv_ = 0;
 };
 
 }  // namespace pshard

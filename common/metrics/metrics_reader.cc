@@ -149,6 +149,8 @@ EpochRecord read_epoch(const LineReader& r) {
   e.phases = r.opt_phases<WorkerPhase>();
   e.bytes_sent = r.opt_number("bytes_sent");
   e.bytes_recv = r.opt_number("bytes_recv");
+  e.fp32_bytes_sent = r.opt_number("fp32_bytes_sent");
+  e.fp32_bytes_recv = r.opt_number("fp32_bytes_recv");
   e.wall_s = r.opt_number("wall_s");
   return e;
 }

@@ -31,6 +31,7 @@ struct EpochRecord {
   std::optional<double> samples_per_s, epoch_s, eval_s;
   std::optional<WorkerPhaseSeconds> phases;  // mean over workers
   std::optional<double> bytes_sent, bytes_recv, wall_s;
+  std::optional<double> fp32_bytes_sent, fp32_bytes_recv;  // absent in runs recorded before compression existed
 };
 
 // One server's `server_phases` entry of the summary.

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "common/compression/codec.h"
 #include "common/error.h"
 
 namespace pshard::protocol {
@@ -24,6 +25,20 @@ Decoded fail(Decoded d, ErrorCode code, std::string why) {
 bool known_type(MessageType t) {
   return static_cast<uint16_t>(t) >= static_cast<uint16_t>(MessageType::PING) &&
          static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::JOIN);
+}
+
+// Gradients may use any codec; weights only the dense lossy ones (the servers' float32 master weights are what a
+// worker reads back); init payloads and keys without a payload use none.
+bool encoding_allowed(MessageType type, Encoding e) {
+  if (!compression::known_encoding(e)) return false;
+  if (type == MessageType::PUSH || type == MessageType::PUSH_PULL) return true;
+  if (type == MessageType::WEIGHTS) return e == Encoding::NONE || e == Encoding::FP16 || e == Encoding::BF16;
+  return e == Encoding::NONE;
+}
+
+std::string encoding_text(Encoding e) {
+  return compression::known_encoding(e) ? compression::encoding_name(e)
+                                        : "unknown(" + std::to_string(static_cast<unsigned>(e)) + ")";
 }
 
 std::string key_name(size_t i, const KeyRef& k) {
@@ -78,6 +93,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::OVERLOADED: return "overloaded";
     case ErrorCode::INTERNAL: return "internal";
     case ErrorCode::STALLED: return "stalled";
+    case ErrorCode::BAD_ENCODING: return "badEncoding";
   }
   return "unknown";
 }
@@ -100,6 +116,7 @@ std::string encode_header(const Message& msg) {
       keys[i].setOffset(msg.keys[i].offset);
       keys[i].setLength(msg.keys[i].length);
       keys[i].setDtype(msg.keys[i].dtype);
+      keys[i].setEncoding(msg.keys[i].encoding);
     }
   }
   if (!msg.tensors.empty()) {
@@ -113,6 +130,7 @@ std::string encode_header(const Message& msg) {
   h.setNumServers(msg.num_servers);
   h.setRunTotalSteps(msg.run_total_steps);
   h.setCheckpoint(msg.checkpoint);
+  h.setPullEncoding(msg.pull_encoding);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -158,6 +176,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.num_servers = h.getNumServers();
     m.run_total_steps = h.getRunTotalSteps();
     m.checkpoint = h.getCheckpoint();
+    m.pull_encoding = h.getPullEncoding();
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();
@@ -166,7 +185,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     }
     m.keys.reserve(keys.size());
     for (auto k : keys) {
-      m.keys.push_back({k.getTensor(), k.getSlice(), k.getOffset(), k.getLength(), k.getDtype()});
+      m.keys.push_back({k.getTensor(), k.getSlice(), k.getOffset(), k.getLength(), k.getDtype(), k.getEncoding()});
     }
     auto tensors = h.getTensors();
     m.tensors.reserve(tensors.size());
@@ -207,11 +226,32 @@ Decoded decode(const FrameView* frames, size_t count) {
     if (k.length == 0 || k.length > (UINT64_MAX / sizeof(float))) {
       return fail(std::move(d), ErrorCode::WRONG_LENGTH, key_name(i, k) + ": length " + std::to_string(k.length));
     }
-    if (carries_payloads(m.type) && frames[i + 1].size != k.length * sizeof(float)) {
+    if (k.encoding != Encoding::NONE && !encoding_allowed(m.type, k.encoding)) {
+      return fail(
+          std::move(d), ErrorCode::BAD_ENCODING,
+          key_name(i, k) + ": encoding " + encoding_text(k.encoding) + " is not allowed in " + type_name(m.type));
+    }
+    if (carries_payloads(m.type) && k.encoding == Encoding::NONE && frames[i + 1].size != k.length * sizeof(float)) {
       return fail(std::move(d), ErrorCode::WRONG_LENGTH,
                   key_name(i, k) + ": payload frame has " + std::to_string(frames[i + 1].size) + " bytes, expected " +
                       std::to_string(k.length * sizeof(float)) + " (" + std::to_string(k.length) + " float32)");
     }
+    if (carries_payloads(m.type) && k.encoding != Encoding::NONE) {
+      const compression::CheckResult c =
+          compression::check_encoded(k.encoding, frames[i + 1].data, frames[i + 1].size, k.length);
+      if (!c.ok()) {
+        return fail(
+            std::move(d),
+            c.kind == compression::CheckResult::kWrongLength ? ErrorCode::WRONG_LENGTH : ErrorCode::BAD_ENCODING,
+            key_name(i, k) + ": " + c.why);
+      }
+    }
+  }
+  const bool reads = m.type == MessageType::PULL || m.type == MessageType::PUSH_PULL || m.type == MessageType::JOIN;
+  if (m.pull_encoding != Encoding::NONE && !(reads && encoding_allowed(MessageType::WEIGHTS, m.pull_encoding))) {
+    return fail(std::move(d), ErrorCode::BAD_ENCODING,
+                std::string("pull encoding ") + encoding_text(m.pull_encoding) + " is not allowed in " +
+                    type_name(m.type) + " (pull, pushPull and join may ask for fp16 or bf16)");
   }
   if (m.type == MessageType::INIT) {
     if (m.tensors.empty()) return fail(std::move(d), ErrorCode::BAD_HEADER, "init carries no tensor list");

@@ -11,6 +11,7 @@
 namespace pshard::protocol {
 
 using wire::DType;
+using wire::Encoding;
 using wire::ErrorCode;
 using wire::MessageType;
 using wire::Role;
@@ -27,6 +28,7 @@ struct KeyRef {
   uint64_t offset = 0;  // elements
   uint64_t length = 0;  // elements
   DType dtype = DType::FLOAT32;
+  Encoding encoding = Encoding::NONE;  // of the payload frame (common/compression/)
 };
 
 struct TensorInfo {
@@ -43,10 +45,11 @@ struct Message {
   uint32_t sender_rank = 0;
   int64_t step = 0;
   uint64_t layout_fingerprint = 0;
-  uint64_t slice_bytes = 0;     // init only
-  uint32_t num_servers = 0;     // init only
-  int64_t run_total_steps = 0;  // init only: 0 = unknown
-  bool checkpoint = false;      // push/pushPull: checkpoint the keys at step boundary step + 1
+  uint64_t slice_bytes = 0;                 // init only
+  uint32_t num_servers = 0;                 // init only
+  int64_t run_total_steps = 0;              // init only: 0 = unknown
+  bool checkpoint = false;                  // push/pushPull: checkpoint the keys at step boundary step + 1
+  Encoding pull_encoding = Encoding::NONE;  // pull/pushPull/join: how the reply encodes the weights
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only
   ErrorCode error_code = ErrorCode::NONE;
@@ -73,7 +76,10 @@ std::string encode_header(const Message& msg);
 
 // Decodes frames[0] as a Header and checks the structure, without copying payloads:
 // a known type, a payload count that matches the keys (0 for pull/ack/error/ping/...), float32
-// keys with length > 0 whose frame sizes equal length * 4, and an init tensor list. The header
+// keys with length > 0 whose frames are valid encodings of `length` values (length * 4 bytes for
+// encoding none; any codec for push/pushPull, none/fp16/bf16 for weights, none for everything
+// else; sparse indices in range and increasing), a pull encoding of none/fp16/bf16 on reads and
+// none elsewhere, and an init tensor list. The header
 // is read in place when its address is 8-byte aligned, else from an aligned copy. A pure
 // function of its input: safe to call on arbitrary bytes (a fuzzer's entry point).
 //

@@ -7,7 +7,7 @@
 #
 # Data plane (worker DEALER -> server ROUTER; see docs/PROTOCOL.md):
 #   init      keys + one payload per key (initial weights)   -> ack | error
-#   push      keys + one payload per key (gradients)         -> ack | error
+#   push      keys + one payload per key (gradients, encoded) -> ack | error
 #   pull      keys, no payload                               -> weights | error
 #   pushPull  keys + one payload per key (gradients)         -> weights | error
 #   ping      nothing                                        -> pong (its `step`: the server's highest slice version)
@@ -30,6 +30,18 @@ enum DType {
   float16 @1;
   bfloat16 @2;
   int8 @3;
+}
+
+# How a payload frame encodes a slice's float32 values (cluster.compression for pushed gradients,
+# cluster.pull_precision for pulled weights; common/compression/ has one file per encoding and
+# docs/PROTOCOL.md the byte layouts). Servers decode to float32 before they aggregate.
+enum Encoding {
+  none @0;      # length float32 (4 bytes each)
+  fp16 @1;      # length IEEE half floats (2 bytes each)
+  bf16 @2;      # length bfloat16 (2 bytes each: the upper half of a float32)
+  topk @3;      # k uint32 element indices (strictly increasing, < length), then k float32 values; k = bytes / 8
+  randomk @4;   # as topk; the indices are a random sample instead of the largest magnitudes
+  onebit @5;    # one float32 scale, then ceil(length / 8) bytes of sign bits (bit set: -scale, else +scale)
 }
 
 # What a message is. Requests and their replies share one request id.
@@ -71,6 +83,8 @@ enum ErrorCode {
   overloaded @17;       # too many requests waiting for the layout; retry later
   internal @18;         # a bug; the message says what
   stalled @19;          # a read waited most of cluster.request_timeout_ms for pushes that never came; names the workers
+  badEncoding @20;      # a payload's encoding is unknown, not allowed for this message, or its contents are invalid
+                        # (a sparse index out of range or out of order, a scale that is not a finite number)
 }
 
 # One key's payload description: the frame with index `frame` (counting
@@ -80,7 +94,8 @@ struct KeyRef {
   slice @1 :UInt32;      # slice index within the tensor
   offset @2 :UInt64;     # first element of the slice within the tensor (elements)
   length @3 :UInt64;     # number of elements in this payload (elements; for pull: of the slice)
-  dtype @4 :DType;       # element type of the payload frame
+  dtype @4 :DType;       # element type of the slice (float32)
+  encoding @5 :Encoding; # how the payload frame encodes the slice's values (none for init and for keys without payload)
 }
 
 # One parameter tensor of the model (carried by `init`, in tensor-id order).
@@ -109,4 +124,6 @@ struct Header {
                                 # schedules that depend on the run's length (cosine with lr_schedule.total_steps = 0)
   checkpoint @14 :Bool;         # push/pushPull (BSP): checkpoint the keys when the step this push belongs to
                                 # closes, i.e. at step boundary `step` + 1 (worker 0 sets it: checkpoint.every_seconds)
+  pullEncoding @15 :Encoding;   # pull/pushPull/join: the encoding of the weights in the reply (none, fp16 or bf16;
+                                # cluster.pull_precision); none in every other message
 }

@@ -10,6 +10,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/compression/codec.h"
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/phase_clock.h"
@@ -339,7 +340,10 @@ struct KvServer::Impl {
     m.type = weights ? MessageType::WEIGHTS : MessageType::ACK;
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
-    if (weights) m.keys = r.msg.keys;
+    if (weights) {
+      m.keys = r.msg.keys;
+      for (protocol::KeyRef& k : m.keys) k.encoding = r.msg.pull_encoding;  // answer() encoded every key so
+    }
     out.push_back(transport::copy_frame(protocol::encode_header(m)));
     if (weights) {
       for (auto& p : r.replies) {
@@ -483,7 +487,26 @@ struct KvServer::Impl {
     return s.initialized() && s.policy->ready(step, dead);
   }
 
-  void answer(Slice& s, Request& req, size_t key) { req.replies[key] = s.weights.frame(); }
+  // The weights as the reader asked for them: float32 zero-copy, else encoded (cluster.pull_precision).
+  void answer(Slice& s, Request& req, size_t key) {
+    const protocol::Encoding e = req.msg.pull_encoding;
+    if (e == protocol::Encoding::NONE) {
+      req.replies[key] = s.weights.frame();
+      return;
+    }
+    std::unique_ptr<compression::Codec> codec = compression::make_codec({e});
+    zmq::message_t out(codec->max_encoded_bytes(s.length()));
+    codec->encode(s.weights.data(), s.length(), static_cast<uint8_t*>(out.data()));
+    req.replies[key] = std::move(out);
+  }
+
+  // A push's gradient as float32: the payload itself, or its decoding (decode() checked the encoding).
+  static std::shared_ptr<zmq::message_t> gradient(std::shared_ptr<zmq::message_t> payload, const protocol::KeyRef& k) {
+    if (k.encoding == protocol::Encoding::NONE) return payload;
+    auto g = std::make_shared<zmq::message_t>(k.length * sizeof(float));
+    compression::decode_encoded(k.encoding, payload->data(), payload->size(), k.length, static_cast<float*>(g->data()));
+    return g;
+  }
 
   // Answers every waiting pull that is now ready; returns the requests that finished.
   std::vector<RequestPtr> release_waiters(Slice& s, const std::vector<char>& dead) {
@@ -548,7 +571,8 @@ struct KvServer::Impl {
           req->fail(ErrorCode::NOT_INITIALIZED, s.name() + " has not been initialised by worker 0");
           break;
         }
-        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint, std::move(req->payloads[k]), dead, scratch);
+        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint,
+                                              gradient(std::move(req->payloads[k]), m.keys[k]), dead, scratch);
         if (!pushed.ok()) {
           req->fail(pushed.code, std::move(pushed.why));
           break;

@@ -12,6 +12,8 @@ load average before each run (the machine may be shared). Reports only: exits 0 
 when a run fails.
 
   tests/bench/ps_overhead.py --pshard build/bin/pshard --models mlp,lenet --rounds 3
+  tests/bench/ps_overhead.py --pshard build/bin/pshard --models mlp --launch-set cluster.compression=bf16 \
+      --launch-set cluster.pull_precision=bf16      # the same with bf16 pushes and pulls
 """
 import argparse
 import json
@@ -81,6 +83,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds one run may take before it counts as failed")
     ap.add_argument("--keep", metavar="DIR", help="keep the run directories under DIR (default: a removed temp dir)")
     ap.add_argument("--json", action="store_true", help="one JSON object per round instead of the table")
+    ap.add_argument("--launch-set", metavar="KEY=VALUE", action="append", default=[],
+                    help="config override for the launch side only (repeatable), e.g. cluster.compression=bf16")
     args = ap.parse_args()
 
     if not args.pshard or not os.path.exists(args.pshard):
@@ -97,6 +101,8 @@ def main():
             train_cmd = [args.pshard, "train", "--config", os.path.join(REPO, "configs", "fmnist_%s.toml" % model)]
             launch_cmd = [args.pshard, "launch", "--servers", "1", "--workers", "1", "--timeout", str(args.timeout),
                           "--config", os.path.join(REPO, "configs", "fmnist_%s_sync.toml" % model)]
+            for kv in args.launch_set:
+                launch_cmd += ["--set", kv]
             for r in range(args.rounds):
                 base = os.path.join(work, "%s-%d" % (model, r))
                 # Alternate which side goes first so that a load change does not always hit the same side.
@@ -120,8 +126,9 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
     if not args.json:
-        print("PS overhead: sync 1 worker + 1 server vs pshard train, batch %d, %d thread(s), %d epoch(s), eval off"
-              % (args.batch, args.threads, args.epochs))
+        print("PS overhead: sync 1 worker + 1 server vs pshard train, batch %d, %d thread(s), %d epoch(s), eval off%s"
+              % (args.batch, args.threads, args.epochs,
+                 "; launch with " + " ".join(args.launch_set) if args.launch_set else ""))
         print("(fwd+bwd, commwait: the launch run's; cpu s: CPU seconds of all processes of each command, start-up"
               " included)")
         print("%-6s %5s %8s %10s %10s %6s %9s %9s %9s %9s %13s  %s" % (

@@ -21,6 +21,8 @@ WorkerEpochReport sample() {
   r.correct = 500;
   r.bytes_sent = 1 << 20;
   r.bytes_recv = 1 << 21;
+  r.fp32_bytes_sent = 1 << 21;
+  r.fp32_bytes_recv = 1 << 22;
   r.lr = 0.05;
   return r;
 }
@@ -42,6 +44,8 @@ TEST(WorkerEpochReport, RoundTripsThroughJson) {
   EXPECT_EQ(back.samples, 640);
   EXPECT_DOUBLE_EQ(back.loss_sum, 12.5);
   EXPECT_EQ(back.bytes_recv, uint64_t(1) << 21);
+  EXPECT_EQ(back.fp32_bytes_sent, uint64_t(1) << 21);
+  EXPECT_EQ(back.fp32_bytes_recv, uint64_t(1) << 22);
 }
 
 // The job's epoch line carries each worker's measured phases and their mean.

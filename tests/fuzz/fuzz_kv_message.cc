@@ -4,11 +4,13 @@
 // layout, bit 2: server rank 1 instead of 0), then frames as [u16 little-endian length][bytes],
 // at most 64 frames; frame 0 is the header. The server's job: token "tok", 2 workers, 2 servers,
 // slice_bytes 64 (16 floats per slice); its prepared layout is {w: 40, b: 8} floats.
-// Every input must end in an accepted request whose keys are safe to apply, or in an error
-// code with a message (what the server sends back); anything else is a crash.
+// Every input must end in an accepted request whose keys are safe to apply (float32 payloads of the
+// slice's size, or valid encodings that decode within the slice), or in an error code with a
+// message (what the server sends back); anything else is a crash.
 #include <memory>
 #include <vector>
 
+#include "common/compression/codec.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
@@ -131,7 +133,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const SliceInfo& s = view.layout->slice(c.slice_ids[i]);
     PSHARD_FUZZ_REQUIRE(s.server == view.server_rank);
     PSHARD_FUZZ_REQUIRE(m.keys[i].offset == s.offset && m.keys[i].length == s.length);
-    if (carries_payloads(m.type)) PSHARD_FUZZ_REQUIRE(m.payloads[i].size == s.length * sizeof(float));
+    if (carries_payloads(m.type) && m.keys[i].encoding == Encoding::NONE) {
+      PSHARD_FUZZ_REQUIRE(m.payloads[i].size == s.length * sizeof(float));
+    } else if (carries_payloads(m.type)) {
+      // A compressed gradient: valid for its slice, and the server's decoding stays inside both buffers.
+      PSHARD_FUZZ_REQUIRE(m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL);
+      PSHARD_FUZZ_REQUIRE(
+          compression::check_encoded(m.keys[i].encoding, m.payloads[i].data, m.payloads[i].size, s.length).ok());
+      std::vector<float> gradient(s.length);
+      compression::decode_encoded(m.keys[i].encoding, m.payloads[i].data, m.payloads[i].size, s.length,
+                                  gradient.data());
+    }
     for (size_t j = 0; j < i; ++j) PSHARD_FUZZ_REQUIRE(c.slice_ids[j] != c.slice_ids[i]);
   }
   return 0;

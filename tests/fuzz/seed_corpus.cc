@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compression/codec.h"
 #include "common/config/config.h"
 #include "common/control/control_codec.h"
 #include "common/keys/slice_layout.h"
@@ -97,6 +98,27 @@ void kv_seeds() {
   Message pull = m;
   pull.type = MessageType::PULL;
   save("fuzz_kv_message", "pull", with_payloads(2, pull, false));
+  pull.pull_encoding = Encoding::BF16;
+  save("fuzz_kv_message", "pull-bf16", with_payloads(2, pull, false));
+  // Compressed pushes: one seed per codec, each payload a real encoding of the slice's gradient.
+  for (Encoding e : {Encoding::FP16, Encoding::BF16, Encoding::TOPK, Encoding::RANDOMK, Encoding::ONEBIT}) {
+    Message c = m;
+    c.type = e == Encoding::ONEBIT ? MessageType::PUSH_PULL : MessageType::PUSH;
+    std::string out(1, static_cast<char>(2));
+    std::vector<std::string> encoded;
+    auto codec = compression::make_codec({e, 0.25, 1});
+    for (protocol::KeyRef& k : c.keys) {
+      k.encoding = e;
+      std::vector<float> g(k.length);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = 0.5f - 0.1f * static_cast<float>(i);
+      std::string bytes(codec->max_encoded_bytes(k.length), '\0');
+      bytes.resize(codec->encode(g.data(), k.length, reinterpret_cast<uint8_t*>(&bytes[0])));
+      encoded.push_back(bytes);
+    }
+    out += frame(encode_header(c));
+    for (const std::string& p : encoded) out += frame(p);
+    save("fuzz_kv_message", std::string("push-") + compression::encoding_name(e), out);
+  }
   Message ping;
   ping.type = MessageType::PING;
   ping.job_token = "tok";
@@ -178,7 +200,7 @@ void control_seeds() {
         "\"loss_sum\":3.5,\"correct\":20,\"evaluated\":false,\"test_n\":0,\"test_loss_sum\":0,\"test_correct\":0,"
         "\"epoch_s\":1.5,\"eval_s\":0,\"data_s\":0.1,\"forward_s\":0.3,\"backward_s\":0.6,\"comm_wait_s\":0.2,\"other_"
         "s\":0.3,\"bytes_sent\":100,\"bytes_recv\":100,"
-        "\"wall_s\":2,\"lr\":0.1}");
+        "\"fp32_bytes_sent\":200,\"fp32_bytes_recv\":200,\"wall_s\":2,\"lr\":0.1}");
     save("fuzz_control_message", "report", bytes_of(b));
   }
 }

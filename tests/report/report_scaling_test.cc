@@ -72,6 +72,10 @@ TEST(ReportScaling, TrafficAgainstParameterServerAndRingBounds) {
   EXPECT_DOUBLE_EQ(r[0].traffic_bytes_per_step, 2e6);  // 4e8 / 200
   EXPECT_DOUBLE_EQ(r[1].traffic_bytes_per_step, 4e6);  // 4e8 / 100
   EXPECT_DOUBLE_EQ(r[2].traffic_bytes_per_step, 8e6);  // 4e8 / 50
+  // Against the same payloads as float32 (8e8 per run): what compression saved.
+  EXPECT_DOUBLE_EQ(r[0].fp32_traffic_bytes_per_step, 4e6);
+  EXPECT_DOUBLE_EQ(r[2].fp32_traffic_bytes_per_step, 16e6);
+  for (const ScalingRow& row : r) EXPECT_DOUBLE_EQ(row.traffic_vs_fp32, 0.5);
   // Ring all-reduce: 2 (W-1)/W x model per worker per step.
   EXPECT_DOUBLE_EQ(r[0].ring_bytes_per_worker_step, 0.0);
   EXPECT_DOUBLE_EQ(r[1].ring_bytes_per_worker_step, 1e6);
@@ -96,6 +100,24 @@ TEST(ReportScaling, BaselineIsTheFewestWorkersWhenThereIsNoSingleWorkerRun) {
   EXPECT_EQ(r[0].run, 1u);
   EXPECT_DOUBLE_EQ(r[1].speedup, 1.25);      // 5 / 4
   EXPECT_DOUBLE_EQ(r[1].efficiency, 0.625);  // 1.25 x 2 / 4
+}
+
+TEST(ReportScaling, RunsWithoutFloat32VolumesHaveNoCompressionRatio) {
+  TempDir tmp;
+  std::vector<std::string> dirs;
+  for (int w : {1, 2}) {
+    std::string dir = tmp.path() + "/old" + std::to_string(w);
+    testing::write_text(dir + "/config.toml", testing::fixture_config("old" + std::to_string(w)));
+    testing::write_text(dir + "/metrics.jsonl", testing::scaling_metrics(w, /*compressed=*/false));
+    dirs.push_back(dir);
+  }
+  std::vector<ScalingGroup> groups = scaling_groups(read_all(dirs));
+  ASSERT_EQ(groups.size(), 1u);
+  for (const ScalingRow& row : groups[0].rows) {
+    EXPECT_DOUBLE_EQ(row.traffic_bytes_per_step, 4e8 / static_cast<double>(row.steps));
+    EXPECT_TRUE(std::isnan(row.fp32_traffic_bytes_per_step));
+    EXPECT_TRUE(std::isnan(row.traffic_vs_fp32));
+  }
 }
 
 TEST(ReportScaling, RunsWithDifferentConfigsFormSeparateGroups) {

@@ -43,7 +43,10 @@ inline std::string fixture_config(const std::string& name, const std::string& ex
 //   W=4:  25 steps/epoch, epoch_s  4+4,  0.25 / 0.5 / 1.5 / 1.5 / 0.25, sent=recv 1e8 per epoch
 // Step lines of every worker every steps/5 steps: worker r's step i takes (10 + i % 7 + 5 r) ms, split
 // 10 / 20 / 40 / 20 / 10 % over the phases. W=2's summary lists two servers' phases.
-inline std::string scaling_metrics(int workers) {
+// `compressed`: the epoch lines also carry fp32_bytes_sent/recv of twice the bytes (bf16 both ways); else they have
+// none (a run recorded before compression existed).
+inline std::string scaling_metrics(int workers, bool compressed = true) {
+  const std::string fp32 = compressed ? ",\"fp32_bytes_sent\":200000000,\"fp32_bytes_recv\":200000000" : "";
   int steps = 100 / workers;
   double e1 = workers == 1 ? 10 : workers == 2 ? 6 : 4;
   double e2 = workers == 1 ? 10 : 4;
@@ -59,7 +62,7 @@ inline std::string scaling_metrics(int workers) {
            ",\"test_loss\":" + std::to_string(1.2 / e) + ",\"test_acc\":" + std::to_string(0.45 + 0.2 * e) +
            ",\"samples_per_s\":" + std::to_string(3200.0 / epoch_s) + ",\"epoch_s\":" + std::to_string(epoch_s) +
            ",\"eval_s\":0.5," + phases +
-           ",\"bytes_sent\":100000000,\"bytes_recv\":100000000,\"wall_s\":" + std::to_string(wall) + "}\n";
+           ",\"bytes_sent\":100000000,\"bytes_recv\":100000000" + fp32 + ",\"wall_s\":" + std::to_string(wall) + "}\n";
   };
   std::string text;
   for (int s = 0; s < 2 * steps; s += steps / 5) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "common/compression/push_encoder.h"
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/bounds.h"
@@ -54,6 +55,7 @@ struct Part {
   std::vector<protocol::KeyRef> keys;
   std::vector<float*> dests;  // pull/pushPull: where each key's weights go
   std::vector<zmq::message_t> frames;
+  uint64_t fp32_bytes = 0;  // the payload frames' size had they been float32
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
   Clock::time_point sent_at;
@@ -92,9 +94,13 @@ struct KvClient::Impl {
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_request{1};
   std::atomic<int64_t> checkpoint_step{-1};
+  compression::PushEncoder encoder;
+  std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0}, fp32_bytes_sent{0}, fp32_bytes_recv{0};
 
   explicit Impl(KvClientOptions o)
-      : opt(std::move(o)), layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())) {
+      : opt(std::move(o)),
+        layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
+        encoder(opt.compression, opt.rank, layout.slices().size()) {
     for (size_t s = 0; s < opt.servers.size(); ++s) {
       zmq::socket_t sock(ctx, zmq::socket_type::dealer);
       sock.set(zmq::sockopt::linger, 0);
@@ -130,6 +136,11 @@ struct KvClient::Impl {
                   " elements given, the tensor has " + std::to_string(spec.numel));
     }
     if (step < 0) throw Error(std::string(protocol::type_name(type)) + " of '" + tensor + "': negative step");
+    // A whole tensor travels one way: encoded when it is at least compression_min_bytes.
+    const uint64_t tensor_bytes = spec.numel * sizeof(float);
+    const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
+    const bool reads = type == MessageType::PULL || type == MessageType::PUSH_PULL || type == MessageType::JOIN;
+    const protocol::Encoding push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
     std::map<uint32_t, std::vector<uint32_t>> by_server;
     for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
 
@@ -154,7 +165,8 @@ struct KvClient::Impl {
       m.sender_rank = opt.rank;
       m.step = step;
       m.layout_fingerprint = layout.fingerprint();
-      m.checkpoint = (type == MessageType::PUSH || type == MessageType::PUSH_PULL) && step == checkpoint_step.load();
+      m.checkpoint = pushes && step == checkpoint_step.load();
+      m.pull_encoding = reads ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
       if (type == MessageType::INIT) {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
         m.slice_bytes = layout.slice_bytes();
@@ -163,7 +175,8 @@ struct KvClient::Impl {
       }
       for (uint32_t id : ids) {
         const SliceInfo& s = layout.slice(id);
-        m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32});
+        m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32,
+                          grad != nullptr ? push_encoding : protocol::Encoding::NONE});
         if (out != nullptr) p.dests.push_back(out + s.offset);
       }
       p.keys = m.keys;
@@ -172,7 +185,13 @@ struct KvClient::Impl {
         for (uint32_t id : ids) {
           const SliceInfo& s = layout.slice(id);
           const size_t bytes = s.length * sizeof(float);
-          if (copy) {
+          p.fp32_bytes += bytes;
+          if (push_encoding != protocol::Encoding::NONE) {
+            zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
+            const size_t used = encoder.encode(id, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
+            if (used != f.size()) f = zmq::message_t(f.data(), used);
+            p.frames.push_back(std::move(f));
+          } else if (copy) {
             zmq::message_t f = pool->message(bytes);
             std::memcpy(f.data(), grad + s.offset, bytes);
             p.frames.push_back(std::move(f));
@@ -319,6 +338,8 @@ struct KvClient::Impl {
       batch.swap(queue);
     }
     for (Part& p : batch) {
+      uint64_t payload = 0;
+      for (size_t i = 1; i < p.frames.size(); ++i) payload += p.frames[i].size();
       try {
         transport::send_frames(sockets[p.server], p.frames);
       } catch (const zmq::error_t& e) {
@@ -328,6 +349,8 @@ struct KvClient::Impl {
       }
       p.frames.clear();
       p.sent_at = Clock::now();
+      bytes_sent += payload;
+      fp32_bytes_sent += p.fp32_bytes;
       const uint64_t id = p.request_id;
       inflight.emplace(id, std::move(p));
     }
@@ -415,7 +438,17 @@ struct KvClient::Impl {
           return;
         }
       }
-      for (size_t k = 0; k < p.keys.size(); ++k) std::memcpy(p.dests[k], m.payloads[k].data, m.payloads[k].size);
+      // decode() checked each payload against its key's length and encoding.
+      for (size_t k = 0; k < p.keys.size(); ++k) {
+        const protocol::FrameView& f = m.payloads[k];
+        if (m.keys[k].encoding == protocol::Encoding::NONE) {
+          std::memcpy(p.dests[k], f.data, f.size);
+        } else {
+          compression::decode_encoded(m.keys[k].encoding, f.data, f.size, p.keys[k].length, p.dests[k]);
+        }
+        bytes_recv += f.size;
+        fp32_bytes_recv += p.keys[k].length * sizeof(float);
+      }
     }
     p.op->part_done("");
   }
@@ -466,6 +499,10 @@ int64_t KvClient::servers_step() {
   wait(h);  // throws on a timeout or an error reply
   std::lock_guard<std::mutex> lock(op->mu);
   return op->max_step;
+}
+KvTraffic KvClient::traffic() const {
+  return {impl_->bytes_sent.load(), impl_->bytes_recv.load(), impl_->fp32_bytes_sent.load(),
+          impl_->fp32_bytes_recv.load()};
 }
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compression/settings.h"
 #include "common/keys/slice_layout.h"
 #include "common/transport/curve.h"
 
@@ -22,12 +23,25 @@ struct KvClientOptions {
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms
   std::chrono::milliseconds stall_warn{5000};        // cluster.stall_warn_ms: a request unanswered this long is
                                                      // logged (naming the server and slices), again each period
-  int64_t run_total_steps = 0;  // sent with init: lets servers compute run-length schedules (cosine)
+  int64_t run_total_steps = 0;        // sent with init: lets servers compute run-length schedules (cosine)
+  compression::Settings compression;  // how pushes and pull replies are encoded (default: float32 both ways)
+};
+
+// Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
+// (after compression) and as float32 (what cluster.compression = none and pull_precision = fp32 would have moved).
+struct KvTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_recv = 0;
+  uint64_t fp32_bytes_sent = 0;
+  uint64_t fp32_bytes_recv = 0;
 };
 
 // Talks to every server through DEALER sockets owned by one I/O thread; the calling threads
 // (any number) hand requests to it and get a handle back. A tensor is cut into slices by
 // SliceLayout and each call is scattered to / gathered from the servers that own them.
+//
+// Pushes are encoded as options.compression says (with a per-slice error-feedback residual for
+// topk/randomk/onebit), and pull replies decoded back to float32, so callers always see float32.
 //
 // Every call returns at once; wait(h) blocks until the request is done and throws
 // pshard::Error on failure (a server's error reply, or a timeout naming the server's rank and
@@ -85,6 +99,9 @@ class KvClient {
   //   const int64_t start = kv.servers_step() + 20;              // a step boundary not reached yet
   //   kv.wait(kv.join("fc1.weight", w.data(), w.size(), start));  // then push step `start`
   Handle join(const std::string& tensor, float* out, size_t numel, int64_t step);
+
+  // Counted on the I/O thread as frames are sent and replies arrive. Thread-safe.
+  KvTraffic traffic() const;
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);

@@ -24,6 +24,16 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_ba
           rank == 0 && cfg.get_string("cluster.mode") == "sync" ? cfg.get_double("checkpoint.every_seconds") : 0.0),
       last_checkpoint_(Clock::now()) {}
 
+SyncStats KvSync::stats() const {
+  SyncStats s = stats_;
+  const KvTraffic t = kv_.traffic();
+  s.bytes_sent = t.bytes_sent;
+  s.bytes_recv = t.bytes_recv;
+  s.fp32_bytes_sent = t.fp32_bytes_sent;
+  s.fp32_bytes_recv = t.fp32_bytes_recv;
+  return s;
+}
+
 void KvSync::begin_step(int64_t step) {
   step_ = step;
   // checkpoint.every_seconds: worker 0 flags its pushes of this step, so every server checkpoints
@@ -52,7 +62,6 @@ void KvSync::start(models::Model& model) {
     staging_->download_all_weights();
     for (size_t i = 0; i < params.size(); ++i) {
       inits.push_back(kv_.init(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel)));
-      stats_.bytes_sent += static_cast<uint64_t>(params[i].numel) * sizeof(float);
     }
     for (KvClient::Handle h : inits) kv_.wait(h);
   }
@@ -61,7 +70,6 @@ void KvSync::start(models::Model& model) {
     const size_t n = static_cast<size_t>(params[i].numel);
     pending_[i] = rejoin_ ? kv_.join(params[i].name, staging_->weights(i), n, start_step_)
                           : kv_.zpull(params[i].name, staging_->weights(i), n, start_step_);
-    stats_.bytes_recv += static_cast<uint64_t>(params[i].numel) * sizeof(float);
   }
   sync_all();
 }
@@ -121,8 +129,6 @@ void KvSync::grads_ready(int first, int count) {
     // which comes after wait_layer() of the next forward: zero-copy is safe.
     issued(static_cast<size_t>(i));
     pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, step_);
-    stats_.bytes_sent += n * sizeof(float);
-    stats_.bytes_recv += n * sizeof(float);
   }
 }
 
@@ -138,8 +144,6 @@ void KvSync::push_downloaded() {
     const size_t n = static_cast<size_t>(params[i].numel);
     issued(i);
     pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
-    stats_.bytes_sent += n * sizeof(float);
-    stats_.bytes_recv += n * sizeof(float);
   }
   downloading_.clear();
 }

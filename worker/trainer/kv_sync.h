@@ -55,7 +55,7 @@ class KvSync : public ParameterSync {
   void end_step(int64_t) override;
   void sync_all() override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
-  SyncStats stats() const override { return stats_; }
+  SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
  private:
   void wait_param(size_t i);

@@ -13,8 +13,10 @@ namespace pshard::trainer {
 // Communication counters since the start of the run. (The time blocked on communication is counted
 // by the trainer's PhaseClock: implementations wrap their waits in ScopedPhase(WorkerPhase::kCommWait).)
 struct SyncStats {
-  uint64_t bytes_sent = 0;  // payload bytes pushed
-  uint64_t bytes_recv = 0;  // payload bytes pulled
+  uint64_t bytes_sent = 0;       // payload bytes pushed (and init), as sent: after compression
+  uint64_t bytes_recv = 0;       // payload bytes pulled, as received
+  uint64_t fp32_bytes_sent = 0;  // the same payloads as float32 (cluster.compression = none)
+  uint64_t fp32_bytes_recv = 0;  // (cluster.pull_precision = fp32)
 };
 
 // The trainer calls these in this order every step:

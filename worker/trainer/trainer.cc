@@ -196,6 +196,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     const SyncStats comm = sync_.stats();
     report.bytes_sent = comm.bytes_sent - comm_before.bytes_sent;
     report.bytes_recv = comm.bytes_recv - comm_before.bytes_recv;
+    report.fp32_bytes_sent = comm.fp32_bytes_sent - comm_before.fp32_bytes_sent;
+    report.fp32_bytes_recv = comm.fp32_bytes_recv - comm_before.fp32_bytes_recv;
     if (options_.eval) {
       const auto eval_start = Clock::now();
       sync_.sync_all();

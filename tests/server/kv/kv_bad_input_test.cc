@@ -222,8 +222,28 @@ TEST_F(KvBadInput, EveryMalformedRequestGetsAnErrorAndNoWeightChanges) {
     expect_error(ErrorCode::ALREADY_INITIALIZED, "second init");
   }
 
+  {  // compressed pushes: a topk index past the slice's end, a bf16 payload of the wrong size, a 1-bit pull
+    protocol::Message m = request(MessageType::PUSH, own());
+    std::vector<std::vector<float>> sparse;
+    for (protocol::KeyRef& k : m.keys) {
+      k.encoding = protocol::Encoding::TOPK;
+      const uint32_t index = static_cast<uint32_t>(k.length);  // one past the last element
+      sparse.push_back({0.0f, 1.0f});
+      std::memcpy(&sparse.back()[0], &index, sizeof(index));
+    }
+    send_raw(protocol::encode_header(m), sparse);
+    expect_error(ErrorCode::BAD_ENCODING, "topk index out of range");
+    for (protocol::KeyRef& k : m.keys) k.encoding = protocol::Encoding::BF16;
+    send_raw(protocol::encode_header(m), grads);  // float32-sized payloads: twice what bf16 takes
+    expect_error(ErrorCode::WRONG_LENGTH, "bf16 length");
+    protocol::Message pull = request(MessageType::PULL, own());
+    pull.pull_encoding = protocol::Encoding::ONEBIT;
+    send_raw(protocol::encode_header(pull), {});
+    expect_error(ErrorCode::BAD_ENCODING, "1-bit weights");
+  }
+
   EXPECT_EQ(pull_all(), before);  // nothing above changed a weight
-  EXPECT_GE(server->stats().errors, 17u);
+  EXPECT_GE(server->stats().errors, 20u);
 
   {  // and the server still serves: ping, then a good push of step 0 applies (sgd, lr 1)
     send_raw(protocol::encode_header(request(MessageType::PING, {})), {});
