@@ -65,7 +65,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   }
   std::unique_ptr<models::Backend> backend;
   if (options.device == "cpu") {
-    backend = models::make_cpu_backend(static_cast<int>(threads));
+    backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels));
   } else if (options.device == "cuda") {
     backend = models::make_cuda_backend(0);
   } else {

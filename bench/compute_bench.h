@@ -29,6 +29,7 @@ struct ComputeBenchOptions {
   std::string optimizer = "sgd";          // update rule (server/optimizers)
   double lr = 0.01;                       // learning rate
   std::string device = "cpu";             // cpu|cuda
+  std::string cpu_kernels = "onednn";     // cpu: onednn|reference (train.cpu_kernels)
   uint64_t seed = 1;                      // seed of weights and data
 };
 
@@ -39,7 +40,7 @@ struct ComputeBenchOptions {
 Json run_compute_bench(const ComputeBenchOptions& options);
 
 // The text report of a run_compute_bench result, as `pshard bench compute` prints it without --json:
-//   bench compute: lenet (431080 parameters), batch 64, cpu (OpenBLAS, 2 threads), 5 steps
+//   bench compute: lenet (431080 parameters), batch 64, cpu (oneDNN + OpenBLAS, 2 threads), 5 steps
 //     9568 samples/s   6.689 ms/step (forward 2.064, backward 4.562, sgd update 0.061; cpu 13.088 ms)   loss 2.2785
 std::string format_compute_bench(const Json& result);
 

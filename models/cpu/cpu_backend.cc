@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "models/cpu/kernels.h"
+#include "models/cpu/onednn.h"
 
 namespace pshard::models {
 namespace {
@@ -17,7 +18,7 @@ thread_local int applied_threads = -1;
 constexpr size_t kAlignment = 64;
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads) {
+CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), kernels_(kernels) {
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
@@ -25,12 +26,17 @@ CpuBackend::CpuBackend(int threads) : threads_(threads) {
   // (OpenBLAS's pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
   openblas_set_num_threads(1);
   use_threads();
+  // oneDNN's temporaries (reordered tensors, scratchpad) live in the backend's workspace: one buffer, reused.
+  if (kernels_ == CpuKernels::kOneDnn) {
+    onednn_ = std::make_unique<cpu::OneDnnKernels>([this](int64_t floats) { return workspace(floats); });
+  }
 }
 
 CpuBackend::~CpuBackend() { std::free(workspace_); }
 
 std::string CpuBackend::describe() const {
-  return "cpu (OpenBLAS, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+  return std::string(kernels_ == CpuKernels::kOneDnn ? "cpu (oneDNN + OpenBLAS, " : "cpu (OpenBLAS reference, ") +
+         std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
 }
 
 void CpuBackend::use_threads() {
@@ -105,12 +111,20 @@ void CpuBackend::relu_backward(const float* y, const float* dy, float* dx, int64
 }
 void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
   use_threads();
-  cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
+  if (onednn_) {
+    onednn_->conv2d_forward(s, x, w, bias, y);
+  } else {
+    cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
+  }
 }
 void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
                                  float* dw, float* db) {
   use_threads();
-  cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
+  if (onednn_) {
+    onednn_->conv2d_backward(s, x, w, dy, dx, dw, db);
+  } else {
+    cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
+  }
 }
 void CpuBackend::maxpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
@@ -181,6 +195,8 @@ void CpuBackend::shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64
   cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, dy, dx);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
+  return std::make_unique<CpuBackend>(threads, kernels);
+}
 
 }  // namespace pshard::models

@@ -1,0 +1,38 @@
+// oneDNN kernels of the CPU backend (train.cpu_kernels = onednn): convolution forward, backward-data and
+// backward-weights, with primitives created once per shape.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "models/backend.h"
+
+namespace pshard::models::cpu {
+
+// Runs oneDNN primitives on the calling thread's OpenMP pool (Debian's libdnnl uses OpenMP, the same runtime as the
+// reference kernels, so CpuBackend's thread count applies to both). Tensors stay plain NCHW / OIHW at this interface;
+// each primitive gets the memory format oneDNN prefers, with reorders around it, and all temporary memory (reordered
+// tensors, oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results are run-to-run identical
+// for a given thread count (oneDNN's CPU primitives reduce in a fixed order).
+//
+//   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); });
+//   dnn.conv2d_forward(shape, x, w, bias, y);
+class OneDnnKernels {
+ public:
+  using Arena = std::function<float*(int64_t floats)>;
+  explicit OneDnnKernels(Arena arena);
+  ~OneDnnKernels();
+  OneDnnKernels(const OneDnnKernels&) = delete;
+  OneDnnKernels& operator=(const OneDnnKernels&) = delete;
+
+  // Same semantics as Backend::conv2d_forward / conv2d_backward.
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y);
+  void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                       float* db);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace pshard::models::cpu

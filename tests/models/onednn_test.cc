@@ -1,0 +1,137 @@
+// The oneDNN kernels of the CPU backend against the OpenBLAS + im2col reference, op by op, on random shapes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "models/cpu/cpu_backend.h"
+#include "tests/models/gradcheck.h"
+
+namespace pshard::models {
+namespace {
+
+using testing::random_vector;
+
+// |got - want| <= tol * (largest |want| of the tensor, at least 1): rounding of a different summation order, while
+// a wrong index or a missing term is off by the size of the values themselves.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float scale = 1.0f;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  const float tol = 1e-5f * scale;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      if (bad++ < 3) ADD_FAILURE() << what << "[" << i << "]: onednn " << got[i] << ", reference " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ by more than " << tol;
+}
+
+std::string name_of(const ConvShape& s, bool bias) {
+  return "conv n" + std::to_string(s.n) + " c" + std::to_string(s.c_in) + " " + std::to_string(s.h) + "x" +
+         std::to_string(s.w) + " -> " + std::to_string(s.c_out) + " k" + std::to_string(s.kh) + " s" +
+         std::to_string(s.stride) + " p" + std::to_string(s.pad) + (bias ? " bias" : "");
+}
+
+// Forward, backward-data, backward-weights and the bias gradient of one shape on both kernel sets.
+void compare_conv(const ConvShape& s, bool bias, bool need_dx, int threads, uint32_t seed) {
+  CpuBackend dnn(threads, CpuKernels::kOneDnn), ref(threads, CpuKernels::kReference);
+  const size_t xn = s.n * s.c_in * s.h * s.w, wn = s.c_out * s.c_in * s.kh * s.kw, yn = s.n * s.c_out * s.h_out * s.w_out;
+  const std::vector<float> x = random_vector(xn, seed), w = random_vector(wn, seed + 1),
+                           b = random_vector(s.c_out, seed + 2), dy = random_vector(yn, seed + 3);
+  const std::string what = name_of(s, bias) + " threads " + std::to_string(threads);
+  const float* bp = bias ? b.data() : nullptr;
+
+  std::vector<float> y_dnn(yn, 7.0f), y_ref(yn, -7.0f);
+  dnn.conv2d_forward(s, x.data(), w.data(), bp, y_dnn.data());
+  ref.conv2d_forward(s, x.data(), w.data(), bp, y_ref.data());
+  expect_close(y_dnn, y_ref, what + " forward y");
+
+  // Outputs start out different so that a value one side leaves unwritten shows.
+  std::vector<float> dx_dnn(xn, 3.0f), dx_ref(xn, -3.0f), dw_dnn(wn, 3.0f), dw_ref(wn, -3.0f), db_dnn(s.c_out, 3.0f),
+      db_ref(s.c_out, -3.0f);
+  dnn.conv2d_backward(s, x.data(), w.data(), dy.data(), need_dx ? dx_dnn.data() : nullptr, dw_dnn.data(),
+                      bias ? db_dnn.data() : nullptr);
+  ref.conv2d_backward(s, x.data(), w.data(), dy.data(), need_dx ? dx_ref.data() : nullptr, dw_ref.data(),
+                      bias ? db_ref.data() : nullptr);
+  expect_close(dw_dnn, dw_ref, what + " backward dw");
+  if (bias) expect_close(db_dnn, db_ref, what + " backward db");
+  if (need_dx) {
+    expect_close(dx_dnn, dx_ref, what + " backward dx");
+  } else {
+    EXPECT_TRUE(std::all_of(dx_dnn.begin(), dx_dnn.end(), [](float v) { return v == 3.0f; })) << what;
+  }
+}
+
+TEST(OneDnnConv, MatchesReferenceOnChosenShapes) {
+  struct Case {
+    int64_t n, c_in, h, w, c_out, k, stride, pad;
+  };
+  // Batch 1, odd sizes, stride 2 with and without padding (the last row/column the floor drops), 1x1 and 5x5
+  // kernels, and the ResNet-20 / LeNet shapes.
+  const Case cases[] = {{1, 1, 5, 5, 1, 3, 1, 0},    {1, 3, 7, 6, 4, 3, 2, 1},    {2, 3, 6, 6, 5, 3, 2, 0},
+                        {3, 5, 9, 7, 7, 1, 2, 0},    {2, 2, 11, 13, 3, 5, 1, 2},  {4, 16, 32, 32, 16, 3, 1, 1},
+                        {2, 16, 32, 32, 32, 3, 2, 1}, {2, 32, 16, 16, 64, 1, 2, 0}, {5, 1, 28, 28, 20, 5, 1, 0},
+                        {5, 20, 12, 12, 50, 5, 1, 0}, {1, 3, 3, 3, 2, 3, 3, 1}};
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    const ConvShape s = ConvShape::make(c.n, c.c_in, c.h, c.w, c.c_out, c.k, c.stride, c.pad);
+    for (int threads : {1, 2}) {
+      compare_conv(s, /*bias=*/true, /*need_dx=*/true, threads, seed);
+      compare_conv(s, /*bias=*/false, /*need_dx=*/seed % 2 == 0, threads, seed + 10);
+      seed += 20;
+    }
+  }
+}
+
+TEST(OneDnnConv, MatchesReferenceOnRandomShapes) {
+  std::mt19937 rng(20261126);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int i = 0; i < 40; ++i) {
+    const int64_t k = pick(1, 5), pad = pick(0, k / 2 + (k > 1 ? 1 : 0)), stride = pick(1, 3);
+    const int64_t h = pick(std::max<int>(1, static_cast<int>(k - 2 * pad)), 17);
+    const int64_t w = pick(std::max<int>(1, static_cast<int>(k - 2 * pad)), 17);
+    const ConvShape s = ConvShape::make(pick(1, 6), pick(1, 9), h, w, pick(1, 12), k, stride, pad);
+    compare_conv(s, pick(0, 1) == 1, pick(0, 3) != 0, pick(1, 2), 1000 + 4 * i);
+  }
+}
+
+TEST(OneDnnConv, RunToRunIdentical) {
+  // Sync training must be bitwise reproducible: the same call twice (also on a fresh backend) gives the same bits.
+  const ConvShape s = ConvShape::make(16, 16, 16, 16, 32, 3, 2, 1);
+  const std::vector<float> x = random_vector(16 * 16 * 256, 1), w = random_vector(32 * 16 * 9, 2),
+                           dy = random_vector(16 * 32 * 64, 3);
+  auto run = [&](CpuBackend& cpu) {
+    std::vector<float> dx(x.size()), dw(w.size()), db(32);
+    cpu.conv2d_backward(s, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+    dx.insert(dx.end(), dw.begin(), dw.end());
+    dx.insert(dx.end(), db.begin(), db.end());
+    return dx;
+  };
+  CpuBackend a(2, CpuKernels::kOneDnn), b(2, CpuKernels::kOneDnn);
+  const std::vector<float> first = run(a);
+  EXPECT_EQ(run(a), first);
+  EXPECT_EQ(run(b), first);
+}
+
+TEST(CpuKernelsName, ParsesAndNames) {
+  EXPECT_EQ(cpu_kernels_from_name("onednn"), CpuKernels::kOneDnn);
+  EXPECT_EQ(cpu_kernels_from_name("reference"), CpuKernels::kReference);
+  EXPECT_STREQ(cpu_kernels_name(CpuKernels::kReference), "reference");
+  try {
+    cpu_kernels_from_name("mkl");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mkl'"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(CpuBackend(1, CpuKernels::kOneDnn).describe().find("oneDNN"), std::string::npos);
+  EXPECT_NE(CpuBackend(1, CpuKernels::kReference).describe().find("reference"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pshard::models
