@@ -146,20 +146,33 @@ void CpuBackend::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const
                                          const float* beta, float eps, float momentum, float* running_mean,
                                          float* running_var, float* save_mean, float* save_invstd, float* y) {
   use_threads();
-  cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
-                               save_invstd, y);
+  if (onednn_) {
+    onednn_->batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                                     save_invstd, y);
+  } else {
+    cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                                 save_invstd, y);
+  }
 }
 void CpuBackend::batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                         const float* beta, float eps, const float* running_mean,
                                         const float* running_var, float* y) {
   use_threads();
-  cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  if (onednn_) {
+    onednn_->batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  } else {
+    cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  }
 }
 void CpuBackend::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy,
                                     const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
                                     float* dgamma, float* dbeta) {
   use_threads();
-  cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  if (onednn_) {
+    onednn_->batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  } else {
+    cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  }
 }
 void CpuBackend::dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                                  uint64_t counter) {

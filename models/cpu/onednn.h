@@ -1,7 +1,8 @@
 // oneDNN kernels of the CPU backend (train.cpu_kernels = onednn): convolution forward, backward-data and
-// backward-weights, with primitives created once per shape.
+// backward-weights, and batch normalisation, with primitives created once per shape.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -29,9 +30,18 @@ class OneDnnKernels {
   void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y);
   void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
                        float* db);
+  // Same semantics as Backend::batchnorm_forward_train / _eval / batchnorm_backward.
+  void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
+                               float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
+                               float* save_invstd, float* y);
+  void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
+                              float eps, const float* running_mean, const float* running_var, float* y);
+  void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
+                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+
+  struct State;  // engine, primitive caches (models/cpu/onednn_state.h, internal)
 
  private:
-  struct State;
   std::unique_ptr<State> state_;
 };
 

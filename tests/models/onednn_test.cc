@@ -41,7 +41,8 @@ std::string name_of(const ConvShape& s, bool bias) {
 // Forward, backward-data, backward-weights and the bias gradient of one shape on both kernel sets.
 void compare_conv(const ConvShape& s, bool bias, bool need_dx, int threads, uint32_t seed) {
   CpuBackend dnn(threads, CpuKernels::kOneDnn), ref(threads, CpuKernels::kReference);
-  const size_t xn = s.n * s.c_in * s.h * s.w, wn = s.c_out * s.c_in * s.kh * s.kw, yn = s.n * s.c_out * s.h_out * s.w_out;
+  const size_t xn = s.n * s.c_in * s.h * s.w, wn = s.c_out * s.c_in * s.kh * s.kw,
+               yn = s.n * s.c_out * s.h_out * s.w_out;
   const std::vector<float> x = random_vector(xn, seed), w = random_vector(wn, seed + 1),
                            b = random_vector(s.c_out, seed + 2), dy = random_vector(yn, seed + 3);
   const std::string what = name_of(s, bias) + " threads " + std::to_string(threads);
@@ -74,8 +75,8 @@ TEST(OneDnnConv, MatchesReferenceOnChosenShapes) {
   };
   // Batch 1, odd sizes, stride 2 with and without padding (the last row/column the floor drops), 1x1 and 5x5
   // kernels, and the ResNet-20 / LeNet shapes.
-  const Case cases[] = {{1, 1, 5, 5, 1, 3, 1, 0},    {1, 3, 7, 6, 4, 3, 2, 1},    {2, 3, 6, 6, 5, 3, 2, 0},
-                        {3, 5, 9, 7, 7, 1, 2, 0},    {2, 2, 11, 13, 3, 5, 1, 2},  {4, 16, 32, 32, 16, 3, 1, 1},
+  const Case cases[] = {{1, 1, 5, 5, 1, 3, 1, 0},     {1, 3, 7, 6, 4, 3, 2, 1},     {2, 3, 6, 6, 5, 3, 2, 0},
+                        {3, 5, 9, 7, 7, 1, 2, 0},     {2, 2, 11, 13, 3, 5, 1, 2},   {4, 16, 32, 32, 16, 3, 1, 1},
                         {2, 16, 32, 32, 32, 3, 2, 1}, {2, 32, 16, 16, 64, 1, 2, 0}, {5, 1, 28, 28, 20, 5, 1, 0},
                         {5, 20, 12, 12, 50, 5, 1, 0}, {1, 3, 3, 3, 2, 3, 3, 1}};
   uint32_t seed = 100;
@@ -117,6 +118,63 @@ TEST(OneDnnConv, RunToRunIdentical) {
   const std::vector<float> first = run(a);
   EXPECT_EQ(run(a), first);
   EXPECT_EQ(run(b), first);
+}
+
+// Training forward (output, saved statistics, running statistics), inference forward and backward of one shape.
+void compare_batchnorm(int64_t n, int64_t c, int64_t hw, int threads, uint32_t seed) {
+  CpuBackend dnn(threads, CpuKernels::kOneDnn), ref(threads, CpuKernels::kReference);
+  const std::string what = "batch norm " + std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(hw) +
+                           " threads " + std::to_string(threads);
+  const size_t size = n * c * hw;
+  // A per-channel offset and scale, so that mean and variance differ between channels.
+  std::vector<float> x = random_vector(size, seed);
+  for (size_t i = 0; i < size; ++i) x[i] = x[i] * (1.0f + (i / hw) % c) + 0.5f * static_cast<float>((i / hw) % c);
+  const std::vector<float> gamma = random_vector(c, seed + 1, 0.5f, 1.5f), beta = random_vector(c, seed + 2),
+                           dy = random_vector(size, seed + 3);
+  const float eps = 1e-5f, momentum = 0.1f;
+  struct Side {
+    std::vector<float> y, mean, invstd, rmean, rvar, eval, dx, dgamma, dbeta;
+  };
+  auto run = [&](CpuBackend& cpu) {
+    Side s{std::vector<float>(size),
+           std::vector<float>(c),
+           std::vector<float>(c),
+           random_vector(c, seed + 4),
+           random_vector(c, seed + 5, 0.5f, 2.0f),
+           std::vector<float>(size),
+           std::vector<float>(size),
+           std::vector<float>(c),
+           std::vector<float>(c)};
+    cpu.batchnorm_forward_train(n, c, hw, x.data(), gamma.data(), beta.data(), eps, momentum, s.rmean.data(),
+                                s.rvar.data(), s.mean.data(), s.invstd.data(), s.y.data());
+    cpu.batchnorm_forward_eval(n, c, hw, x.data(), gamma.data(), beta.data(), eps, s.rmean.data(), s.rvar.data(),
+                               s.eval.data());
+    cpu.batchnorm_backward(n, c, hw, x.data(), dy.data(), gamma.data(), s.mean.data(), s.invstd.data(), s.dx.data(),
+                           s.dgamma.data(), s.dbeta.data());
+    return s;
+  };
+  const Side a = run(dnn), b = run(ref);
+  expect_close(a.y, b.y, what + " forward y");
+  expect_close(a.mean, b.mean, what + " batch mean");
+  expect_close(a.invstd, b.invstd, what + " batch 1/std");
+  expect_close(a.rmean, b.rmean, what + " running mean");
+  expect_close(a.rvar, b.rvar, what + " running variance");
+  expect_close(a.eval, b.eval, what + " inference y");
+  expect_close(a.dx, b.dx, what + " backward dx");
+  expect_close(a.dgamma, b.dgamma, what + " backward dgamma");
+  expect_close(a.dbeta, b.dbeta, what + " backward dbeta");
+}
+
+TEST(OneDnnBatchNorm, MatchesReference) {
+  // BatchNorm1d (hw = 1), batch 1, odd sizes and the ResNet-20 shapes.
+  const int64_t shapes[][3] = {{8, 5, 1}, {1, 3, 49}, {3, 7, 15}, {64, 16, 1024}, {5, 64, 64}, {2, 1, 1}};
+  uint32_t seed = 500;
+  for (const auto& s : shapes) {
+    for (int threads : {1, 2}) compare_batchnorm(s[0], s[1], s[2], threads, seed += 10);
+  }
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int i = 0; i < 20; ++i) compare_batchnorm(pick(1, 9), pick(1, 20), pick(1, 40), pick(1, 2), seed += 10);
 }
 
 TEST(CpuKernelsName, ParsesAndNames) {
