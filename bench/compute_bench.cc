@@ -1,6 +1,7 @@
 // `pshard bench compute`: the timed steps and the text report (bench/compute_bench.h).
 #include "bench/compute_bench.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -30,6 +31,13 @@ double process_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Peak resident memory of this process so far, MiB (Linux reports ru_maxrss in KiB).
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
 }  // namespace
@@ -149,6 +157,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
       .set("backward_ms", bwd_ms / iters)
       .set("update_ms", upd_ms / iters)
       .set("cpu_ms_per_step", cpu_ms)
+      .set("peak_rss_mib", peak_rss_mib())
       .set("optimizer", op.name)
       .set("last_loss", loss);
   return j;
@@ -160,10 +169,11 @@ std::string format_compute_bench(const Json& r) {
           static_cast<long long>(r.at("params").as_int()), static_cast<long long>(r.at("batch").as_int()),
           r.at("device").as_string().c_str(), static_cast<long long>(r.at("iters").as_int()));
   appendf(text,
-          "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f\n",
+          "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f   "
+          "peak RSS %.0f MiB\n",
           r.at("samples_per_s").as_number(), r.at("step_ms").as_number(), r.at("forward_ms").as_number(),
           r.at("backward_ms").as_number(), r.at("optimizer").as_string().c_str(), r.at("update_ms").as_number(),
-          r.at("cpu_ms_per_step").as_number(), r.at("last_loss").as_number());
+          r.at("cpu_ms_per_step").as_number(), r.at("last_loss").as_number(), r.at("peak_rss_mib").as_number());
   return text;
 }
 
