@@ -1,14 +1,16 @@
 // `pshard bench compute`: the timed steps and the text report (bench/compute_bench.h).
 #include "bench/compute_bench.h"
 
-#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <string>
 #include <utility>
 
 #include "bench/text.h"
@@ -33,11 +35,15 @@ double process_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Peak resident memory of this process so far, MiB (Linux reports ru_maxrss in KiB).
+// Peak resident memory of this process so far, MiB: VmHWM of /proc/self/status (0 where there is none). Not
+// getrusage's ru_maxrss, which keeps the peak of the process image before exec (a Python parent's, for instance).
 double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // kB
+  }
+  return 0.0;
 }
 
 }  // namespace

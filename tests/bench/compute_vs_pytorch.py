@@ -128,8 +128,12 @@ def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup):
 
 
 def peak_rss_mib():
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    """VmHWM of this process in MiB (not ru_maxrss, which keeps the pre-exec peak of the forking parent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def main():
