@@ -91,17 +91,24 @@ void OneDnnKernels::conv2d_backward(const ConvShape& s, const float* x, const fl
     const memory::desc x_plain = plain({s.n, s.c_in, s.h, s.w}, Tag::nchw),
                        w_plain = plain({s.c_out, s.c_in, s.kh, s.kw}, Tag::oihw),
                        y_plain = plain({s.n, s.c_out, s.h_out, s.w_out}, Tag::nchw);
-    std::vector<Arg> args = {{DNNL_ARG_SRC, c.weights_pd.src_desc(), x_plain, const_cast<float*>(x), false},
-                             {DNNL_ARG_DIFF_DST, c.weights_pd.diff_dst_desc(), y_plain, const_cast<float*>(dy), false},
-                             {DNNL_ARG_DIFF_WEIGHTS, c.weights_pd.diff_weights_desc(), w_plain, dw, true}};
-    if (db) args.push_back({DNNL_ARG_DIFF_BIAS, c.weights_pd.diff_bias_desc(), plain({s.c_out}, Tag::x), db, true});
-    st.run(c.weights, c.weights_pd.scratchpad_desc(), args);
-    if (dx) {
-      st.run(c.data, c.data_pd.scratchpad_desc(),
-             {{DNNL_ARG_DIFF_DST, c.data_pd.diff_dst_desc(), y_plain, const_cast<float*>(dy), false},
-              {DNNL_ARG_WEIGHTS, c.data_pd.weights_desc(), w_plain, const_cast<float*>(w), false},
-              {DNNL_ARG_DIFF_SRC, c.data_pd.diff_src_desc(), x_plain, dx, true}});
+    std::vector<State::Step> steps = {
+        {c.weights,
+         c.weights_pd.scratchpad_desc(),
+         {{DNNL_ARG_SRC, c.weights_pd.src_desc(), x_plain, const_cast<float*>(x), false},
+          {DNNL_ARG_DIFF_DST, c.weights_pd.diff_dst_desc(), y_plain, const_cast<float*>(dy), false},
+          {DNNL_ARG_DIFF_WEIGHTS, c.weights_pd.diff_weights_desc(), w_plain, dw, true}}}};
+    if (db) {
+      steps[0].args.push_back({DNNL_ARG_DIFF_BIAS, c.weights_pd.diff_bias_desc(), plain({s.c_out}, Tag::x), db, true});
     }
+    // Backward-data reads dy in the same format as backward-weights: run() reorders it once for both.
+    if (dx) {
+      steps.push_back({c.data,
+                       c.data_pd.scratchpad_desc(),
+                       {{DNNL_ARG_DIFF_DST, c.data_pd.diff_dst_desc(), y_plain, const_cast<float*>(dy), false},
+                        {DNNL_ARG_WEIGHTS, c.data_pd.weights_desc(), w_plain, const_cast<float*>(w), false},
+                        {DNNL_ARG_DIFF_SRC, c.data_pd.diff_src_desc(), x_plain, dx, true}}});
+    }
+    st.run(steps);
   } catch (const dnnl::error& e) {
     throw Error("onednn: " + describe(s) + " backward failed: " + e.what());
   }

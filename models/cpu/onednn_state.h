@@ -59,9 +59,19 @@ struct OneDnnKernels::State {
   std::vector<float> zeros;     // batch norm backward: the shift oneDNN 2.6 asks for, though no gradient reads it
 
   explicit State(Arena a);
-  // Runs primitive p on `args`: inputs whose format differs from the caller's are reordered into arena memory first,
-  // outputs are computed in arena memory and reordered back to the caller's buffers afterwards. Waits until done.
-  void run(const dnnl::primitive& p, const memory::desc& scratchpad, const std::vector<Arg>& args);
+  // One primitive and its arguments.
+  struct Step {
+    const dnnl::primitive& primitive;
+    memory::desc scratchpad;
+    std::vector<Arg> args;
+  };
+  // Runs the steps in order: inputs whose format differs from the caller's are reordered into arena memory first
+  // (once, when several steps read the same buffer in the same format), outputs are computed in arena memory and
+  // reordered back to the caller's buffers after their step. Waits until done.
+  void run(const std::vector<Step>& steps);
+  void run(const dnnl::primitive& p, const memory::desc& scratchpad, const std::vector<Arg>& args) {
+    run({Step{p, scratchpad, args}});
+  }
 };
 
 }  // namespace pshard::models::cpu
