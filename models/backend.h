@@ -152,16 +152,16 @@ class Backend {
   virtual void wait_transfer(TransferTicket ticket, double timeout_s);
 };
 
-// Which kernels the CPU backend runs for convolution (train.cpu_kernels): oneDNN's primitives (fast; the library
-// PyTorch uses), or the OpenBLAS + im2col reference that the tests compare oneDNN against. Everything else runs the
-// reference kernels of models/cpu/kernels.h in both.
+// Which kernels the CPU backend runs for convolution, batch norm and pooling (train.cpu_kernels): oneDNN's primitives
+// (fast; the library PyTorch uses), or the reference kernels (OpenBLAS + im2col convolution, plain loops) that the
+// tests compare oneDNN against. Everything else (GEMM, elementwise, losses) runs models/cpu/kernels.h in both.
 enum class CpuKernels { kOneDnn, kReference };
 // "onednn" / "reference"; an Error naming the value otherwise.
 CpuKernels cpu_kernels_from_name(const std::string& name);
 const char* cpu_kernels_name(CpuKernels kernels);
 
-// The CPU backend (oneDNN or OpenBLAS + im2col convolution, OpenBLAS GEMM, OpenMP). threads = 0: one per core. Sets
-// both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts.
+// The CPU backend (oneDNN or reference convolution, batch norm and pooling; OpenBLAS GEMM; OpenMP). threads = 0: one
+// per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts.
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn);
 
 // The CUDA backend on GPU `device` (cuBLAS GEMM, cuDNN convolution, custom kernels, one stream; models/cuda/).

@@ -128,19 +128,35 @@ void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float
 }
 void CpuBackend::maxpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  cpu::maxpool2d_forward(s, x, y);
+  if (onednn_) {
+    onednn_->maxpool2d_forward(s, x, y);
+  } else {
+    cpu::maxpool2d_forward(s, x, y);
+  }
 }
 void CpuBackend::maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) {
   use_threads();
-  cpu::maxpool2d_backward(s, x, y, dy, dx);
+  if (onednn_) {
+    onednn_->maxpool2d_backward(s, x, dy, dx);
+  } else {
+    cpu::maxpool2d_backward(s, x, y, dy, dx);
+  }
 }
 void CpuBackend::avgpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  cpu::avgpool2d_forward(s, x, y);
+  if (onednn_) {
+    onednn_->avgpool2d_forward(s, x, y);
+  } else {
+    cpu::avgpool2d_forward(s, x, y);
+  }
 }
 void CpuBackend::avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) {
   use_threads();
-  cpu::avgpool2d_backward(s, dy, dx);
+  if (onednn_) {
+    onednn_->avgpool2d_backward(s, dy, dx);
+  } else {
+    cpu::avgpool2d_backward(s, dy, dx);
+  }
 }
 void CpuBackend::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                          const float* beta, float eps, float momentum, float* running_mean,

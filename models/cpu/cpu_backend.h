@@ -1,4 +1,4 @@
-// The CPU backend: oneDNN or im2col convolution, OpenBLAS GEMM and OpenMP loops (models/cpu/kernels.h, onednn.h).
+// The CPU backend: oneDNN or reference kernels, OpenBLAS GEMM and OpenMP loops (models/cpu/kernels.h, onednn.h).
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@ class OneDnnKernels;
 
 // Runs every Backend operation on the host. threads = 0 uses one thread per core; the count is applied to OpenBLAS
 // (process-wide) and to OpenMP (re-applied on whichever thread calls the backend), which oneDNN also runs on.
-// `kernels` picks oneDNN or the im2col reference for convolution (CpuKernels, models/backend.h).
+// `kernels` picks oneDNN or the reference for convolution, batch norm and pooling (CpuKernels, models/backend.h).
 //
 //   CpuBackend cpu(/*threads=*/2);
 //   Tensor x(cpu, {64, 784});

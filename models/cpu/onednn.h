@@ -1,5 +1,5 @@
 // oneDNN kernels of the CPU backend (train.cpu_kernels = onednn): convolution forward, backward-data and
-// backward-weights, and batch normalisation, with primitives created once per shape.
+// backward-weights, batch normalisation and pooling, with primitives created once per shape.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,12 @@ class OneDnnKernels {
                               float eps, const float* running_mean, const float* running_var, float* y);
   void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+
+  // Same semantics as Backend::maxpool2d_* / avgpool2d_*.
+  void maxpool2d_forward(const PoolShape& s, const float* x, float* y);
+  void maxpool2d_backward(const PoolShape& s, const float* x, const float* dy, float* dx);
+  void avgpool2d_forward(const PoolShape& s, const float* x, float* y);
+  void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx);
 
   struct State;  // engine, primitive caches (models/cpu/onednn_state.h, internal)
 

@@ -48,6 +48,16 @@ struct BatchNormPrimitives {
 };
 using BatchNormKey = std::array<int64_t, 4>;  // n, c, hw, bits of eps
 
+// The pooling primitives of one shape and algorithm (max: the backward needs the forward's workspace, made by a
+// training forward inside backward, since the Backend interface passes no workspace).
+struct PoolPrimitives {
+  dnnl::pooling_forward::primitive_desc infer_pd, train_pd;
+  dnnl::pooling_forward infer, train;
+  dnnl::pooling_backward::primitive_desc backward_pd;
+  dnnl::pooling_backward backward;
+};
+using PoolKey = std::array<int64_t, 8>;  // PoolShape and max (1) / average (0)
+
 struct OneDnnKernels::State {
   Arena arena;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -55,8 +65,11 @@ struct OneDnnKernels::State {
   dnnl::primitive_attr attr;  // scratchpad supplied by us (from the arena), not allocated by oneDNN per call
   std::map<ConvKey, ConvPrimitives> convs;
   std::map<BatchNormKey, BatchNormPrimitives> batchnorms;
+  std::map<PoolKey, PoolPrimitives> pools;
   std::vector<float> variance;  // batch norm: the batch variance oneDNN works with (the layers keep 1/sqrt(var+eps))
   std::vector<float> zeros;     // batch norm backward: the shift oneDNN 2.6 asks for, though no gradient reads it
+  std::vector<float> pool_dst;  // max pooling backward: the output of its training forward (discarded)
+  std::vector<float> pool_workspace;  // max pooling backward: where each maximum was
 
   explicit State(Arena a);
   // One primitive and its arguments.

@@ -1,4 +1,5 @@
-// The oneDNN kernels of the CPU backend against the OpenBLAS + im2col reference, op by op, on random shapes.
+// The oneDNN kernels of the CPU backend against the reference kernels (OpenBLAS + im2col), op by op, on chosen and
+// random shapes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -175,6 +176,56 @@ TEST(OneDnnBatchNorm, MatchesReference) {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int i = 0; i < 20; ++i) compare_batchnorm(pick(1, 9), pick(1, 20), pick(1, 40), pick(1, 2), seed += 10);
+}
+
+// Max and average pooling, forward and backward, of one shape.
+void compare_pool(const PoolShape& s, int threads, uint32_t seed) {
+  CpuBackend dnn(threads, CpuKernels::kOneDnn), ref(threads, CpuKernels::kReference);
+  const std::string what = "pool " + std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" +
+                           std::to_string(s.w) + " k" + std::to_string(s.k) + " s" + std::to_string(s.stride) + " p" +
+                           std::to_string(s.pad) + " threads " + std::to_string(threads);
+  const size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.c * s.h_out * s.w_out;
+  // Distinct values: the maximum of every window is unique, so both sides must route dy to the same cell.
+  const std::vector<float> x = testing::spaced_vector(xn, seed), dy = random_vector(yn, seed + 1);
+  for (bool max : {true, false}) {
+    const std::string name = what + (max ? " max" : " avg");
+    std::vector<float> y_dnn(yn, 5.0f), y_ref(yn, -5.0f), dx_dnn(xn, 5.0f), dx_ref(xn, -5.0f);
+    if (max) {
+      dnn.maxpool2d_forward(s, x.data(), y_dnn.data());
+      ref.maxpool2d_forward(s, x.data(), y_ref.data());
+      dnn.maxpool2d_backward(s, x.data(), y_dnn.data(), dy.data(), dx_dnn.data());
+      ref.maxpool2d_backward(s, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    } else {
+      dnn.avgpool2d_forward(s, x.data(), y_dnn.data());
+      ref.avgpool2d_forward(s, x.data(), y_ref.data());
+      dnn.avgpool2d_backward(s, dy.data(), dx_dnn.data());
+      ref.avgpool2d_backward(s, dy.data(), dx_ref.data());
+    }
+    expect_close(y_dnn, y_ref, name + " forward y");
+    expect_close(dx_dnn, dx_ref, name + " backward dx");
+  }
+}
+
+TEST(OneDnnPool, MatchesReference) {
+  struct Case {
+    int64_t n, c, h, w, k, stride, pad;
+  };
+  // LeNet's 2x2, odd sizes (the floor drops a row), overlapping padded windows, global pooling (ResNet-20), batch 1.
+  const Case cases[] = {{4, 20, 24, 24, 2, 2, 0}, {2, 3, 7, 5, 2, 2, 0}, {3, 4, 9, 8, 3, 2, 1},
+                        {5, 64, 8, 8, 8, 8, 0},   {1, 2, 6, 6, 3, 1, 1}, {1, 1, 5, 5, 4, 3, 2}};
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      compare_pool(PoolShape::make(c.n, c.c, c.h, c.w, c.k, c.stride, c.pad), threads, seed += 10);
+    }
+  }
+  std::mt19937 rng(11);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int i = 0; i < 20; ++i) {
+    const int64_t k = pick(1, 4), pad = pick(0, k / 2), h = pick(std::max<int>(1, k - 2 * pad), 13),
+                  w = pick(std::max<int>(1, k - 2 * pad), 13);
+    compare_pool(PoolShape::make(pick(1, 4), pick(1, 6), h, w, k, pick(1, 3), pad), pick(1, 2), seed += 10);
+  }
 }
 
 TEST(CpuKernelsName, ParsesAndNames) {
