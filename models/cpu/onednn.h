@@ -1,5 +1,5 @@
 // oneDNN kernels of the CPU backend (train.cpu_kernels = onednn): convolution forward, backward-data and
-// backward-weights, batch normalisation and pooling, with primitives created once per shape.
+// backward-weights, batch normalisation, pooling and GEMM (matmul), with primitives created once per shape.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,9 @@ class OneDnnKernels {
   void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
 
+  // Same semantics as Backend::gemm (row-major C = alpha op(A) op(B) + beta C).
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
   // Same semantics as Backend::maxpool2d_* / avgpool2d_*.
   void maxpool2d_forward(const PoolShape& s, const float* x, float* y);
   void maxpool2d_backward(const PoolShape& s, const float* x, const float* dy, float* dx);

@@ -58,6 +58,13 @@ struct PoolPrimitives {
 };
 using PoolKey = std::array<int64_t, 8>;  // PoolShape and max (1) / average (0)
 
+// A matmul of one (transposes, sizes, leading dimensions, alpha, beta).
+struct MatmulPrimitive {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul matmul;
+};
+using MatmulKey = std::array<int64_t, 10>;
+
 struct OneDnnKernels::State {
   Arena arena;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -66,6 +73,7 @@ struct OneDnnKernels::State {
   std::map<ConvKey, ConvPrimitives> convs;
   std::map<BatchNormKey, BatchNormPrimitives> batchnorms;
   std::map<PoolKey, PoolPrimitives> pools;
+  std::map<MatmulKey, MatmulPrimitive> matmuls;
   std::vector<float> variance;  // batch norm: the batch variance oneDNN works with (the layers keep 1/sqrt(var+eps))
   std::vector<float> zeros;     // batch norm backward: the shift oneDNN 2.6 asks for, though no gradient reads it
   std::vector<float> pool_dst;  // max pooling backward: the output of its training forward (discarded)

@@ -228,6 +228,36 @@ TEST(OneDnnPool, MatchesReference) {
   }
 }
 
+TEST(OneDnnGemm, MatchesReference) {
+  // Every transpose, leading dimensions wider than the matrices, alpha/beta, and the Linear layers' shapes.
+  std::mt19937 rng(3);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  struct Case {
+    int64_t m, n, k;
+  };
+  std::vector<Case> cases = {{64, 256, 784}, {256, 784, 64}, {64, 784, 256}, {1, 10, 128}, {10, 128, 1}, {7, 1, 5}};
+  for (int i = 0; i < 20; ++i) cases.push_back({pick(1, 40), pick(1, 40), pick(1, 40)});
+  uint32_t seed = 3000;
+  for (const Case& c : cases) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int64_t pad = pick(0, 3), lda = (ta ? c.m : c.k) + pad, ldb = (tb ? c.k : c.n) + pad, ldc = c.n + pad;
+      const float alpha = pick(0, 1) ? 1.0f : 0.5f, beta = pick(0, 2) == 0 ? 0.0f : (pick(0, 1) ? 1.0f : -0.25f);
+      const std::vector<float> a = random_vector((ta ? c.k : c.m) * lda, seed),
+                               b = random_vector((tb ? c.n : c.k) * ldb, seed + 1);
+      std::vector<float> c_dnn = random_vector(c.m * ldc, seed + 2), c_ref = c_dnn;
+      CpuBackend dnn(pick(1, 2), CpuKernels::kOneDnn), ref(1, CpuKernels::kReference);
+      dnn.gemm(ta, tb, c.m, c.n, c.k, alpha, a.data(), lda, b.data(), ldb, beta, c_dnn.data(), ldc);
+      ref.gemm(ta, tb, c.m, c.n, c.k, alpha, a.data(), lda, b.data(), ldb, beta, c_ref.data(), ldc);
+      // The padding columns of C are not part of the result: both must leave them alone.
+      expect_close(c_dnn, c_ref,
+                   "gemm " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " ta " +
+                       std::to_string(ta) + " tb " + std::to_string(tb) + " pad " + std::to_string(pad));
+      seed += 3;
+    }
+  }
+}
+
 TEST(CpuKernelsName, ParsesAndNames) {
   EXPECT_EQ(cpu_kernels_from_name("onednn"), CpuKernels::kOneDnn);
   EXPECT_EQ(cpu_kernels_from_name("reference"), CpuKernels::kReference);
