@@ -25,8 +25,8 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("optimizer", "NAME", "update rule (server/optimizers)", false, "sgd");
   p.add_option("lr", "LR", "learning rate", false, "0.01");
   p.add_option("device", "DEV", "cpu|cuda", false, "cpu");
-  p.add_option("cpu-kernels", "K", "cpu kernels of conv, batch norm, pooling: onednn|reference (train.cpu_kernels)",
-               false, "onednn");
+  p.add_option("cpu-kernels", "K",
+               "cpu kernels of conv, batch norm, pooling, GEMM: onednn|reference (train.cpu_kernels)", false, "onednn");
   p.add_option("seed", "S", "seed of weights and data", false, "1");
   p.add_flag("json", "print one JSON object");
   if (!p.parse(args)) return 0;

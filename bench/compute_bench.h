@@ -41,7 +41,7 @@ struct ComputeBenchOptions {
 Json run_compute_bench(const ComputeBenchOptions& options);
 
 // The text report of a run_compute_bench result, as `pshard bench compute` prints it without --json:
-//   bench compute: lenet (431080 parameters), batch 64, cpu (oneDNN + OpenBLAS, 2 threads), 5 steps
+//   bench compute: lenet (431080 parameters), batch 64, cpu (oneDNN, 2 threads), 5 steps
 //     9568 samples/s   6.689 ms/step (forward 2.064, backward 4.562, sgd update 0.061; cpu 13.088 ms)   loss 2.2785
 //     (continued on the same line:)   peak RSS 31 MiB
 std::string format_compute_bench(const Json& result);

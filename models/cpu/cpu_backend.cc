@@ -22,8 +22,9 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), ker
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
-  // One thread pool: OpenBLAS runs single-threaded and cpu::gemm splits each GEMM over the OpenMP threads. Two pools
-  // (OpenBLAS's pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
+  // One thread pool, OpenMP's: oneDNN runs on it (Debian builds libdnnl with OpenMP), the reference loops too, and
+  // OpenBLAS runs single-threaded with cpu::gemm splitting each GEMM over the OpenMP threads. Two pools (OpenBLAS's
+  // pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
   openblas_set_num_threads(1);
   use_threads();
   // oneDNN's temporaries (reordered tensors, scratchpad) live in the backend's workspace: one buffer, reused.
@@ -35,7 +36,7 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), ker
 CpuBackend::~CpuBackend() { std::free(workspace_); }
 
 std::string CpuBackend::describe() const {
-  return std::string(kernels_ == CpuKernels::kOneDnn ? "cpu (oneDNN + OpenBLAS, " : "cpu (OpenBLAS reference, ") +
+  return std::string(kernels_ == CpuKernels::kOneDnn ? "cpu (oneDNN, " : "cpu (reference kernels, OpenBLAS, ") +
          std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
 }
 

@@ -14,7 +14,7 @@ class OneDnnKernels;
 
 // Runs every Backend operation on the host. threads = 0 uses one thread per core; the count is applied to OpenBLAS
 // (process-wide) and to OpenMP (re-applied on whichever thread calls the backend), which oneDNN also runs on.
-// `kernels` picks oneDNN or the reference for convolution, batch norm and pooling (CpuKernels, models/backend.h).
+// `kernels` picks oneDNN or the reference for convolution, batch norm, pooling and GEMM (CpuKernels, backend.h).
 //
 //   CpuBackend cpu(/*threads=*/2);
 //   Tensor x(cpu, {64, 784});
