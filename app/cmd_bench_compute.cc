@@ -25,6 +25,8 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("optimizer", "NAME", "update rule (server/optimizers)", false, "sgd");
   p.add_option("lr", "LR", "learning rate", false, "0.01");
   p.add_option("device", "DEV", "cpu|cuda", false, "cpu");
+  p.add_option("cpu-kernels", "K",
+               "cpu kernels of conv, batch norm, pooling, GEMM: onednn|reference (train.cpu_kernels)", false, "onednn");
   p.add_option("seed", "S", "seed of weights and data", false, "1");
   p.add_flag("json", "print one JSON object");
   if (!p.parse(args)) return 0;
@@ -41,6 +43,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   o.optimizer = p.get("optimizer");
   o.lr = p.get_double("lr");
   o.device = p.get("device");
+  o.cpu_kernels = p.get("cpu-kernels");
   o.seed = static_cast<uint64_t>(p.get_int("seed"));
   const Json result = bench::run_compute_bench(o);
   if (p.flag("json")) {

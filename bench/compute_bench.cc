@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <string>
 #include <utility>
 
 #include "bench/text.h"
@@ -30,6 +33,17 @@ double process_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Peak resident memory of this process so far, MiB: VmHWM of /proc/self/status (0 where there is none). Not
+// getrusage's ru_maxrss, which keeps the peak of the process image before exec (a Python parent's, for instance).
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // kB
+  }
+  return 0.0;
 }
 
 }  // namespace
@@ -65,7 +79,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   }
   std::unique_ptr<models::Backend> backend;
   if (options.device == "cpu") {
-    backend = models::make_cpu_backend(static_cast<int>(threads));
+    backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels));
   } else if (options.device == "cuda") {
     backend = models::make_cuda_backend(0);
   } else {
@@ -149,6 +163,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
       .set("backward_ms", bwd_ms / iters)
       .set("update_ms", upd_ms / iters)
       .set("cpu_ms_per_step", cpu_ms)
+      .set("peak_rss_mib", peak_rss_mib())
       .set("optimizer", op.name)
       .set("last_loss", loss);
   return j;
@@ -160,10 +175,11 @@ std::string format_compute_bench(const Json& r) {
           static_cast<long long>(r.at("params").as_int()), static_cast<long long>(r.at("batch").as_int()),
           r.at("device").as_string().c_str(), static_cast<long long>(r.at("iters").as_int()));
   appendf(text,
-          "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f\n",
+          "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f   "
+          "peak RSS %.0f MiB\n",
           r.at("samples_per_s").as_number(), r.at("step_ms").as_number(), r.at("forward_ms").as_number(),
           r.at("backward_ms").as_number(), r.at("optimizer").as_string().c_str(), r.at("update_ms").as_number(),
-          r.at("cpu_ms_per_step").as_number(), r.at("last_loss").as_number());
+          r.at("cpu_ms_per_step").as_number(), r.at("last_loss").as_number(), r.at("peak_rss_mib").as_number());
   return text;
 }
 

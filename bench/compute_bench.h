@@ -29,18 +29,21 @@ struct ComputeBenchOptions {
   std::string optimizer = "sgd";          // update rule (server/optimizers)
   double lr = 0.01;                       // learning rate
   std::string device = "cpu";             // cpu|cuda
+  std::string cpu_kernels = "onednn";     // cpu: onednn|reference (train.cpu_kernels)
   uint64_t seed = 1;                      // seed of weights and data
 };
 
 // Builds the model on the device, runs `warmup` untimed and `iters` timed steps on one fixed synthetic batch
 // and returns one JSON object: bench ("compute"), model, batch, threads, device (the backend's description),
 // iters, params, samples_per_s, step_ms, forward_ms, backward_ms, update_ms, cpu_ms_per_step (process CPU
-// time per step, all threads), optimizer, last_loss. Throws pshard::Error for bad options.
+// time per step, all threads), peak_rss_mib (the process's peak resident memory), optimizer, last_loss. Throws
+// pshard::Error for bad options.
 Json run_compute_bench(const ComputeBenchOptions& options);
 
 // The text report of a run_compute_bench result, as `pshard bench compute` prints it without --json:
-//   bench compute: lenet (431080 parameters), batch 64, cpu (OpenBLAS, 2 threads), 5 steps
+//   bench compute: lenet (431080 parameters), batch 64, cpu (oneDNN, 2 threads), 5 steps
 //     9568 samples/s   6.689 ms/step (forward 2.064, backward 4.562, sgd update 0.061; cpu 13.088 ms)   loss 2.2785
+//     (continued on the same line:)   peak RSS 31 MiB
 std::string format_compute_bench(const Json& result);
 
 // Each model's default sample shape, for --help: "1,28,28 for linreg, softmax, mlp, lenet; 3,32,32 for resnet20".

@@ -16,6 +16,11 @@ find_package(Boost 1.74 REQUIRED)
 # OpenBLAS (libopenblas-dev): the CPU GEMM.
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 
+# oneDNN (libdnnl-dev): the CPU backend's convolution. Found directly: Debian's dnnl-config.cmake also requires
+# the OpenCL headers, which the CPU engine does not need.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(DNNL_LIBRARY dnnl REQUIRED)
+
 # TOML configs (libtomlplusplus-dev).
 find_package(tomlplusplus REQUIRED)
 

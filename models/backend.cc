@@ -23,6 +23,14 @@ ConvShape ConvShape::make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t
   return s;
 }
 
+CpuKernels cpu_kernels_from_name(const std::string& name) {
+  if (name == "onednn") return CpuKernels::kOneDnn;
+  if (name == "reference") return CpuKernels::kReference;
+  throw Error("cpu kernels must be onednn or reference, got '" + name + "'");
+}
+
+const char* cpu_kernels_name(CpuKernels kernels) { return kernels == CpuKernels::kOneDnn ? "onednn" : "reference"; }
+
 PoolShape PoolShape::make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad) {
   if (n < 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0 || pad < 0 || 2 * pad > k) {
     throw Error("pool2d: invalid geometry (c " + std::to_string(c) + ", " + std::to_string(h) + "x" +

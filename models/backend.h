@@ -39,7 +39,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)"
+  virtual std::string describe() const = 0;  // "cpu (oneDNN, 2 threads)"
   virtual bool host_accessible() const = 0;  // memory from allocate() can be read and written by the host
   virtual int threads() const = 0;           // compute threads (CPU); 0 when not meaningful
   virtual void synchronize() {}              // waits until queued work is done
@@ -152,9 +152,18 @@ class Backend {
   virtual void wait_transfer(TransferTicket ticket, double timeout_s);
 };
 
-// The CPU backend (OpenBLAS GEMM, im2col convolution, OpenMP). threads = 0: one per core. Sets both OpenBLAS's and
-// OpenMP's thread counts.
-std::unique_ptr<Backend> make_cpu_backend(int threads);
+// Which kernels the CPU backend runs for convolution, batch norm, pooling and GEMM (train.cpu_kernels): oneDNN's
+// primitives (fast; the library PyTorch uses), or the reference kernels (OpenBLAS GEMM, im2col convolution, plain
+// loops) that the tests compare oneDNN against. Everything else (elementwise, losses) runs models/cpu/kernels.h in
+// both.
+enum class CpuKernels { kOneDnn, kReference };
+// "onednn" / "reference"; an Error naming the value otherwise.
+CpuKernels cpu_kernels_from_name(const std::string& name);
+const char* cpu_kernels_name(CpuKernels kernels);
+
+// The CPU backend (oneDNN or reference convolution, batch norm, pooling and GEMM; OpenMP). threads = 0: one
+// per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts.
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn);
 
 // The CUDA backend on GPU `device` (cuBLAS GEMM, cuDNN convolution, custom kernels, one stream; models/cuda/).
 // allow_tf32 = false keeps GEMM and convolution in full FP32 (results match the CPU backend to ~1e-5); true lets

@@ -10,7 +10,7 @@ bool cuda_compiled();
 // Number of usable CUDA devices; 0 without CUDA support, driver or GPU.
 // Never throws: `gpu` tests call it to decide whether to skip.
 int cuda_device_count();
-// One line for logs: "cpu (OpenBLAS, 2 threads)" / "cuda:0 (NVIDIA H100 ...)".
+// One line for logs: "cpu (oneDNN, 2 threads)" / "cuda:0 (NVIDIA H100 ...)".
 std::string describe_cuda_devices();
 
 }  // namespace pshard::models

@@ -54,6 +54,9 @@ std::vector<ConfigKey> kSchema = {
     {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},
     {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
     {"train.threads", T::kInt, "0", 0, 1024, "", "CPU compute threads (0: one per core)"},
+    {"train.cpu_kernels", T::kString, "onednn", 0, 0, "onednn|reference",
+     "CPU kernels of convolution, batch norm, pooling and GEMM: onednn (oneDNN primitives, as PyTorch) or reference "
+     "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
     {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
     {"train.log_every", T::kInt, "50", 0, 1e12, "",

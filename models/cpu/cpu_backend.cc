@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "models/cpu/kernels.h"
+#include "models/cpu/onednn.h"
 
 namespace pshard::models {
 namespace {
@@ -17,20 +18,26 @@ thread_local int applied_threads = -1;
 constexpr size_t kAlignment = 64;
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads) {
+CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), kernels_(kernels) {
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
-  // One thread pool: OpenBLAS runs single-threaded and cpu::gemm splits each GEMM over the OpenMP threads. Two pools
-  // (OpenBLAS's pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
+  // One thread pool, OpenMP's: oneDNN runs on it (Debian builds libdnnl with OpenMP), the reference loops too, and
+  // OpenBLAS runs single-threaded with cpu::gemm splitting each GEMM over the OpenMP threads. Two pools (OpenBLAS's
+  // pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
   openblas_set_num_threads(1);
   use_threads();
+  // oneDNN's temporaries (reordered tensors, scratchpad) live in the backend's workspace: one buffer, reused.
+  if (kernels_ == CpuKernels::kOneDnn) {
+    onednn_ = std::make_unique<cpu::OneDnnKernels>([this](int64_t floats) { return workspace(floats); });
+  }
 }
 
 CpuBackend::~CpuBackend() { std::free(workspace_); }
 
 std::string CpuBackend::describe() const {
-  return "cpu (OpenBLAS, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+  return std::string(kernels_ == CpuKernels::kOneDnn ? "cpu (oneDNN, " : "cpu (reference kernels, OpenBLAS, ") +
+         std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
 }
 
 void CpuBackend::use_threads() {
@@ -72,7 +79,11 @@ float* CpuBackend::workspace(int64_t floats) {
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   use_threads();
-  cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (onednn_) {
+    onednn_->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
 void CpuBackend::axpy(int64_t n, float alpha, const float* x, float* y) {
@@ -105,47 +116,84 @@ void CpuBackend::relu_backward(const float* y, const float* dy, float* dx, int64
 }
 void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
   use_threads();
-  cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
+  if (onednn_) {
+    onednn_->conv2d_forward(s, x, w, bias, y);
+  } else {
+    cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
+  }
 }
 void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
                                  float* dw, float* db) {
   use_threads();
-  cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
+  if (onednn_) {
+    onednn_->conv2d_backward(s, x, w, dy, dx, dw, db);
+  } else {
+    cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
+  }
 }
 void CpuBackend::maxpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  cpu::maxpool2d_forward(s, x, y);
+  if (onednn_) {
+    onednn_->maxpool2d_forward(s, x, y);
+  } else {
+    cpu::maxpool2d_forward(s, x, y);
+  }
 }
 void CpuBackend::maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) {
   use_threads();
-  cpu::maxpool2d_backward(s, x, y, dy, dx);
+  if (onednn_) {
+    onednn_->maxpool2d_backward(s, x, dy, dx);
+  } else {
+    cpu::maxpool2d_backward(s, x, y, dy, dx);
+  }
 }
 void CpuBackend::avgpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  cpu::avgpool2d_forward(s, x, y);
+  if (onednn_) {
+    onednn_->avgpool2d_forward(s, x, y);
+  } else {
+    cpu::avgpool2d_forward(s, x, y);
+  }
 }
 void CpuBackend::avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) {
   use_threads();
-  cpu::avgpool2d_backward(s, dy, dx);
+  if (onednn_) {
+    onednn_->avgpool2d_backward(s, dy, dx);
+  } else {
+    cpu::avgpool2d_backward(s, dy, dx);
+  }
 }
 void CpuBackend::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                          const float* beta, float eps, float momentum, float* running_mean,
                                          float* running_var, float* save_mean, float* save_invstd, float* y) {
   use_threads();
-  cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
-                               save_invstd, y);
+  if (onednn_) {
+    onednn_->batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                                     save_invstd, y);
+  } else {
+    cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                                 save_invstd, y);
+  }
 }
 void CpuBackend::batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                         const float* beta, float eps, const float* running_mean,
                                         const float* running_var, float* y) {
   use_threads();
-  cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  if (onednn_) {
+    onednn_->batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  } else {
+    cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
+  }
 }
 void CpuBackend::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy,
                                     const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
                                     float* dgamma, float* dbeta) {
   use_threads();
-  cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  if (onednn_) {
+    onednn_->batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  } else {
+    cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  }
 }
 void CpuBackend::dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                                  uint64_t counter) {
@@ -181,6 +229,8 @@ void CpuBackend::shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64
   cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, dy, dx);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
+  return std::make_unique<CpuBackend>(threads, kernels);
+}
 
 }  // namespace pshard::models

@@ -1,26 +1,33 @@
-// The CPU backend: OpenBLAS GEMM, im2col convolution and OpenMP loops (the kernels of models/cpu/kernels.h).
+// The CPU backend: oneDNN or reference kernels, OpenBLAS GEMM and OpenMP loops (models/cpu/kernels.h, onednn.h).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "models/backend.h"
 
 namespace pshard::models {
 
+namespace cpu {
+class OneDnnKernels;
+}
+
 // Runs every Backend operation on the host. threads = 0 uses one thread per core; the count is applied to OpenBLAS
-// (process-wide) and to OpenMP (re-applied on whichever thread calls the backend).
+// (process-wide) and to OpenMP (re-applied on whichever thread calls the backend), which oneDNN also runs on.
+// `kernels` picks oneDNN or the reference for convolution, batch norm, pooling and GEMM (CpuKernels, backend.h).
 //
 //   CpuBackend cpu(/*threads=*/2);
 //   Tensor x(cpu, {64, 784});
 //   cpu.fill(x.data(), x.numel(), 0.0f);
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads = 0);
+  explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn);
   ~CpuBackend() override;
 
   std::string describe() const override;
   bool host_accessible() const override { return true; }
   int threads() const override { return threads_; }
+  CpuKernels kernels() const { return kernels_; }
 
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
@@ -71,6 +78,8 @@ class CpuBackend final : public Backend {
   void use_threads();  // applies threads_ to OpenMP on the calling thread (cheap when already applied)
 
   int threads_;
+  CpuKernels kernels_;
+  std::unique_ptr<cpu::OneDnnKernels> onednn_;  // null with CpuKernels::kReference
   float* workspace_ = nullptr;
   int64_t workspace_floats_ = 0;
 };

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Compute throughput of pshard's CPU backend against PyTorch CPU on the same architectures (bench label).
 
-For each model and thread count, runs forward + backward + SGD update at the same batch size in PyTorch and with
-`pshard bench compute`, alternating the two several times and keeping each one's best run (the machine may be
-shared), then prints samples/s of both and the ratio pshard / PyTorch. Reports only: exits 0 whatever the ratio,
-and skips with a message when PyTorch is not installed.
+For each model, thread count and batch size, runs forward + backward + SGD update in PyTorch and with
+`pshard bench compute`, each side in a fresh process, alternating the two several times and keeping each one's best
+run (the machine may be shared), then prints samples/s of both, the ratio pshard / PyTorch and the peak resident
+memory (RSS) of each side's process. Reports only: exits 0 whatever the ratio, and skips with a message when PyTorch
+is not installed.
 
   tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models mlp,lenet --threads 1,2 --batch 64
+  # the table of docs/PERFORMANCE.md:
+  tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet20,lenet,mlp --threads 1,2 \
+      --batch 32,64,128,512
 """
 import argparse
 import json
@@ -93,11 +97,43 @@ def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup):
     return batch * iters / (time.perf_counter() - t0)
 
 
+def run_json(cmd, timeout=600):
+    """Runs cmd and returns the JSON object on the last line of its output."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise SystemExit("timed out after %d s: %s" % (timeout, " ".join(cmd)))
+    if proc.returncode != 0:
+        raise SystemExit("failed (exit %d): %s\n%s" % (proc.returncode, " ".join(cmd), err))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def torch_child(name, hidden, batch, threads, iters, warmup):
+    """PyTorch side in a fresh process (so its peak RSS is its own): (samples/s, peak RSS MiB)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", name, "--hidden", ",".join(map(str, hidden)),
+           "--batch", str(batch), "--threads", str(threads), "--iters", str(iters), "--warmup", str(warmup)]
+    r = run_json(cmd)
+    return r["samples_per_s"], r["peak_rss_mib"]
+
+
 def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup):
+    """pshard side: (samples/s, peak RSS MiB)."""
     cmd = [binary, "bench", "compute", "--model", name, "--batch", str(batch), "--threads", str(threads),
            "--iters", str(iters), "--warmup", str(warmup), "--hidden", ",".join(map(str, hidden)), "--json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
-    return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
+    r = run_json(cmd)
+    return r["samples_per_s"], r["peak_rss_mib"]
+
+
+def peak_rss_mib():
+    """VmHWM of this process in MiB (not ru_maxrss, which keeps the pre-exec peak of the forking parent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def main():
@@ -106,44 +142,59 @@ def main():
                     help="pshard executable (default: $PSHARD_BIN)")
     ap.add_argument("--models", default="mlp,lenet", help="comma list of mlp, lenet, resnet20")
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", default="64", help="comma list of batch sizes")
     ap.add_argument("--hidden", default="256,128", help="mlp hidden sizes")
     ap.add_argument("--seconds", type=float, default=1.5, help="target seconds per timed run")
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each side; the best one counts")
     ap.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    ap.add_argument("--torch-child", metavar="MODEL", help=argparse.SUPPRESS)  # internal: one PyTorch run
+    ap.add_argument("--iters", type=int, default=10, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     torch = torch_or_reexec()
     if torch is None:
         print("SKIP: PyTorch is not installed (apt-get install python3-torch); nothing to compare against")
         return 0
+    hidden = [int(h) for h in args.hidden.split(",")]
+    if args.torch_child:
+        sps = torch_samples_per_s(torch, args.torch_child, hidden, int(args.batch), int(args.threads), args.iters,
+                                  args.warmup)
+        print(json.dumps({"samples_per_s": sps, "peak_rss_mib": peak_rss_mib()}))
+        return 0
     if not args.pshard or not os.path.exists(args.pshard):
         print("SKIP: pshard executable not found (--pshard or $PSHARD_BIN)")
         return 0
-    hidden = [int(h) for h in args.hidden.split(",")]
     rows = []
     for name in args.models.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
-            # Size the runs from one short probe of each side so that both run about --seconds.
-            probe_t = torch_samples_per_s(torch, name, hidden, args.batch, threads, 3, 1)
-            probe_p = pshard_samples_per_s(args.pshard, name, hidden, args.batch, threads, 3, 1)
-            it_t = max(3, int(args.seconds * probe_t / args.batch))
-            it_p = max(3, int(args.seconds * probe_p / args.batch))
-            best_t = best_p = 0.0
-            for _ in range(args.rounds):
-                best_t = max(best_t, torch_samples_per_s(torch, name, hidden, args.batch, threads, it_t, 2))
-                best_p = max(best_p, pshard_samples_per_s(args.pshard, name, hidden, args.batch, threads, it_p, 2))
-            rows.append({"model": name, "batch": args.batch, "threads": threads, "pytorch_samples_per_s": best_t,
-                         "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0})
-            if args.json:
-                print(json.dumps(rows[-1]), flush=True)
+            for batch in (int(b) for b in args.batch.split(",")):
+                # Size the runs from one short probe of each side so that both run about --seconds.
+                probe_t, _ = torch_child(name, hidden, batch, threads, 3, 1)
+                probe_p, _ = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, 3, 1)
+                it_t = max(3, int(args.seconds * probe_t / batch))
+                it_p = max(3, int(args.seconds * probe_p / batch))
+                best_t = best_p = rss_t = rss_p = 0.0
+                for _ in range(args.rounds):
+                    sps, rss = torch_child(name, hidden, batch, threads, it_t, 2)
+                    best_t, rss_t = max(best_t, sps), max(rss_t, rss)
+                    sps, rss = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it_p, 2)
+                    best_p, rss_p = max(best_p, sps), max(rss_p, rss)
+                rows.append({"model": name, "batch": batch, "threads": threads, "pytorch_samples_per_s": best_t,
+                             "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0,
+                             "pytorch_peak_rss_mib": rss_t, "pshard_peak_rss_mib": rss_p})
+                if args.json:
+                    print(json.dumps(rows[-1]), flush=True)
     if not args.json:
-        print("compute throughput, forward + backward + SGD, batch %d (PyTorch %s, best of %d alternating runs)"
-              % (args.batch, torch.__version__, args.rounds))
-        print("%-9s %7s %14s %14s %8s" % ("model", "threads", "pytorch/s", "pshard/s", "ratio"))
+        print("compute throughput, forward + backward + SGD (PyTorch %s, best of %d alternating runs; load average "
+              "%.2f %.2f %.2f at the end)" % ((torch.__version__, args.rounds) + os.getloadavg()))
+        print("| model | threads | batch | PyTorch samples/s | pshard samples/s | ratio | PyTorch peak RSS MiB "
+              "| pshard peak RSS MiB |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
-            print("%-9s %7d %14.0f %14.0f %7.2fx" % (r["model"], r["threads"], r["pytorch_samples_per_s"],
-                                                   r["pshard_samples_per_s"], r["ratio"]))
+            print("| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f |" % (
+                r["model"], r["threads"], r["batch"], r["pytorch_samples_per_s"], r["pshard_samples_per_s"],
+                r["ratio"], r["pytorch_peak_rss_mib"], r["pshard_peak_rss_mib"]))
     return 0
 
 

@@ -17,7 +17,8 @@ TrainingSetup make_training_setup(const Config& cfg) {
     // under SLURM), so a worker always uses its device 0.
     s.backend = models::make_cuda_backend(0);
   } else {
-    s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")));
+    s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")),
+                                         models::cpu_kernels_from_name(cfg.get_string("train.cpu_kernels")));
   }
   models::ModelSpec spec =
       models::ModelSpec::from_config(cfg, s.data.train.sample_shape, s.data.train.num_classes, s.data.train.target_dim);

@@ -24,7 +24,7 @@ struct TrainingSetup {
 // `model.*` shaped for the data. Errors name the config key at fault.
 TrainingSetup make_training_setup(const Config& cfg);
 
-// One line: "mlp 784-256-128-10, 235146 parameters (0.90 MiB), cpu (OpenBLAS, 2 threads)".
+// One line: "mlp 784-256-128-10, 235146 parameters (0.90 MiB), cpu (oneDNN, 2 threads)".
 std::string describe_setup(const Config& cfg, const TrainingSetup& setup);
 
 // Bytes of all parameters as float32.

@@ -1,0 +1,80 @@
+// The oneDNN kernels' shared machinery: engine, stream and running a primitive on plain tensors via the arena.
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "models/cpu/onednn_state.h"
+
+namespace pshard::models::cpu {
+namespace {
+constexpr size_t kAlign = 64;  // bytes; oneDNN's JIT kernels want cache-line aligned buffers
+}  // namespace
+
+OneDnnKernels::State::State(Arena a) : arena(std::move(a)) { attr.set_scratchpad_mode(dnnl::scratchpad_mode::user); }
+
+void OneDnnKernels::State::run(const std::vector<Step>& steps) {
+  size_t bytes = 0;
+  auto take = [&](size_t n) {
+    size_t at = bytes;
+    bytes += (n + kAlign - 1) / kAlign * kAlign;
+    return at;
+  };
+  // Arena layout: one region per reordered tensor (inputs read by several steps share theirs), then one scratchpad
+  // region for the largest step (steps run one after the other).
+  struct Placed {
+    size_t offset;
+    bool shared;  // an input already reordered for an earlier step
+  };
+  std::vector<std::vector<Placed>> placed(steps.size());
+  size_t scratch_bytes = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (const Arg& a : steps[s].args) {
+      Placed p{0, false};
+      if (a.want != a.plain) {
+        for (size_t e = 0; e < s && !p.shared; ++e) {
+          for (size_t i = 0; i < steps[e].args.size(); ++i) {
+            const Arg& b = steps[e].args[i];
+            if (!a.output && !b.output && b.data == a.data && b.want == a.want) {
+              p = {placed[e][i].offset, true};
+              break;
+            }
+          }
+        }
+        if (!p.shared) p.offset = take(a.want.get_size());
+      }
+      placed[s].push_back(p);
+    }
+    scratch_bytes = std::max(scratch_bytes, steps[s].scratchpad.get_size());
+  }
+  const size_t scratch_at = take(scratch_bytes);
+  char* base = reinterpret_cast<char*>(arena(static_cast<int64_t>(bytes / sizeof(float)) + 1));
+
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::unordered_map<int, memory> exec_args;
+    std::vector<std::pair<memory, memory>> write_back;  // (primitive's, caller's)
+    for (size_t i = 0; i < steps[s].args.size(); ++i) {
+      const Arg& a = steps[s].args[i];
+      memory user(a.plain, engine, a.data);
+      if (a.want == a.plain) {
+        exec_args.emplace(a.id, user);
+        continue;
+      }
+      memory mine(a.want, engine, base + placed[s][i].offset);
+      if (a.output) {
+        write_back.emplace_back(mine, user);
+      } else if (!placed[s][i].shared) {
+        dnnl::reorder(user, mine).execute(stream, user, mine);
+      }
+      exec_args.emplace(a.id, mine);
+    }
+    exec_args.emplace(DNNL_ARG_SCRATCHPAD, memory(steps[s].scratchpad, engine, base + scratch_at));
+    steps[s].primitive.execute(stream, exec_args);
+    for (auto& [mine, user] : write_back) dnnl::reorder(mine, user).execute(stream, mine, user);
+  }
+  stream.wait();
+}
+
+OneDnnKernels::OneDnnKernels(Arena arena) : state_(std::make_unique<State>(std::move(arena))) {}
+OneDnnKernels::~OneDnnKernels() = default;
+
+}  // namespace pshard::models::cpu

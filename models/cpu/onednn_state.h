@@ -1,0 +1,98 @@
+// Internal to the oneDNN kernels (models/cpu/onednn_*.cc): the engine, the primitive caches and the helper that
+// runs a primitive on plain tensors.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "models/cpu/onednn.h"
+
+namespace pshard::models::cpu {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto kF32 = memory::data_type::f32;
+
+inline memory::desc plain(const memory::dims& dims, Tag tag) { return memory::desc(dims, kF32, tag); }
+
+// One tensor argument of a primitive: the caller's plain buffer and the format the primitive chose for it.
+struct Arg {
+  int id;              // DNNL_ARG_*
+  memory::desc want;   // the primitive's format
+  memory::desc plain;  // the caller's NCHW / OIHW / x layout
+  void* data;          // the caller's buffer
+  bool output;         // written by the primitive (reordered back after it), else read (reordered before it)
+};
+
+// The convolution primitives of one shape (backward ones are made on the first backward: eval never needs them).
+struct ConvPrimitives {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  bool has_backward = false;
+  dnnl::convolution_backward_data::primitive_desc data_pd;
+  dnnl::convolution_backward_data data;
+  dnnl::convolution_backward_weights::primitive_desc weights_pd;
+  dnnl::convolution_backward_weights weights;
+};
+using ConvKey = std::array<int64_t, 10>;  // ConvShape and whether there is a bias
+
+// The batch-norm primitives of one (n, c, hw, eps), each made on first use.
+struct BatchNormPrimitives {
+  dnnl::batch_normalization_forward::primitive_desc train_pd, eval_pd;
+  dnnl::batch_normalization_forward train, eval;
+  dnnl::batch_normalization_backward::primitive_desc backward_pd;
+  dnnl::batch_normalization_backward backward;
+};
+using BatchNormKey = std::array<int64_t, 4>;  // n, c, hw, bits of eps
+
+// The pooling primitives of one shape and algorithm (max: the backward needs the forward's workspace, made by a
+// training forward inside backward, since the Backend interface passes no workspace).
+struct PoolPrimitives {
+  dnnl::pooling_forward::primitive_desc infer_pd, train_pd;
+  dnnl::pooling_forward infer, train;
+  dnnl::pooling_backward::primitive_desc backward_pd;
+  dnnl::pooling_backward backward;
+};
+using PoolKey = std::array<int64_t, 8>;  // PoolShape and max (1) / average (0)
+
+// A matmul of one (transposes, sizes, leading dimensions, alpha, beta).
+struct MatmulPrimitive {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul matmul;
+};
+using MatmulKey = std::array<int64_t, 10>;
+
+struct OneDnnKernels::State {
+  Arena arena;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::primitive_attr attr;  // scratchpad supplied by us (from the arena), not allocated by oneDNN per call
+  std::map<ConvKey, ConvPrimitives> convs;
+  std::map<BatchNormKey, BatchNormPrimitives> batchnorms;
+  std::map<PoolKey, PoolPrimitives> pools;
+  std::map<MatmulKey, MatmulPrimitive> matmuls;
+  std::vector<float> variance;  // batch norm: the batch variance oneDNN works with (the layers keep 1/sqrt(var+eps))
+  std::vector<float> zeros;     // batch norm backward: the shift oneDNN 2.6 asks for, though no gradient reads it
+  std::vector<float> pool_dst;  // max pooling backward: the output of its training forward (discarded)
+  std::vector<float> pool_workspace;  // max pooling backward: where each maximum was
+
+  explicit State(Arena a);
+  // One primitive and its arguments.
+  struct Step {
+    const dnnl::primitive& primitive;
+    memory::desc scratchpad;
+    std::vector<Arg> args;
+  };
+  // Runs the steps in order: inputs whose format differs from the caller's are reordered into arena memory first
+  // (once, when several steps read the same buffer in the same format), outputs are computed in arena memory and
+  // reordered back to the caller's buffers after their step. Waits until done.
+  void run(const std::vector<Step>& steps);
+  void run(const dnnl::primitive& p, const memory::desc& scratchpad, const std::vector<Arg>& args) {
+    run({Step{p, scratchpad, args}});
+  }
+};
+
+}  // namespace pshard::models::cpu
