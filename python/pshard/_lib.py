@@ -37,7 +37,9 @@ class EpochReport(ctypes.Structure):
         ("test_correct", ctypes.c_int64),
         ("epoch_s", ctypes.c_double),
         ("eval_s", ctypes.c_double),
-        ("compute_s", ctypes.c_double),
+        ("data_s", ctypes.c_double),
+        ("forward_s", ctypes.c_double),
+        ("backward_s", ctypes.c_double),
     ]
 
 

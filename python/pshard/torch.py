@@ -120,7 +120,12 @@ class DistributedOptimizer:
         self.step_count = 0
         self.epoch_steps = 0  # steps since the last report()
         self.epoch_started = time.perf_counter()
-        self.compute_s = 0.0
+        # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
+        # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data.
+        self.phase_s = {"data": 0.0, "forward": 0.0, "backward": 0.0}
+        self.forward_at = None
+        self.backward_at = None
+        self._forward_hook = model.register_forward_pre_hook(lambda module, inputs: self._forward_started())
         self.pending = [None] * len(self.params)  # request of this step's push_pull
         self.copying = []  # CUDA: (index, event) of gradients on their way to the host
         self._start_weights()
@@ -167,7 +172,13 @@ class DistributedOptimizer:
         handle = accumulator.register_hook(lambda *unused: self._grad_ready(i))
         return (accumulator, handle)  # the node must stay alive for its hook to stay registered
 
+    def _forward_started(self):
+        if self.forward_at is None and torch.is_grad_enabled():  # an evaluation's forward is not a step's
+            self.forward_at = time.perf_counter()
+
     def _grad_ready(self, i):
+        if self.backward_at is None:
+            self.backward_at = time.perf_counter()
         if self.pending[i] is not None or any(j == i for j, _ in self.copying):
             raise PshardError("pshard: parameter '%s' got a second gradient before step(): pshard pushes one "
                               "gradient per parameter per step (no accumulation over several backward())"
@@ -229,7 +240,11 @@ class DistributedOptimizer:
                 self.grads[i].zero_()
                 self._push(i)
         waited = time.perf_counter()
-        self.compute_s += waited - self.step_started
+        if self.forward_at is not None and self.backward_at is not None:
+            self.phase_s["data"] += self.forward_at - self.step_started
+            self.phase_s["forward"] += self.backward_at - self.forward_at
+            self.phase_s["backward"] += waited - self.backward_at
+        self.forward_at = self.backward_at = None
         for i, r in enumerate(self.pending):
             _wait(r, "step %d: weights of '%s'" % (self.step_count + 1, self.params[i][0]))
             self.pending[i] = None
@@ -283,10 +298,13 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
         r.test_samples = -1
     r.epoch_s = now - opt.epoch_started - float(eval_s)
     r.eval_s = float(eval_s)
-    r.compute_s = opt.compute_s
+    r.data_s = opt.phase_s["data"]
+    r.forward_s = opt.phase_s["forward"]
+    r.backward_s = opt.phase_s["backward"]
     check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
     opt.epoch_steps = 0
-    opt.compute_s = 0.0
+    opt.phase_s = dict.fromkeys(opt.phase_s, 0.0)
+    opt.forward_at = opt.backward_at = None
     opt.epoch_started = time.perf_counter()
 
 

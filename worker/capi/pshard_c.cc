@@ -566,12 +566,16 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.test_correct = std::max<int64_t>(report->test_correct, 0);
     r.epoch_s = report->epoch_s;
     r.eval_s = report->eval_s;
-    r.compute_s = report->compute_s;
+    // The phases add up to epoch_s: what the caller measured, the library's waits, and the remainder as other.
+    r.phases[pshard::WorkerPhase::kData] = std::max(report->data_s, 0.0);
+    r.phases[pshard::WorkerPhase::kForward] = std::max(report->forward_s, 0.0);
+    r.phases[pshard::WorkerPhase::kBackward] = std::max(report->backward_s, 0.0);
     {
       std::lock_guard<std::mutex> lock(c->wait_mu);
-      r.comm_wait_s = c->wait_s;
+      r.phases[pshard::WorkerPhase::kCommWait] = c->wait_s;
       c->wait_s = 0;
     }
+    r.phases[pshard::WorkerPhase::kOther] = std::max(report->epoch_s - r.phases.total(), 0.0);
     r.bytes_sent = c->bytes_sent.exchange(0);
     r.bytes_recv = c->bytes_recv.exchange(0);
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();

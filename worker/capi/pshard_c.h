@@ -136,7 +136,9 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
 
 /* What this worker measured in one epoch; the coordinator combines every rank's report of an epoch into the
  * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
- * since the last report are added by the library. Negative counts mean "not measured" (null in metrics). */
+ * since the last report (comm_wait_s) are added by the library; the rest of epoch_s that data_s, forward_s and
+ * backward_s do not account for is other_s (docs/METRICS.md). Negative counts mean "not measured" (null in
+ * metrics). */
 typedef struct pshard_epoch_report {
   int64_t epoch;        /* 1-based */
   int64_t step;         /* global steps done after this epoch */
@@ -146,9 +148,11 @@ typedef struct pshard_epoch_report {
   int64_t test_samples; /* test samples this worker evaluated; < 0: no evaluation */
   double test_loss_sum;
   int64_t test_correct;
-  double epoch_s;   /* wall time of the training part of the epoch */
-  double eval_s;    /* wall time of the evaluation */
-  double compute_s; /* forward + backward */
+  double epoch_s;    /* wall time of the training part of the epoch */
+  double eval_s;     /* wall time of the evaluation */
+  double data_s;     /* of epoch_s: waiting for batches (< 0: not measured) */
+  double forward_s;  /* of epoch_s: forward passes and the loss (< 0: not measured) */
+  double backward_s; /* of epoch_s: backward passes, pushes issued included (< 0: not measured) */
 } pshard_epoch_report;
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);

@@ -259,7 +259,9 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
     e.test_loss_sum = 5.0;
     e.test_correct = 5 + rank;
     e.epoch_s = 0.5;
-    e.compute_s = 0.25;
+    e.data_s = 0.05;
+    e.forward_s = 0.1;
+    e.backward_s = -1;  // not measured
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_OK);
     e.epoch = 0;
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
@@ -289,6 +291,13 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
       EXPECT_DOUBLE_EQ(e.at("train_loss").as_number(), 12.0 / 8);  // (4 + 8) / 8 samples
       EXPECT_DOUBLE_EQ(e.at("train_acc").as_number(), 3.0 / 8);
       EXPECT_DOUBLE_EQ(e.at("test_acc").as_number(), 11.0 / 20);
+      // The caller's phases, the library's waits, and the rest of epoch_s as other: they add up to epoch_s.
+      EXPECT_DOUBLE_EQ(e.at("data_s").as_number(), 0.05);
+      EXPECT_DOUBLE_EQ(e.at("forward_s").as_number(), 0.1);
+      EXPECT_DOUBLE_EQ(e.at("backward_s").as_number(), 0.0);
+      EXPECT_NEAR(e.at("data_s").as_number() + e.at("forward_s").as_number() + e.at("backward_s").as_number() +
+                      e.at("comm_wait_s").as_number() + e.at("other_s").as_number(),
+                  0.5, 1e-9);
       // Init (rank 0), pulls, one push_pull and the pending pull, counted by the library.
       EXPECT_DOUBLE_EQ(e.at("bytes_sent").as_number(), (35 + 2 * 35) * 4.0);
       EXPECT_DOUBLE_EQ(e.at("bytes_recv").as_number(), (2 * 35 + 2 * 35 + 2 * 15) * 4.0);
