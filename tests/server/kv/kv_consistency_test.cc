@@ -3,12 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
 #include "common/error.h"
+#include "common/metrics/trace.h"
 #include "server/kv/kv_server.h"
 #include "server/optimizers/lr_schedule.h"
 #include "worker/client/kv_client.h"
@@ -72,9 +77,12 @@ float init_value(size_t tensor, size_t i) { return 0.01f * static_cast<float>((i
 const std::vector<TensorSpec> kTensors = {{"fc1.weight", 37}, {"fc1.bias", 53}, {"fc2.weight", 7}, {"fc2.bias", 16}};
 
 // Runs W workers for `steps` BSP steps with push_pull; returns each worker's final weights.
-std::vector<std::vector<std::vector<float>>> run_bsp(uint32_t s, uint32_t w, int64_t steps, uint64_t inline_bytes) {
+// `tracer`: every server records the tracer's window into it (trace.steps).
+std::vector<std::vector<std::vector<float>>> run_bsp(uint32_t s, uint32_t w, int64_t steps, uint64_t inline_bytes,
+                                                     std::shared_ptr<Tracer> tracer = nullptr) {
   KvServerOptions o = options(Consistency::kBsp, "adam", 0.05f, 64);
   o.inline_slice_bytes = inline_bytes;
+  o.tracer = tracer;
   o.update_threads = 2;
   Job job(s, w, o);
   std::vector<std::vector<std::vector<float>>> result(w);
@@ -147,6 +155,39 @@ TEST(KvConsistency, BspEqualsSingleProcessWithMeanGradientsAndIsBitReproducible)
     }
     EXPECT_NE(w[0], init_value(t, 0));  // the weights moved
   }
+}
+
+// Tracing the servers changes nothing they compute, and records the window's requests: receive and
+// reply per request, aggregate per slice (on the socket and update threads), update per closed slice.
+TEST(KvConsistency, TracedServersRecordTheWindowAndComputeTheSame) {
+  const uint32_t S = 2, W = 3;
+  auto tracer = std::make_shared<Tracer>(TraceWindow::parse("1-2", "trace.steps"), "servers");
+  // 32 B: the full 16-float slices on the update threads, the short last slices on the socket thread.
+  auto traced = run_bsp(S, W, 4, /*inline_bytes=*/32, tracer);
+  auto plain = run_bsp(S, W, 4, /*inline_bytes=*/32);
+  ASSERT_EQ(traced, plain);
+  const std::string path = ::testing::TempDir() + "/kv-consistency-trace.json";
+  tracer->write(path, ClockOffset{});
+  std::ifstream in(path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const Json doc = Json::parse(buf.str(), path);
+  std::map<std::string, int> kinds;
+  for (const Json& e : doc.at("traceEvents").elements()) {
+    if (e.at("ph").as_string() != "X") continue;
+    const std::string name = e.at("name").as_string();
+    ++kinds[name.substr(0, name.find(' '))];
+    const int64_t step = e.at("args").at("step").as_int();
+    EXPECT_TRUE(step == 1 || step == 2) << e.dump();
+  }
+  // Per step: W workers x 4 tensors push_pull, each tensor's slices on one or both servers.
+  EXPECT_GE(kinds["receive"], 2 * 3 * 4);
+  EXPECT_EQ(kinds["receive"], kinds["reply"]);
+  // 37 + 53 + 7 + 16 floats in 16-float slices: 3 + 4 + 1 + 1 = 9 slices, each taken in W times a step and
+  // updated once.
+  EXPECT_EQ(kinds["aggregate"], 2 * 3 * 9);
+  EXPECT_EQ(kinds["update"], 2 * 9);
+  std::remove(path.c_str());
 }
 
 TEST(KvConsistency, AspAppliesEveryPushExactlyOnce) {
