@@ -342,7 +342,8 @@ struct KvServer::Impl {
     out.push_back(std::move(r.identity));
     if (weights) {
       m.keys = r.msg.keys;
-      for (protocol::KeyRef& k : m.keys) k.encoding = r.msg.pull_encoding;  // answer() encoded every key so
+      // answer() encoded every key's weights as the request asked (pullEncoding).
+      for (protocol::KeyRef& k : m.keys) k.encoding = r.msg.pull_encoding;
     }
     out.push_back(transport::copy_frame(protocol::encode_header(m)));
     if (weights) {

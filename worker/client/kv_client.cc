@@ -55,7 +55,6 @@ struct Part {
   std::vector<protocol::KeyRef> keys;
   std::vector<float*> dests;  // pull/pushPull: where each key's weights go
   std::vector<zmq::message_t> frames;
-  uint64_t fp32_bytes = 0;  // the payload frames' size had they been float32
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
   Clock::time_point sent_at;
@@ -185,15 +184,19 @@ struct KvClient::Impl {
         for (uint32_t id : ids) {
           const SliceInfo& s = layout.slice(id);
           const size_t bytes = s.length * sizeof(float);
-          p.fp32_bytes += bytes;
+          // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly
+          // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
+          fp32_bytes_sent += bytes;
           if (push_encoding != protocol::Encoding::NONE) {
             zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
             const size_t used = encoder.encode(id, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
             if (used != f.size()) f = zmq::message_t(f.data(), used);
+            bytes_sent += f.size();
             p.frames.push_back(std::move(f));
           } else if (copy) {
             zmq::message_t f = pool->message(bytes);
             std::memcpy(f.data(), grad + s.offset, bytes);
+            bytes_sent += f.size();
             p.frames.push_back(std::move(f));
           } else {
             {
@@ -203,6 +206,7 @@ struct KvClient::Impl {
             auto* hint = new std::shared_ptr<Op>(op);
             tsan_release(hint);  // libzmq orders this with release_borrowed, out of TSan's sight
             p.frames.emplace_back(const_cast<float*>(grad + s.offset), bytes, &release_borrowed, hint);
+            bytes_sent += bytes;
           }
         }
       }
@@ -338,8 +342,6 @@ struct KvClient::Impl {
       batch.swap(queue);
     }
     for (Part& p : batch) {
-      uint64_t payload = 0;
-      for (size_t i = 1; i < p.frames.size(); ++i) payload += p.frames[i].size();
       try {
         transport::send_frames(sockets[p.server], p.frames);
       } catch (const zmq::error_t& e) {
@@ -349,8 +351,6 @@ struct KvClient::Impl {
       }
       p.frames.clear();
       p.sent_at = Clock::now();
-      bytes_sent += payload;
-      fp32_bytes_sent += p.fp32_bytes;
       const uint64_t id = p.request_id;
       inflight.emplace(id, std::move(p));
     }

@@ -29,6 +29,8 @@ struct KvClientOptions {
 
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
 // (after compression) and as float32 (what cluster.compression = none and pull_precision = fp32 would have moved).
+// Sent bytes are the payload frames a call built, counted when it returns; received bytes are counted as each reply
+// arrives (a reply still in flight is not counted yet).
 struct KvTraffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_recv = 0;
@@ -100,7 +102,7 @@ class KvClient {
   //   kv.wait(kv.join("fc1.weight", w.data(), w.size(), start));  // then push step `start`
   Handle join(const std::string& tensor, float* out, size_t numel, int64_t step);
 
-  // Counted on the I/O thread as frames are sent and replies arrive. Thread-safe.
+  // Thread-safe.
   KvTraffic traffic() const;
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.

@@ -45,6 +45,28 @@ TEST(TopkCodec, SendsTheLargestMagnitudesExactly) {
   EXPECT_EQ(sent, 10u);
 }
 
+// Slices of 16384 values and more take a sampled threshold first: the same set as a full sort must come out,
+// including when most values tie (zeros) and when the sample misses the few large ones.
+TEST(TopkCodec, LargeSlicesSendExactlyTheTopKOfAFullSort) {
+  std::vector<std::vector<float>> inputs = {random_values(200704, 21), std::vector<float>(50000, 0.0f),
+                                            std::vector<float>(50000, 0.0f)};
+  inputs[1][12345] = 1.0f;  // one large value among zeros: ties fill the rest in index order
+  for (size_t i = 0; i < 50000; i += 4096) inputs[2][i + 1] = -2.0f;  // off the sample's stride
+  for (const std::vector<float>& in : inputs) {
+    auto c = make_codec({Encoding::TOPK, 0.01});
+    const std::vector<float> out = decode(Encoding::TOPK, encode(*c, in), in.size());
+    ASSERT_EQ(out.size(), in.size());
+    std::vector<size_t> order(in.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return std::fabs(in[a]) > std::fabs(in[b]); });
+    const size_t k = (in.size() + 99) / 100;
+    std::vector<float> expected(in.size(), 0.0f);
+    for (size_t j = 0; j < k; ++j) expected[order[j]] = in[order[j]];
+    EXPECT_EQ(out, expected);
+  }
+}
+
 TEST(TopkCodec, RatioOneIsLossless) {
   const std::vector<float> in = random_values(257, 4);
   auto c = make_codec({Encoding::TOPK, 1.0});

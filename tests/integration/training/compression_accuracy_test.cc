@@ -2,7 +2,7 @@
 // (configs/fmnist_mlp_sync.toml). bf16 pushes and fp16 both ways stay within 0.3 points of none, topk 1 % with
 // error feedback within 1.5 points, onebit with error feedback reaches 85 %; and the bytes each run moved, as its
 // last epoch measured them, are what the encoding promises (bf16/fp16: half of float32; topk 1 %: <= 3 % of the
-// pushes). About 1 minute on 2 idle cores (5 runs of ~12 s), 2-2.5 minutes at load 10.
+// pushes). 5 runs of 10 epochs: 1:24-2:12 on the shared 2-core VM at load 12 (each run 12-40 s).
 #include <gtest/gtest.h>
 
 #include <filesystem>
