@@ -1,5 +1,6 @@
 """ps.report() makes the BatchNorm running statistics the mean over the workers: 2 workers whose data differ end an
-epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked."""
+epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked. The job
+runs with CurveZMQ on, so the Python workers' encrypted, authenticated connections are tested here too."""
 import os
 import sys
 
@@ -17,6 +18,9 @@ momentum = 0.0
 [train]
 batch_size = 16
 epochs = 1
+
+[security]
+curve = true  # also: Python workers find the job's CurveZMQ keys (PSHARD_KEY_DIR)
 """
 
 
