@@ -310,6 +310,9 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
     std::unique_ptr<pshard_client> owned(c);
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
     owned->cluster->leave(exit_status, reason ? reason : "");
+    // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
+    // before it.
+    owned->cluster.reset();
     return PSHARD_OK;
   });
 }
