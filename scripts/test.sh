@@ -5,7 +5,7 @@
 #   3. builds Release into build/ and runs every test that can run on a
 #      2-core machine without a GPU (gpu tests skip themselves without one),
 #   4. builds the unit tests with -fsanitize=address,undefined into
-#      build-asan/ and runs them,
+#      build-asan/ and runs them, and the C API's test (libpshard_c.so against real processes),
 #   5. builds with -fsanitize=thread into build-tsan/ and runs the unit tests,
 #      the in-process multi-threaded ones (servers, clients, LocalJob in one
 #      process) and the quick multi-process ones; OpenMP runs single-threaded there (OMP_THREAD_LIMIT=1:
@@ -25,8 +25,8 @@ scripts/build.sh
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPSHARD_SANITIZE=ON -DPSHARD_CUDA=OFF
 cmake --build build-asan -j "$(nproc)"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -L unit -j 2)
+(cd build-asan && export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 &&
+  ctest --output-on-failure -L unit -j 2 && ctest --output-on-failure -R '^pshard_c_test$')
 
 # The in-process multi-threaded tests, and the quick multi-process ones (their pshard children
 # are TSan-built too). The training runs (distributed_equivalence, worker_failure,
@@ -35,6 +35,7 @@ cmake --build build-asan -j "$(nproc)"
 # in the same pass as the failing worker's and name the server as the cause.
 tsan_integration="kv_bad_input_test|kv_consistency_test|kv_join_test|local_job_test|cli_bad_input_test"
 tsan_integration+="|kv_processes_test|curve_job_test|sweep_integration_test|checkpointer_test|kv_compression_test"
+tsan_integration+="|pshard_c_test"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPSHARD_SANITIZE=thread -DPSHARD_CUDA=OFF
 cmake --build build-tsan -j "$(nproc)"
 (export OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 \

@@ -5,8 +5,8 @@
 
 Without --data it trains on synthetic CIFAR-shaped images (random pixels, random labels: a throughput run, the
 accuracy means nothing). Each worker uses GPU local_rank() when CUDA is available (under `pshard task` the GPU is
-chosen by CUDA_VISIBLE_DEVICES), else the CPU. BatchNorm running statistics are not parameters: every rank keeps
-its own (docs/PYTHON.md).
+chosen by CUDA_VISIBLE_DEVICES), else the CPU. BatchNorm running statistics are not parameters: each rank updates
+its own during an epoch, evaluates with them, and ps.report() then averages them over the workers (docs/PYTHON.md).
 """
 import argparse
 import os

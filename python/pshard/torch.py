@@ -15,6 +15,8 @@ The optimizer (and learning-rate schedule) runs on the servers, from the job con
 [lr_schedule]; the script's own torch.optim is not used.
 """
 import ctypes
+import glob
+import os
 import time
 
 import torch
@@ -93,6 +95,7 @@ class DistributedOptimizer:
             raise PshardError("pshard: call ps.init() before DistributedOptimizer(model)")
         if _state.optimizer is not None:
             raise PshardError("pshard: one DistributedOptimizer per job (this process already made one)")
+        self.model = model
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not self.params:
             raise PshardError("pshard: the model has no trainable parameters (none requires a gradient)",
@@ -271,7 +274,8 @@ def _describe(params, limit=4):
 def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None, samples=None, test_samples=None,
            eval_s=0.0, loss=None):
     """Reports this worker's figures of epoch `epoch` (0-based, as in `for epoch in range(epochs)`; metrics.jsonl
-    counts from 1). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
+    counts from 1), then makes the model's floating-point buffers (BatchNorm running statistics) the mean over the
+    workers (evaluate after report() to use them). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
     weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
     equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
     servers are measured by the library."""
@@ -302,10 +306,34 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     r.forward_s = opt.phase_s["forward"]
     r.backward_s = opt.phase_s["backward"]
     check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
+    _average_buffers(opt.model, r.epoch)
     opt.epoch_steps = 0
     opt.phase_s = dict.fromkeys(opt.phase_s, 0.0)
     opt.forward_at = opt.backward_at = None
     opt.epoch_started = time.perf_counter()
+
+
+def _average_buffers(model, epoch):
+    """Floating-point buffers that are not parameters (BatchNorm running statistics) become the mean over the
+    workers: each rank writes its buffers into the run directory (shared by all nodes, as `pshard task` requires),
+    all wait at a barrier, each reads every rank's file and averages. Integer buffers (num_batches_tracked) stay."""
+    buffers = [(n, b) for n, b in model.named_buffers() if b.dtype.is_floating_point]
+    run_dir = os.environ.get("PSHARD_RUN_DIR", "")
+    if not buffers or size() == 1 or not run_dir:
+        return
+    folder = os.path.join(run_dir, "buffers")
+    os.makedirs(folder, exist_ok=True)
+    mine = os.path.join(folder, "epoch%d-rank%d.pt" % (epoch, rank()))
+    torch.save({n: b.detach().cpu() for n, b in buffers}, mine + ".tmp")
+    os.replace(mine + ".tmp", mine)
+    barrier("buffers of epoch %d written" % epoch)
+    # The ranks alive now (a worker lost under failure_policy = continue wrote nothing).
+    states = [torch.load(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
+    with torch.no_grad():
+        for n, b in buffers:
+            b.copy_(sum(st[n] for st in states) / len(states))
+    barrier("buffers of epoch %d read" % epoch)
+    os.remove(mine)
 
 
 def report_step(loss):

@@ -75,12 +75,13 @@ def before_init():
         support.expect(e.status == "PSHARD_ERR_ENVIRONMENT", e.status)
 
 
-def job_fails(case, message, workers=2):
+def job_fails(case, message, *more):
     out = support.fresh_dir(case)
     t0 = time.time()
-    status, output, _ = support.launch(CONFIG, workers, 1, [os.path.abspath(__file__), "worker", case, out], 60, case)
+    status, output, _ = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", case, out], 60, case)
     support.expect(status != 0, "%s: the job did not fail" % case, output)
-    support.expect(message in output, "%s: the output does not say %r" % (case, message), output)
+    for m in (message,) + more:
+        support.expect(m in output, "%s: the output does not say %r" % (case, m), output)
     support.expect("PshardError" in output, "%s: no PshardError in the output" % case, output)
     support.expect(time.time() - t0 < 40, "%s: the job took %.0f s to end" % (case, time.time() - t0), output)
     # The servers were not harmed: they ended on the job's abort, not on a crash or a bad message.
@@ -130,7 +131,8 @@ def lost_coordinator():
 
 def main():
     before_init()
-    job_fails("shapes", "the model on rank 1 differs from rank 0's")
+    job_fails("shapes", "the model on rank 1 differs from rank 0's",
+              "the first difference: tensor 0 is 'weight[6,4]' here, 'weight[4,6]' on rank 0")
     job_fails("dtype", "parameter 'weight' is torch.float64")
     job_fails("no-params", "the model has no trainable parameters")
     job_fails("no-backward", "step() without backward()")

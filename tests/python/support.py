@@ -62,7 +62,7 @@ def launch(config_text, workers, servers, script_args, timeout, name="job", extr
         f.write(config_text)
     run_dir = os.path.join(d, "run")
     argv = [PSHARD_BIN, "launch", "--servers", str(servers), "--workers", str(workers), "--config", cfg,
-            "--run-dir", run_dir, "--grace-ms", "2000", "--timeout", str(timeout)] + list(extra) + \
+            "--run-dir", run_dir, "--grace-ms", "5000", "--timeout", str(timeout)] + list(extra) + \
         ["--", PYTHON] + list(script_args)
     status, out = run(argv, timeout + 30, cwd=d)
     return status, out, run_dir

@@ -23,6 +23,7 @@
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
 #include "common/transport/curve.h"
+#include "common/util/binary_file.h"
 #include "common/util/env.h"
 #include "common/util/log.h"
 #include "server/optimizers/lr_schedule.h"
@@ -105,6 +106,7 @@ int64_t env_int(const char* name, bool required) {
 struct pshard_client {
   pshard::Config cfg = pshard::Config::defaults();
   pshard::ClusterClient::Options copt;
+  std::string run_dir;  // PSHARD_RUN_DIR: rank 0 writes its tensor list there (kTensorListFile)
   std::unique_ptr<pshard::ClusterClient> cluster;
   std::unique_ptr<pshard::KvClient> kv;
   int64_t local_rank = 0;
@@ -177,10 +179,53 @@ T* require(T* p, const char* what) {
   return p;
 }
 
+// Rank 0's tensors, one key ("fc1.weight[256,784]") per line, in the run directory: the servers only compare layout
+// fingerprints, so a rank they refuse finds here which of its tensors differs from rank 0's.
+constexpr const char* kTensorListFile = "tensors.txt";
+
+void write_tensor_list(const pshard_client* c) {
+  if (c->run_dir.empty()) return;
+  std::string text;
+  for (const pshard::TensorSpec& t : c->tensors) text += t.name + "\n";
+  try {
+    pshard::binary::write_file_atomically(c->run_dir + "/" + kTensorListFile, text, "tensor list");
+  } catch (const std::exception& e) {
+    PSHARD_LOG(kWarn) << e.what() << " (a rank whose model differs will not be told which tensor)";
+  }
+}
+
+// " (the first difference: tensor 2 is 'fc2.weight[10,128]' here, 'fc2.weight[128,10]' on rank 0)", or "" when
+// rank 0's list cannot be read.
+std::string first_difference(const pshard_client* c) {
+  std::vector<std::string> theirs;
+  try {
+    std::stringstream lines(pshard::binary::read_file(c->run_dir + "/" + kTensorListFile, "tensor list"));
+    for (std::string line; std::getline(lines, line);) theirs.push_back(line);
+  } catch (const std::exception&) {
+    return "";
+  }
+  const size_t n = std::max(theirs.size(), c->tensors.size());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string here = i < c->tensors.size() ? "'" + c->tensors[i].name + "'" : "none";
+    const std::string there = i < theirs.size() ? "'" + theirs[i] + "'" : "none";
+    if (here != there) {
+      return " (the first difference: tensor " + std::to_string(i) + " is " + here + " here, " + there +
+             " on rank 0; " + std::to_string(c->tensors.size()) + " tensors here, " + std::to_string(theirs.size()) +
+             " on rank 0)";
+    }
+  }
+  return "";
+}
+
 // A failed request: the job's abort, when there is one, is the cause worth naming.
 int request_failed(pshard_client* c, const std::string& what) {
   const std::string reason = c->aborted();
   if (!reason.empty()) return fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
+  if (what.find("layoutMismatch") != std::string::npos && c->rank() != 0) {
+    return fail(PSHARD_ERR_SERVER, "pshard: the tensors of rank " + std::to_string(c->rank()) +
+                                       " (names, shapes, order) differ from rank 0's" + first_difference(c) + ": " +
+                                       what);
+  }
   return fail(PSHARD_ERR_SERVER, what);
 }
 
@@ -223,6 +268,7 @@ int pshard_connect(pshard_client** out) {
     }
     const pshard::Config& cfg = c->cfg;
     pshard::log::configure("worker", pshard::log::level_from_string(cfg.get_string("log.level")));
+    c->run_dir = optional_env("PSHARD_RUN_DIR");
     c->copt.coordinator = coordinator;
     c->copt.role = pshard::NodeRole::kWorker;
     c->copt.requested_rank = rank;
@@ -264,6 +310,9 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
     std::unique_ptr<pshard_client> owned(c);
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
     owned->cluster->leave(exit_status, reason ? reason : "");
+    // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
+    // before it.
+    owned->cluster.reset();
     return PSHARD_OK;
   });
 }
@@ -404,6 +453,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     kopt.run_total_steps = total_steps;
     c->kv = std::make_unique<pshard::KvClient>(kopt);
     if (c->rank() == 0) {
+      write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
       for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
       c->cluster->report(pshard::Json::object()

@@ -24,7 +24,8 @@
  * Errors: every call returns a pshard_status (or a non-negative value where it says so); on an error status,
  * pshard_last_error() describes it. No C++ exception crosses this API.
  *
- * Threads: one pshard_client may be used from several threads at once (requests are handed to one I/O thread);
+ * Threads: after pshard_start, one pshard_client may be used from several threads at once (requests are handed to
+ * one I/O thread; job events and heartbeats run on the library's own threads). pshard_add_tensor, pshard_start and
  * pshard_close must not race with any other call on the same client. pshard_last_error() is per thread.
  *
  * Buffers: the API never copies a tensor. A buffer passed to pshard_init_tensor, pshard_pull or pshard_push_pull
@@ -53,7 +54,7 @@ typedef enum pshard_status {
   PSHARD_ERR_CONNECT = -4,     /* the coordinator refused or did not answer the registration */
   PSHARD_ERR_STATE = -5,       /* a call out of order (e.g. pull before pshard_start, init on a rank != 0) */
   PSHARD_ERR_SERVER = -6,      /* a server refused or did not answer a request (e.g. a tensor list that differs
-                                  from rank 0's: LAYOUT_MISMATCH) */
+                                  from rank 0's: the text names the first tensor that differs) */
   PSHARD_ERR_TIMEOUT = -7,     /* pshard_wait/pshard_barrier: the deadline passed (a wait's request stays valid) */
   PSHARD_ERR_ABORTED = -8,     /* the job was aborted (a dead node under failure_policy = abort, the coordinator
                                   lost): pshard_last_error() says why; leave with pshard_close */
@@ -102,8 +103,9 @@ int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms);
  * than float32) or STATE (after pshard_start). The shape is part of the layout every rank must agree on. */
 int pshard_add_tensor(pshard_client* c, const char* name, int ndim, const int64_t* shape, int dtype);
 
-/* Connects to the servers with the declared tensors and, on rank 0, writes the run's "start" event
- * (docs/METRICS.md) naming `model` and the per-worker `batch_size`. steps_per_epoch (0: unknown) times
+/* Connects to the servers with the declared tensors. Rank 0 also writes the run's "start" event (docs/METRICS.md)
+ * naming `model` and the per-worker `batch_size`, and its tensor list, PSHARD_RUN_DIR/tensors.txt, from which a rank
+ * whose tensors differ learns the first difference. steps_per_epoch (0: unknown) times
  * train.epochs is the run's length, which a cosine schedule needs: CONFIG when it is needed and unknown.
  * ARGUMENT when no tensor was declared; STATE when called twice. */
 int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_t steps_per_epoch);

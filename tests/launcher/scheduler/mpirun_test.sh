@@ -37,3 +37,38 @@ awk -v l="$loss" 'BEGIN { exit !(l < 0.01) }' || die "test loss $loss is not bel
 ls -a "$WORK/run" | grep -q '^\.pshard-rendezvous' && die "task 0 left its rendezvous file behind"
 grep -q "openmpi task 0/4" "$WORK/out.log" || die "task 0 did not say where it runs"
 echo "mpirun_test: 4 tasks (1 server + coordinator, 3 workers) trained to test loss $loss"
+
+# 3. `pshard task -- CMD`: the worker tasks run a PyTorch script through pshard.torch (docs/PYTHON.md); skipped
+# without Debian's python3-torch.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  cat > "$WORK/train.py" <<'PY'
+import torch, torch.nn.functional as F
+import pshard.torch as ps
+ps.init()
+torch.manual_seed(ps.rank())
+net = torch.nn.Linear(4, 3)
+opt = ps.DistributedOptimizer(net, steps_per_epoch=20)
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+for _ in range(20):
+    loss = F.cross_entropy(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+ps.report(epoch=0, train_loss=float(loss))
+import os, sys
+open(os.path.join(sys.argv[1], "done-%d-of-%d-local-%d" % (ps.rank(), ps.size(), ps.local_rank())), "w").close()
+ps.shutdown()
+PY
+  mpi3=(mpirun --oversubscribe -np 3)
+  [ "$(id -u)" -eq 0 ] && mpi3+=(--allow-run-as-root)
+  printf '[train]\nbatch_size = 8\nepochs = 1\n[optimizer]\nname = "sgd"\nlr = 0.1\n' > "$WORK/job.toml"
+  PYTHONPATH="$SRC/python" PSHARD_LIBRARY="$(dirname "$(dirname "$PSHARD")")/lib/libpshard_c.so" \
+    timeout 180 "${mpi3[@]}" "$PSHARD" task --config "$WORK/job.toml" --run-dir "$WORK/python" \
+    -- /usr/bin/python3 "$WORK/train.py" "$WORK" > "$WORK/out.log" 2>&1 || die "the Python job failed (status $?)"
+  # Ranks come from the coordinator (registration order), local ranks from the task's index among the node's workers.
+  for r in 0 1; do ls "$WORK"/done-$r-of-2-local-* > /dev/null 2>&1 || die "Python worker $r did not finish"; done
+  for l in 0 1; do ls "$WORK"/done-*-of-2-local-$l > /dev/null 2>&1 || die "no Python worker with local rank $l"; done
+  summary=$(tail -n 1 "$WORK/python/metrics.jsonl")
+  echo "$summary" | grep -Eq '"workers_finished": *\[[01], *[01]\]' || die "not both Python workers finished: $summary"
+  echo "mpirun_test: pshard task -- python3 train.py: 2 Python workers through 1 server"
+fi

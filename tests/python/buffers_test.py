@@ -1,0 +1,71 @@
+"""ps.report() makes the BatchNorm running statistics the mean over the workers: 2 workers whose data differ end an
+epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked. The job
+runs with CurveZMQ on, so the Python workers' encrypted, authenticated connections are tested here too."""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import support
+
+CONFIG = """
+[optimizer]
+name = "sgd"
+lr = 0.05
+momentum = 0.0
+
+[train]
+batch_size = 16
+epochs = 1
+
+[security]
+curve = true  # also: Python workers find the job's CurveZMQ keys (PSHARD_KEY_DIR)
+"""
+
+
+def worker(out_dir):
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2))
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=5)
+    g = torch.Generator()
+    g.manual_seed(ps.rank())
+    for _ in range(5):
+        x = torch.randn(16, 3, generator=g) + 10.0 * ps.rank()  # the ranks' statistics differ
+        y = torch.randint(0, 2, (16,), generator=g)
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    before = {n: b.clone() for n, b in net.named_buffers()}
+    ps.report(epoch=0, train_loss=float(loss))
+    torch.save({"before": before, "after": dict(net.named_buffers())}, os.path.join(out_dir, "rank%d.pt" % ps.rank()))
+    ps.shutdown()
+
+
+def main():
+    out = support.fresh_dir("buffers")
+    status, output, run_dir = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", out], 120, "buffers")
+    support.expect(status == 0, "the job failed (status %d)" % status, output)
+    r0, r1 = (torch.load(os.path.join(out, "rank%d.pt" % r)) for r in (0, 1))
+    name = "0.running_mean"
+    support.expect(float((r0["before"][name] - r1["before"][name]).abs().max()) > 1.0,
+                   "the ranks' statistics did not differ before report()")
+    for name in ("0.running_mean", "0.running_var"):
+        want = (r0["before"][name] + r1["before"][name]) / 2
+        for r in (r0, r1):
+            err = float((r["after"][name] - want).abs().max())
+            support.expect(err < 1e-6, "%s is not the mean over the workers (off by %g)" % (name, err), output)
+    support.expect(int(r0["after"]["0.num_batches_tracked"]) == 5, "num_batches_tracked changed", output)
+    support.expect(not os.listdir(os.path.join(run_dir, "buffers")), "buffer files were left in the run directory")
+    print("report(): BatchNorm running statistics averaged over 2 workers")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(sys.argv[2])
+    else:
+        main()
+        support.passed()
