@@ -31,7 +31,7 @@ namespace {
 
 // Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
 int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
-                  trainer::TrainingSetup& setup, const std::vector<TensorSpec>& tensors, uint64_t slice_bytes,
+                  trainer::TrainingSetup& setup, const std::vector<TensorSpec>& tensors,
                   const WorkerProcessOptions& o) {
   const bool join = o.join;
   int64_t start_step = o.start_step;
@@ -59,17 +59,13 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
 
-  KvClientOptions kopt;
+  KvClientOptions kopt = KvClientOptions::from_config(cfg);
   kopt.rank = rank;
   for (const NodeInfo& s : cluster.map().servers) kopt.servers.push_back(s.endpoint);
   kopt.tensors = tensors;
-  kopt.slice_bytes = slice_bytes;
   kopt.job_token = copt.job_token;
   kopt.curve = copt.curve;
-  kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
-  kopt.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   kopt.run_total_steps = total_steps;
-  kopt.compression = compression::Settings::from_config(cfg);
   KvClient kv(kopt);
   if (join) {
     // A step boundary the running workers have not reached yet, so that every slice can still
@@ -180,7 +176,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
   ClusterClient cluster(copt);
   // An error after the rendezvous is told to the coordinator, whose abort then names it.
   try {
-    return train_through(cluster, copt, cfg, setup, tensors, slice_bytes, o);
+    return train_through(cluster, copt, cfg, setup, tensors, o);
   } catch (const std::exception& e) {
     cluster.leave(1, e.what());
     throw;

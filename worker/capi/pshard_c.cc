@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -22,6 +23,7 @@
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
+#include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "common/util/binary_file.h"
 #include "common/util/env.h"
@@ -125,10 +127,20 @@ struct pshard_client {
   std::mutex events_mu;
   std::string abort_reason;  // non-empty once the job was aborted
 
-  // Since the last epoch report.
-  std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0};
+  // Since the last epoch report: the time blocked in waits, and the KV client's traffic at that report.
   std::mutex wait_mu;
   double wait_s = 0;
+  pshard::KvTraffic reported_traffic;
+
+  // The timeline (trace.steps; null when off) and the traced requests in flight: what, when issued.
+  std::unique_ptr<pshard::Tracer> tracer;
+  struct TracedRequest {
+    std::string name;  // "pushPull fc1.weight"
+    int64_t step;
+    Clock::time_point issued;
+    uint64_t bytes;
+  };
+  std::map<pshard_request, TracedRequest> traced;  // guarded by requests_mu
 
   uint32_t rank() const { return cluster->rank(); }
 
@@ -147,9 +159,13 @@ struct pshard_client {
 
   size_t numel(int tensor) const { return static_cast<size_t>(tensors[static_cast<size_t>(tensor)].numel); }
 
-  pshard_request track(pshard_request r) {
+  pshard_request track(pshard_request r, const char* what = nullptr, int tensor = 0, int64_t step = 0) {
     std::lock_guard<std::mutex> lock(requests_mu);
     requests.insert(r);
+    if (what && tracer && tracer->traces(step)) {
+      traced[r] = {std::string(what) + " " + names[static_cast<size_t>(tensor)], step, Clock::now(),
+                   numel(tensor) * sizeof(float)};
+    }
     return r;
   }
   void check_request(pshard_request r) {
@@ -163,6 +179,11 @@ struct pshard_client {
   void finished(pshard_request r) {
     std::lock_guard<std::mutex> lock(requests_mu);
     requests.erase(r);
+    auto t = traced.find(r);
+    if (t == traced.end()) return;
+    tracer->span(t->second.name, "comm", t->second.issued, Clock::now(),
+                 pshard::Json::object().set("step", t->second.step).set("fp32_bytes", t->second.bytes), 1);
+    traced.erase(t);
   }
 
   void add_wait(double s) {
@@ -309,6 +330,11 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     std::unique_ptr<pshard_client> owned(c);
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
+    const std::string run_dir = optional_env("PSHARD_RUN_DIR");
+    if (owned->tracer && !run_dir.empty()) {
+      pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
+                               owned->cluster->clock_offset());
+    }
     owned->cluster->leave(exit_status, reason ? reason : "");
     // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
     // before it.
@@ -442,16 +468,21 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
-    pshard::KvClientOptions kopt;
+    pshard::KvClientOptions kopt = pshard::KvClientOptions::from_config(cfg);
     kopt.rank = c->rank();
     for (const pshard::NodeInfo& s : c->cluster->map().servers) kopt.servers.push_back(s.endpoint);
     kopt.tensors = c->tensors;
-    kopt.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
     kopt.job_token = c->copt.job_token;
     kopt.curve = c->copt.curve;
-    kopt.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
     kopt.run_total_steps = total_steps;
     c->kv = std::make_unique<pshard::KvClient>(kopt);
+    // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.
+    const pshard::TraceWindow window = pshard::TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
+    if (!window.empty()) {
+      c->tracer = std::make_unique<pshard::Tracer>(window, "worker " + std::to_string(c->rank()));
+      pshard::Tracer::name_this_thread(c->tracer.get(), 0, "training (the caller's thread)");
+      c->tracer->name_row(1, "requests (issued to done)");
+    }
     if (c->rank() == 0) {
       write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
@@ -484,7 +515,6 @@ int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshar
                     "pshard: only rank 0 sends the initial weights (this is rank " + std::to_string(c->rank()) + ")"};
     }
     *out = c->track(c->kv->init(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor)));
-    c->bytes_sent += c->numel(tensor) * sizeof(float);
     return PSHARD_OK;
   });
 }
@@ -496,8 +526,8 @@ int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, psha
     require(weights, "weights");
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
-    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step));
-    c->bytes_recv += c->numel(tensor) * sizeof(float);
+    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step),
+                    "pull", tensor, step);
     return PSHARD_OK;
   });
 }
@@ -512,9 +542,8 @@ int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* wei
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
     *out = c->track(
-        c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step));
-    c->bytes_sent += c->numel(tensor) * sizeof(float);
-    c->bytes_recv += c->numel(tensor) * sizeof(float);
+        c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step),
+        "pushPull", tensor, step);
     return PSHARD_OK;
   });
 }
@@ -568,6 +597,37 @@ int pshard_poll(pshard_client* c, pshard_request r) {
     }
     if (status != PSHARD_PENDING) c->finished(r);
     return status;
+  });
+}
+
+int pshard_traces(const pshard_client* c, int64_t step) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    return c->tracer && c->tracer->traces(step) ? 1 : 0;
+  });
+}
+
+int pshard_trace_span(pshard_client* c, const char* name, const char* category, int64_t step, int64_t start_ns,
+                      int64_t end_ns) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(name, "name");
+    require(category, "category");
+    if (end_ns < start_ns) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: a span ends (" + std::to_string(end_ns) + " ns) before it starts (" +
+                                             std::to_string(start_ns) + " ns)"};
+    }
+    if (!c->tracer || !c->tracer->traces(step)) return PSHARD_OK;
+    // std::chrono::steady_clock is CLOCK_MONOTONIC here (libstdc++), the clock the caller's timestamps are on.
+    const Clock::time_point start{std::chrono::nanoseconds(start_ns)}, end{std::chrono::nanoseconds(end_ns)};
+    // The tracer keeps a category pointer: one of a few fixed names, never the caller's string.
+    static const char* const kCategories[] = {"step", "phase", "layer", "comm", "user"};
+    const char* cat = "user";
+    for (const char* k : kCategories) {
+      if (std::strcmp(k, category) == 0) cat = k;
+    }
+    c->tracer->span(name, cat, start, end, pshard::Json::object().set("step", step));
+    return PSHARD_OK;
   });
 }
 
@@ -626,8 +686,12 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
       c->wait_s = 0;
     }
     r.phases[pshard::WorkerPhase::kOther] = std::max(report->epoch_s - r.phases.total(), 0.0);
-    r.bytes_sent = c->bytes_sent.exchange(0);
-    r.bytes_recv = c->bytes_recv.exchange(0);
+    const pshard::KvTraffic now = c->kv->traffic(), before = c->reported_traffic;
+    r.bytes_sent = now.bytes_sent - before.bytes_sent;
+    r.bytes_recv = now.bytes_recv - before.bytes_recv;
+    r.fp32_bytes_sent = now.fp32_bytes_sent - before.fp32_bytes_sent;
+    r.fp32_bytes_recv = now.fp32_bytes_recv - before.fp32_bytes_recv;
+    c->reported_traffic = now;
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
     pshard::Json j = r.to_json();

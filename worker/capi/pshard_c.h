@@ -159,6 +159,18 @@ typedef struct pshard_epoch_report {
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);
 
+/* ---- Timeline (trace.steps; docs/METRICS.md "Timeline") ----------------------------------------------------- */
+
+/* 1 when step `step` is in the job's trace window (trace.steps / pshard launch --trace A-B), else 0. The library
+ * itself records every pull and push_pull of a traced step (issued to done, on the "requests" row) and writes
+ * RUN_DIR/trace/worker-R.json at pshard_close, for `pshard report` to merge with the other processes'. */
+int pshard_traces(const pshard_client* c, int64_t step);
+/* A span of the caller's own (e.g. "forward", "backward") on the calling thread's row: start_ns and end_ns on
+ * CLOCK_MONOTONIC (Python: time.monotonic_ns()). category: "step", "phase", "layer", "comm", anything else is
+ * "user". Recorded only when `step` is traced (a no-op otherwise, so it may be called every step). */
+int pshard_trace_span(pshard_client* c, const char* name, const char* category, int64_t step, int64_t start_ns,
+                      int64_t end_ns);
+
 #ifdef __cplusplus
 }
 #endif

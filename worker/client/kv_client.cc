@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "common/compression/push_encoder.h"
+#include "common/config/config.h"
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/bounds.h"
@@ -453,6 +454,15 @@ struct KvClient::Impl {
     p.op->part_done("");
   }
 };
+
+KvClientOptions KvClientOptions::from_config(const Config& cfg) {
+  KvClientOptions o;
+  o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+  o.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
+  o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
+  o.compression = compression::Settings::from_config(cfg);
+  return o;
+}
 
 KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 KvClient::~KvClient() = default;

@@ -13,6 +13,8 @@
 
 namespace pshard {
 
+class Config;
+
 struct KvClientOptions {
   uint32_t rank = 0;                 // this worker's rank (worker 0 sends the inits)
   std::vector<std::string> servers;  // ROUTER endpoint of each server, index = server rank
@@ -25,6 +27,10 @@ struct KvClientOptions {
                                                      // logged (naming the server and slices), again each period
   int64_t run_total_steps = 0;        // sent with init: lets servers compute run-length schedules (cosine)
   compression::Settings compression;  // how pushes and pull replies are encoded (default: float32 both ways)
+
+  // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
+  // token, keys, run length) is the caller's.
+  static KvClientOptions from_config(const Config& cfg);
 };
 
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
