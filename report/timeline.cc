@@ -2,6 +2,7 @@
 #include "report/timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -136,14 +137,28 @@ void write_timeline(const Timeline& t, const std::string& path) {
                        .set("clock_rtt_us", p.clock_rtt_us ? Json(*p.clock_rtt_us) : Json())
                        .set("clock_samples", p.clock_samples));
   }
+  // Timestamps from the earliest span (a whole microsecond on the coordinator's clock, stored as
+  // ts_origin_us): the clock's own values (~1e10 us after a day of uptime) would lose their
+  // sub-millisecond digits in JSON's 9 significant digits.
+  double origin = 0;
+  bool any = false;
+  for (const TraceEvent& e : t.events) {
+    if (e.ph == "X" && (!any || e.ts < origin)) origin = e.ts;
+    any = any || e.ph == "X";
+  }
+  origin = std::floor(origin);
   for (const TraceEvent& e : t.events) {
     Json j = Json::object().set("name", e.name).set("ph", e.ph).set("pid", e.pid).set("tid", e.tid);
     if (!e.cat.empty()) j.set("cat", e.cat);
-    if (e.ph == "X") j.set("ts", e.ts).set("dur", e.dur);
+    if (e.ph == "X") j.set("ts", e.ts - origin).set("dur", e.dur);
     if (!e.args.is_null()) j.set("args", e.args);
     events.push(std::move(j));
   }
-  Json doc = Json::object().set("displayTimeUnit", "ms").set("pshard_processes", processes).set("traceEvents", events);
+  Json doc = Json::object()
+                 .set("displayTimeUnit", "ms")
+                 .set("ts_origin_us", std::to_string(static_cast<int64_t>(origin)))  // a string: every digit
+                 .set("pshard_processes", processes)
+                 .set("traceEvents", events);
   binary::write_file_atomically(path, doc.dump() + "\n", "cannot write the merged trace");
 }
 

@@ -133,7 +133,7 @@ class DistributedOptimizer:
         self.copying = []  # CUDA: (index, event) of gradients on their way to the host
         self._start_weights()
         self._hooks = [self._hook(i) for i in range(len(self.params))]
-        self.step_started = time.perf_counter()
+        self.step_started = time.monotonic_ns()
         _state.optimizer = self
 
     # ---- start ---------------------------------------------------------------------------------------------------
@@ -177,11 +177,11 @@ class DistributedOptimizer:
 
     def _forward_started(self):
         if self.forward_at is None and torch.is_grad_enabled():  # an evaluation's forward is not a step's
-            self.forward_at = time.perf_counter()
+            self.forward_at = time.monotonic_ns()
 
     def _grad_ready(self, i):
         if self.backward_at is None:
-            self.backward_at = time.perf_counter()
+            self.backward_at = time.monotonic_ns()
         if self.pending[i] is not None or any(j == i for j, _ in self.copying):
             raise PshardError("pshard: parameter '%s' got a second gradient before step(): pshard pushes one "
                               "gradient per parameter per step (no accumulation over several backward())"
@@ -242,20 +242,34 @@ class DistributedOptimizer:
             if r is None:
                 self.grads[i].zero_()
                 self._push(i)
-        waited = time.perf_counter()
+        waited = time.monotonic_ns()
+        marks = None
         if self.forward_at is not None and self.backward_at is not None:
-            self.phase_s["data"] += self.forward_at - self.step_started
-            self.phase_s["forward"] += self.backward_at - self.forward_at
-            self.phase_s["backward"] += waited - self.backward_at
+            marks = (self.step_started, self.forward_at, self.backward_at, waited)
+            self.phase_s["data"] += (self.forward_at - self.step_started) * 1e-9
+            self.phase_s["forward"] += (self.backward_at - self.forward_at) * 1e-9
+            self.phase_s["backward"] += (waited - self.backward_at) * 1e-9
         self.forward_at = self.backward_at = None
         for i, r in enumerate(self.pending):
             _wait(r, "step %d: weights of '%s'" % (self.step_count + 1, self.params[i][0]))
             self.pending[i] = None
             self.sent[i] = None
         self._load_weights()
+        done = time.monotonic_ns()
+        if marks is not None and lib().pshard_traces(client(), self.step_count) == 1:
+            self._trace_step(self.step_count, marks + (done,))
         self.step_count += 1
         self.epoch_steps += 1
-        self.step_started = time.perf_counter()
+        self.step_started = time.monotonic_ns()
+
+    def _trace_step(self, step, marks):
+        """The step's spans on the timeline (trace.steps): data, forward, backward, waiting for the weights."""
+        start, forward, backward, waited, done = marks
+        c = client()
+        for name, cat, a, b in (("step %d" % step, b"step", start, done), ("data", b"phase", start, forward),
+                                ("forward", b"phase", forward, backward), ("backward", b"phase", backward, waited),
+                                ("comm_wait + load weights", b"phase", waited, done)):
+            check(lib().pshard_trace_span(c, name.encode(), cat, step, a, b), "timeline")
 
     def _load_weights(self):
         with torch.no_grad():

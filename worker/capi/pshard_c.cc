@@ -526,8 +526,8 @@ int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, psha
     require(weights, "weights");
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
-    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step),
-                    "pull", tensor, step);
+    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step), "pull",
+                    tensor, step);
     return PSHARD_OK;
   });
 }
@@ -541,9 +541,9 @@ int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* wei
     require(weights, "weights");
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
-    *out = c->track(
-        c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step),
-        "pushPull", tensor, step);
+    *out =
+        c->track(c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step),
+                 "pushPull", tensor, step);
     return PSHARD_OK;
   });
 }
