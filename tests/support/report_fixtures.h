@@ -61,8 +61,8 @@ inline std::string scaling_metrics(int workers, bool compressed = true) {
            ",\"train_loss\":" + std::to_string(1.0 / e) + ",\"train_acc\":" + std::to_string(0.5 + 0.2 * e) +
            ",\"test_loss\":" + std::to_string(1.2 / e) + ",\"test_acc\":" + std::to_string(0.45 + 0.2 * e) +
            ",\"samples_per_s\":" + std::to_string(3200.0 / epoch_s) + ",\"epoch_s\":" + std::to_string(epoch_s) +
-           ",\"eval_s\":0.5," + phases +
-           ",\"bytes_sent\":100000000,\"bytes_recv\":100000000" + fp32 + ",\"wall_s\":" + std::to_string(wall) + "}\n";
+           ",\"eval_s\":0.5," + phases + ",\"bytes_sent\":100000000,\"bytes_recv\":100000000" + fp32 +
+           ",\"wall_s\":" + std::to_string(wall) + "}\n";
   };
   std::string text;
   for (int s = 0; s < 2 * steps; s += steps / 5) {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
