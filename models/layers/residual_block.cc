@@ -88,26 +88,27 @@ void ResidualBlock::reset_state(uint64_t seed) {
 void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
   const int64_t n = x.dim(0);
   const std::vector<int64_t> mid = with_batch(n, out_shape_);
-  Tensor a1 = a1_.get(backend_, mid), b1 = b1_.get(backend_, mid), r1 = r1_.get(backend_, mid);
-  Tensor a2 = a2_.get(backend_, mid), b2 = b2_.get(backend_, mid);
+  // The batch norms write where the next operation reads (r1, y) and ReLU and the shortcut add run in place there:
+  // backward needs only the batch norms' inputs (a1, a2) and the ReLU outputs, not the batch norms' outputs.
+  Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
   conv1_->forward(x, a1, train);
-  bn1_->forward(a1, b1, train);
-  backend_.relu_forward(b1.data(), r1.data(), r1.numel());
+  bn1_->forward(a1, r1, train);
+  backend_.relu_forward(r1.data(), r1.data(), r1.numel());
   conv2_->forward(r1, a2, train);
-  bn2_->forward(a2, b2, train);
+  bn2_->forward(a2, y, train);
   const int64_t count = y.numel();
   if (identity_) {
-    backend_.add(count, b2.data(), x.data(), y.data());
+    backend_.add(count, y.data(), x.data(), y.data());
   } else if (shortcut_ == Shortcut::kPad) {
     Tensor s = s_.get(backend_, mid);
     backend_.shortcut_pad_forward(n, in_shape_[0], in_shape_[1], in_shape_[2], stride_, out_shape_[0], x.data(),
                                   s.data());
-    backend_.add(count, b2.data(), s.data(), y.data());
+    backend_.add(count, y.data(), s.data(), y.data());
   } else {
     Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
     proj_conv_->forward(x, sa, train);
     proj_bn_->forward(sa, s, train);
-    backend_.add(count, b2.data(), s.data(), y.data());
+    backend_.add(count, y.data(), s.data(), y.data());
   }
   backend_.relu_forward(y.data(), y.data(), count);
 }
@@ -115,14 +116,14 @@ void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
 void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) {
   const int64_t n = x.dim(0);
   const std::vector<int64_t> mid = with_batch(n, out_shape_);
-  Tensor a1 = a1_.get(backend_, mid), b1 = b1_.get(backend_, mid), r1 = r1_.get(backend_, mid);
-  Tensor a2 = a2_.get(backend_, mid), b2 = b2_.get(backend_, mid);
+  Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
   Tensor ds = ds_.get(backend_, mid), g1 = g1_.get(backend_, mid), g2 = g2_.get(backend_, mid);
+  // BatchNorm::backward does not read its output (forward did not keep it): any tensor of its shape stands in.
   backend_.relu_backward(y.data(), dy.data(), ds.data(), ds.numel());   // d(sum)
-  bn2_->backward(a2, b2, ds, &g1);                                      // d a2
+  bn2_->backward(a2, a2, ds, &g1);                                      // d a2
   conv2_->backward(r1, a2, g1, &g2);                                    // d r1
-  backend_.relu_backward(r1.data(), g2.data(), g1.data(), g1.numel());  // d b1
-  bn1_->backward(a1, b1, g1, &g2);                                      // d a1
+  backend_.relu_backward(r1.data(), g2.data(), g1.data(), g1.numel());  // d (bn1 output)
+  bn1_->backward(a1, a1, g1, &g2);                                      // d a1
   conv1_->backward(x, a1, g2, dx);                                      // dx from the main path
   if (identity_) {
     if (dx) backend_.axpy(dx->numel(), 1.0f, ds.data(), dx->data());

@@ -47,7 +47,7 @@ class ResidualBlock final : public Layer {
   std::unique_ptr<Conv2d> conv1_, conv2_, proj_conv_;
   std::unique_ptr<BatchNorm> bn1_, bn2_, proj_bn_;
   // Activations of the last forward and gradient scratch (reused from step to step).
-  ReusableBuffer a1_, b1_, r1_, a2_, b2_, s_, sa_, ds_, g1_, g2_, gx_;
+  ReusableBuffer a1_, r1_, a2_, s_, sa_, ds_, g1_, g2_, gx_;
 };
 
 }  // namespace pshard::models
