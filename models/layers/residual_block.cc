@@ -1,6 +1,8 @@
 // ResNet basic block: the forward and backward of its six (or eight) operations and the shortcut.
 #include "models/layers/residual_block.h"
 
+#include <utility>
+
 #include "common/error.h"
 #include "models/layers/batchnorm.h"
 #include "models/layers/conv2d.h"
@@ -17,8 +19,11 @@ std::vector<int64_t> with_batch(int64_t n, const std::vector<int64_t>& shape) {
 }  // namespace
 
 ResidualBlock::ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels,
-                             int64_t stride, Shortcut shortcut)
-    : Layer(backend, in_shape, {}), stride_(stride), shortcut_(shortcut) {
+                             int64_t stride, Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch)
+    : Layer(backend, in_shape, {}),
+      stride_(stride),
+      shortcut_(shortcut),
+      scratch_(scratch ? std::move(scratch) : std::make_shared<ResidualScratch>()) {
   if (in_shape.size() != 3) {
     throw Error("ResidualBlock: input must be {C, H, W} per sample, got " + shape_to_string(in_shape));
   }
@@ -117,7 +122,8 @@ void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy,
   const int64_t n = x.dim(0);
   const std::vector<int64_t> mid = with_batch(n, out_shape_);
   Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
-  Tensor ds = ds_.get(backend_, mid), g1 = g1_.get(backend_, mid), g2 = g2_.get(backend_, mid);
+  Tensor ds = scratch_->ds.get(backend_, mid), g1 = scratch_->g1.get(backend_, mid),
+         g2 = scratch_->g2.get(backend_, mid);
   // BatchNorm::backward does not read its output (forward did not keep it): any tensor of its shape stands in.
   backend_.relu_backward(y.data(), dy.data(), ds.data(), ds.numel());   // d(sum)
   bn2_->backward(a2, a2, ds, &g1);                                      // d a2
@@ -136,7 +142,7 @@ void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy,
     Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
     proj_bn_->backward(sa, s, ds, &g1);  // d sa
     if (dx) {
-      Tensor gx = gx_.get(backend_, x.shape());
+      Tensor gx = scratch_->gx.get(backend_, x.shape());
       proj_conv_->backward(x, sa, g1, &gx);
       backend_.axpy(dx->numel(), 1.0f, gx.data(), dx->data());
     } else {
