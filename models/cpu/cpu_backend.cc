@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "models/cpu/kernels.h"
 #include "models/cpu/onednn.h"
+#include "models/cpu/reference_kernels.h"
 
 namespace pshard::models {
 namespace {
@@ -27,9 +28,13 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), ker
   // pthreads and OpenMP's) spin-wait against each other on the same cores between calls.
   openblas_set_num_threads(1);
   use_threads();
-  // oneDNN's temporaries (reordered tensors, scratchpad) live in the backend's workspace: one buffer, reused.
+  // Both kernel sets take their temporaries (oneDNN: reordered tensors and scratchpad; reference: im2col columns)
+  // from the backend's workspace: one buffer, reused.
+  auto arena = [this](int64_t floats) { return workspace(floats); };
   if (kernels_ == CpuKernels::kOneDnn) {
-    onednn_ = std::make_unique<cpu::OneDnnKernels>([this](int64_t floats) { return workspace(floats); });
+    kernel_set_ = std::make_unique<cpu::OneDnnKernels>(arena);
+  } else {
+    kernel_set_ = std::make_unique<cpu::ReferenceKernels>(arena);
   }
 }
 
@@ -79,11 +84,7 @@ float* CpuBackend::workspace(int64_t floats) {
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   use_threads();
-  if (onednn_) {
-    onednn_->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  kernel_set_->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void CpuBackend::axpy(int64_t n, float alpha, const float* x, float* y) {
@@ -116,84 +117,47 @@ void CpuBackend::relu_backward(const float* y, const float* dy, float* dx, int64
 }
 void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
   use_threads();
-  if (onednn_) {
-    onednn_->conv2d_forward(s, x, w, bias, y);
-  } else {
-    cpu::conv2d_forward(s, x, w, bias, y, workspace(cpu::conv2d_workspace_floats(s)));
-  }
+  kernel_set_->conv2d_forward(s, x, w, bias, y);
 }
 void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
                                  float* dw, float* db) {
   use_threads();
-  if (onednn_) {
-    onednn_->conv2d_backward(s, x, w, dy, dx, dw, db);
-  } else {
-    cpu::conv2d_backward(s, x, w, dy, dx, dw, db, workspace(cpu::conv2d_workspace_floats(s)));
-  }
+  kernel_set_->conv2d_backward(s, x, w, dy, dx, dw, db);
 }
 void CpuBackend::maxpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  if (onednn_) {
-    onednn_->maxpool2d_forward(s, x, y);
-  } else {
-    cpu::maxpool2d_forward(s, x, y);
-  }
+  kernel_set_->maxpool2d_forward(s, x, y);
 }
 void CpuBackend::maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) {
   use_threads();
-  if (onednn_) {
-    onednn_->maxpool2d_backward(s, x, dy, dx);
-  } else {
-    cpu::maxpool2d_backward(s, x, y, dy, dx);
-  }
+  kernel_set_->maxpool2d_backward(s, x, y, dy, dx);
 }
 void CpuBackend::avgpool2d_forward(const PoolShape& s, const float* x, float* y) {
   use_threads();
-  if (onednn_) {
-    onednn_->avgpool2d_forward(s, x, y);
-  } else {
-    cpu::avgpool2d_forward(s, x, y);
-  }
+  kernel_set_->avgpool2d_forward(s, x, y);
 }
 void CpuBackend::avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) {
   use_threads();
-  if (onednn_) {
-    onednn_->avgpool2d_backward(s, dy, dx);
-  } else {
-    cpu::avgpool2d_backward(s, dy, dx);
-  }
+  kernel_set_->avgpool2d_backward(s, dy, dx);
 }
 void CpuBackend::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                          const float* beta, float eps, float momentum, float* running_mean,
                                          float* running_var, float* save_mean, float* save_invstd, float* y) {
   use_threads();
-  if (onednn_) {
-    onednn_->batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
-                                     save_invstd, y);
-  } else {
-    cpu::batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
-                                 save_invstd, y);
-  }
+  kernel_set_->batchnorm_forward_train(n, c, hw, x, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                                       save_invstd, y);
 }
 void CpuBackend::batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
                                         const float* beta, float eps, const float* running_mean,
                                         const float* running_var, float* y) {
   use_threads();
-  if (onednn_) {
-    onednn_->batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
-  } else {
-    cpu::batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
-  }
+  kernel_set_->batchnorm_forward_eval(n, c, hw, x, gamma, beta, eps, running_mean, running_var, y);
 }
 void CpuBackend::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy,
                                     const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
                                     float* dgamma, float* dbeta) {
   use_threads();
-  if (onednn_) {
-    onednn_->batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
-  } else {
-    cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
-  }
+  kernel_set_->batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 void CpuBackend::dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                                  uint64_t counter) {

@@ -9,7 +9,7 @@
 namespace pshard::models {
 
 namespace cpu {
-class OneDnnKernels;
+class KernelSet;
 }
 
 // Runs every Backend operation on the host. threads = 0 uses one thread per core; the count is applied to OpenBLAS
@@ -79,7 +79,7 @@ class CpuBackend final : public Backend {
 
   int threads_;
   CpuKernels kernels_;
-  std::unique_ptr<cpu::OneDnnKernels> onednn_;  // null with CpuKernels::kReference
+  std::unique_ptr<cpu::KernelSet> kernel_set_;  // oneDNN or reference: convolution, batch norm, pooling, GEMM
   float* workspace_ = nullptr;
   int64_t workspace_floats_ = 0;
 };

@@ -6,47 +6,44 @@
 #include <functional>
 #include <memory>
 
-#include "models/backend.h"
+#include "models/cpu/kernel_set.h"
 
 namespace pshard::models::cpu {
 
-// Runs oneDNN primitives on the calling thread's OpenMP pool (Debian's libdnnl uses OpenMP, the same runtime as the
-// reference kernels, so CpuBackend's thread count applies to both). Tensors stay plain NCHW / OIHW at this interface;
-// each primitive gets the memory format oneDNN prefers, with reorders around it, and all temporary memory (reordered
-// tensors, oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results are run-to-run identical
-// for a given thread count (oneDNN's CPU primitives reduce in a fixed order).
+// The kernel set (kernel_set.h) on oneDNN primitives, run on the calling thread's OpenMP pool (Debian's libdnnl uses
+// OpenMP, the same runtime as the reference kernels, so CpuBackend's thread count applies to both). Tensors stay plain
+// NCHW / OIHW at this interface; each primitive gets the memory format oneDNN prefers, with reorders around it, and all
+// temporary memory (reordered tensors, oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results
+// are run-to-run identical for a given thread count (oneDNN's CPU primitives reduce in a fixed order).
 //
 //   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); });
 //   dnn.conv2d_forward(shape, x, w, bias, y);
-class OneDnnKernels {
+class OneDnnKernels final : public KernelSet {
  public:
   using Arena = std::function<float*(int64_t floats)>;
   explicit OneDnnKernels(Arena arena);
-  ~OneDnnKernels();
+  ~OneDnnKernels() override;
   OneDnnKernels(const OneDnnKernels&) = delete;
   OneDnnKernels& operator=(const OneDnnKernels&) = delete;
 
-  // Same semantics as Backend::conv2d_forward / conv2d_backward.
-  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y);
+  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override;
   void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                       float* db);
-  // Same semantics as Backend::batchnorm_forward_train / _eval / batchnorm_backward.
+                       float* db) override;
   void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
                                float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
-                               float* save_invstd, float* y);
+                               float* save_invstd, float* y) override;
   void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                              float eps, const float* running_mean, const float* running_var, float* y);
+                              float eps, const float* running_mean, const float* running_var, float* y) override;
   void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
-                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                          float* dbeta) override;
 
-  // Same semantics as Backend::gemm (row-major C = alpha op(A) op(B) + beta C).
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-  // Same semantics as Backend::maxpool2d_* / avgpool2d_*.
-  void maxpool2d_forward(const PoolShape& s, const float* x, float* y);
-  void maxpool2d_backward(const PoolShape& s, const float* x, const float* dy, float* dx);
-  void avgpool2d_forward(const PoolShape& s, const float* x, float* y);
-  void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx);
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
+  void maxpool2d_forward(const PoolShape& s, const float* x, float* y) override;
+  void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override;
+  void avgpool2d_forward(const PoolShape& s, const float* x, float* y) override;
+  void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) override;
 
   struct State;  // engine, primitive caches (models/cpu/onednn_state.h, internal)
 

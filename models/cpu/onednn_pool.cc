@@ -64,7 +64,7 @@ void OneDnnKernels::avgpool2d_forward(const PoolShape& s, const float* x, float*
   }
 }
 
-void OneDnnKernels::maxpool2d_backward(const PoolShape& s, const float* x, const float* dy, float* dx) {
+void OneDnnKernels::maxpool2d_backward(const PoolShape& s, const float* x, const float*, const float* dy, float* dx) {
   if (s.n == 0) return;
   try {
     State& st = *state_;

@@ -1,6 +1,8 @@
 // ResNet basic block: the forward and backward of its six (or eight) operations and the shortcut.
 #include "models/layers/residual_block.h"
 
+#include <utility>
+
 #include "common/error.h"
 #include "models/layers/batchnorm.h"
 #include "models/layers/conv2d.h"
@@ -17,8 +19,11 @@ std::vector<int64_t> with_batch(int64_t n, const std::vector<int64_t>& shape) {
 }  // namespace
 
 ResidualBlock::ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels,
-                             int64_t stride, Shortcut shortcut)
-    : Layer(backend, in_shape, {}), stride_(stride), shortcut_(shortcut) {
+                             int64_t stride, Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch)
+    : Layer(backend, in_shape, {}),
+      stride_(stride),
+      shortcut_(shortcut),
+      scratch_(scratch ? std::move(scratch) : std::make_shared<ResidualScratch>()) {
   if (in_shape.size() != 3) {
     throw Error("ResidualBlock: input must be {C, H, W} per sample, got " + shape_to_string(in_shape));
   }
@@ -88,26 +93,27 @@ void ResidualBlock::reset_state(uint64_t seed) {
 void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
   const int64_t n = x.dim(0);
   const std::vector<int64_t> mid = with_batch(n, out_shape_);
-  Tensor a1 = a1_.get(backend_, mid), b1 = b1_.get(backend_, mid), r1 = r1_.get(backend_, mid);
-  Tensor a2 = a2_.get(backend_, mid), b2 = b2_.get(backend_, mid);
+  // The batch norms write where the next operation reads (r1, y) and ReLU and the shortcut add run in place there:
+  // backward needs only the batch norms' inputs (a1, a2) and the ReLU outputs, not the batch norms' outputs.
+  Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
   conv1_->forward(x, a1, train);
-  bn1_->forward(a1, b1, train);
-  backend_.relu_forward(b1.data(), r1.data(), r1.numel());
+  bn1_->forward(a1, r1, train);
+  backend_.relu_forward(r1.data(), r1.data(), r1.numel());
   conv2_->forward(r1, a2, train);
-  bn2_->forward(a2, b2, train);
+  bn2_->forward(a2, y, train);
   const int64_t count = y.numel();
   if (identity_) {
-    backend_.add(count, b2.data(), x.data(), y.data());
+    backend_.add(count, y.data(), x.data(), y.data());
   } else if (shortcut_ == Shortcut::kPad) {
     Tensor s = s_.get(backend_, mid);
     backend_.shortcut_pad_forward(n, in_shape_[0], in_shape_[1], in_shape_[2], stride_, out_shape_[0], x.data(),
                                   s.data());
-    backend_.add(count, b2.data(), s.data(), y.data());
+    backend_.add(count, y.data(), s.data(), y.data());
   } else {
     Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
     proj_conv_->forward(x, sa, train);
     proj_bn_->forward(sa, s, train);
-    backend_.add(count, b2.data(), s.data(), y.data());
+    backend_.add(count, y.data(), s.data(), y.data());
   }
   backend_.relu_forward(y.data(), y.data(), count);
 }
@@ -115,14 +121,15 @@ void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
 void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) {
   const int64_t n = x.dim(0);
   const std::vector<int64_t> mid = with_batch(n, out_shape_);
-  Tensor a1 = a1_.get(backend_, mid), b1 = b1_.get(backend_, mid), r1 = r1_.get(backend_, mid);
-  Tensor a2 = a2_.get(backend_, mid), b2 = b2_.get(backend_, mid);
-  Tensor ds = ds_.get(backend_, mid), g1 = g1_.get(backend_, mid), g2 = g2_.get(backend_, mid);
+  Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
+  Tensor ds = scratch_->ds.get(backend_, mid), g1 = scratch_->g1.get(backend_, mid),
+         g2 = scratch_->g2.get(backend_, mid);
+  // BatchNorm::backward does not read its output (forward did not keep it): any tensor of its shape stands in.
   backend_.relu_backward(y.data(), dy.data(), ds.data(), ds.numel());   // d(sum)
-  bn2_->backward(a2, b2, ds, &g1);                                      // d a2
+  bn2_->backward(a2, a2, ds, &g1);                                      // d a2
   conv2_->backward(r1, a2, g1, &g2);                                    // d r1
-  backend_.relu_backward(r1.data(), g2.data(), g1.data(), g1.numel());  // d b1
-  bn1_->backward(a1, b1, g1, &g2);                                      // d a1
+  backend_.relu_backward(r1.data(), g2.data(), g1.data(), g1.numel());  // d (bn1 output)
+  bn1_->backward(a1, a1, g1, &g2);                                      // d a1
   conv1_->backward(x, a1, g2, dx);                                      // dx from the main path
   if (identity_) {
     if (dx) backend_.axpy(dx->numel(), 1.0f, ds.data(), dx->data());
@@ -135,7 +142,7 @@ void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy,
     Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
     proj_bn_->backward(sa, s, ds, &g1);  // d sa
     if (dx) {
-      Tensor gx = gx_.get(backend_, x.shape());
+      Tensor gx = scratch_->gx.get(backend_, x.shape());
       proj_conv_->backward(x, sa, g1, &gx);
       backend_.axpy(dx->numel(), 1.0f, gx.data(), dx->data());
     } else {

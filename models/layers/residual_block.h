@@ -16,15 +16,22 @@ enum class Shortcut {
   kProjection,  // option B: 1x1 convolution with the stride, then BatchNorm
 };
 
+// Gradient scratch of ResidualBlock::backward, used only during one call: the blocks of one model share one (a model
+// runs one layer's backward at a time), so it is as large as the largest block's, not the sum over the blocks.
+struct ResidualScratch {
+  ReusableBuffer ds, g1, g2, gx;
+};
+
 // Input {C, H, W}, output {out_channels, ceil(H / stride), ceil(W / stride)}. Parameters, in order:
 // conv1.weight, bn1.weight, bn1.bias, conv2.weight, bn2.weight, bn2.bias and, with a projection shortcut,
 // shortcut.0.weight, shortcut.1.weight, shortcut.1.bias (convolutions have no bias).
 //
 //   ResidualBlock block(backend, {16, 32, 32}, /*out_channels=*/32, /*stride=*/2, Shortcut::kPad);
+//   // blocks of one model: pass the same std::make_shared<ResidualScratch>() to each (null: a scratch of its own)
 class ResidualBlock final : public Layer {
  public:
   ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels, int64_t stride,
-                Shortcut shortcut);
+                Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch = nullptr);
   ~ResidualBlock() override;
   const char* type() const override { return "ResidualBlock"; }
   std::vector<ParamDecl> param_decls() const override;
@@ -46,8 +53,9 @@ class ResidualBlock final : public Layer {
   Shortcut shortcut_;
   std::unique_ptr<Conv2d> conv1_, conv2_, proj_conv_;
   std::unique_ptr<BatchNorm> bn1_, bn2_, proj_bn_;
-  // Activations of the last forward and gradient scratch (reused from step to step).
-  ReusableBuffer a1_, b1_, r1_, a2_, b2_, s_, sa_, ds_, g1_, g2_, gx_;
+  // Activations of the last forward (reused from step to step) and the gradient scratch.
+  ReusableBuffer a1_, r1_, a2_, s_, sa_;
+  std::shared_ptr<ResidualScratch> scratch_;
 };
 
 }  // namespace pshard::models

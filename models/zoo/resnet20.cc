@@ -1,6 +1,8 @@
 // ResNet-20 for 32x32 images (He et al. 2016, CIFAR): conv3x3(16)-BN-ReLU, 3 stages x 3 basic blocks
 // (16/32/64 channels, stride 2 at stages 2 and 3), global average pooling, fc. Option-A shortcut: 269,722
 // parameters with 10 classes.
+#include <memory>
+
 #include "common/error.h"
 #include "models/layers/avgpool2d.h"
 #include "models/layers/batchnorm.h"
@@ -37,11 +39,12 @@ std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   s = add("bn1", std::make_unique<BatchNorm>(backend, s));
   s = add("relu", std::make_unique<ReLU>(backend, s));
   const int64_t widths[3] = {16, 32, 64};
+  auto scratch = std::make_shared<ResidualScratch>();  // one gradient scratch for the nine blocks
   for (int stage = 0; stage < 3; ++stage) {
     for (int b = 0; b < 3; ++b) {
       const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
       s = add("layer" + std::to_string(stage + 1) + "." + std::to_string(b),
-              std::make_unique<ResidualBlock>(backend, s, widths[stage], stride, shortcut));
+              std::make_unique<ResidualBlock>(backend, s, widths[stage], stride, shortcut, scratch));
     }
   }
   // Global average pooling over the whole (square or not) map.

@@ -165,7 +165,13 @@ def main():
     if not args.pshard or not os.path.exists(args.pshard):
         print("SKIP: pshard executable not found (--pshard or $PSHARD_BIN)")
         return 0
-    rows = []
+    if not args.json:
+        # Rows are printed as they are measured: the whole table takes a while.
+        print("compute throughput, forward + backward + SGD (PyTorch %s, best of %d alternating runs; load average "
+              "%.2f %.2f %.2f at the start)" % ((torch.__version__, args.rounds) + os.getloadavg()))
+        print("| model | threads | batch | PyTorch samples/s | pshard samples/s | ratio | PyTorch peak RSS MiB "
+              "| pshard peak RSS MiB |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     for name in args.models.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
             for batch in (int(b) for b in args.batch.split(",")):
@@ -180,21 +186,17 @@ def main():
                     best_t, rss_t = max(best_t, sps), max(rss_t, rss)
                     sps, rss = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it_p, 2)
                     best_p, rss_p = max(best_p, sps), max(rss_p, rss)
-                rows.append({"model": name, "batch": batch, "threads": threads, "pytorch_samples_per_s": best_t,
-                             "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0,
-                             "pytorch_peak_rss_mib": rss_t, "pshard_peak_rss_mib": rss_p})
+                r = {"model": name, "batch": batch, "threads": threads, "pytorch_samples_per_s": best_t,
+                     "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0,
+                     "pytorch_peak_rss_mib": rss_t, "pshard_peak_rss_mib": rss_p}
                 if args.json:
-                    print(json.dumps(rows[-1]), flush=True)
+                    print(json.dumps(r), flush=True)
+                else:
+                    print("| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f |" % (
+                        r["model"], r["threads"], r["batch"], r["pytorch_samples_per_s"], r["pshard_samples_per_s"],
+                        r["ratio"], r["pytorch_peak_rss_mib"], r["pshard_peak_rss_mib"]), flush=True)
     if not args.json:
-        print("compute throughput, forward + backward + SGD (PyTorch %s, best of %d alternating runs; load average "
-              "%.2f %.2f %.2f at the end)" % ((torch.__version__, args.rounds) + os.getloadavg()))
-        print("| model | threads | batch | PyTorch samples/s | pshard samples/s | ratio | PyTorch peak RSS MiB "
-              "| pshard peak RSS MiB |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for r in rows:
-            print("| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f |" % (
-                r["model"], r["threads"], r["batch"], r["pytorch_samples_per_s"], r["pshard_samples_per_s"],
-                r["ratio"], r["pytorch_peak_rss_mib"], r["pshard_peak_rss_mib"]))
+        print("load average %.2f %.2f %.2f at the end" % os.getloadavg())
     return 0
 
 

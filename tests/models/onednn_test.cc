@@ -103,17 +103,24 @@ TEST(OneDnnConv, MatchesReferenceOnRandomShapes) {
   }
 }
 
-TEST(OneDnnConv, RunToRunIdentical) {
-  // Sync training must be bitwise reproducible: the same call twice (also on a fresh backend) gives the same bits.
+TEST(OneDnnKernels, RunToRunIdentical) {
+  // Sync training must be bitwise reproducible: the same calls twice (also on a fresh backend) give the same bits.
+  // Convolution backward-weights, batch norm and the weight-gradient GEMM all reduce over the batch across threads.
   const ConvShape s = ConvShape::make(16, 16, 16, 16, 32, 3, 2, 1);
   const std::vector<float> x = random_vector(16 * 16 * 256, 1), w = random_vector(32 * 16 * 9, 2),
-                           dy = random_vector(16 * 32 * 64, 3);
+                           dy = random_vector(16 * 32 * 64, 3), gamma = random_vector(16, 4);
   auto run = [&](CpuBackend& cpu) {
-    std::vector<float> dx(x.size()), dw(w.size()), db(32);
-    cpu.conv2d_backward(s, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
-    dx.insert(dx.end(), dw.begin(), dw.end());
-    dx.insert(dx.end(), db.begin(), db.end());
-    return dx;
+    std::vector<float> out(x.size()), dw(w.size()), db(32), y(x.size()), stats(4 * 16), g(2 * 16), gw(256 * 256),
+        bn_dx(x.size());
+    cpu.conv2d_backward(s, x.data(), w.data(), dy.data(), out.data(), dw.data(), db.data());
+    cpu.batchnorm_forward_train(16, 16, 256, x.data(), gamma.data(), gamma.data(), 1e-5f, 0.1f, stats.data(),
+                                stats.data() + 16, stats.data() + 32, stats.data() + 48, y.data());
+    cpu.batchnorm_backward(16, 16, 256, x.data(), y.data(), gamma.data(), stats.data() + 32, stats.data() + 48,
+                           bn_dx.data(), g.data(), g.data() + 16);
+    cpu.gemm(true, false, 256, 256, 64, 1.0f, x.data(), 256, x.data() + 64 * 256, 256, 0.0f, gw.data(), 256);
+    for (const std::vector<float>* v : {&dw, &db, &y, &stats, &g, &gw, &bn_dx})
+      out.insert(out.end(), v->begin(), v->end());
+    return out;
   };
   CpuBackend a(2, CpuKernels::kOneDnn), b(2, CpuKernels::kOneDnn);
   const std::vector<float> first = run(a);
