@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,6 +24,8 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), ker
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
+  // OpenMP gives a team at most OMP_THREAD_LIMIT threads; oneDNN must not be told to expect more.
+  threads_ = std::min(threads_, omp_get_thread_limit());
   // One thread pool, OpenMP's: oneDNN runs on it (Debian builds libdnnl with OpenMP), the reference loops too, and
   // OpenBLAS runs single-threaded with cpu::gemm splitting each GEMM over the OpenMP threads. Two pools (OpenBLAS's
   // pthreads and OpenMP's) spin-wait against each other on the same cores between calls.

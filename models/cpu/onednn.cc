@@ -1,4 +1,6 @@
 // The oneDNN kernels' shared machinery: engine, stream and running a primitive on plain tensors via the arena.
+#include <omp.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
@@ -8,11 +10,21 @@
 namespace pshard::models::cpu {
 namespace {
 constexpr size_t kAlign = 64;  // bytes; oneDNN's JIT kernels want cache-line aligned buffers
+
+// oneDNN splits a primitive's work for omp_get_max_threads() threads and some kernels count on every
+// one of them running; OpenMP never gives a team more than OMP_THREAD_LIMIT threads, so with a lower
+// limit (the TSan step runs with 1) the work of the missing threads was silently not done (a GEMM
+// half computed, barriers never reached). Ask for no more threads than the limit allows.
+void cap_threads_at_limit() {
+  const int limit = omp_get_thread_limit();
+  if (omp_get_max_threads() > limit) omp_set_num_threads(limit);
+}
 }  // namespace
 
 OneDnnKernels::State::State(Arena a) : arena(std::move(a)) { attr.set_scratchpad_mode(dnnl::scratchpad_mode::user); }
 
 void OneDnnKernels::State::run(const std::vector<Step>& steps) {
+  cap_threads_at_limit();
   size_t bytes = 0;
   auto take = [&](size_t n) {
     size_t at = bytes;
@@ -74,7 +86,9 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   stream.wait();
 }
 
-OneDnnKernels::OneDnnKernels(Arena arena) : state_(std::make_unique<State>(std::move(arena))) {}
+OneDnnKernels::OneDnnKernels(Arena arena) : state_(std::make_unique<State>(std::move(arena))) {
+  cap_threads_at_limit();  // before any primitive is created: some pick their split when they are made
+}
 OneDnnKernels::~OneDnnKernels() = default;
 
 }  // namespace pshard::models::cpu
