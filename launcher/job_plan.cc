@@ -98,6 +98,7 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
     c.argv = user_command;
     for (const std::string& a : extra) c.argv.push_back(a);
     c.env = user_env(rank, local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0));
+    if (workers_on_host > 0) c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
     return c;
   }
   const std::string exe = executable.empty() ? self_executable() : executable;
@@ -113,6 +114,7 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
   }
   for (const std::string& a : extra) c.argv.push_back(a);
   c.env = node_env(rank);
+  if (workers_on_host > 0) c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
   return c;
 }
 

@@ -41,13 +41,18 @@ struct JobPlan {
   // `pshard launch ... -- CMD ARGS`: every worker runs this program as given (no pshard arguments added); it finds
   // the job in user_env() (worker/capi/pshard_c.h, python/pshard). Empty: workers are pshard workers.
   std::vector<std::string> user_command;
+  // > 0: the workers this launcher starts on one host, exported to each as PSHARD_WORKERS_ON_HOST so that
+  // train.threads = 0 shares the host's cores among them (worker/trainer/run_setup.h) instead of every worker
+  // starting one OpenMP thread per core. 0: not known (scheduler tasks, whose CPU affinity says their share).
+  int64_t workers_on_host = 0;
 
   // The coordinator, bound at `bind`; it ends the job (the others get the grace period).
   ChildSpec coordinator_process(const std::string& bind) const;
   // Server `rank` (-1: the coordinator assigns it), reachable at `bind`.
   ChildSpec server_process(int64_t rank, const std::string& bind) const;
   // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end; `local_rank`: its index among
-  // the workers on its host (PSHARD_LOCAL_RANK of a user_command; -1: the rank, all on one host).
+  // the workers on its host (PSHARD_LOCAL_RANK of a user_command; -1: the rank, all on one host). Every worker gets
+  // PSHARD_WORKERS_ON_HOST when workers_on_host > 0.
   ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}, int64_t local_rank = -1) const;
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.

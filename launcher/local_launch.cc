@@ -136,6 +136,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   if (!o.server_exe.empty()) plan.server_command = {std::filesystem::absolute(o.server_exe).string()};
   if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
   plan.user_command = o.worker_program;
+  plan.workers_on_host = workers;  // every worker runs here: train.threads = 0 shares the cores among them
   std::string security = "job token";
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
     plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);

@@ -53,7 +53,8 @@ std::vector<ConfigKey> kSchema = {
     // training
     {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},
     {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
-    {"train.threads", T::kInt, "0", 0, 1024, "", "CPU compute threads (0: one per core)"},
+    {"train.threads", T::kInt, "0", 0, 1024, "",
+     "CPU compute threads (0: the cores, shared among the workers launched on one host)"},
     {"train.cpu_kernels", T::kString, "onednn", 0, 0, "onednn|reference",
      "CPU kernels of convolution, batch norm, pooling and GEMM: onednn (oneDNN primitives, as PyTorch) or reference "
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},

@@ -66,6 +66,20 @@ TEST(JobPlan, WithoutAUserCommandWorkersArePshardWorkers) {
                            [](const std::string& e) { return e.rfind("PSHARD_COORDINATOR", 0) == 0; }));
 }
 
+TEST(JobPlan, WorkersOfOneHostAreToldHowManyShareIt) {
+  JobPlan p = plan();
+  auto shared = [](const ChildSpec& c) {
+    return std::count_if(c.env.begin(), c.env.end(),
+                         [](const std::string& e) { return e.rfind("PSHARD_WORKERS_ON_HOST=", 0) == 0; });
+  };
+  EXPECT_EQ(shared(p.worker_process(0)), 0);  // not known (scheduler tasks): nothing exported
+  p.workers_on_host = 4;
+  EXPECT_TRUE(has(p.worker_process(0).env, "PSHARD_WORKERS_ON_HOST=4"));
+  p.user_command = {"/usr/bin/python3", "train.py"};
+  EXPECT_TRUE(has(p.worker_process(3).env, "PSHARD_WORKERS_ON_HOST=4"));
+  EXPECT_EQ(shared(p.server_process(0, "tcp://127.0.0.1:47001")), 0);
+}
+
 TEST(ArgParser, EverythingAfterTheFirstDoubleDashIsTheCommand) {
   ArgParser p("pshard launch", "test");
   p.add_option("workers", "W", "workers");

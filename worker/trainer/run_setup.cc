@@ -1,12 +1,34 @@
 // Data + backend + model from a config.
 #include "worker/trainer/run_setup.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/config/config.h"
 #include "common/error.h"
 
 namespace pshard::trainer {
+
+int compute_threads(const Config& cfg) {
+  const int64_t configured = cfg.get_int("train.threads");
+  if (configured > 0) return static_cast<int>(configured);
+  int cores = 1;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = std::max(1, CPU_COUNT(&allowed));
+  const char* shared = std::getenv("PSHARD_WORKERS_ON_HOST");
+  if (shared == nullptr || *shared == '\0') return cores;
+  char* end = nullptr;
+  const long workers = std::strtol(shared, &end, 10);
+  if (*end != '\0' || workers < 1) {
+    throw Error(
+        std::string("PSHARD_WORKERS_ON_HOST must be a positive integer (the workers sharing this host), got '") +
+        shared + "'");
+  }
+  return static_cast<int>(std::max<long>(1, cores / workers));
+}
 
 TrainingSetup make_training_setup(const Config& cfg) {
   TrainingSetup s;
@@ -17,7 +39,7 @@ TrainingSetup make_training_setup(const Config& cfg) {
     // under SLURM), so a worker always uses its device 0.
     s.backend = models::make_cuda_backend(0);
   } else {
-    s.backend = models::make_cpu_backend(static_cast<int>(cfg.get_int("train.threads")),
+    s.backend = models::make_cpu_backend(compute_threads(cfg),
                                          models::cpu_kernels_from_name(cfg.get_string("train.cpu_kernels")));
   }
   models::ModelSpec spec =

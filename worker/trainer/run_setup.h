@@ -24,6 +24,13 @@ struct TrainingSetup {
 // `model.*` shaped for the data. Errors name the config key at fault.
 TrainingSetup make_training_setup(const Config& cfg);
 
+// The CPU compute threads of a worker: train.threads when it is > 0; for 0, the cores this process may run on
+// (its CPU affinity: a SLURM task's share, a taskset) divided by PSHARD_WORKERS_ON_HOST, the workers `pshard launch`
+// started on this host, at least 1. Workers that each start one OpenMP thread per core spin at their barriers
+// against each other (2 workers on 2 cores ran a Fashion-MNIST job 4x slower). Throws naming the variable when
+// PSHARD_WORKERS_ON_HOST is not a positive integer.
+int compute_threads(const Config& cfg);
+
 // One line: "mlp 784-256-128-10, 235146 parameters (0.90 MiB), cpu (oneDNN, 2 threads)".
 std::string describe_setup(const Config& cfg, const TrainingSetup& setup);
 

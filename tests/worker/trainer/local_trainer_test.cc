@@ -1,8 +1,11 @@
 // The local trainer: linreg recovers the true w and b, metrics add up, and
 // the run is deterministic for a seed.
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "common/config/config.h"
 #include "common/error.h"
@@ -106,6 +109,31 @@ TEST(LocalTrainer, AResumeAtTheLastStepEvaluatesAndReportsTheLastEpoch) {
   EXPECT_TRUE(reports[0].evaluated);
   EXPECT_GT(reports[0].test_n, 0);
   EXPECT_EQ(full.epochs.back().step, steps);
+}
+
+TEST(ComputeThreads, ZeroSharesTheAllowedCoresAmongTheWorkersOfTheHost) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const int cores = CPU_COUNT(&allowed);
+  const Config automatic = Config::from_string(kLinreg, "linreg.toml", {"train.threads=0"});
+  ::unsetenv("PSHARD_WORKERS_ON_HOST");
+  EXPECT_EQ(trainer::compute_threads(automatic), cores);
+  EXPECT_EQ(trainer::compute_threads(Config::from_string(kLinreg, "linreg.toml", {"train.threads=3"})), 3);
+  ::setenv("PSHARD_WORKERS_ON_HOST", "2", 1);
+  EXPECT_EQ(trainer::compute_threads(automatic), std::max(1, cores / 2));
+  ::setenv("PSHARD_WORKERS_ON_HOST", "100000", 1);
+  EXPECT_EQ(trainer::compute_threads(automatic), 1);  // more workers than cores: one thread each
+  for (const char* bad : {"0", "two", "2x", "-1"}) {
+    ::setenv("PSHARD_WORKERS_ON_HOST", bad, 1);
+    try {
+      trainer::compute_threads(automatic);
+      ADD_FAILURE() << "accepted PSHARD_WORKERS_ON_HOST=" << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("PSHARD_WORKERS_ON_HOST must be a positive integer"), std::string::npos)
+          << e.what();
+    }
+  }
+  ::unsetenv("PSHARD_WORKERS_ON_HOST");
 }
 
 TEST(LocalTrainer, TooLittleDataIsAClearError) {
