@@ -53,8 +53,8 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
   } else if (kind == "step" && tracer_ && event.has("step") && event.at("step").is_number() &&
              tracer_->traces(static_cast<int64_t>(event.at("step").as_number()))) {
     const auto now = Clock::now();
-    tracer_->span("step line of " + control_codec::describe(from.info), "control", now, now,
-                  Json::object().set("worker", from.info.rank).set("step", event.at("step")));
+    tracer_->span(tracer_->name("step line of " + control_codec::describe(from.info)), "control", now, now,
+                  TraceArgs().set("worker", from.info.rank).set("step", event.at("step").as_number()));
     if (MetricsWriter* w = writer()) w->write(event);
   } else if (kind == "worker_epoch") {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);

@@ -31,6 +31,14 @@ PhaseClock::PhaseClock(PhaseTotals& totals, size_t initial, Clock::time_point si
   this_thread_clock = this;
 }
 
+void PhaseClock::trace_to(Tracer* tracer, const char* const* names) {
+  tracer_ = tracer;
+  names_.clear();
+  if (tracer) {
+    for (size_t p = 0; p < totals_.size(); ++p) names_.push_back(tracer->name(names[p]).id);
+  }
+}
+
 PhaseClock::~PhaseClock() {
   flush();
   this_thread_clock = outer_;
@@ -46,7 +54,7 @@ size_t PhaseClock::enter(size_t phase) {
 PhaseClock::Clock::time_point PhaseClock::flush() {
   const Clock::time_point now = Clock::now();
   totals_.add(phase_, std::chrono::duration_cast<std::chrono::nanoseconds>(now - since_).count());
-  if (tracing_ && now > since_) tracer_->span(names_[phase_], "phase", since_, now);
+  if (tracing_ && now > since_) tracer_->span(TraceName{names_[phase_]}, "phase", since_, now);
   since_ = now;
   return now;
 }

@@ -60,11 +60,8 @@ class PhaseClock {
   size_t phase() const { return phase_; }
 
   // While tracing is on, every stretch of time in a phase is also a span named names[phase] on
-  // `tracer` (category "phase", the calling thread's row). `names` must outlive the clock.
-  void trace_to(Tracer* tracer, const char* const* names) {
-    tracer_ = tracer;
-    names_ = names;
-  }
+  // `tracer` (category "phase", the calling thread's row); `names` holds one name per phase.
+  void trace_to(Tracer* tracer, const char* const* names);
   void set_tracing(bool on) { tracing_ = on && tracer_ != nullptr; }
 
   // This thread's clock; nullptr when none is installed (ScopedPhase then does nothing).
@@ -76,7 +73,7 @@ class PhaseClock {
   Clock::time_point since_;
   PhaseClock* outer_;
   Tracer* tracer_ = nullptr;
-  const char* const* names_ = nullptr;
+  std::vector<uint32_t> names_;  // per phase: the TraceName kept by tracer_
   bool tracing_ = false;
 };
 

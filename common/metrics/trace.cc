@@ -1,11 +1,13 @@
 // Chrome trace events of one process, written on the coordinator's clock.
 #include "common/metrics/trace.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "common/error.h"
 #include "common/util/binary_file.h"
+#include "common/util/json.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -32,6 +34,31 @@ TraceWindow TraceWindow::parse(const std::string& text, const std::string& what)
   return w;
 }
 
+TraceArgs::Arg& TraceArgs::add(const char* key, Arg::Kind kind) {
+  if (count_ == kMax)
+    throw Error(std::string("trace: a span has more than ") + std::to_string(kMax) + " arguments (" + key + ")");
+  Arg& a = args_[count_++];
+  a.key = key;
+  a.kind = kind;
+  return a;
+}
+
+TraceArgs& TraceArgs::set(const char* key, const char* literal) {
+  add(key, Arg::kText).text = literal;
+  return *this;
+}
+
+TraceArgs& TraceArgs::set(const char* key, TraceName name) {
+  add(key, Arg::kName).name = name.id;
+  return *this;
+}
+
+TraceArgs& TraceArgs::set(const char* key, std::vector<TraceName> names) {
+  list_key_ = key;
+  list_ = std::move(names);
+  return *this;
+}
+
 Tracer::Tracer(TraceWindow window, std::string process) : window_(window), process_(std::move(process)) {}
 
 void Tracer::name_this_thread(Tracer* tracer, int row, const std::string& name) {
@@ -48,17 +75,41 @@ void Tracer::name_row(int row, const std::string& name) {
   rows_.emplace_back(row, name);
 }
 
-void Tracer::span(std::string name, const char* category, Clock::time_point start, Clock::time_point end, Json args,
-                  int row) {
+TraceName Tracer::name(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, added] = name_ids_.emplace(text, static_cast<uint32_t>(names_.size()));
+  if (added) names_.push_back(text);
+  return TraceName{it->second};
+}
+
+void Tracer::span(TraceName name, const char* category, Clock::time_point start, Clock::time_point end, TraceArgs args,
+                  int row, int64_t number) {
   if (row < 0) row = this_thread_tracer == this ? this_thread_row : 0;
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back({std::move(name), category, row, start, end, std::move(args)});
+  events_.push_back({name.id, row, number, category, start, end, std::move(args)});
 }
 
 size_t Tracer::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return events_.size();
 }
+
+namespace {
+
+// A number as JSON: integers (steps, bytes, ranks) without a fraction, others with 9 significant digits.
+void append_number(std::string& text, double v) {
+  char buf[32];
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  } else if (std::isfinite(v)) {
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "null");
+  }
+  text += buf;
+}
+
+}  // namespace
 
 void Tracer::write(const std::string& path, const ClockOffset& offset) const {
   auto us = [&](Clock::time_point t) {
@@ -69,24 +120,56 @@ void Tracer::write(const std::string& path, const ClockOffset& offset) const {
   // building one Json tree of them first would take several times longer.
   std::string text;
   char buf[160];
-  auto event = [&](const std::string& name, const char* cat, const char* ph, int row) {
+  auto event = [&](const std::string& name, int64_t number, const char* cat, const char* ph, int row) {
     text += text.empty() ? "\n" : ",\n";
-    text += "{\"name\":" + Json(name).dump() + ",\"ph\":\"" + ph + "\",\"pid\":0,\"tid\":" + std::to_string(row);
+    text += "{\"name\":";
+    text += number < 0 ? Json(name).dump() : Json(name + " " + std::to_string(number)).dump();
+    text += ",\"ph\":\"";
+    text += ph;
+    text += "\",\"pid\":0,\"tid\":" + std::to_string(row);
     if (cat) text += ",\"cat\":" + Json(cat).dump();
   };
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Each kept name as JSON once.
+    std::vector<std::string> quoted;
+    quoted.reserve(names_.size());
+    for (const std::string& n : names_) quoted.push_back(Json(n).dump());
     text.reserve(events_.size() * 160);
     for (const auto& [row, name] : rows_) {
-      event("thread_name", nullptr, "M", row);
+      event("thread_name", -1, nullptr, "M", row);
       text += ",\"args\":{\"name\":" + Json(name).dump() + "}}";
     }
     for (const Event& e : events_) {
-      event(e.name, e.category, "X", e.row);
+      event(names_[e.name], e.number, e.category, "X", e.row);
       std::snprintf(buf, sizeof buf, ",\"ts\":%.3f,\"dur\":%.3f", us(e.start),
                     std::chrono::duration<double, std::micro>(e.end - e.start).count());
       text += buf;
-      if (!e.args.is_null()) text += ",\"args\":" + e.args.dump();
+      if (!e.args.empty()) {
+        text += ",\"args\":{";
+        for (int i = 0; i < e.args.count_; ++i) {
+          const TraceArgs::Arg& a = e.args.args_[i];
+          if (i > 0) text += ",";
+          text += Json(a.key).dump() + ":";
+          if (a.kind == TraceArgs::Arg::kNumber) {
+            append_number(text, a.number);
+          } else if (a.kind == TraceArgs::Arg::kText) {
+            text += Json(a.text).dump();
+          } else {
+            text += quoted[a.name];
+          }
+        }
+        if (e.args.list_key_) {
+          if (e.args.count_ > 0) text += ",";
+          text += Json(e.args.list_key_).dump() + ":[";
+          for (size_t i = 0; i < e.args.list_.size(); ++i) {
+            if (i > 0) text += ",";
+            text += quoted[e.args.list_[i].id];
+          }
+          text += "]";
+        }
+        text += "}";
+      }
       text += "}";
     }
   }

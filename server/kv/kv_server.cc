@@ -135,8 +135,14 @@ struct KvServer::Impl {
   // checkpoint period for the other modes).
   std::unique_ptr<Checkpointer> checkpointer;
 
+  TraceName receive_name, reply_name;  // kept by opt.tracer
+
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
+    if (opt.tracer) {
+      receive_name = opt.tracer->name("receive");
+      reply_name = opt.tracer->name("reply");
+    }
     if (opt.num_workers == 0 || opt.num_servers == 0 || opt.rank >= opt.num_servers) {
       throw Error("server: rank " + std::to_string(opt.rank) + " of " + std::to_string(opt.num_servers) +
                   " servers with " + std::to_string(opt.num_workers) + " workers is not a valid job");
@@ -187,8 +193,8 @@ struct KvServer::Impl {
   bool traced(const protocol::Message& m) const { return opt.tracer && opt.tracer->traces(m.step); }
 
   // The span's arguments that say whose request it was.
-  static Json request_args(const protocol::Message& m) {
-    return Json::object().set("worker", m.sender_rank).set("step", m.step).set("type", protocol::type_name(m.type));
+  static TraceArgs request_args(const protocol::Message& m) {
+    return TraceArgs().set("worker", m.sender_rank).set("step", m.step).set("type", protocol::type_name(m.type));
   }
 
   void socket_loop() {
@@ -319,7 +325,7 @@ struct KvServer::Impl {
       std::chrono::steady_clock::time_point t0;
       ~TraceReply() {
         if (self.traced(m))
-          self.opt.tracer->span("reply", "server", t0, std::chrono::steady_clock::now(), request_args(m));
+          self.opt.tracer->span(self.reply_name, "server", t0, std::chrono::steady_clock::now(), request_args(m));
       }
     } trace_reply{*this, r.msg, t0};
     protocol::Message m;
@@ -438,12 +444,13 @@ struct KvServer::Impl {
     req->replies.resize(req->msg.keys.size());
     req->remaining = static_cast<int>(req->msg.keys.size());
     if (traced(req->msg)) {
-      Json keys = Json::array();
+      std::vector<TraceName> keys;
+      keys.reserve(req->slice_ids.size());
       uint64_t bytes = 0;
-      for (uint32_t id : req->slice_ids) keys.push(store.layout()->describe(id));
+      for (uint32_t id : req->slice_ids) keys.push_back(TraceName{store.slice(id)->trace_names.slice});
       for (const auto& p : req->payloads) bytes += p->size();
-      opt.tracer->span("receive", "server", received, std::chrono::steady_clock::now(),
-                       request_args(req->msg).set("keys", keys).set("bytes", bytes));
+      opt.tracer->span(receive_name, "server", received, std::chrono::steady_clock::now(),
+                       request_args(req->msg).set("bytes", bytes).set("keys", std::move(keys)));
     }
     bool finished = false;
     for (size_t k = 0; k < req->slice_ids.size(); ++k) {
@@ -547,8 +554,8 @@ struct KvServer::Impl {
       std::chrono::steady_clock::time_point t0;
       ~TraceKey() {
         if (self.traced(m)) {
-          self.opt.tracer->span("aggregate " + s.name(), "server", t0, std::chrono::steady_clock::now(),
-                                request_args(m).set("slice", s.name()));
+          self.opt.tracer->span(TraceName{s.trace_names.aggregate}, "server", t0, std::chrono::steady_clock::now(),
+                                request_args(m).set("slice", TraceName{s.trace_names.slice}));
         }
       }
     } trace_key{*this, m, s, t0};

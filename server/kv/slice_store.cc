@@ -56,8 +56,8 @@ void Slice::apply(const float* gradient, int64_t lr_step) {
   store_.weight_copies_ += weights.copies() - copies_before;
   ++version_;
   if (tracer && tracer->traces(lr_step)) {
-    tracer->span("update " + name(), "server", t0, std::chrono::steady_clock::now(),
-                 Json::object().set("step", lr_step).set("slice", name()));
+    tracer->span(TraceName{trace_names.update}, "server", t0, std::chrono::steady_clock::now(),
+                 TraceArgs().set("step", lr_step).set("slice", TraceName{trace_names.slice}));
   }
 }
 
@@ -133,6 +133,11 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
     const uint32_t id = static_cast<uint32_t>(&s - l->slices().data());
     if (s.server != opt_.rank) continue;
     slices_[id] = std::make_unique<Slice>(*this, id, s.length);
+    if (Tracer* tracer = opt_.tracer.get()) {
+      const std::string name = l->describe(id);
+      slices_[id]->trace_names = {tracer->name(name).id, tracer->name("aggregate " + name).id,
+                                  tracer->name("update " + name).id};
+    }
     ++local_slices_;
     owner_[id] = s.length * sizeof(float) <= opt_.inline_slice_bytes ? -1 : static_cast<int>(local++ % update_threads_);
   }

@@ -45,6 +45,9 @@ class Slice final : public ConsistencySlice {
   int64_t updates = 0;           // optimizer applications (Adam's t)
   std::unique_ptr<ConsistencyPolicy> policy;
   std::vector<Waiter> waiting;  // reads the policy has not let through yet (the server answers them)
+  struct TraceNames {           // "SLICE", "aggregate SLICE", "update SLICE", kept by the tracer (trace.steps)
+    uint32_t slice = 0, aggregate = 0, update = 0;
+  } trace_names;
 
  private:
   std::unique_ptr<ConsistencyPolicy> new_policy();

@@ -135,7 +135,7 @@ struct pshard_client {
   // The timeline (trace.steps; null when off) and the traced requests in flight: what, when issued.
   std::unique_ptr<pshard::Tracer> tracer;
   struct TracedRequest {
-    std::string name;  // "pushPull fc1.weight"
+    pshard::TraceName name;  // "pushPull fc1.weight"
     int64_t step;
     Clock::time_point issued;
     uint64_t bytes;
@@ -163,7 +163,7 @@ struct pshard_client {
     std::lock_guard<std::mutex> lock(requests_mu);
     requests.insert(r);
     if (what && tracer && tracer->traces(step)) {
-      traced[r] = {std::string(what) + " " + names[static_cast<size_t>(tensor)], step, Clock::now(),
+      traced[r] = {tracer->name(std::string(what) + " " + names[static_cast<size_t>(tensor)]), step, Clock::now(),
                    numel(tensor) * sizeof(float)};
     }
     return r;
@@ -182,7 +182,7 @@ struct pshard_client {
     auto t = traced.find(r);
     if (t == traced.end()) return;
     tracer->span(t->second.name, "comm", t->second.issued, Clock::now(),
-                 pshard::Json::object().set("step", t->second.step).set("fp32_bytes", t->second.bytes), 1);
+                 pshard::TraceArgs().set("step", t->second.step).set("fp32_bytes", t->second.bytes), 1);
     traced.erase(t);
   }
 
@@ -626,7 +626,7 @@ int pshard_trace_span(pshard_client* c, const char* name, const char* category, 
     for (const char* k : kCategories) {
       if (std::strcmp(k, category) == 0) cat = k;
     }
-    c->tracer->span(name, cat, start, end, pshard::Json::object().set("step", step));
+    c->tracer->span(c->tracer->name(name), cat, start, end, pshard::TraceArgs().set("step", step));
     return PSHARD_OK;
   });
 }

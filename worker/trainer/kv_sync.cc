@@ -53,7 +53,15 @@ void KvSync::start(models::Model& model) {
   pending_.assign(params.size(), 0);
   traced_step_.assign(params.size(), -1);
   issued_at_.assign(params.size(), {});
-  if (tracer_) tracer_->name_row(kRequestRow, "push_pull (hand-off to reply waited for)");
+  if (tracer_) {
+    tracer_->name_row(kRequestRow, "push_pull (hand-off to reply waited for)");
+    span_names_.clear();
+    tensor_names_.clear();
+    for (const models::ParamRef& p : params) {
+      span_names_.push_back(tracer_->name("push_pull " + p.name).id);
+      tensor_names_.push_back(tracer_->name(p.name).id);
+    }
+  }
   for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
@@ -82,9 +90,9 @@ void KvSync::wait_param(size_t i) {
   if (traced_step_[i] >= 0) {
     const models::ParamRef& p = model_->params()[i];
     const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
-    tracer_->span("push_pull " + p.name, "comm", issued_at_[i], Clock::now(),
-                  Json::object()
-                      .set("tensor", p.name)
+    tracer_->span(TraceName{span_names_[i]}, "comm", issued_at_[i], Clock::now(),
+                  TraceArgs()
+                      .set("tensor", TraceName{tensor_names_[i]})
                       .set("step", traced_step_[i])
                       .set("worker", rank_)
                       .set("bytes_sent", bytes)

@@ -79,6 +79,7 @@ class KvSync : public ParameterSync {
   Tracer* tracer_ = nullptr;
   std::vector<int64_t> traced_step_;                              // per parameter: step of its traced request, or -1
   std::vector<std::chrono::steady_clock::time_point> issued_at_;  // per parameter: when it was handed over
+  std::vector<uint32_t> span_names_, tensor_names_;               // per parameter: "push_pull P", "P" (TraceName)
 };
 
 }  // namespace pshard::trainer

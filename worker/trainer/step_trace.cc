@@ -21,6 +21,11 @@ StepTrace::StepTrace(Tracer* tracer, PhaseClock& clock, const models::Model& mod
   Tracer::name_this_thread(tracer_, kPhaseRow, "training phases");
   tracer_->name_row(kLayerRow, "layers");
   tracer_->name_row(kStepRow, "steps");
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    forward_names_.push_back(tracer_->name("forward " + model_.layer_name(l)).id);
+    backward_names_.push_back(tracer_->name("backward " + model_.layer_name(l)).id);
+  }
+  step_name_ = tracer_->name("step").id;
 }
 
 void StepTrace::begin_step(int64_t step) {
@@ -36,18 +41,19 @@ void StepTrace::layer_start() {
   if (traced_) layer_start_ = Clock::now();
 }
 
-void StepTrace::layer_done(const char* what, int layer) {
+void StepTrace::layer_done(Pass pass, int layer) {
   if (!traced_ || layer < 0) return;
   const auto now = Clock::now();
-  tracer_->span(std::string(what) + " " + model_.layer_name(layer), "layer", layer_start_, now,
-                Json::object().set("step", step_).set("layer", layer), kLayerRow);
+  const std::vector<uint32_t>& names = pass == Pass::kForward ? forward_names_ : backward_names_;
+  tracer_->span(TraceName{names.at(static_cast<size_t>(layer))}, "layer", layer_start_, now,
+                TraceArgs().set("step", step_).set("layer", layer), kLayerRow);
   layer_start_ = now;
 }
 
 void StepTrace::end_step(int64_t step) {
   if (!traced_) return;
-  tracer_->span("step " + std::to_string(step), "step", step_start_, Clock::now(), Json::object().set("step", step),
-                kStepRow);
+  tracer_->span(TraceName{step_name_}, "step", step_start_, Clock::now(), TraceArgs().set("step", step), kStepRow,
+                step);
 }
 
 void StepTrace::end_epoch() {

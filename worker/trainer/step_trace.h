@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pshard {
 class PhaseClock;
@@ -21,8 +22,8 @@ namespace pshard::trainer {
 //
 //   StepTrace trace(tracer, clock, model);
 //   trace.begin_step(step);
-//   model.forward(..., [&](int l) { trace.layer_done("forward", l - 1); sync.wait_layer(l); trace.layer_start(); });
-//   trace.layer_done("forward", last);
+//   model.forward(..., [&](int l) { trace.layer_done(StepTrace::Pass::kForward, l - 1); sync.wait_layer(l);
+//   trace.layer_start(); }); trace.layer_done(StepTrace::Pass::kForward, last);
 //   ...
 //   trace.end_step(step);
 class StepTrace {
@@ -34,8 +35,9 @@ class StepTrace {
   void begin_step(int64_t step);
   // A layer's compute starts now (after its wait for weights, or after the previous layer).
   void layer_start();
-  // `what` ("forward"/"backward") of `layer` ended now; the next layer starts now. layer < 0: none.
-  void layer_done(const char* what, int layer);
+  enum class Pass { kForward, kBackward };
+  // `pass` of `layer` ended now; the next layer starts now. layer < 0: none.
+  void layer_done(Pass pass, int layer);
   void end_step(int64_t step);
   // The epoch's training ended (evaluation follows): nothing more is traced until the next begin_step.
   void end_epoch();
@@ -45,6 +47,8 @@ class StepTrace {
   Tracer* tracer_;
   PhaseClock& clock_;
   const models::Model& model_;
+  std::vector<uint32_t> forward_names_, backward_names_;  // per layer: "forward L", "backward L" (TraceName)
+  uint32_t step_name_ = 0;                                // "step"
   bool traced_ = false;
   int64_t step_ = 0;
   Clock::time_point step_start_, layer_start_;

@@ -146,16 +146,16 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
           ScopedPhase forward(WorkerPhase::kForward);
           r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
                              batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
-                               trace.layer_done("forward", layer - 1);
+                               trace.layer_done(StepTrace::Pass::kForward, layer - 1);
                                sync_.wait_layer(layer);
                                trace.layer_start();
                              });
-          trace.layer_done("forward", num_layers - 1);
+          trace.layer_done(StepTrace::Pass::kForward, num_layers - 1);
         }
         ScopedPhase backward(WorkerPhase::kBackward);
         trace.layer_start();
         model_.backward([&](int first, int count) {
-          trace.layer_done("backward", params[static_cast<size_t>(first)].layer);
+          trace.layer_done(StepTrace::Pass::kBackward, params[static_cast<size_t>(first)].layer);
           sync_.grads_ready(first, count);
           trace.layer_start();
         });
