@@ -22,8 +22,12 @@ namespace pshard::trainer {
 //
 //   StepTrace trace(tracer, clock, model);
 //   trace.begin_step(step);
-//   model.forward(..., [&](int l) { trace.layer_done(StepTrace::Pass::kForward, l - 1); sync.wait_layer(l);
-//   trace.layer_start(); }); trace.layer_done(StepTrace::Pass::kForward, last);
+//   model.forward(..., [&](int l) {
+//     trace.layer_done(StepTrace::Pass::kForward, l - 1);
+//     sync.wait_layer(l);
+//     trace.layer_start();
+//   });
+//   trace.layer_done(StepTrace::Pass::kForward, last);
 //   ...
 //   trace.end_step(step);
 class StepTrace {
