@@ -2,8 +2,10 @@
 #include "launcher/job_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/util/binary_file.h"
+#include "common/util/host.h"
 
 namespace pshard {
 namespace {
@@ -98,7 +100,13 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
     c.argv = user_command;
     for (const std::string& a : extra) c.argv.push_back(a);
     c.env = user_env(rank, local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0));
-    if (workers_on_host > 0) c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
+    if (workers_on_host > 0) {
+      c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
+      // The user's program (PyTorch, NumPy) sizes its OpenMP pool from OMP_NUM_THREADS, else one thread per core.
+      if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+        c.env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max<int64_t>(1, allowed_cpus() / workers_on_host)));
+      }
+    }
     return c;
   }
   const std::string exe = executable.empty() ? self_executable() : executable;

@@ -52,7 +52,8 @@ struct JobPlan {
   ChildSpec server_process(int64_t rank, const std::string& bind) const;
   // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end; `local_rank`: its index among
   // the workers on its host (PSHARD_LOCAL_RANK of a user_command; -1: the rank, all on one host). Every worker gets
-  // PSHARD_WORKERS_ON_HOST when workers_on_host > 0.
+  // PSHARD_WORKERS_ON_HOST when workers_on_host > 0, and a user_command worker also OMP_NUM_THREADS = the allowed
+  // CPUs / workers_on_host (at least 1) unless this process's environment sets OMP_NUM_THREADS.
   ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}, int64_t local_rank = -1) const;
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.

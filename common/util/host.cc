@@ -1,6 +1,7 @@
 // Host name and random identifiers (see host.h).
 #include "common/util/host.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <random>
@@ -11,6 +12,12 @@ std::string host_name() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
   return buf;
+}
+
+int allowed_cpus() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
+  return CPU_COUNT(&allowed) > 0 ? CPU_COUNT(&allowed) : 1;
 }
 
 std::string random_hex(size_t bytes) {

@@ -1,4 +1,5 @@
-// This machine's name and fresh random identifiers: one helper each, shared by every process role.
+// This machine's name, the CPUs this process may use and fresh random identifiers: one helper each, shared by every
+// process role.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,9 @@ namespace pshard {
 
 // gethostname(), or "localhost" when it fails.
 std::string host_name();
+
+// The CPUs this process may run on (its affinity mask: a SLURM task's share, a taskset), at least 1.
+int allowed_cpus();
 
 // `bytes` random bytes from the OS (std::random_device: /dev/urandom) as 2*bytes lowercase hex digits.
 std::string random_hex(size_t bytes);

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/util/args.h"
+#include "common/util/host.h"
 
 namespace pshard {
 namespace {
@@ -75,8 +77,19 @@ TEST(JobPlan, WorkersOfOneHostAreToldHowManyShareIt) {
   EXPECT_EQ(shared(p.worker_process(0)), 0);  // not known (scheduler tasks): nothing exported
   p.workers_on_host = 4;
   EXPECT_TRUE(has(p.worker_process(0).env, "PSHARD_WORKERS_ON_HOST=4"));
+  EXPECT_FALSE(has(p.worker_process(0).env, "OMP_NUM_THREADS=1"));  // pshard workers size their own pool
   p.user_command = {"/usr/bin/python3", "train.py"};
-  EXPECT_TRUE(has(p.worker_process(3).env, "PSHARD_WORKERS_ON_HOST=4"));
+  ::unsetenv("OMP_NUM_THREADS");
+  const ChildSpec user = p.worker_process(3);
+  EXPECT_TRUE(has(user.env, "PSHARD_WORKERS_ON_HOST=4"));
+  // The user's program (PyTorch) gets its share of the cores as OpenMP's thread count...
+  EXPECT_TRUE(has(user.env, "OMP_NUM_THREADS=" + std::to_string(std::max(1, allowed_cpus() / 4))));
+  // ...unless the launcher's own environment chose one, which the worker inherits.
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  const ChildSpec inherits = p.worker_process(3);
+  EXPECT_FALSE(std::any_of(inherits.env.begin(), inherits.env.end(),
+                           [](const std::string& e) { return e.rfind("OMP_NUM_THREADS=", 0) == 0; }));
+  ::unsetenv("OMP_NUM_THREADS");
   EXPECT_EQ(shared(p.server_process(0, "tcp://127.0.0.1:47001")), 0);
 }
 

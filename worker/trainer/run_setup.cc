@@ -1,23 +1,20 @@
 // Data + backend + model from a config.
 #include "worker/trainer/run_setup.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/util/host.h"
 
 namespace pshard::trainer {
 
 int compute_threads(const Config& cfg) {
   const int64_t configured = cfg.get_int("train.threads");
   if (configured > 0) return static_cast<int>(configured);
-  int cores = 1;
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = std::max(1, CPU_COUNT(&allowed));
+  const int cores = allowed_cpus();
   const char* shared = std::getenv("PSHARD_WORKERS_ON_HOST");
   if (shared == nullptr || *shared == '\0') return cores;
   char* end = nullptr;
