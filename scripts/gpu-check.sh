@@ -5,7 +5,7 @@
 #
 #   scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]      # BUNDLE_DIR: default .gpubundle
 #
-# On the device machine only 8 files come back from $OUT, so run it as
+# On the device machine only 8 files (16 MiB each) come back from $OUT, so run it as
 #   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc
 #
 # Exit status: 0 every step passed; 1 a step failed (summary.json says which); 2 no usable GPU (nothing measured);
@@ -23,14 +23,15 @@ STEPS="$OUT/steps.tsv"  # name, exit status, seconds, log
 say() { echo "gpu-check: $*" | tee -a "$OUT/check.log"; }
 
 # ---- unpack ----
-B="$OUT/bundle"
-rm -rf "$B" && mkdir -p "$B"
+# Outside OUTDIR: OUTDIR comes back from the GPU machine, 16 MiB a file at most; the unpacked bundle is 94 MB.
+UNPACK=$(mktemp -d /tmp/pshard-gpu.XXXXXX) || { echo "gpu-check: mktemp failed" >&2; exit 3; }
+trap 'rm -rf "$UNPACK"' EXIT
 if command -v xz > /dev/null; then
-  tar -C "$B" -xJf "$BUNDLE/pshard-gpu.tar.xz"
+  tar -C "$UNPACK" -xJf "$BUNDLE/pshard-gpu.tar.xz"
 else  # Python's tarfile reads xz without the xz tool
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/pshard-gpu.tar.xz" "$B"
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/pshard-gpu.tar.xz" "$UNPACK"
 fi || { say "cannot unpack $BUNDLE/pshard-gpu.tar.xz"; exit 3; }
-B="$B/pshard-gpu"
+B="$UNPACK/pshard-gpu"
 DATA="$BUNDLE/fashion-mnist"
 [ -d "$DATA" ] || { say "no Fashion-MNIST folder $DATA in the bundle"; exit 3; }
 say "bundle of commit $(cat "$B/COMMIT"), GPU code $(cat "$B/CUDA_ARCHS")"
