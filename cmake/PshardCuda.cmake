@@ -17,11 +17,17 @@ if(PSHARD_CUDA)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
-    find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+    # cuDNN: the toolkit's, or one named with -DCUDNN_LIBRARY=... -DCUDNN_INCLUDE_DIR=... (or CUDNN_ROOT). pip's
+    # nvidia-cudnn wheels ship only libcudnn.so.9, no unversioned libcudnn.so: the versioned name is accepted too.
+    find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+                 HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64
+                 PATH_SUFFIXES lib lib64)
+    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+              /usr/local/cuda/include PATH_SUFFIXES include)
     if(NOT CUDNN_LIBRARY OR NOT CUDNN_INCLUDE_DIR)
-      message(FATAL_ERROR "nvcc found at ${CMAKE_CUDA_COMPILER} but cuDNN was not; "
-                          "install cuDNN or configure with -DPSHARD_CUDA=OFF")
+      message(FATAL_ERROR "nvcc found at ${CMAKE_CUDA_COMPILER} but cuDNN was not (library: ${CUDNN_LIBRARY}, "
+                          "header: ${CUDNN_INCLUDE_DIR}); install cuDNN, name it with -DCUDNN_LIBRARY=PATH "
+                          "-DCUDNN_INCLUDE_DIR=DIR or -DCUDNN_ROOT=DIR, or configure with -DPSHARD_CUDA=OFF")
     endif()
     # Configure-time check: a CUDA translation unit that uses cuBLAS and
     # cuDNN headers compiles and links. A broken toolkit fails here, not

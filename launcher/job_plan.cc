@@ -6,6 +6,7 @@
 
 #include "common/util/binary_file.h"
 #include "common/util/host.h"
+#include "launcher/gpu_assignment.h"
 
 namespace pshard {
 namespace {
@@ -96,16 +97,15 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
   ChildSpec c;
   c.name = process_name(NodeRole::kWorker, rank);
   c.role = NodeRole::kWorker;
+  const int64_t host_index = local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0);
   if (!user_command.empty()) {
     c.argv = user_command;
     for (const std::string& a : extra) c.argv.push_back(a);
-    c.env = user_env(rank, local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0));
-    if (workers_on_host > 0) {
-      c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
+    c.env = user_env(rank, host_index);
+    host_env(host_index, &c.env);
+    if (workers_on_host > 0 && std::getenv("OMP_NUM_THREADS") == nullptr) {
       // The user's program (PyTorch, NumPy) sizes its OpenMP pool from OMP_NUM_THREADS, else one thread per core.
-      if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-        c.env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max<int64_t>(1, allowed_cpus() / workers_on_host)));
-      }
+      c.env.push_back("OMP_NUM_THREADS=" + std::to_string(std::max<int64_t>(1, allowed_cpus() / workers_on_host)));
     }
     return c;
   }
@@ -122,8 +122,14 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
   }
   for (const std::string& a : extra) c.argv.push_back(a);
   c.env = node_env(rank);
-  if (workers_on_host > 0) c.env.push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
+  host_env(host_index, &c.env);
   return c;
+}
+
+void JobPlan::host_env(int64_t local_rank, std::vector<std::string>* env) const {
+  if (workers_on_host > 0) env->push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
+  const std::string gpu = gpu_for_local_rank(worker_gpus, local_rank);
+  if (!gpu.empty()) env->push_back("CUDA_VISIBLE_DEVICES=" + gpu);
 }
 
 void write_run_config(const std::string& run_dir, const Config& config) {

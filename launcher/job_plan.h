@@ -45,6 +45,10 @@ struct JobPlan {
   // train.threads = 0 shares the host's cores among them (worker/trainer/run_setup.h) instead of every worker
   // starting one OpenMP thread per core. 0: not known (scheduler tasks, whose CPU affinity says their share).
   int64_t workers_on_host = 0;
+  // CUDA workers of one host: worker i (its local rank) gets CUDA_VISIBLE_DEVICES = worker_gpus[i % size], so they
+  // spread over the host's GPUs as scheduler tasks do (launcher/gpu_assignment.h). Empty: CUDA_VISIBLE_DEVICES is
+  // inherited unchanged.
+  std::vector<std::string> worker_gpus;
 
   // The coordinator, bound at `bind`; it ends the job (the others get the grace period).
   ChildSpec coordinator_process(const std::string& bind) const;
@@ -52,8 +56,9 @@ struct JobPlan {
   ChildSpec server_process(int64_t rank, const std::string& bind) const;
   // Worker `rank` (-1: the coordinator assigns it), with `extra` arguments at the end; `local_rank`: its index among
   // the workers on its host (PSHARD_LOCAL_RANK of a user_command; -1: the rank, all on one host). Every worker gets
-  // PSHARD_WORKERS_ON_HOST when workers_on_host > 0, and a user_command worker also OMP_NUM_THREADS = the allowed
-  // CPUs / workers_on_host (at least 1) unless this process's environment sets OMP_NUM_THREADS.
+  // PSHARD_WORKERS_ON_HOST when workers_on_host > 0, and CUDA_VISIBLE_DEVICES when worker_gpus is not empty; a
+  // user_command worker also OMP_NUM_THREADS = the allowed CPUs / workers_on_host (at least 1) unless this process's
+  // environment sets OMP_NUM_THREADS.
   ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}, int64_t local_rank = -1) const;
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.
@@ -65,6 +70,8 @@ struct JobPlan {
   // --set overrides, one per line), PSHARD_RUN_DIR, PSHARD_KEY_DIR (when set), PSHARD_NUM_WORKERS and
   // PSHARD_LOCAL_RANK (its rank among the workers on its host).
   std::vector<std::string> user_env(int64_t rank, int64_t local_rank) const;
+  // What every worker on a host gets on top: PSHARD_WORKERS_ON_HOST, CUDA_VISIBLE_DEVICES (see above).
+  void host_env(int64_t local_rank, std::vector<std::string>* env) const;
 };
 
 // The run directory's copy of the resolved config (RUN_DIR/config.toml), written atomically, so that

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "common/run/run_settings.h"
 #include "common/transport/curve.h"
 #include "common/util/host.h"
+#include "launcher/gpu_assignment.h"
 #include "launcher/job_plan.h"
 #include "launcher/local_job.h"
 #include "launcher/progress.h"
@@ -137,6 +139,9 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
   plan.user_command = o.worker_program;
   plan.workers_on_host = workers;  // every worker runs here: train.threads = 0 shares the cores among them
+  if (cfg.get_string("train.device") == "cuda") {  // and CUDA workers spread over the GPUs this launcher may use
+    plan.worker_gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
+  }
   std::string security = "job token";
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
     plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);

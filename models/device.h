@@ -10,7 +10,8 @@ bool cuda_compiled();
 // Number of usable CUDA devices; 0 without CUDA support, driver or GPU.
 // Never throws: `gpu` tests call it to decide whether to skip.
 int cuda_device_count();
-// One line for logs: "cpu (oneDNN, 2 threads)" / "cuda:0 (NVIDIA H100 ...)".
+// One line for logs: "cuda:0 (NVIDIA H100 ...)", or why there is none: "no usable GPU: no NVIDIA driver (...)",
+// "... the NVIDIA driver is too old ...", "... CUDA_VISIBLE_DEVICES is set and empty ...", "... finds no CUDA device".
 std::string describe_cuda_devices();
 
 }  // namespace pshard::models

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/compression/settings.h"
@@ -66,6 +67,10 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   kopt.job_token = copt.job_token;
   kopt.curve = copt.curve;
   kopt.run_total_steps = total_steps;
+  // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
+  // weights into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that
+  // thread (~KvClient) before the buffers are freed (~KvSync).
+  std::optional<trainer::KvSync> sync;
   KvClient kv(kopt);
   if (join) {
     // A step boundary the running workers have not reached yet, so that every slice can still
@@ -82,16 +87,16 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
                 std::to_string(total_steps) + " steps)");
   }
-  trainer::KvSync sync(kv, rank, cfg, global_batch, total_steps);
-  sync.set_start_step(start_step);
-  sync.set_rejoin(join);
-  trainer::Trainer t(opts, *setup.model, setup.data, sync);
+  sync.emplace(kv, rank, cfg, global_batch, total_steps);
+  sync->set_start_step(start_step);
+  sync->set_rejoin(join);
+  trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
   if (!window.empty()) {
     tracer = std::make_unique<Tracer>(window, "worker " + std::to_string(rank));
     t.set_tracer(tracer.get());
-    sync.set_tracer(tracer.get());
+    sync->set_tracer(tracer.get());
   }
   if (rank == 0 && !join) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/util/env.h"
+#include "launcher/gpu_assignment.h"
 #include "launcher/scheduler/hostlist.h"
 
 namespace pshard::scheduler {
@@ -136,20 +137,9 @@ int coordinator_port(int64_t job_id, int64_t step_id) {
 }
 
 std::string worker_gpu(const TaskEnv& env, uint32_t local_role_index) {
-  std::vector<std::string> devices;
-  if (!env.cuda_visible_devices.empty()) {
-    size_t start = 0;
-    while (start <= env.cuda_visible_devices.size()) {
-      size_t comma = env.cuda_visible_devices.find(',', start);
-      if (comma == std::string::npos) comma = env.cuda_visible_devices.size();
-      if (comma > start) devices.push_back(env.cuda_visible_devices.substr(start, comma - start));
-      start = comma + 1;
-    }
-  } else {
-    for (int64_t g = 0; g < env.gpus_on_node; ++g) devices.push_back(std::to_string(g));
-  }
-  if (devices.empty()) return "";
-  return devices[local_role_index % devices.size()];
+  // TaskEnv keeps an unset CUDA_VISIBLE_DEVICES as "": then the node's GPU count decides.
+  const char* visible = env.cuda_visible_devices.empty() ? nullptr : env.cuda_visible_devices.c_str();
+  return gpu_for_local_rank(host_gpus(visible, env.gpus_on_node), local_role_index);
 }
 
 }  // namespace pshard::scheduler

@@ -1,5 +1,6 @@
 // CudaBackend convolution through cuDNN: descriptors and algorithms chosen once per geometry (heuristics of
-// cudnnGet*Algorithm_v7, deterministic algorithms only, FP32 FMA math unless TF32 is allowed), one reused workspace.
+// cudnnGet*Algorithm_v7, deterministic direct algorithms only, FP32 FMA math unless TF32 is allowed), one reused
+// workspace.
 #include <algorithm>
 #include <climits>
 
@@ -23,14 +24,32 @@ int dim(int64_t v, const ConvShape& s) {
 // Tensor-core (TF32) variants, excluded unless TF32 is allowed.
 bool tensor_op(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
 
+// FFT and Winograd compute in a transformed domain: deterministic, but their rounding error does not shrink with
+// the result, so values near zero (cancelling weight-gradient sums of thousands of terms) are off by far more than
+// a direct FP32 sum's error, and CUDA would stop following the CPU run. Only direct (GEMM-style) algorithms qualify.
+bool transform_based(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_based(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_based(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // The first heuristic result (best first) that succeeded, is deterministic (same inputs, same bits: no atomics), is
-// allowed, runs under the math type we will set and whose workspace fits the limit. workspace(algo, math, &bytes)
-// queries cuDNN and returns false when the pair is not supported. Returns false when none qualifies.
+// direct (not FFT or Winograd), is allowed, runs under the math type we will set and whose workspace fits the limit.
+// workspace(algo, math, &bytes) queries cuDNN and returns false when the pair is not supported. Returns false when none
+// qualifies.
 template <typename Perf, typename Algo, typename Query>
 bool pick(const Perf* perf, int count, bool allow_tf32, Query workspace, Algo* algo, cudnnMathType_t* math,
           size_t* bytes) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    if (transform_based(perf[i].algo)) continue;
     if (!allow_tf32 && tensor_op(perf[i].mathType)) continue;
     const cudnnMathType_t run_math = allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH;
     size_t need = 0;

@@ -44,10 +44,19 @@ void* DeviceScratch::get(size_t bytes, cudaStream_t stream) {
 // ---- lifetime ----
 
 CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_tf32_(allow_tf32) {
+  try {
+    init();
+  } catch (...) {
+    release();  // a destructor does not run for a constructor that throws: free the handles made so far
+    throw;
+  }
+}
+
+void CudaBackend::init() {
   const int count = cuda_device_count();
-  if (count == 0) throw Error("cuda backend: no usable GPU (" + describe_cuda_devices() + ")");
-  if (device < 0 || device >= count) {
-    throw Error("cuda backend: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+  if (count == 0) throw Error("cuda backend: " + describe_cuda_devices());
+  if (device_ < 0 || device_ >= count) {
+    throw Error("cuda backend: device " + std::to_string(device_) + " does not exist (" + std::to_string(count) +
                 " GPU" + (count == 1 ? "" : "s") + ": " + describe_cuda_devices() + ")");
   }
   PSHARD_CUDA_CHECK(cudaSetDevice(device_));
@@ -67,8 +76,11 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
   PSHARD_CUDA_CHECK(cudaMallocHost(&totals_host_, sizeof(cuda::LossTotals)));
 }
 
-CudaBackend::~CudaBackend() {
-  // Destructor: errors cannot be reported, the device is released as far as it can be.
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() {
+  // Destructor (or a failed constructor): errors cannot be reported, the device is released as far as it can be;
+  // every handle is null until created.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   if (transfer_stream_) cudaStreamSynchronize(transfer_stream_);
@@ -87,11 +99,14 @@ CudaBackend::~CudaBackend() {
   if (compute_mark_) cudaEventDestroy(compute_mark_);
   if (transfer_stream_) cudaStreamDestroy(transfer_stream_);
   if (stream_) cudaStreamDestroy(stream_);
+  cudaGetLastError();  // a failed release leaves no error behind for the next backend on this thread
 }
 
 std::string CudaBackend::describe() const {
-  return "cuda:" + std::to_string(device_) + " (" + name_ + ", cuBLAS, cuDNN " + std::to_string(CUDNN_MAJOR) + "." +
-         std::to_string(CUDNN_MINOR) + (allow_tf32_ ? ", TF32)" : ", FP32)");
+  // The cuDNN that was loaded (pip's libcudnn.so.9 may be newer than the headers built against): 90501 = 9.5.1.
+  const size_t v = cudnnGetVersion();
+  return "cuda:" + std::to_string(device_) + " (" + name_ + ", cuBLAS, cuDNN " + std::to_string(v / 10000) + "." +
+         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (allow_tf32_ ? ", TF32)" : ", FP32)");
 }
 
 void CudaBackend::use_device() const {
@@ -384,6 +399,9 @@ void CudaBackend::wait_transfer(TransferTicket ticket, double timeout_s) {
     const cudaError_t st = cudaEventQuery(it->second);
     if (st == cudaSuccess) break;
     if (st != cudaErrorNotReady) PSHARD_CUDA_CHECK(st);
+    // "Not ready" is an answer, not a failure, but the runtime keeps it as the thread's last error: left there, the
+    // next kernel launch check (cudaGetLastError) would throw it. PyTorch and Caffe2 clear it the same way.
+    cudaGetLastError();
     if (std::chrono::steady_clock::now() >= deadline) {
       throw Error("cuda backend: transfer " + std::to_string(ticket) + " on cuda:" + std::to_string(device_) +
                   " not finished after " + std::to_string(timeout_s) + " s");

@@ -114,6 +114,8 @@ class CudaBackend final : public Backend {
 
  private:
   using ConvKey = std::array<int64_t, 9>;
+  void init();                              // the constructor's work: device, streams, handles, loss buffers
+  void release();                           // frees whatever init() made (null members are skipped)
   void use_device() const;                  // makes device_ current on the calling thread
   double* scratch_doubles(int64_t count);   // internal reductions (not the layers' workspace())
   cuda::LossTotals read_totals();           // waits for the stream, copies the totals of the last loss forward

@@ -133,6 +133,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 on both sides")
     ap.add_argument("--throughput-bin", default="", help="path of models_cuda_throughput")
+    ap.add_argument("--json", action="store_true", help="also print the numbers as one JSON line (scripts/gpu-check.sh)")
     args = ap.parse_args()
 
     if shutil.which("nvidia-smi") is None:
@@ -157,6 +158,11 @@ def main():
             print(f"  {label:42s} failed: {err}")
         else:
             print(f"  {label:42s} {value:10.1f} images/s   ratio to PyTorch {value / theirs:.2f}")
+    if args.json:
+        print(json.dumps({"batch": args.batch, "math": math, "gpu": gpu, "torch": torch.__version__,
+                          "pytorch_images_per_s": theirs,
+                          "pshard": [{"run": label, "images_per_s": value, "ratio_to_pytorch":
+                                      value / theirs if value else None, "error": err} for label, value, err in ours]}))
 
 if __name__ == "__main__":
     main()

@@ -1,17 +1,21 @@
 // JobPlan: the worker of a `-- CMD ARGS` job is the user's command with PSHARD_* variables; the other roles and
-// pshard's own workers are unchanged. Also the "--" of ArgParser that carries the command.
+// pshard's own workers are unchanged; CUDA workers spread over the host's GPUs. Also the "--" of ArgParser that
+// carries the command.
 #include "launcher/job_plan.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/util/args.h"
 #include "common/util/host.h"
+#include "launcher/gpu_assignment.h"
 
 namespace pshard {
 namespace {
@@ -91,6 +95,44 @@ TEST(JobPlan, WorkersOfOneHostAreToldHowManyShareIt) {
                            [](const std::string& e) { return e.rfind("OMP_NUM_THREADS=", 0) == 0; }));
   ::unsetenv("OMP_NUM_THREADS");
   EXPECT_EQ(shared(p.server_process(0, "tcp://127.0.0.1:47001")), 0);
+}
+
+TEST(JobPlan, CudaWorkersSpreadOverTheHostsGpusByLocalRank) {
+  JobPlan p = plan();
+  auto gpu_of = [](const ChildSpec& c) {
+    std::string gpu = "(unset)";
+    for (const std::string& e : c.env) {
+      if (e.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) gpu = e.substr(21);
+    }
+    return gpu;
+  };
+  EXPECT_EQ(gpu_of(p.worker_process(1)), "(unset)");  // no GPUs named: the worker inherits the launcher's
+  p.worker_gpus = {"3", "5"};
+  EXPECT_EQ(gpu_of(p.worker_process(0)), "3");
+  EXPECT_EQ(gpu_of(p.worker_process(1)), "5");
+  EXPECT_EQ(gpu_of(p.worker_process(2)), "3");         // more workers than GPUs: they share, round robin
+  EXPECT_EQ(gpu_of(p.worker_process(7, {}, 1)), "5");  // the local rank decides, not the global one
+  EXPECT_EQ(gpu_of(p.server_process(0, "tcp://127.0.0.1:47001")), "(unset)");
+  p.user_command = {"/usr/bin/python3", "train.py"};
+  EXPECT_EQ(gpu_of(p.worker_process(1)), "5");
+}
+
+TEST(GpuAssignment, TheVisibleDevicesListElseTheDriversGpus) {
+  EXPECT_EQ(host_gpus(nullptr, 2), (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(host_gpus("3,5", 8), (std::vector<std::string>{"3", "5"}));
+  EXPECT_EQ(host_gpus("GPU-8f2a,,1", 8), (std::vector<std::string>{"GPU-8f2a", "1"}));  // UUIDs pass through
+  EXPECT_TRUE(host_gpus("", 8).empty());  // set and empty: no GPU is visible, none is assigned
+  EXPECT_TRUE(host_gpus(nullptr, 0).empty());
+  EXPECT_EQ(gpu_for_local_rank({}, 0), "");
+  EXPECT_EQ(gpu_for_local_rank({"0", "1"}, 3), "1");
+
+  const std::string dir = "/tmp/pshard-gpus-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(count_nvidia_gpus(dir), 0);  // no driver
+  std::filesystem::create_directories(dir + "/0000:17:00.0");
+  std::filesystem::create_directories(dir + "/0000:65:00.0");
+  EXPECT_EQ(count_nvidia_gpus(dir), 2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ArgParser, EverythingAfterTheFirstDoubleDashIsTheCommand) {

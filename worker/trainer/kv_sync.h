@@ -30,7 +30,8 @@ namespace pshard::trainer {
 // On a CUDA worker, pushes and pulls go through pinned host buffers
 // (DeviceStaging): a layer's gradients are downloaded on a side stream while
 // backprop continues and pushed when the next layer is done; pulled weights
-// are uploaded just before the forward reaches their layer.
+// are uploaded just before the forward reaches their layer. The KvClient's I/O
+// thread writes into those buffers: destroy the client before this object.
 class KvSync : public ParameterSync {
  public:
   // The servers apply the optimizer and schedule; the schedule here only

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "models/backend.h"
 #include "models/device.h"
+#include "models/transfer.h"
 #include "tests/models/gpu/gpu_compare.h"
 
 namespace pshard::models {
@@ -34,7 +35,15 @@ TEST(CudaBackendAvailability, WithoutGpuMakeCudaBackendIsAClearError) {
     make_cuda_backend(0);
     FAIL() << "make_cuda_backend succeeded without a GPU";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cuda backend"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda backend"), std::string::npos) << what;
+    // The reason, whichever applies to this machine (models/cuda/device.cu; cuda_unavailable.cc without CUDA).
+    bool named = false;
+    for (const char* reason : {"no NVIDIA driver", "driver is too old", "CUDA_VISIBLE_DEVICES", "finds no CUDA device",
+                               "runtime cannot start", "built without CUDA"}) {
+      named = named || what.find(reason) != std::string::npos;
+    }
+    EXPECT_TRUE(named) << what;
   }
 }
 
@@ -58,6 +67,23 @@ TEST_F(CudaVsCpu, MemoryFillCopyRoundTrip) {
   EXPECT_NE(ws, nullptr);
   gpu_->fill(ws, 1 << 20, 1.0f);  // the workspace is usable device memory
   gpu_->synchronize();
+}
+
+// An unfinished transfer answers cudaEventQuery with "not ready", which the runtime also keeps as the thread's last
+// error: wait_transfer must not leave it there, or the next kernel launch check (cudaGetLastError) throws it.
+TEST_F(CudaVsCpu, WaitingForATransferLeavesNoErrorForTheNextKernel) {
+  const size_t n = size_t{32} << 20;  // 128 MiB: the first queries find the copy unfinished
+  HostBuffer host(*gpu_);
+  float* h = host.get(n);
+  Array d(*gpu_, n, 2.0f);
+  for (int round = 0; round < 3; ++round) {
+    const Backend::TransferTicket t = gpu_->begin_download(h, d.get(), n * sizeof(float));
+    gpu_->wait_transfer(t, 60.0);
+    EXPECT_NO_THROW(gpu_->fill(d.get(), 1024, 3.0f)) << "round " << round;  // a launch, then cudaGetLastError
+  }
+  gpu_->synchronize();
+  EXPECT_EQ(h[0], 3.0f);  // the fill of round 0, downloaded in round 1
+  EXPECT_EQ(h[n - 1], 2.0f);
 }
 
 TEST_F(CudaVsCpu, ElementwiseAxpyAddMultiply) {

@@ -1,0 +1,204 @@
+#!/bin/bash
+# Runs pshard's GPU checks on the GPU machine from the bundle scripts/gpu-bundle.sh made (.gpubundle/, carried).
+# Every log, every run directory and one summary.json go to OUTDIR. Each step runs under its own timeout and all of
+# them within CHECK_BUDGET_S (470 s: the lease's 10-minute command limit leaves room for the start and a rerun).
+#
+#   scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]      # BUNDLE_DIR: default .gpubundle
+#
+# On the device machine only 8 files (16 MiB each) come back from $OUT, so run it as
+#   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc
+#
+# Exit status: 0 every step passed; 1 a step failed (summary.json says which); 2 no usable GPU (nothing measured);
+# 3 the bundle is missing or incomplete (a library that neither the bundle nor the machine has: named).
+set -u
+[ $# -ge 1 ] || { echo "usage: scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]" >&2; exit 3; }
+OUT=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create $1" >&2; exit 3; }
+BUNDLE=$(cd "${2:-$(dirname "$0")/../.gpubundle}" 2>/dev/null && pwd) ||
+  { echo "gpu-check: no bundle folder ${2:-.gpubundle} (make it with scripts/gpu-bundle.sh and carry it)" >&2; exit 3; }
+BUDGET_S=${CHECK_BUDGET_S:-470}
+START=$SECONDS
+STEPS="$OUT/steps.tsv"  # name, exit status, seconds, log
+: > "$STEPS"
+
+say() { echo "gpu-check: $*" | tee -a "$OUT/check.log"; }
+
+# ---- unpack ----
+# Outside OUTDIR: OUTDIR comes back from the GPU machine, 16 MiB a file at most; the unpacked bundle is 94 MB.
+UNPACK=$(mktemp -d /tmp/pshard-gpu.XXXXXX) || { echo "gpu-check: mktemp failed" >&2; exit 3; }
+trap 'rm -rf "$UNPACK"' EXIT
+if command -v xz > /dev/null; then
+  tar -C "$UNPACK" -xJf "$BUNDLE/pshard-gpu.tar.xz"
+else  # Python's tarfile reads xz without the xz tool
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/pshard-gpu.tar.xz" "$UNPACK"
+fi || { say "cannot unpack $BUNDLE/pshard-gpu.tar.xz"; exit 3; }
+B="$UNPACK/pshard-gpu"
+DATA="$BUNDLE/fashion-mnist"
+[ -d "$DATA" ] || { say "no Fashion-MNIST folder $DATA in the bundle"; exit 3; }
+say "bundle of commit $(cat "$B/COMMIT"), GPU code $(cat "$B/CUDA_ARCHS")"
+
+# ---- libraries: the bundle, pip's CUDA wheels (PyTorch's cuDNN, cuBLAS, runtime), the toolkit ----
+NV=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]) + "/nvidia")' 2>/dev/null)
+PIP_DIRS=$([ -n "$NV" ] && ls -d "$NV"/*/lib 2>/dev/null | paste -sd:)
+TOOLKIT_DIRS=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib 2>/dev/null | paste -sd:)
+export LD_LIBRARY_PATH="$B/lib${PIP_DIRS:+:$PIP_DIRS}${TOOLKIT_DIRS:+:$TOOLKIT_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+missing=$(for f in "$B"/bin/*; do ldd "$f" | awk -v b="$(basename "$f")" '/not found/{print b ": " $1}'; done | sort -u)
+if [ -n "$missing" ]; then
+  say "missing libraries (neither in the bundle nor on this machine): $(echo "$missing" | paste -sd, -)"
+  exit 3
+fi
+ldd "$B/bin/pshard" | grep -E 'cudart|cublas|cudnn' | sed 's/^/  /' | tee -a "$OUT/check.log"
+
+# ---- is there a GPU pshard can use? ----
+GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+probe=$("$B/bin/pshard" bench compute --model mlp --device cuda --iters 1 --warmup 0 2>&1)
+if [ -z "$GPU" ] || echo "$probe" | grep -q 'no usable GPU'; then
+  reason=$(echo "$probe" | grep -o 'no usable GPU.*' | head -1)
+  [ -n "$reason" ] || reason="nvidia-smi finds no GPU"
+  python3 -c 'import json, sys; json.dump({"gpu": None, "result": "no GPU", "reason": sys.argv[1],
+              "steps": []}, open(sys.argv[2], "w"), indent=1)' "$reason" "$OUT/summary.json"
+  say "NO GPU: $reason; nothing was measured (exit 2)"
+  exit 2
+fi
+say "GPU: $GPU"
+
+# ---- the steps ----
+# step NAME TIMEOUT_S COMMAND...: runs within what is left of the budget, output to OUTDIR/NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((BUDGET_S - (SECONDS - START)))
+  [ "$limit" -le "$left" ] || limit=$left
+  if [ "$limit" -le 5 ]; then
+    printf '%s\t%s\t%s\t%s\n' "$name" "budget" 0 "$name.log" >> "$STEPS"
+    say "$name: not run, the ${BUDGET_S} s budget is spent"
+    return
+  fi
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" $((SECONDS - t0)) "$name.log" >> "$STEPS"
+  say "$name: exit $rc after $((SECONDS - t0)) s$([ "$rc" = 124 ] && echo " (timed out at $limit s)")"
+}
+
+CFG="$B/share/configs/fmnist_lenet_sync.toml"
+LENET=(--config "$CFG" --set data.dir="$DATA")
+
+# 1. Every gpu-labelled test binary (a "no CUDA device" skip means it did not see the GPU: summary.json fails it).
+for t in "$B"/bin/*_test; do step "test-$(basename "$t")" 120 "$t"; done
+
+# 2. LeNet one epoch on CUDA and on the CPU, same seed: the per-epoch losses must agree to 1e-3.
+step train-cuda 120 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 --set train.device=cuda \
+  --run-dir "$OUT/run-train-cuda"
+step train-cpu 150 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 --set train.threads=0 \
+  --run-dir "$OUT/run-train-cpu"
+
+# 3. 1 server + 2 CUDA workers sharing the GPU, LeNet sync (10 epochs): test accuracy >= 90.5 %.
+step launch-2workers 240 "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 230 "${LENET[@]}" \
+  --set train.device=cuda --run-dir "$OUT/run-launch-2workers"
+
+# 4. PS overhead: 1 CUDA worker + 1 server, one epoch, against the `pshard train` run of step 2.
+step launch-1worker 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 80 "${LENET[@]}" \
+  --set train.epochs=1 --set train.device=cuda --run-dir "$OUT/run-launch-1worker"
+
+# 5. ResNet-20 training images/s, pshard (bench compute, and the GPU-SGD throughput tool) next to PyTorch eager.
+for batch in 32 128 512; do
+  step "resnet20-b$batch" 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
+    --batch "$batch" --iters 30 --warmup 5 --json --throughput-bin "$B/bin/models_cuda_throughput"
+done
+
+# ---- summary.json ----
+python3 - "$OUT" "$GPU" "$BUDGET_S" <<'PY'
+import json, os, re, sys
+
+out, gpu, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+steps = {}
+for line in open(os.path.join(out, "steps.tsv")):
+    name, rc, secs, log = line.rstrip("\n").split("\t")
+    steps[name] = {"name": name, "exit": None if rc == "budget" else int(rc), "seconds": int(secs), "log": log,
+                   "pass": rc == "0"}
+    if rc == "budget":
+        steps[name]["why"] = f"not run: the {budget} s budget was spent"
+
+
+def text(name):
+    try:
+        return open(os.path.join(out, steps[name]["log"]), errors="replace").read()
+    except OSError:
+        return ""
+
+
+def epochs(run):
+    try:
+        lines = [json.loads(l) for l in open(os.path.join(out, run, "metrics.jsonl"))]
+    except (OSError, ValueError):
+        return [], {}
+    return [l for l in lines if l.get("event") == "epoch"], next((l for l in lines if l.get("event") == "summary"), {})
+
+
+def fail(name, why):
+    steps[name]["pass"] = False
+    steps[name]["why"] = why
+
+
+for name, s in steps.items():
+    if name.startswith("test-") and s["exit"] is not None:
+        log = text(name)
+        for key, tag in (("passed", "PASSED  "), ("failed", "FAILED  "), ("skipped", "SKIPPED ")):
+            m = re.search(r"^\[  " + tag + r"\] (\d+) tests?", log, re.M)  # gtest's closing counts
+            s[key] = int(m.group(1)) if m else 0
+        if "no CUDA device" in log:  # PSHARD_REQUIRE_GPU's skip (a test that needs no GPU may skip with a GPU)
+            fail(name, "tests skipped: they did not see the GPU")
+
+if "train-cuda" in steps and "train-cpu" in steps:
+    cuda, _ = epochs("run-train-cuda")
+    cpu, _ = epochs("run-train-cpu")
+    pairs = [{"epoch": a["epoch"], "cuda": a["train_loss"], "cpu": b["train_loss"],
+              "diff": abs(a["train_loss"] - b["train_loss"])} for a, b in zip(cuda, cpu)]
+    steps["train-cuda"]["losses"] = pairs
+    if not pairs:
+        fail("train-cuda", "no epoch of both runs to compare")
+    elif max(p["diff"] for p in pairs) > 1e-3:
+        fail("train-cuda", "CUDA and CPU losses differ by more than 1e-3")
+
+for name, run in (("launch-2workers", "run-launch-2workers"), ("launch-1worker", "run-launch-1worker")):
+    if name in steps:
+        _, summ = epochs(run)
+        steps[name]["test_acc"] = summ.get("test_acc")
+        steps[name]["samples_per_s"] = summ.get("samples_per_s")
+if "launch-2workers" in steps and steps["launch-2workers"]["exit"] == 0:
+    acc = steps["launch-2workers"].get("test_acc")
+    if acc is None or acc < 0.905:
+        fail("launch-2workers", f"test accuracy {acc} < 0.905")
+
+ps_overhead = None
+if "launch-1worker" in steps and "train-cuda" in steps:
+    _, train = epochs("run-train-cuda")
+    ps, local = steps["launch-1worker"].get("samples_per_s"), train.get("samples_per_s")
+    if ps and local:
+        ps_overhead = {"launch_1w1s_samples_per_s": ps, "train_samples_per_s": local, "ratio": ps / local,
+                       "target": 0.8, "met": ps / local >= 0.8}
+
+resnet = []
+for name, s in steps.items():
+    if name.startswith("resnet20-"):
+        rows = [l for l in text(name).splitlines() if l.startswith("{")]
+        if rows:
+            r = json.loads(rows[-1])
+            resnet.append(r)
+            s["images_per_s"] = {"pytorch": r["pytorch_images_per_s"],
+                                 **{p["run"]: p["images_per_s"] for p in r["pshard"]}}
+        elif s["exit"] == 0:
+            fail(name, "no measurement (skipped: " + text(name).strip()[-200:] + ")")
+
+summary = {"gpu": gpu, "result": "pass" if all(s["pass"] for s in steps.values()) else "fail",
+           "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
+           "resnet20": resnet, "ps_overhead": ps_overhead}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print(f"gpu-check: {summary['result']}: " + ", ".join(f"{s['name']} {'ok' if s['pass'] else 'FAIL'}"
+                                                       for s in summary["steps"]))
+sys.exit(0 if summary["result"] == "pass" else 1)
+PY
+rc=$?
+say "done in $((SECONDS - START)) s; logs and summary.json in $OUT"
+exit $rc
