@@ -419,17 +419,23 @@ struct KvClient::Impl {
         } while (!stopping && !inflight.empty());
       } catch (const zmq::error_t& e) {
         PSHARD_LOG(kError) << "worker " << opt.rank << ": poll failed: " << e.what();
+        fail_everything(std::string("the I/O thread's poll failed (") + e.what() + ")");  // still the poller
         release();
-        break;
+        return;
       }
       release();
     }
-    // No caller is inside a call any more (the client is being destroyed): what is left fails.
-    std::lock_guard<std::mutex> lock(io_mu);
+    // No caller is inside a call any more (the client is being destroyed), so nobody else polls.
+    fail_everything("client stopped");
+  }
+
+  // The poller fails every request in flight or queued.
+  void fail_everything(const std::string& why) {
     for (auto& [id, p] : inflight)
-      p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped during " + p.what);
+      p.op->part_done("worker " + std::to_string(opt.rank) + ": " + why + " during " + p.what);
     inflight.clear();
-    for (Part& p : queue) p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped before " + p.what);
+    std::lock_guard<std::mutex> lock(io_mu);
+    for (Part& p : queue) p.op->part_done("worker " + std::to_string(opt.rank) + ": " + why + " before " + p.what);
     queue.clear();
   }
 
