@@ -24,9 +24,10 @@
  * Errors: every call returns a pshard_status (or a non-negative value where it says so); on an error status,
  * pshard_last_error() describes it. No C++ exception crosses this API.
  *
- * Threads: after pshard_start, one pshard_client may be used from several threads at once (requests are handed to
- * one I/O thread; job events and heartbeats run on the library's own threads). pshard_add_tensor, pshard_start and
- * pshard_close must not race with any other call on the same client. pshard_last_error() is per thread.
+ * Threads: after pshard_start, one pshard_client may be used from several threads at once (the KV client's sockets are
+ * used by one thread at a time: a calling thread or the client's I/O thread; job events and heartbeats run on the
+ * library's own threads). pshard_add_tensor, pshard_start and pshard_close must not race with any other call on the
+ * same client. pshard_last_error() is per thread.
  *
  * Buffers: the API never copies a tensor. A buffer passed to pshard_init_tensor, pshard_pull or pshard_push_pull
  * must stay alive and unchanged (gradient) / untouched (weights) until pshard_wait or pshard_poll reported that

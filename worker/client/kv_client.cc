@@ -1,4 +1,5 @@
-// KvClient: request building on the calling thread, one I/O thread owning every DEALER socket.
+// KvClient: request building on the calling thread; the DEALER sockets are used by one thread at a time: a caller
+// that finds them free, or else the I/O thread.
 #include "worker/client/kv_client.h"
 
 #include <algorithm>
@@ -81,13 +82,23 @@ struct KvClient::Impl {
   SliceLayout layout;
   std::shared_ptr<transport::BufferPool> pool = transport::BufferPool::create(size_t{1} << 30);
   zmq::context_t ctx{1};
-  std::vector<zmq::socket_t> sockets;  // owned by the I/O thread after construction
-  transport::Wakeup wake;
+  transport::Wakeup wake;  // the poller's: parts were queued for it (or the client stops)
   std::thread io;
   std::atomic<bool> stopping{false};
 
-  std::mutex queue_mu;
-  std::deque<Part> queue;
+  // The sockets have one user at a time, the poller: a caller that found them free (it sends its request itself, and
+  // a caller about to block in wait() receives the replies itself) or else the I/O thread, which takes them over when
+  // requests are in flight that no caller is waiting on. Each thread hand-off costs a scheduler wake-up (~15-20 us on
+  // an idle VM), so a lone request-and-wait goes caller -> socket -> caller with no thread of ours in between.
+  // Ownership changes under io_mu; the mutex also orders the sockets' use across threads, as ZeroMQ requires.
+  enum class Poller { kNone, kCaller, kIoThread };
+  std::mutex io_mu;
+  std::condition_variable io_cv;       // the I/O thread waits on it for sockets with nobody polling them
+  Poller poller = Poller::kNone;       // io_mu
+  std::deque<Part> queue;              // io_mu: parts for the poller to send (submitted while the sockets were busy)
+  bool unattended = false;             // io_mu: requests in flight and nobody polls (set when the poller lets go)
+  int parked = 0;                      // io_mu: callers blocked on a request's completion while another thread polls
+  std::vector<zmq::socket_t> sockets;  // the poller's
 
   std::mutex ops_mu;
   std::unordered_map<Handle, std::shared_ptr<Op>> ops;
@@ -120,7 +131,11 @@ struct KvClient::Impl {
   }
 
   ~Impl() {
-    stopping = true;
+    {
+      std::lock_guard<std::mutex> lock(io_mu);
+      stopping = true;
+    }
+    io_cv.notify_all();
     wake.notify();
     if (io.joinable()) io.join();
   }
@@ -213,17 +228,49 @@ struct KvClient::Impl {
       }
       parts.push_back(std::move(p));
     }
+    return dispatch(op, parts);
+  }
+
+  // Registers the request's handle and sends its parts: itself when the sockets are free (after any parts queued
+  // before, to keep the order), else through the poller's queue.
+  Handle dispatch(const std::shared_ptr<Op>& op, std::vector<Part>& parts) {
     const Handle h = next_handle++;
     {
       std::lock_guard<std::mutex> lock(ops_mu);
       ops[h] = op;
     }
+    bool queued = false;
     {
-      std::lock_guard<std::mutex> lock(queue_mu);
-      for (Part& p : parts) queue.push_back(std::move(p));
+      std::lock_guard<std::mutex> lock(io_mu);
+      queued = poller != Poller::kNone;
+      if (queued) {
+        for (Part& p : parts) queue.push_back(std::move(p));
+      } else {
+        poller = Poller::kCaller;
+        unattended = false;
+      }
     }
-    wake.notify();
+    if (queued) {
+      wake.notify();
+      return h;
+    }
+    send_queued();
+    for (Part& p : parts) send_part(p);
+    release();
     return h;
+  }
+
+  // The poller lets go of the sockets. Requests still in flight wait for the next caller that waits, or for the I/O
+  // thread's next look (kScanPeriod); it is called now when someone is blocked on them or parts are queued.
+  void release() {
+    bool call_io = false;
+    {
+      std::lock_guard<std::mutex> lock(io_mu);
+      poller = Poller::kNone;
+      unattended = !inflight.empty();
+      call_io = !queue.empty() || (unattended && parked > 0);
+    }
+    if (call_io) io_cv.notify_one();
   }
 
   Handle shutdown_all(MessageType type = MessageType::SHUTDOWN) {
@@ -247,17 +294,7 @@ struct KvClient::Impl {
       p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
       parts.push_back(std::move(p));
     }
-    const Handle h = next_handle++;
-    {
-      std::lock_guard<std::mutex> lock(ops_mu);
-      ops[h] = op;
-    }
-    {
-      std::lock_guard<std::mutex> lock(queue_mu);
-      for (Part& p : parts) queue.push_back(std::move(p));
-    }
-    wake.notify();
-    return h;
+    return dispatch(op, parts);
   }
 
   bool wait(Handle h, const std::chrono::milliseconds* timeout) {
@@ -268,18 +305,26 @@ struct KvClient::Impl {
       if (it == ops.end()) throw Error("wait: handle " + std::to_string(h) + " is unknown or was already waited for");
       op = it->second;
     }
-    std::unique_lock<std::mutex> lock(op->mu);
-    // The I/O thread fails every part at its deadline; the extra margin only guards against a bug.
+    // The poller fails every part at its deadline; the extra margin only guards against a bug.
     const auto limit = Clock::now() + (timeout ? *timeout : opt.request_timeout + std::chrono::seconds(10));
-    if (!op->cv.wait_until(lock, limit, [&] { return op->remaining == 0; })) {
+    bool finished = false;
+    if (!poll_until_done(*op, limit, finished)) {  // another thread polls: it completes `op`
+      {
+        std::unique_lock<std::mutex> lock(op->mu);
+        finished = op->cv.wait_until(lock, limit, [&] { return op->remaining == 0; });
+      }
+      std::lock_guard<std::mutex> lock(io_mu);
+      --parked;
+    }
+    if (!finished) {
       if (timeout) return false;
-      throw Error("worker " + std::to_string(opt.rank) + ": request " + std::to_string(h) +
-                  " got no completion from the I/O thread");
+      throw Error("worker " + std::to_string(opt.rank) + ": request " + std::to_string(h) + " got no completion");
     }
     {
       std::lock_guard<std::mutex> ops_lock(ops_mu);
       ops.erase(h);
     }
+    std::unique_lock<std::mutex> lock(op->mu);
     // ZeroMQ drops its reference to a zero-copy frame right after sending it; wait for that so
     // the caller may free the buffer (bounded: after a timeout the frame may sit in a dead queue).
     op->cv.wait_for(lock, std::chrono::seconds(1), [&] { return op->borrowed == 0; });
@@ -287,43 +332,110 @@ struct KvClient::Impl {
     return true;
   }
 
-  // ---- I/O thread --------------------------------------------------------------------------------
+  static bool done(Op& op) {
+    std::lock_guard<std::mutex> lock(op.mu);
+    return op.remaining == 0;
+  }
 
-  std::unordered_map<uint64_t, Part> inflight;
-
-  void io_loop() {
-    std::vector<zmq::pollitem_t> items(sockets.size() + 1);
-    std::vector<zmq::message_t> frames;
-    auto next_scan = Clock::now();
-    while (!stopping) {
-      for (size_t s = 0; s < sockets.size(); ++s) items[s] = {sockets[s].handle(), 0, ZMQ_POLLIN, 0};
-      items.back() = {nullptr, wake.fd(), ZMQ_POLLIN, 0};
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(inflight.empty() ? 100 : 10));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        PSHARD_LOG(kError) << "worker " << opt.rank << ": poll failed: " << e.what();
-        break;
+  // A caller about to block on `op`: when the sockets are free it polls them itself until `op` is done or `limit`
+  // (taking every reply that arrives, not only its own) and sets `finished`. Returns false when another thread polls:
+  // the caller is then counted as parked (so that a poller letting go calls the I/O thread) and blocks on `op`.
+  bool poll_until_done(Op& op, Clock::time_point limit, bool& finished) {
+    finished = done(op);
+    if (finished) return true;
+    {
+      std::lock_guard<std::mutex> lock(io_mu);
+      if (poller != Poller::kNone) {
+        ++parked;
+        return false;
       }
-      if (items.back().revents & ZMQ_POLLIN) {
-        wake.drain();
-        send_queued();
-      }
-      for (size_t s = 0; s < sockets.size(); ++s) {
-        if (!(items[s].revents & ZMQ_POLLIN)) continue;
-        while (receive(static_cast<uint32_t>(s), frames)) on_reply(static_cast<uint32_t>(s), frames);
-      }
-      const auto now = Clock::now();
-      if (now >= next_scan) {
-        expire(now);
-        next_scan = now + std::chrono::milliseconds(10);
-      }
+      poller = Poller::kCaller;
+      unattended = false;
     }
+    struct Release {
+      Impl& self;
+      ~Release() { self.release(); }
+    } release_on_exit{*this};
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(limit - Clock::now());
+      pump(std::clamp(left, std::chrono::milliseconds(0), kScanPeriod));
+      finished = done(op);
+      if (finished || Clock::now() >= limit) return true;
+    }
+  }
+
+  // ---- the poller (a waiting caller or the I/O thread) -----------------------------------------------
+
+  static constexpr std::chrono::milliseconds kScanPeriod{10};  // deadlines and stalls are checked this often
+
+  // The poller's.
+  std::unordered_map<uint64_t, Part> inflight;
+  std::vector<zmq::pollitem_t> items;
+  std::vector<zmq::message_t> frames;
+  Clock::time_point next_scan = Clock::now();
+
+  // One turn of the poller: waits up to `timeout` for a reply or queued parts, sends the queued parts, takes every
+  // reply that arrived and fails the parts past their deadline. Throws zmq::error_t when polling fails (not EINTR).
+  void pump(std::chrono::milliseconds timeout) {
+    items.resize(sockets.size() + 1);
+    for (size_t s = 0; s < sockets.size(); ++s) items[s] = {sockets[s].handle(), 0, ZMQ_POLLIN, 0};
+    items.back() = {nullptr, wake.fd(), ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(items.data(), items.size(), timeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+      return;
+    }
+    if (items.back().revents & ZMQ_POLLIN) {
+      wake.drain();
+      send_queued();
+    }
+    for (size_t s = 0; s < sockets.size(); ++s) {
+      if (!(items[s].revents & ZMQ_POLLIN)) continue;
+      while (receive(static_cast<uint32_t>(s), frames)) on_reply(static_cast<uint32_t>(s), frames);
+    }
+    const auto now = Clock::now();
+    if (now >= next_scan) {
+      expire(now);
+      next_scan = now + kScanPeriod;
+    }
+  }
+
+  // The I/O thread polls while requests are in flight that no caller waits on (and sends parts queued meanwhile).
+  void io_loop() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(io_mu);
+        const auto needed = [&] { return poller == Poller::kNone && (unattended || !queue.empty()); };
+        io_cv.wait_for(lock, kScanPeriod, [&] { return stopping || needed(); });
+        if (stopping) break;
+        if (!needed()) continue;
+        poller = Poller::kIoThread;
+        unattended = false;
+      }
+      try {
+        do {
+          pump(kScanPeriod);
+        } while (!stopping && !inflight.empty());
+      } catch (const zmq::error_t& e) {
+        PSHARD_LOG(kError) << "worker " << opt.rank << ": poll failed: " << e.what();
+        fail_everything(std::string("the I/O thread's poll failed (") + e.what() + ")");  // still the poller
+        release();
+        return;
+      }
+      release();
+    }
+    // No caller is inside a call any more (the client is being destroyed), so nobody else polls.
+    fail_everything("client stopped");
+  }
+
+  // The poller fails every request in flight or queued.
+  void fail_everything(const std::string& why) {
     for (auto& [id, p] : inflight)
-      p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped during " + p.what);
+      p.op->part_done("worker " + std::to_string(opt.rank) + ": " + why + " during " + p.what);
     inflight.clear();
-    std::lock_guard<std::mutex> lock(queue_mu);
-    for (Part& p : queue) p.op->part_done("worker " + std::to_string(opt.rank) + ": client stopped before " + p.what);
+    std::lock_guard<std::mutex> lock(io_mu);
+    for (Part& p : queue) p.op->part_done("worker " + std::to_string(opt.rank) + ": " + why + " before " + p.what);
     queue.clear();
   }
 
@@ -339,22 +451,24 @@ struct KvClient::Impl {
   void send_queued() {
     std::deque<Part> batch;
     {
-      std::lock_guard<std::mutex> lock(queue_mu);
+      std::lock_guard<std::mutex> lock(io_mu);
       batch.swap(queue);
     }
-    for (Part& p : batch) {
-      try {
-        transport::send_frames(sockets[p.server], p.frames);
-      } catch (const zmq::error_t& e) {
-        p.op->part_done("worker " + std::to_string(opt.rank) + ": sending " + p.what + " to " + server_name(p.server) +
-                        " failed: " + e.what());
-        continue;
-      }
-      p.frames.clear();
-      p.sent_at = Clock::now();
-      const uint64_t id = p.request_id;
-      inflight.emplace(id, std::move(p));
+    for (Part& p : batch) send_part(p);
+  }
+
+  void send_part(Part& p) {
+    try {
+      transport::send_frames(sockets[p.server], p.frames);
+    } catch (const zmq::error_t& e) {
+      p.op->part_done("worker " + std::to_string(opt.rank) + ": sending " + p.what + " to " + server_name(p.server) +
+                      " failed: " + e.what());
+      return;
     }
+    p.frames.clear();
+    p.sent_at = Clock::now();
+    const uint64_t id = p.request_id;
+    inflight.emplace(id, std::move(p));
   }
 
   // One line per server and period for the requests waiting longer than stall_warn: the oldest named.

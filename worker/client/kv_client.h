@@ -44,8 +44,10 @@ struct KvTraffic {
   uint64_t fp32_bytes_recv = 0;
 };
 
-// Talks to every server through DEALER sockets owned by one I/O thread; the calling threads
-// (any number) hand requests to it and get a handle back. A tensor is cut into slices by
+// Talks to every server through one DEALER socket per server, used by one thread at a time: a
+// calling thread (any number may call) that finds the sockets free sends its request itself, and
+// one that blocks in wait() reads the replies itself; otherwise the client's I/O thread sends what
+// was queued for it and reads the replies nobody waits on. A tensor is cut into slices by
 // SliceLayout and each call is scattered to / gathered from the servers that own them.
 //
 // Pushes are encoded as options.compression says (with a per-slice error-feedback residual for

@@ -117,7 +117,7 @@ void KvSync::wait_layer(int layer) {
 }
 
 void KvSync::grads_ready(int first, int count) {
-  // Handing requests to the I/O thread is neither compute nor a wait.
+  // Sending requests is neither compute nor a wait.
   ScopedPhase issuing(WorkerPhase::kOther);
   if (staging_->active()) {
     // CUDA: the layers queued before this one have finished their downloads

@@ -44,8 +44,8 @@ class KvSync : public ParameterSync {
   // Rejoin a running job at the start step (a restarted worker): the first
   // pulls are `join`s, so the servers count this worker from that step on.
   void set_rejoin(bool rejoin) { rejoin_ = rejoin; }
-  // trace.steps: each push_pull of a traced step becomes a span on row 3 from its hand-off to the
-  // I/O thread to the end of the wait for its reply, with the tensor and bytes.
+  // trace.steps: each push_pull of a traced step becomes a span on row 3 from the call that sends
+  // it to the end of the wait for its reply, with the tensor and bytes.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
@@ -61,7 +61,7 @@ class KvSync : public ParameterSync {
  private:
   void wait_param(size_t i);
   void push_downloaded();  // CUDA: push the layers whose gradient download was started
-  void issued(size_t i);   // parameter i's push_pull was just handed to the I/O thread
+  void issued(size_t i);   // parameter i's push_pull was just sent (or queued for the client's poller)
 
   KvClient& kv_;
   uint32_t rank_;
