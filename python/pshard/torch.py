@@ -122,9 +122,10 @@ class DistributedOptimizer:
         pin = self.cuda and torch.cuda.is_available()
         self.grads = [torch.zeros(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
         self.weights = [torch.empty(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
+        self.grad_ptrs = [g.data_ptr() for g in self.grads]
         self.weight_ptrs = [w.data_ptr() for w in self.weights]
-        self.sent = [None] * len(self.params)  # the gradient tensor each push reads, alive until its wait
         self.request = ctypes.c_uint64()
+        self.request_ref = ctypes.byref(self.request)
         self.push_pull, self.wait = lib().pshard_push_pull, lib().pshard_wait  # looked up once: called every step
         self.step_count = 0
         self.epoch_steps = 0  # steps since the last report()
@@ -243,21 +244,19 @@ class DistributedOptimizer:
             event.record()
             self.copying.append((i, event))
         else:
-            # CPU: the gradient is sent from where autograd put it (zero-copy); `sent` keeps it alive until its
-            # wait, even if zero_grad() drops p.grad meanwhile.
-            g = grad.detach()
-            if not g.is_contiguous():
-                g = self.grads[i].copy_(g)
-            self._push(i, g)
+            # CPU: copied into a buffer of ours. The push is in flight until the module's next forward loads the
+            # weights, and p.grad may be written before that: torch 1.13's Module.zero_grad() zeroes it in place.
+            self.grads[i].copy_(grad)
+            self._push(i)
 
-    def _push(self, i, grad=None):
-        """Issues parameter i's push_pull of this step: its gradient in, its weights of the next step out."""
-        g = self.sent[i] = self.grads[i] if grad is None else grad
+    def _push(self, i):
+        """Issues parameter i's push_pull of this step: grads[i] in, its weights of the next step out into weights[i]
+        (both untouched until the request is waited for)."""
         if self.uploaded[i] is not None:  # CUDA: the pull writes weights[i] once its last upload has read it
             self.uploaded[i].synchronize()
             self.uploaded[i] = None
-        status = self.push_pull(self.client, i, g.data_ptr(), self.weight_ptrs[i], self.step_count,
-                                ctypes.byref(self.request))
+        status = self.push_pull(self.client, i, self.grad_ptrs[i], self.weight_ptrs[i], self.step_count,
+                                self.request_ref)
         if status != 0:
             check(status, "backward: push of '%s'" % self.params[i][0])
         self.pending[i] = self.request.value
@@ -277,33 +276,30 @@ class DistributedOptimizer:
         """Waits for the new weights of parameters `indices` (those still pending) and copies them in."""
         if not self.outstanding:
             return
-        started = None
-        for i in indices:
-            r = self.pending[i]
-            if r is None:
-                continue
-            if started is None:
-                started = time.monotonic_ns()
-            status = self.wait(self.client, r, -1)
+        ready = [i for i in indices if self.pending[i] is not None]
+        if not ready:
+            return
+        started = time.monotonic_ns()
+        for i in ready:
+            status = self.wait(self.client, self.pending[i], -1)
             if status != 0:
                 check(status, "step %d: weights of '%s'" % (self.step_count, self.params[i][0]))
             self.pending[i] = None
-            self.sent[i] = None
             self.outstanding -= 1
-            p = self.params[i][1]
-            with torch.no_grad():
+        with torch.no_grad():
+            for i in ready:
+                p = self.params[i][1]
                 p.copy_(self.weights[i], non_blocking=p.is_cuda)
-            if p.is_cuda:
-                # weights[i] receives the next pull once this upload has read it (_push waits for the event).
-                event = torch.cuda.Event()
-                event.record()
-                self.uploaded[i] = event
-        if started is not None:
-            done = time.monotonic_ns()
-            self.outside_ns += done - started
-            if self.tracing:
-                check(lib().pshard_trace_span(self.client, b"comm_wait + load weights", b"phase", self.step_count,
-                                              started, done), "timeline")
+                if p.is_cuda:
+                    # weights[i] receives the next pull once this upload has read it (_push waits for the event).
+                    event = torch.cuda.Event()
+                    event.record()
+                    self.uploaded[i] = event
+        done = time.monotonic_ns()
+        self.outside_ns += done - started
+        if self.tracing:
+                check(lib().pshard_trace_span(self.client, b"comm_wait + load weights", b"phase", self.step_count, started,
+                                          done), "timeline")
 
     def synchronize(self):
         """Waits for every parameter's new weights and copies them in. step() leaves them to the modules' next

@@ -1,9 +1,9 @@
-"""step() leaves each parameter's new weights to its module's next forward, and nothing is read stale: 2 Python
-workers, sync, a model with a branch that rank 1 skips on odd steps and both skip on every third step (an unused
-branch pushes zeros, the step does not stall), end with the weights of single-process SGD on the same per-rank
-batches (relative 1e-5); after step() every parameter is pending until the forward of its module (a module's call
-loads only its own), state_dict() loads what is still pending, and a parameter read outside the modules that hold
-it raises instead of training on old weights."""
+"""step() leaves each parameter's new weights to its module's next forward, and nothing is read stale: 2 Python workers,
+sync, a model with a branch that rank 1 skips on odd steps and both skip on every third step (an unused branch pushes
+zeros, the step does not stall), end with the weights of single-process SGD on the same per-rank batches (relative
+1e-5) although Module.zero_grad() zeroes the gradients in place before each forward; after step() every parameter is
+pending until the forward of its module (a module's call loads only its own), state_dict() loads what is still
+pending, and a parameter read outside the modules that hold it raises instead of training on old weights."""
 import os
 import sys
 
@@ -70,13 +70,15 @@ def worker(out_dir):
                 seen["after_step"] = pending
                 net.a(x[t, r])  # loads a's weights only
                 seen["after_a"] = opt.pending_weights()
+        # torch 1.13's Module.zero_grad() zeroes p.grad in place while the last step's pushes are still in flight
+        # (until each module's forward waits for them): the pushed gradients must not change.
+        net.zero_grad()
         out = net(x[t, r], uses_branch(t, r))
         if t == 1:
             seen["after_forward_with_branch"] = opt.pending_weights()
         if t == 2:
             seen["after_forward_without_branch"] = opt.pending_weights()
         loss = F.cross_entropy(out, y[t, r])
-        opt.zero_grad()
         loss.backward()
         opt.step()
     seen["before_state_dict"] = opt.pending_weights()
