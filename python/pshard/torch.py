@@ -280,14 +280,13 @@ class DistributedOptimizer:
         if not ready:
             return
         started = time.monotonic_ns()
-        for i in ready:
-            status = self.wait(self.client, self.pending[i], -1)
-            if status != 0:
-                check(status, "step %d: weights of '%s'" % (self.step_count, self.params[i][0]))
-            self.pending[i] = None
-            self.outstanding -= 1
         with torch.no_grad():
             for i in ready:
+                status = self.wait(self.client, self.pending[i], -1)
+                if status != 0:
+                    check(status, "step %d: weights of '%s'" % (self.step_count, self.params[i][0]))
+                self.pending[i] = None
+                self.outstanding -= 1
                 p = self.params[i][1]
                 p.copy_(self.weights[i], non_blocking=p.is_cuda)
                 if p.is_cuda:
@@ -298,7 +297,7 @@ class DistributedOptimizer:
         done = time.monotonic_ns()
         self.outside_ns += done - started
         if self.tracing:
-                check(lib().pshard_trace_span(self.client, b"comm_wait + load weights", b"phase", self.step_count, started,
+            check(lib().pshard_trace_span(self.client, b"comm_wait + load weights", b"phase", self.step_count, started,
                                           done), "timeline")
 
     def synchronize(self):
