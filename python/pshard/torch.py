@@ -129,7 +129,6 @@ class DistributedOptimizer:
         self.push_pull, self.wait = lib().pshard_push_pull, lib().pshard_wait  # looked up once: called every step
         self.step_count = 0
         self.epoch_steps = 0  # steps since the last report()
-        self.epoch_started = time.perf_counter()
         # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
         # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data. The
         # time spent completing weights (`outside_ns`) is the library's comm_wait_s and other_s, taken out of the
@@ -148,6 +147,11 @@ class DistributedOptimizer:
         self.copying = []  # CUDA: (index, event) of gradients on their way to the host
         self.uploaded = [None] * len(self.params)  # CUDA: event of the last upload from weights[i]
         self.tracing = False  # this step is in the trace window
+        # The ranks' start-up (import torch, loading data) ends at different times; the first epoch's clock starts
+        # when every rank is ready, as DDP's constructor (a broadcast) does: a rank that is ready first would
+        # otherwise count its wait for the others' start-up as training time (and as comm_wait_s).
+        barrier("pshard.torch: DistributedOptimizer on every rank")
+        self.epoch_started = time.perf_counter()
         self._start_weights()
         self._hooks = [self._hook(i) for i in range(len(self.params))]
         self._module_hooks = self._hook_modules(model)
