@@ -150,7 +150,15 @@ class DistributedOptimizer:
         # The ranks' start-up (import torch, loading data) ends at different times; the first epoch's clock starts
         # when every rank is ready, as DDP's constructor (a broadcast) does: a rank that is ready first would
         # otherwise count its wait for the others' start-up as training time (and as comm_wait_s).
-        barrier("pshard.torch: DistributedOptimizer on every rank")
+        limit_ms = config("cluster.request_timeout_ms")  # what a sync step would wait for a missing rank
+        try:
+            barrier("pshard.torch: DistributedOptimizer on every rank", timeout_s=limit_ms / 1000.0)
+        except PshardError as e:
+            if e.status != "PSHARD_ERR_TIMEOUT":
+                raise
+            raise PshardError("pshard: not every rank created its DistributedOptimizer within "
+                              "cluster.request_timeout_ms = %d ms (every rank must call DistributedOptimizer(model)): "
+                              "%s" % (limit_ms, e), e.status) from None
         self.epoch_started = time.perf_counter()
         self._start_weights()
         self._hooks = [self._hook(i) for i in range(len(self.params))]
@@ -250,7 +258,7 @@ class DistributedOptimizer:
         else:
             # CPU: copied into a buffer of ours. The push is in flight until the module's next forward loads the
             # weights, and p.grad may be written before that: torch 1.13's Module.zero_grad() zeroes it in place.
-            self.grads[i].copy_(grad)
+            self.grads[i].copy_(grad.detach())
             self._push(i)
 
     def _push(self, i):
