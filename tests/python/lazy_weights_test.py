@@ -1,9 +1,10 @@
 """step() leaves each parameter's new weights to its module's next forward, and nothing is read stale: 2 Python workers,
 sync, a model with a branch that rank 1 skips on odd steps and both skip on every third step (an unused branch pushes
 zeros, the step does not stall), end with the weights of single-process SGD on the same per-rank batches (relative
-1e-5) although Module.zero_grad() zeroes the gradients in place before each forward; after step() every parameter is
-pending until the forward of its module (a module's call loads only its own), state_dict() loads what is still
-pending, and a parameter read outside the modules that hold it raises instead of training on old weights."""
+1e-5), a tied parameter loaded by the one of its two modules that runs, although Module.zero_grad() zeroes the
+gradients in place before each forward; after step() every parameter is pending until the forward of its module (a
+module's call loads only its own), state_dict() loads what is still pending, and a parameter read outside the modules
+that hold it raises instead of training on old weights."""
 import os
 import sys
 
@@ -33,12 +34,17 @@ class Net(torch.nn.Module):
         super().__init__()
         self.a = torch.nn.Linear(4, 3)
         self.branch = torch.nn.Linear(4, 3)
+        # A tied parameter: held by two modules, of which only the second runs, twice per forward.
+        self.tied = torch.nn.Linear(3, 3, bias=False)
+        self.tied_again = torch.nn.Linear(3, 3, bias=False)
+        self.tied_again.weight = self.tied.weight
         self.head = torch.nn.Linear(3, 2)
 
     def forward(self, x, use_branch):
         h = self.a(x)
         if use_branch:
             h = h + self.branch(x)
+        h = self.tied_again(torch.tanh(self.tied_again(h)))
         return self.head(torch.tanh(h))
 
 
@@ -124,7 +130,7 @@ def main():
             support.expect(err <= 1e-5, "rank %d %s: relative difference %.3g > 1e-5" % (r, name, err), output)
         support.expect(seen["after_step"] == names, "rank %d: after step() pending %s, not every parameter"
                        % (r, seen["after_step"]), output)
-        support.expect(seen["after_a"] == ["branch.weight", "branch.bias", "head.weight", "head.bias"],
+        support.expect(seen["after_a"] == ["branch.weight", "branch.bias", "tied.weight", "head.weight", "head.bias"],
                        "rank %d: net.a(x) left %s pending" % (r, seen["after_a"]), output)
         support.expect(seen["after_forward_without_branch"] == ["branch.weight", "branch.bias"],
                        "rank %d: a forward without the branch left %s pending"
