@@ -23,6 +23,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from ddp_reference import torch_or_reexec  # noqa: E402
 
 
 def worker(steps, rounds, batch):
@@ -101,9 +103,7 @@ def main():
     args = ap.parse_args()
     if args.worker:
         return worker(args.steps, args.rounds, args.batch)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if torch_or_reexec() is None:
         print("SKIP: PyTorch is not installed (apt-get install python3-torch)")
         return 0
     if not args.pshard or not os.path.exists(args.pshard):
