@@ -44,10 +44,19 @@ def shutdown(exit_status=0, reason=None):
     global _client
     if _client is None:
         return
-    c, _client = _client, None
     from . import _state
+    failed = None
+    if exit_status == 0 and _state.optimizer is not None:
+        # The last step's weights (DistributedOptimizer loads them lazily): every request ends before the client.
+        try:
+            _state.optimizer.synchronize()
+        except PshardError as e:
+            failed, exit_status, reason = e, 1, str(e)
+    c, _client = _client, None
     _state.forget()
     check(lib().pshard_close(c, int(exit_status), reason.encode() if reason else None), "pshard.shutdown")
+    if failed is not None:
+        raise failed
 
 
 def _leave_at_exit():

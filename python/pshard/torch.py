@@ -7,7 +7,8 @@
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()                           # each gradient is pushed as soon as autograd has it
-        opt.step()                                # waits for the new weights and copies them into the parameters
+        opt.step()                                # returns once every push is issued; each module's forward
+                                                  # waits for its parameters' new weights and copies them in
     ps.report(epoch=epoch, train_loss=..., test_acc=...)
     ps.shutdown()
 
@@ -82,8 +83,11 @@ class DistributedOptimizer:
     names, shapes and order on every rank: a rank whose model differs gets a PshardError). Rank 0's initial values
     go to the servers and every rank starts from them. During backward() a hook per parameter pushes its gradient
     as soon as autograd has accumulated it (register_post_accumulate_grad_hook where torch has it, the gradient
-    accumulator's hook on older torch); step() waits for the new weights and copies them into the parameters.
-    A parameter without a gradient in a step (an unused branch) pushes zeros, so a sync step never waits for it.
+    accumulator's hook on older torch); the same round trip brings back the parameter's weights of the next step.
+    step() returns once every push is issued; each parameter's new weights are waited for and copied in just before
+    they are needed: by a forward pre-hook of every module that holds the parameter, by the module's state_dict(),
+    and by synchronize(), report() and shutdown(). A parameter without a gradient in a step (an unused branch)
+    pushes zeros, so a sync step never waits for it.
 
     batch_size: samples per step on this worker (default: the config's train.batch_size), used for the metrics
     and the linear scaling rule; steps_per_epoch: the run's length is train.epochs x steps_per_epoch, which a
@@ -106,7 +110,7 @@ class DistributedOptimizer:
                                   % (n, p.dtype), "PSHARD_ERR_ARGUMENT")
         self.batch_size = int(batch_size if batch_size is not None else config("train.batch_size"))
         self.steps_per_epoch = int(steps_per_epoch or 0)
-        c = client()
+        c = self.client = client()
         for n, p in self.params:
             shape = (ctypes.c_int64 * p.dim())(*p.shape)
             check(lib().pshard_add_tensor(c, n.encode(), p.dim(), shape, FLOAT32), "DistributedOptimizer")
@@ -118,27 +122,54 @@ class DistributedOptimizer:
         pin = self.cuda and torch.cuda.is_available()
         self.grads = [torch.zeros(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
         self.weights = [torch.empty(p.shape, dtype=torch.float32, pin_memory=pin) for _, p in self.params]
-        self.sent = [None] * len(self.params)  # the gradient tensor each push reads, alive until step() waited
-        self.request = [ctypes.c_uint64() for _ in self.params]
+        self.grad_ptrs = [g.data_ptr() for g in self.grads]
+        self.weight_ptrs = [w.data_ptr() for w in self.weights]
+        self.request = ctypes.c_uint64()
+        self.request_ref = ctypes.byref(self.request)
+        self.push_pull, self.wait = lib().pshard_push_pull, lib().pshard_wait  # looked up once: called every step
         self.step_count = 0
         self.epoch_steps = 0  # steps since the last report()
-        self.epoch_started = time.perf_counter()
         # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
-        # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data.
+        # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data. The
+        # time spent completing weights (`outside_ns`) is the library's comm_wait_s and other_s, taken out of the
+        # phase it fell in.
         self.phase_s = {"data": 0.0, "forward": 0.0, "backward": 0.0}
         self.forward_at = None
         self.backward_at = None
+        self.outside_ns = 0
         self._forward_hook = model.register_forward_pre_hook(lambda module, inputs: self._forward_started())
-        self.pending = [None] * len(self.params)  # request of this step's push_pull
+        # Per parameter: the request whose weights are not loaded yet (None: loaded), and the step whose gradient
+        # it took (a second gradient in one step is an error).
+        self.pending = [None] * len(self.params)
+        self.outstanding = 0  # parameters with pending weights
+        self.taken = [-1] * len(self.params)
+        self.pushed = 0  # gradients taken this step
         self.copying = []  # CUDA: (index, event) of gradients on their way to the host
+        self.uploaded = [None] * len(self.params)  # CUDA: event of the last upload from weights[i]
+        self.tracing = False  # this step is in the trace window
+        # The ranks' start-up (import torch, loading data) ends at different times; the first epoch's clock starts
+        # when every rank is ready, as DDP's constructor (a broadcast) does: a rank that is ready first would
+        # otherwise count its wait for the others' start-up as training time (and as comm_wait_s).
+        limit_ms = config("cluster.request_timeout_ms")  # what a sync step would wait for a missing rank
+        try:
+            barrier("pshard.torch: DistributedOptimizer on every rank", timeout_s=limit_ms / 1000.0)
+        except PshardError as e:
+            if e.status != "PSHARD_ERR_TIMEOUT":
+                raise
+            raise PshardError("pshard: not every rank created its DistributedOptimizer within "
+                              "cluster.request_timeout_ms = %d ms (every rank must call DistributedOptimizer(model)): "
+                              "%s" % (limit_ms, e), e.status) from None
+        self.epoch_started = time.perf_counter()
         self._start_weights()
         self._hooks = [self._hook(i) for i in range(len(self.params))]
+        self._module_hooks = self._hook_modules(model)
         self.step_started = time.monotonic_ns()
+        self.tracing = lib().pshard_traces(c, 0) == 1
         _state.optimizer = self
 
     # ---- start ---------------------------------------------------------------------------------------------------
     def _start_weights(self):
-        c = client()
+        c = self.client
         if rank() == 0:
             requests = []
             for i, (_, p) in enumerate(self.params):
@@ -163,7 +194,24 @@ class DistributedOptimizer:
                     "require a gradient must be the same on every rank; this rank has %s (%s)"
                     % (rank(), _describe(self.params), e), e.status) from None
             raise
-        self._load_weights()
+        with torch.no_grad():
+            for (_, p), w in zip(self.params, self.weights):
+                p.copy_(w)
+
+    def _hook_modules(self, model):
+        """Hooks of every module that holds parameters (a tied parameter: every module that holds it): before its
+        forward and at its state_dict(), the new weights of its own parameters are waited for and loaded."""
+        index = {id(p): i for i, (_, p) in enumerate(self.params)}
+        handles = []
+        for module in model.modules():
+            mine = sorted({index[id(p)] for p in module._parameters.values() if p is not None and id(p) in index})
+            if not mine:
+                continue
+            handles.append(module.register_forward_pre_hook(lambda m, inputs, mine=mine: self._complete(mine)))
+            # Runs after the module's entries were put into the state dict: they share the parameters' storage
+            # (detach()), so loading the weights now updates them too (torch 1.13 has no public pre-hook).
+            handles.append(module._register_state_dict_hook(lambda *unused, mine=mine: self._complete(mine)))
+        return handles
 
     # ---- gradients -----------------------------------------------------------------------------------------------
     def _hook(self, i):
@@ -178,17 +226,28 @@ class DistributedOptimizer:
     def _forward_started(self):
         if self.forward_at is None and torch.is_grad_enabled():  # an evaluation's forward is not a step's
             self.forward_at = time.monotonic_ns()
+            self.phase_s["data"] += (self.forward_at - self.step_started - self.outside_ns) * 1e-9
+            self.outside_ns = 0
 
     def _grad_ready(self, i):
         if self.backward_at is None:
             self.backward_at = time.monotonic_ns()
-        if self.pending[i] is not None or any(j == i for j, _ in self.copying):
+            if self.forward_at is not None:
+                self.phase_s["forward"] += (self.backward_at - self.forward_at - self.outside_ns) * 1e-9
+            self.outside_ns = 0
+        if self.taken[i] == self.step_count:
             raise PshardError("pshard: parameter '%s' got a second gradient before step(): pshard pushes one "
                               "gradient per parameter per step (no accumulation over several backward())"
                               % self.params[i][0])
+        if self.pending[i] is not None:
+            raise PshardError("pshard: parameter '%s' was used before its new weights were loaded: it is read "
+                              "outside the forward of the modules that hold it (call opt.synchronize() after "
+                              "step() when a model does that)" % self.params[i][0])
         grad = self.params[i][1].grad
         if grad is None:
             return
+        self.taken[i] = self.step_count
+        self.pushed += 1
         if grad.is_cuda:
             # Gradients still on their way from the GPU are pushed once they are on the host; earlier ones first.
             self._push_copied(block=False)
@@ -197,19 +256,23 @@ class DistributedOptimizer:
             event.record()
             self.copying.append((i, event))
         else:
-            # CPU: the gradient is sent from where autograd put it (zero-copy); `sent` keeps it alive until step()
-            # has waited, even if zero_grad() drops p.grad meanwhile.
-            g = grad.detach()
-            if not g.is_contiguous():
-                g = self.grads[i].copy_(g)
-            self._push(i, g)
+            # CPU: copied into a buffer of ours. The push is in flight until the module's next forward loads the
+            # weights, and p.grad may be written before that: torch 1.13's Module.zero_grad() zeroes it in place.
+            self.grads[i].copy_(grad.detach())
+            self._push(i)
 
-    def _push(self, i, grad=None):
-        self.sent[i] = self.grads[i] if grad is None else grad
-        r = self.request[i]
-        check(lib().pshard_push_pull(client(), i, self.sent[i].data_ptr(), self.weights[i].data_ptr(),
-                                     self.step_count, ctypes.byref(r)), "backward: push of '%s'" % self.params[i][0])
-        self.pending[i] = r.value
+    def _push(self, i):
+        """Issues parameter i's push_pull of this step: grads[i] in, its weights of the next step out into weights[i]
+        (both untouched until the request is waited for)."""
+        if self.uploaded[i] is not None:  # CUDA: the pull writes weights[i] once its last upload has read it
+            self.uploaded[i].synchronize()
+            self.uploaded[i] = None
+        status = self.push_pull(self.client, i, self.grad_ptrs[i], self.weight_ptrs[i], self.step_count,
+                                self.request_ref)
+        if status != 0:
+            check(status, "backward: push of '%s'" % self.params[i][0])
+        self.pending[i] = self.request.value
+        self.outstanding += 1
 
     def _push_copied(self, block):
         while self.copying:
@@ -220,8 +283,49 @@ class DistributedOptimizer:
             self.copying.pop(0)
             self._push(i)
 
+    # ---- weights -------------------------------------------------------------------------------------------------
+    def _complete(self, indices):
+        """Waits for the new weights of parameters `indices` (those still pending) and copies them in."""
+        if not self.outstanding:
+            return
+        ready = [i for i in indices if self.pending[i] is not None]
+        if not ready:
+            return
+        started = time.monotonic_ns()
+        with torch.no_grad():
+            for i in ready:
+                status = self.wait(self.client, self.pending[i], -1)
+                if status != 0:
+                    check(status, "step %d: weights of '%s'" % (self.step_count, self.params[i][0]))
+                self.pending[i] = None
+                self.outstanding -= 1
+                p = self.params[i][1]
+                p.copy_(self.weights[i], non_blocking=p.is_cuda)
+                if p.is_cuda:
+                    # weights[i] receives the next pull once this upload has read it (_push waits for the event).
+                    event = torch.cuda.Event()
+                    event.record()
+                    self.uploaded[i] = event
+        done = time.monotonic_ns()
+        self.outside_ns += done - started
+        if self.tracing:
+            check(lib().pshard_trace_span(self.client, b"comm_wait + load weights", b"phase", self.step_count, started,
+                                          done), "timeline")
+
+    def synchronize(self):
+        """Waits for every parameter's new weights and copies them in. step() leaves them to the modules' next
+        forward; call this before reading parameters in any other way (p.data, p.norm(), a functional use of
+        another module's parameter). report(), shutdown() and state_dict() call it themselves."""
+        self._complete(range(len(self.params)))
+
+    def pending_weights(self):
+        """The names of the parameters whose new weights are not loaded yet (after step(): all of them, until the
+        forward of their module)."""
+        return [self.params[i][0] for i, r in enumerate(self.pending) if r is not None]
+
     # ---- the step ------------------------------------------------------------------------------------------------
     def zero_grad(self, set_to_none=True):
+        """As torch.optim's. It does not load weights: loops that call it before the forward keep the waits lazy."""
         for _, p in self.params:
             if p.grad is None:
                 continue
@@ -232,52 +336,42 @@ class DistributedOptimizer:
                 p.grad.zero_()
 
     def step(self):
-        """Waits for the weights of the next step and copies them into the parameters."""
+        """Ends the step: every gradient is pushed (zeros for a parameter without one), and returns. The new weights
+        are loaded lazily, each just before its module's next forward."""
         self._push_copied(block=True)
-        if all(r is None for r in self.pending):
+        if self.pushed == 0:
             raise PshardError("pshard: step() without backward(): no parameter got a gradient since the last step "
                               "(call loss.backward() first)")
-        # A parameter without a gradient this step (an unused branch) takes part with zeros.
-        for i, r in enumerate(self.pending):
-            if r is None:
+        # A parameter without a gradient this step (an unused branch) takes part with zeros; its last weights were
+        # not loaded if its module did not run, and its buffers are reused now.
+        step = self.step_count
+        for i, t in enumerate(self.taken):
+            if t != step:
+                self._complete((i,))
                 self.grads[i].zero_()
                 self._push(i)
-        waited = time.monotonic_ns()
+        now = time.monotonic_ns()
         marks = None
         if self.forward_at is not None and self.backward_at is not None:
-            marks = (self.step_started, self.forward_at, self.backward_at, waited)
-            self.phase_s["data"] += (self.forward_at - self.step_started) * 1e-9
-            self.phase_s["forward"] += (self.backward_at - self.forward_at) * 1e-9
-            self.phase_s["backward"] += (waited - self.backward_at) * 1e-9
+            marks = (self.step_started, self.forward_at, self.backward_at, now)
+            self.phase_s["backward"] += (now - self.backward_at - self.outside_ns) * 1e-9
+        self.outside_ns = 0
         self.forward_at = self.backward_at = None
-        for i, r in enumerate(self.pending):
-            _wait(r, "step %d: weights of '%s'" % (self.step_count + 1, self.params[i][0]))
-            self.pending[i] = None
-            self.sent[i] = None
-        self._load_weights()
-        done = time.monotonic_ns()
-        if marks is not None and lib().pshard_traces(client(), self.step_count) == 1:
-            self._trace_step(self.step_count, marks + (done,))
+        if marks is not None and self.tracing:
+            self._trace_step(step, marks)
+        self.pushed = 0
         self.step_count += 1
         self.epoch_steps += 1
+        self.tracing = lib().pshard_traces(self.client, self.step_count) == 1
         self.step_started = time.monotonic_ns()
 
     def _trace_step(self, step, marks):
-        """The step's spans on the timeline (trace.steps): data, forward, backward, waiting for the weights."""
-        start, forward, backward, waited, done = marks
-        c = client()
+        """The step's spans on the timeline (trace.steps): data, forward, backward (until every push is issued); the
+        waits for its weights are "comm_wait + load weights" spans inside the forward."""
+        start, forward, backward, done = marks
         for name, cat, a, b in (("step %d" % step, b"step", start, done), ("data", b"phase", start, forward),
-                                ("forward", b"phase", forward, backward), ("backward", b"phase", backward, waited),
-                                ("comm_wait + load weights", b"phase", waited, done)):
-            check(lib().pshard_trace_span(c, name.encode(), cat, step, a, b), "timeline")
-
-    def _load_weights(self):
-        with torch.no_grad():
-            for (_, p), w in zip(self.params, self.weights):
-                p.copy_(w, non_blocking=p.is_cuda)
-        if self.cuda:
-            # The host buffers receive the next pulls: the uploads must have read them by then.
-            torch.cuda.current_stream().synchronize()
+                                ("forward", b"phase", forward, backward), ("backward", b"phase", backward, done)):
+            check(lib().pshard_trace_span(self.client, name.encode(), cat, step, a, b), "timeline")
 
 
 def _describe(params, limit=4):
@@ -296,6 +390,7 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     opt = _state.optimizer
     if opt is None:
         raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
+    opt.synchronize()  # the epoch's last weights are part of it
     now = time.perf_counter()
     n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)
     r = EpochReport()
@@ -324,7 +419,9 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     opt.epoch_steps = 0
     opt.phase_s = dict.fromkeys(opt.phase_s, 0.0)
     opt.forward_at = opt.backward_at = None
+    opt.outside_ns = 0
     opt.epoch_started = time.perf_counter()
+    opt.step_started = time.monotonic_ns()  # the next step's data phase starts here, not at the last step()
 
 
 def _average_buffers(model, epoch):

@@ -1,6 +1,6 @@
 """Bad use of pshard.torch gives a Python exception with a clear message, and the job ends (no hang) with the
 failure named: calls before init(), ranks whose models differ in shape or dtype, a model without trainable
-parameters, step() without backward(), a lost coordinator."""
+parameters, step() without backward(), a rank that never makes its DistributedOptimizer, a lost coordinator."""
 import os
 import signal
 import sys
@@ -39,6 +39,9 @@ def worker(case, out_dir):
         net = net.double()
     if case == "no-params":
         net.requires_grad_(False)
+    if case == "one-optimizer" and r == 1:
+        time.sleep(50)  # never makes its DistributedOptimizer (the job's abort ends it)
+        return
     if case == "coordinator":
         # The launcher stops the job when its coordinator dies; this worker stays to see the coordinator go silent
         # (as a worker on another node would), until the launcher's SIGKILL after its grace period.
@@ -75,10 +78,11 @@ def before_init():
         support.expect(e.status == "PSHARD_ERR_ENVIRONMENT", e.status)
 
 
-def job_fails(case, message, *more):
+def job_fails(case, message, *more, extra=()):
     out = support.fresh_dir(case)
     t0 = time.time()
-    status, output, _ = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", case, out], 60, case)
+    status, output, _ = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", case, out], 60, case,
+                                       extra)
     support.expect(status != 0, "%s: the job did not fail" % case, output)
     for m in (message,) + more:
         support.expect(m in output, "%s: the output does not say %r" % (case, m), output)
@@ -136,6 +140,8 @@ def main():
     job_fails("dtype", "parameter 'weight' is torch.float64")
     job_fails("no-params", "the model has no trainable parameters")
     job_fails("no-backward", "step() without backward()")
+    job_fails("one-optimizer", "not every rank created its DistributedOptimizer within cluster.request_timeout_ms = "
+              "2000 ms", extra=("--set", "cluster.request_timeout_ms=2000"))
     lost_coordinator()
 
 

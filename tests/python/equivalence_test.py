@@ -1,7 +1,10 @@
 """2 Python workers with batch 32 through 2 servers, sync, server-side SGD, end with the same weights after 20 steps
-as single-process PyTorch SGD with batch 64 (relative 1e-5): the Python path adds nothing to BSP's arithmetic."""
+as single-process PyTorch SGD with batch 64 (relative 1e-5): the Python path adds nothing to BSP's arithmetic. Rank 1
+starts 3 s late: the epoch's clock starts when every rank is ready, so rank 0's epoch_s does not count the delay."""
+import json
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -9,6 +12,7 @@ import torch.nn.functional as F
 import support
 
 STEPS, BATCH, LR = 20, 32, 0.1
+START_SKEW_S = 3.0
 CONFIG = """
 [optimizer]
 name = "sgd"
@@ -44,6 +48,8 @@ def worker(out_dir):
     ps.init()
     # Rank 1 starts from other weights: the servers' copy (rank 0's) must replace them.
     net = model(seed=1 + ps.rank() * 100)
+    if ps.rank() == 1:
+        time.sleep(START_SKEW_S)  # a slow start-up (import, data): not rank 0's training time
     opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
     x, y = data()
     for t in range(STEPS):
@@ -82,6 +88,12 @@ def main():
         events = f.read()
     support.expect('"event":"start"' in events and '"event":"epoch"' in events and '"event":"summary"' in events,
                    "metrics.jsonl lacks the start, epoch or summary line:\n" + events)
+    # The epoch's clock starts when every rank has its DistributedOptimizer: rank 0 does not count rank 1's slow
+    # start-up (both end the last sync step together, so their epoch_s differ by the start-up skew they count).
+    epoch = [json.loads(line) for line in events.splitlines() if '"event":"epoch"' in line][0]
+    times = [w["epoch_s"] for w in epoch["workers"]]
+    support.expect(max(times) - min(times) < START_SKEW_S / 2, "the ranks' epoch_s %s differ by rank 1's start-up "
+                   "delay (%.1f s)" % (times, START_SKEW_S), events)
     print("equivalence: 2 workers x batch %d through 2 servers == 1 process x batch %d after %d SGD steps"
           % (BATCH, 2 * BATCH, STEPS))
 
