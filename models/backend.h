@@ -119,7 +119,7 @@ class Backend {
   // gradient in that layout for the convolution's backward). The defaults (backend.cc) make the separate calls.
   //
   // a = conv2d(x, w) without bias (kept: backward reads it); y = batchnorm_train(a) with `bn`; then, if relu,
-  // y = max(y, 0).
+  // y = max(y, 0). a and y are distinct buffers.
   virtual void conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
                                               const BatchNormTrain& bn, bool relu, float* y);
   // The backward of that pair (the ReLU's, if any, is the caller's, before): ga = batchnorm_backward(a, dy) with
