@@ -1,5 +1,4 @@
-// Shape helpers of the backend interface (validated geometry of convolution and pooling) and the default fused
-// operations (the separate calls).
+// Shape helpers of the backend interface (validated geometry of convolution and pooling).
 #include "models/backend.h"
 
 #include "common/error.h"
@@ -22,21 +21,6 @@ ConvShape ConvShape::make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t
   s.h_out = (h + 2 * pad - k) / stride + 1;
   s.w_out = (w + 2 * pad - k) / stride + 1;
   return s;
-}
-
-void Backend::conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                             const BatchNormTrain& bn, bool relu, float* y) {
-  conv2d_forward(s, x, w, nullptr, a);
-  batchnorm_forward_train(s.n, s.c_out, s.h_out * s.w_out, a, bn.gamma, bn.beta, bn.eps, bn.momentum, bn.running_mean,
-                          bn.running_var, bn.save_mean, bn.save_invstd, y);
-  if (relu) relu_forward(y, y, s.n * s.c_out * s.h_out * s.w_out);
-}
-
-void Backend::batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a,
-                                        const float* dy, const BatchNormGrad& bn, float* ga, float* dx, float* dw) {
-  batchnorm_backward(s.n, s.c_out, s.h_out * s.w_out, a, dy, bn.gamma, bn.save_mean, bn.save_invstd, ga, bn.dgamma,
-                     bn.dbeta);
-  conv2d_backward(s, x, w, ga, dx, dw, nullptr);
 }
 
 CpuKernels cpu_kernels_from_name(const std::string& name) {

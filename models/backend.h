@@ -28,18 +28,6 @@ struct PoolShape {
   static PoolShape make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad);
 };
 
-// The arguments of a training batch norm over the output channels of a convolution (batchnorm_forward_train's).
-struct BatchNormTrain {
-  const float *gamma, *beta;
-  float eps, momentum;
-  float *running_mean, *running_var, *save_mean, *save_invstd;
-};
-// The arguments of its backward (batchnorm_backward's).
-struct BatchNormGrad {
-  const float *gamma, *save_mean, *save_invstd;
-  float *dgamma, *dbeta;
-};
-
 // A device that runs the kernels of forward and backward. All pointers are to memory from allocate() ("device
 // memory") unless a parameter says host. Shapes are passed as plain integers so that each CUDA kernel can be tested
 // against the CPU reference with the same arguments. Calls are made from one thread at a time.
@@ -112,21 +100,6 @@ class Backend {
   virtual void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                                   const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                                   float* dbeta) = 0;
-
-  // ---- convolution + batch norm, fused (ResNet blocks) ----
-  // The same results as the separate calls; a backend may run them without the intermediate round trips (the CPU
-  // backend keeps the convolution's output in oneDNN's blocked layout for the batch norm, and the batch norm's input
-  // gradient in that layout for the convolution's backward). The defaults (backend.cc) make the separate calls.
-  //
-  // a = conv2d(x, w) without bias (kept: backward reads it); y = batchnorm_train(a) with `bn`; then, if relu,
-  // y = max(y, 0). a and y are distinct buffers.
-  virtual void conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                              const BatchNormTrain& bn, bool relu, float* y);
-  // The backward of that pair (the ReLU's, if any, is the caller's, before): ga = batchnorm_backward(a, dy) with
-  // dgamma/dbeta overwritten, then conv2d_backward(x, w, ga) with dw overwritten and dx (null: not needed). ga is
-  // the caller's scratch of a's size, which a backend may leave unwritten; it must not alias dy.
-  virtual void batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a,
-                                         const float* dy, const BatchNormGrad& bn, float* ga, float* dx, float* dw);
 
   // ---- dropout ----
   // mask[i] = keep(seed, counter, i) ? 1/(1-p) : 0 with keep() of models/cpu/kernels.h (a counter-based hash, so

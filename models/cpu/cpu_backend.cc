@@ -162,16 +162,6 @@ void CpuBackend::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const floa
   use_threads();
   kernel_set_->batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
-void CpuBackend::conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                                const BatchNormTrain& bn, bool relu, float* y) {
-  use_threads();
-  kernel_set_->conv2d_batchnorm_forward_train(s, x, w, a, bn, relu, y);
-}
-void CpuBackend::batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a,
-                                           const float* dy, const BatchNormGrad& bn, float* ga, float* dx, float* dw) {
-  use_threads();
-  kernel_set_->batchnorm_conv2d_backward(s, x, w, a, dy, bn, ga, dx, dw);
-}
 void CpuBackend::dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                                  uint64_t counter) {
   use_threads();

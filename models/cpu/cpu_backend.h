@@ -61,10 +61,6 @@ class CpuBackend final : public Backend {
   void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                           float* dbeta) override;
-  void conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                      const BatchNormTrain& bn, bool relu, float* y) override;
-  void batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a, const float* dy,
-                                 const BatchNormGrad& bn, float* ga, float* dx, float* dw) override;
   void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                        uint64_t counter) override;
   void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes, float* probs,

@@ -32,10 +32,6 @@ class KernelSet {
   virtual void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                                   const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                                   float* dbeta) = 0;
-  virtual void conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                              const BatchNormTrain& bn, bool relu, float* y) = 0;
-  virtual void batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a,
-                                         const float* dy, const BatchNormGrad& bn, float* ga, float* dx, float* dw) = 0;
 };
 
 }  // namespace pshard::models::cpu

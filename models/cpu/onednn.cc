@@ -31,28 +31,25 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
     bytes += (n + kAlign - 1) / kAlign * kAlign;
     return at;
   };
-  // Arena layout: one region per reordered tensor (an input shares the region of the latest earlier argument with
-  // the same buffer and format: an input already reordered, or an unpadded output still there after its
-  // write-back), then one scratchpad region for the largest step (steps run one after the other).
+  // Arena layout: one region per reordered tensor (inputs read by several steps share theirs), then one scratchpad
+  // region for the largest step (steps run one after the other).
   struct Placed {
     size_t offset;
-    bool shared;  // an input already in the arena in its format
+    bool shared;  // an input already reordered for an earlier step
   };
   std::vector<std::vector<Placed>> placed(steps.size());
   size_t scratch_bytes = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     for (const Arg& a : steps[s].args) {
       Placed p{0, false};
-      if (a.want != a.plain || a.internal) {
-        bool seen = false;  // the latest earlier argument with this buffer decides
-        for (size_t e = s; e-- > 0 && !seen && !a.output && a.data;) {
-          for (size_t i = steps[e].args.size(); i-- > 0;) {
+      if (a.want != a.plain) {
+        for (size_t e = 0; e < s && !p.shared; ++e) {
+          for (size_t i = 0; i < steps[e].args.size(); ++i) {
             const Arg& b = steps[e].args[i];
-            if (b.data != a.data) continue;
-            seen = true;
-            const bool in_arena = b.want != b.plain || b.internal;
-            if (b.want == a.want && in_arena && (!b.output || unpadded(b.want))) p = {placed[e][i].offset, true};
-            break;
+            if (!a.output && !b.output && b.data == a.data && b.want == a.want) {
+              p = {placed[e][i].offset, true};
+              break;
+            }
           }
         }
         if (!p.shared) p.offset = take(a.want.get_size());
@@ -69,15 +66,15 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
     std::vector<std::pair<memory, memory>> write_back;  // (primitive's, caller's)
     for (size_t i = 0; i < steps[s].args.size(); ++i) {
       const Arg& a = steps[s].args[i];
-      if (a.want == a.plain && !a.internal) {
-        exec_args.emplace(a.id, memory(a.plain, engine, a.data));
+      memory user(a.plain, engine, a.data);
+      if (a.want == a.plain) {
+        exec_args.emplace(a.id, user);
         continue;
       }
       memory mine(a.want, engine, base + placed[s][i].offset);
       if (a.output) {
-        if (!a.internal) write_back.emplace_back(mine, memory(a.plain, engine, a.data));
+        write_back.emplace_back(mine, user);
       } else if (!placed[s][i].shared) {
-        memory user(a.plain, engine, a.data);
         dnnl::reorder(user, mine).execute(stream, user, mine);
       }
       exec_args.emplace(a.id, mine);

@@ -37,12 +37,6 @@ class OneDnnKernels final : public KernelSet {
   void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                           float* dbeta) override;
-  // One run each: the convolution's output (the batch norm's input gradient) stays in the blocked layout for the
-  // next primitive (onednn_fused.cc).
-  void conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                      const BatchNormTrain& bn, bool relu, float* y) override;
-  void batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a, const float* dy,
-                                 const BatchNormGrad& bn, float* ga, float* dx, float* dw) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;

@@ -27,6 +27,19 @@ ConvKey key_of(const ConvShape& s, bool bias) {
   return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, bias ? 1 : 0};
 }
 
+ConvPrimitives& conv_primitives(OneDnnKernels::State& st, const ConvShape& s, bool bias) {
+  auto it = st.convs.find(key_of(s, bias));
+  if (it != st.convs.end()) return it->second;
+  const ConvDescs d(s, bias);
+  ConvPrimitives c;
+  c.fwd_pd = dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
+                                      d.wei, d.bias, d.dst, d.strides, d.pad_l, d.pad_r),
+      st.attr, st.engine);
+  c.fwd = dnnl::convolution_forward(c.fwd_pd);
+  return st.convs.emplace(key_of(s, bias), std::move(c)).first->second;
+}
+
 void make_backward(OneDnnKernels::State& st, const ConvShape& s, bool bias, ConvPrimitives& c) {
   const ConvDescs d(s, bias);
   c.data_pd = dnnl::convolution_backward_data::primitive_desc(
@@ -42,35 +55,19 @@ void make_backward(OneDnnKernels::State& st, const ConvShape& s, bool bias, Conv
   c.has_backward = true;
 }
 
-}  // namespace
-
-ConvPrimitives& conv_primitives(OneDnnKernels::State& st, const ConvShape& s, bool bias, bool backward) {
-  auto it = st.convs.find(key_of(s, bias));
-  if (it == st.convs.end()) {
-    const ConvDescs d(s, bias);
-    ConvPrimitives c;
-    c.fwd_pd = dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                        d.wei, d.bias, d.dst, d.strides, d.pad_l, d.pad_r),
-        st.attr, st.engine);
-    c.fwd = dnnl::convolution_forward(c.fwd_pd);
-    it = st.convs.emplace(key_of(s, bias), std::move(c)).first;
-  }
-  if (backward && !it->second.has_backward) make_backward(st, s, bias, it->second);
-  return it->second;
-}
-
-std::string describe_conv(const ConvShape& s) {
+std::string describe(const ConvShape& s) {
   return "conv2d " + std::to_string(s.n) + "x" + std::to_string(s.c_in) + "x" + std::to_string(s.h) + "x" +
          std::to_string(s.w) + " -> " + std::to_string(s.c_out) + " channels, kernel " + std::to_string(s.kh) +
          ", stride " + std::to_string(s.stride) + ", padding " + std::to_string(s.pad);
 }
 
+}  // namespace
+
 void OneDnnKernels::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) {
   if (s.n == 0) return;
   try {
     State& st = *state_;
-    ConvPrimitives& c = conv_primitives(st, s, bias != nullptr, false);
+    ConvPrimitives& c = conv_primitives(st, s, bias != nullptr);
     std::vector<Arg> args = {
         {DNNL_ARG_SRC, c.fwd_pd.src_desc(), plain({s.n, s.c_in, s.h, s.w}, Tag::nchw), const_cast<float*>(x), false},
         {DNNL_ARG_WEIGHTS, c.fwd_pd.weights_desc(), plain({s.c_out, s.c_in, s.kh, s.kw}, Tag::oihw),
@@ -80,7 +77,7 @@ void OneDnnKernels::conv2d_forward(const ConvShape& s, const float* x, const flo
       args.push_back({DNNL_ARG_BIAS, c.fwd_pd.bias_desc(), plain({s.c_out}, Tag::x), const_cast<float*>(bias), false});
     st.run(c.fwd, c.fwd_pd.scratchpad_desc(), args);
   } catch (const dnnl::error& e) {
-    throw Error("onednn: " + describe_conv(s) + " forward failed: " + e.what());
+    throw Error("onednn: " + describe(s) + " forward failed: " + e.what());
   }
 }
 
@@ -89,7 +86,8 @@ void OneDnnKernels::conv2d_backward(const ConvShape& s, const float* x, const fl
   if (s.n == 0) return;
   try {
     State& st = *state_;
-    ConvPrimitives& c = conv_primitives(st, s, db != nullptr, true);
+    ConvPrimitives& c = conv_primitives(st, s, db != nullptr);
+    if (!c.has_backward) make_backward(st, s, db != nullptr, c);
     const memory::desc x_plain = plain({s.n, s.c_in, s.h, s.w}, Tag::nchw),
                        w_plain = plain({s.c_out, s.c_in, s.kh, s.kw}, Tag::oihw),
                        y_plain = plain({s.n, s.c_out, s.h_out, s.w_out}, Tag::nchw);
@@ -112,7 +110,7 @@ void OneDnnKernels::conv2d_backward(const ConvShape& s, const float* x, const fl
     }
     st.run(steps);
   } catch (const dnnl::error& e) {
-    throw Error("onednn: " + describe_conv(s) + " backward failed: " + e.what());
+    throw Error("onednn: " + describe(s) + " backward failed: " + e.what());
   }
 }
 

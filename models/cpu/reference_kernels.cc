@@ -45,19 +45,5 @@ void ReferenceKernels::batchnorm_backward(int64_t n, int64_t c, int64_t hw, cons
                                           float* dx, float* dgamma, float* dbeta) {
   cpu::batchnorm_backward(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
-void ReferenceKernels::conv2d_batchnorm_forward_train(const ConvShape& s, const float* x, const float* w, float* a,
-                                                      const BatchNormTrain& bn, bool relu, float* y) {
-  conv2d_forward(s, x, w, nullptr, a);
-  batchnorm_forward_train(s.n, s.c_out, s.h_out * s.w_out, a, bn.gamma, bn.beta, bn.eps, bn.momentum, bn.running_mean,
-                          bn.running_var, bn.save_mean, bn.save_invstd, y);
-  if (relu) cpu::relu_forward(y, y, s.n * s.c_out * s.h_out * s.w_out);
-}
-void ReferenceKernels::batchnorm_conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* a,
-                                                 const float* dy, const BatchNormGrad& bn, float* ga, float* dx,
-                                                 float* dw) {
-  batchnorm_backward(s.n, s.c_out, s.h_out * s.w_out, a, dy, bn.gamma, bn.save_mean, bn.save_invstd, ga, bn.dgamma,
-                     bn.dbeta);
-  conv2d_backward(s, x, w, ga, dx, dw, nullptr);
-}
 
 }  // namespace pshard::models::cpu

@@ -50,19 +50,6 @@ void BatchNorm::forward(const Tensor& x, const Tensor& y, bool train) {
   }
 }
 
-BatchNormTrain BatchNorm::train_args() {
-  return {gamma_,
-          beta_,
-          eps_,
-          momentum_,
-          running_mean_.data(),
-          running_var_.data(),
-          save_mean_.data(),
-          save_invstd_.data()};
-}
-
-BatchNormGrad BatchNorm::grad_args() { return {gamma_, save_mean_.data(), save_invstd_.data(), dgamma_, dbeta_}; }
-
 void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor* dx) {
   float* out = dx ? dx->data() : dx_scratch_.get(backend_, x.shape()).data();
   backend_.batchnorm_backward(x.dim(0), c_, hw_, x.data(), dy.data(), gamma_, save_mean_.data(), save_invstd_.data(),

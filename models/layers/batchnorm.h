@@ -21,9 +21,6 @@ class BatchNorm final : public Layer {
   void reset_state(uint64_t seed) override;
   void forward(const Tensor& x, const Tensor& y, bool train) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) override;
-  // The arguments of the training forward and of backward, for fused backend calls (ResidualBlock).
-  BatchNormTrain train_args();
-  BatchNormGrad grad_args();
 
  private:
   int64_t c_, hw_;

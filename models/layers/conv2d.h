@@ -20,9 +20,6 @@ class Conv2d final : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) override;
   // The geometry for a batch of n.
   ConvShape shape_for(int64_t n) const;
-  // The bound weight and its gradient, for fused backend calls (ResidualBlock).
-  const float* weight() const { return w_; }
-  float* weight_grad() const { return dw_; }
 
  private:
   ConvShape geometry_;  // n = 0

@@ -16,27 +16,6 @@ std::vector<int64_t> with_batch(int64_t n, const std::vector<int64_t>& shape) {
   return s;
 }
 
-// conv -> batch norm (-> ReLU): in training one fused backend call (the CPU backend keeps the intermediate in oneDNN's
-// blocked layout), in evaluation the layers' own calls. The block's convolutions have no bias.
-void conv_bn_forward(Backend& backend, Conv2d& conv, BatchNorm& bn, const Tensor& x, const Tensor& a, const Tensor& y,
-                     bool relu, bool train) {
-  if (train) {
-    backend.conv2d_batchnorm_forward_train(conv.shape_for(x.dim(0)), x.data(), conv.weight(), a.data(), bn.train_args(),
-                                           relu, y.data());
-    return;
-  }
-  conv.forward(x, a, false);
-  bn.forward(a, y, false);
-  if (relu) backend.relu_forward(y.data(), y.data(), y.numel());
-}
-
-// Its backward from the batch norm's output gradient dy (a ReLU's backward is the caller's); scratch: a's size.
-void bn_conv_backward(Backend& backend, Conv2d& conv, BatchNorm& bn, const Tensor& x, const Tensor& a, const Tensor& dy,
-                      const Tensor& scratch, const Tensor* dx) {
-  backend.batchnorm_conv2d_backward(conv.shape_for(x.dim(0)), x.data(), conv.weight(), a.data(), dy.data(),
-                                    bn.grad_args(), scratch.data(), dx ? dx->data() : nullptr, conv.weight_grad());
-}
-
 }  // namespace
 
 ResidualBlock::ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels,
@@ -117,8 +96,11 @@ void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
   // The batch norms write where the next operation reads (r1, y) and ReLU and the shortcut add run in place there:
   // backward needs only the batch norms' inputs (a1, a2) and the ReLU outputs, not the batch norms' outputs.
   Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
-  conv_bn_forward(backend_, *conv1_, *bn1_, x, a1, r1, /*relu=*/true, train);
-  conv_bn_forward(backend_, *conv2_, *bn2_, r1, a2, y, /*relu=*/false, train);
+  conv1_->forward(x, a1, train);
+  bn1_->forward(a1, r1, train);
+  backend_.relu_forward(r1.data(), r1.data(), r1.numel());
+  conv2_->forward(r1, a2, train);
+  bn2_->forward(a2, y, train);
   const int64_t count = y.numel();
   if (identity_) {
     backend_.add(count, y.data(), x.data(), y.data());
@@ -129,7 +111,8 @@ void ResidualBlock::forward(const Tensor& x, const Tensor& y, bool train) {
     backend_.add(count, y.data(), s.data(), y.data());
   } else {
     Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
-    conv_bn_forward(backend_, *proj_conv_, *proj_bn_, x, sa, s, /*relu=*/false, train);
+    proj_conv_->forward(x, sa, train);
+    proj_bn_->forward(sa, s, train);
     backend_.add(count, y.data(), s.data(), y.data());
   }
   backend_.relu_forward(y.data(), y.data(), count);
@@ -141,10 +124,13 @@ void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy,
   Tensor a1 = a1_.get(backend_, mid), r1 = r1_.get(backend_, mid), a2 = a2_.get(backend_, mid);
   Tensor ds = scratch_->ds.get(backend_, mid), g1 = scratch_->g1.get(backend_, mid),
          g2 = scratch_->g2.get(backend_, mid);
+  // BatchNorm::backward does not read its output (forward did not keep it): any tensor of its shape stands in.
   backend_.relu_backward(y.data(), dy.data(), ds.data(), ds.numel());   // d(sum)
-  bn_conv_backward(backend_, *conv2_, *bn2_, r1, a2, ds, g1, &g2);      // d r1 (g1: scratch)
+  bn2_->backward(a2, a2, ds, &g1);                                      // d a2
+  conv2_->backward(r1, a2, g1, &g2);                                    // d r1
   backend_.relu_backward(r1.data(), g2.data(), g1.data(), g1.numel());  // d (bn1 output)
-  bn_conv_backward(backend_, *conv1_, *bn1_, x, a1, g1, g2, dx);        // dx from the main path (g2: scratch)
+  bn1_->backward(a1, a1, g1, &g2);                                      // d a1
+  conv1_->backward(x, a1, g2, dx);                                      // dx from the main path
   if (identity_) {
     if (dx) backend_.axpy(dx->numel(), 1.0f, ds.data(), dx->data());
   } else if (shortcut_ == Shortcut::kPad) {
@@ -153,13 +139,14 @@ void ResidualBlock::backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                      dx->data());
     }
   } else {
-    Tensor sa = sa_.get(backend_, mid);
+    Tensor sa = sa_.get(backend_, mid), s = s_.get(backend_, mid);
+    proj_bn_->backward(sa, s, ds, &g1);  // d sa
     if (dx) {
       Tensor gx = scratch_->gx.get(backend_, x.shape());
-      bn_conv_backward(backend_, *proj_conv_, *proj_bn_, x, sa, ds, g1, &gx);
+      proj_conv_->backward(x, sa, g1, &gx);
       backend_.axpy(dx->numel(), 1.0f, gx.data(), dx->data());
     } else {
-      bn_conv_backward(backend_, *proj_conv_, *proj_bn_, x, sa, ds, g1, nullptr);
+      proj_conv_->backward(x, sa, g1, nullptr);
     }
   }
 }

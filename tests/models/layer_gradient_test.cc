@@ -146,8 +146,8 @@ TEST(LayerGradient, ResidualBlockIdentity) {
 }
 
 TEST(LayerGradient, ResidualBlockSixteenChannels) {
-  // Channels a multiple of oneDNN's block of 16: the fused convolution + batch norm keep their intermediates in the
-  // blocked layout (with 3 or 4 channels they go through NCHW).
+  // Channels a multiple of oneDNN's block of 16 (as in ResNet-20): the convolutions and batch norms run in the
+  // blocked layout without padding (with 3 or 4 channels the block is padded).
   CpuBackend cpu(1);
   ResidualBlock block(cpu, {16, 3, 3}, 16, 1, Shortcut::kPad);
   GradCheckOptions o;

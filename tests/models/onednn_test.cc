@@ -6,7 +6,6 @@
 #include <cmath>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -184,94 +183,6 @@ TEST(OneDnnBatchNorm, MatchesReference) {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int i = 0; i < 20; ++i) compare_batchnorm(pick(1, 9), pick(1, 20), pick(1, 40), pick(1, 2), seed += 10);
-}
-
-// Convolution + batch norm (+ ReLU) forward and batch norm + convolution backward, fused, of one shape: the oneDNN
-// kernels against the reference, and against the oneDNN backend's separate calls (Backend's defaults), bit for bit
-// (the fused run keeps the intermediate in the blocked layout but computes the same primitives on the same values).
-void compare_conv_batchnorm(const ConvShape& s, bool relu, bool need_dx, int threads, uint32_t seed) {
-  CpuBackend dnn(threads, CpuKernels::kOneDnn), ref(threads, CpuKernels::kReference);
-  const std::string what =
-      name_of(s, false) + (relu ? " + batch norm + relu" : " + batch norm") + " threads " + std::to_string(threads);
-  const size_t xn = s.n * s.c_in * s.h * s.w, wn = s.c_out * s.c_in * s.kh * s.kw,
-               yn = s.n * s.c_out * s.h_out * s.w_out, c = s.c_out;
-  const std::vector<float> x = random_vector(xn, seed), w = random_vector(wn, seed + 1),
-                           gamma = random_vector(c, seed + 2, 0.5f, 1.5f), beta = random_vector(c, seed + 3),
-                           dy = random_vector(yn, seed + 4);
-  struct Side {
-    std::vector<float> a, y, mean, invstd, rmean, rvar, dx, dw, dgamma, dbeta;
-  };
-  enum class How { kFused, kSeparate };
-  auto run = [&](CpuBackend& cpu, How how, float fill) {
-    Side d{std::vector<float>(yn, fill), std::vector<float>(yn, fill), std::vector<float>(c, fill),
-           std::vector<float>(c, fill),  random_vector(c, seed + 5),   random_vector(c, seed + 6, 0.5f, 2.0f),
-           std::vector<float>(xn, fill), std::vector<float>(wn, fill), std::vector<float>(c, fill),
-           std::vector<float>(c, fill)};
-    std::vector<float> scratch(yn, fill);
-    const BatchNormTrain bn{gamma.data(),   beta.data(),   1e-5f,         0.1f,
-                            d.rmean.data(), d.rvar.data(), d.mean.data(), d.invstd.data()};
-    const BatchNormGrad grad{gamma.data(), d.mean.data(), d.invstd.data(), d.dgamma.data(), d.dbeta.data()};
-    float* dx = need_dx ? d.dx.data() : nullptr;
-    if (how == How::kFused) {
-      cpu.conv2d_batchnorm_forward_train(s, x.data(), w.data(), d.a.data(), bn, relu, d.y.data());
-      cpu.batchnorm_conv2d_backward(s, x.data(), w.data(), d.a.data(), dy.data(), grad, scratch.data(), dx,
-                                    d.dw.data());
-    } else {
-      cpu.Backend::conv2d_batchnorm_forward_train(s, x.data(), w.data(), d.a.data(), bn, relu, d.y.data());
-      cpu.Backend::batchnorm_conv2d_backward(s, x.data(), w.data(), d.a.data(), dy.data(), grad, scratch.data(), dx,
-                                             d.dw.data());
-    }
-    return d;
-  };
-  const Side fused = run(dnn, How::kFused, 3.0f), separate = run(dnn, How::kSeparate, -3.0f),
-             want = run(ref, How::kFused, -3.0f);
-  const std::pair<const char*, std::vector<float> Side::*> fields[] = {
-      {"conv output", &Side::a},        {"forward y", &Side::y},
-      {"batch mean", &Side::mean},      {"batch 1/std", &Side::invstd},
-      {"running mean", &Side::rmean},   {"running variance", &Side::rvar},
-      {"backward dw", &Side::dw},       {"backward dgamma", &Side::dgamma},
-      {"backward dbeta", &Side::dbeta}, {"backward dx", &Side::dx}};
-  for (const auto& [name, field] : fields) {
-    if (field == &Side::dx && !need_dx) {
-      EXPECT_TRUE(std::all_of(fused.dx.begin(), fused.dx.end(), [](float v) { return v == 3.0f; })) << what;
-      continue;
-    }
-    expect_close(fused.*field, want.*field, what + " " + name);
-    EXPECT_EQ(fused.*field, separate.*field) << what << " " << name << ": fused and separate oneDNN calls differ";
-  }
-  if (relu) {
-    EXPECT_TRUE(std::all_of(fused.y.begin(), fused.y.end(), [](float v) { return v >= 0.0f; })) << what;
-  }
-}
-
-TEST(OneDnnConvBatchNorm, MatchesReferenceAndSeparateCalls) {
-  struct Case {
-    int64_t n, c_in, h, w, c_out, k, stride, pad;
-  };
-  // The ResNet-20 shapes (channels a multiple of 16: the intermediate stays blocked), batch 1, odd sizes and channel
-  // counts (the convolution picks another layout: the intermediate goes through NCHW), stride 2, 1x1 projections.
-  const Case cases[] = {{4, 3, 32, 32, 16, 3, 1, 1},  {4, 16, 32, 32, 16, 3, 1, 1}, {2, 16, 32, 32, 32, 3, 2, 1},
-                        {2, 32, 16, 16, 64, 1, 2, 0}, {1, 64, 8, 8, 64, 3, 1, 1},   {1, 3, 7, 6, 5, 3, 2, 1},
-                        {3, 5, 9, 7, 7, 1, 2, 0},     {2, 2, 11, 13, 3, 5, 1, 2},   {1, 1, 3, 3, 1, 3, 3, 1}};
-  uint32_t seed = 4000;
-  for (const Case& c : cases) {
-    const ConvShape s = ConvShape::make(c.n, c.c_in, c.h, c.w, c.c_out, c.k, c.stride, c.pad);
-    for (int threads : {1, 2}) {
-      compare_conv_batchnorm(s, /*relu=*/true, /*need_dx=*/true, threads, seed);
-      compare_conv_batchnorm(s, /*relu=*/false, /*need_dx=*/threads == 1, threads, seed + 10);
-      seed += 20;
-    }
-  }
-  std::mt19937 rng(17);
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  for (int i = 0; i < 20; ++i) {
-    const int64_t k = pick(1, 5), pad = pick(0, k / 2), stride = pick(1, 3);
-    const int64_t h = pick(std::max<int>(1, static_cast<int>(k - 2 * pad)), 15);
-    const int64_t w = pick(std::max<int>(1, static_cast<int>(k - 2 * pad)), 15);
-    const int64_t c_out = pick(0, 2) == 0 ? 16 * pick(1, 2) : pick(1, 20);
-    const ConvShape s = ConvShape::make(pick(1, 5), pick(1, 18), h, w, c_out, k, stride, pad);
-    compare_conv_batchnorm(s, pick(0, 1) == 1, pick(0, 3) != 0, pick(1, 2), seed += 10);
-  }
 }
 
 // Max and average pooling, forward and backward, of one shape.
