@@ -145,6 +145,16 @@ TEST(LayerGradient, ResidualBlockIdentity) {
   check_layer_gradients(block, cpu, 3, random_vector(3 * 48, 18, -2.0f, 2.0f), o, 28);
 }
 
+TEST(LayerGradient, ResidualBlockSixteenChannels) {
+  // Channels a multiple of oneDNN's block of 16 (as in ResNet-20): the convolutions and batch norms run in the
+  // blocked layout without padding (with 3 or 4 channels the block is padded).
+  CpuBackend cpu(1);
+  ResidualBlock block(cpu, {16, 3, 3}, 16, 1, Shortcut::kPad);
+  GradCheckOptions o;
+  o.rtol = 3e-2;
+  check_layer_gradients(block, cpu, 2, random_vector(2 * 144, 21, -2.0f, 2.0f), o, 31);
+}
+
 TEST(LayerGradient, ResidualBlockPadShortcut) {
   CpuBackend cpu(1);
   ResidualBlock block(cpu, {2, 5, 5}, 4, 2, Shortcut::kPad);
