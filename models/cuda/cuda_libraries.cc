@@ -19,8 +19,16 @@
 #define PSHARD_CUDNN_DIR ""
 #endif
 
+// The sonames as string literals (not built at run time): scripts/gpu-bundle.sh reads them out of the executable to
+// say which libraries the GPU machine must provide (gnu::used: kept in .rodata even where the uses are inlined).
+#define PSHARD_STRINGIFY2(x) #x
+#define PSHARD_STRINGIFY(x) PSHARD_STRINGIFY2(x)
+
 namespace pshard::models::cuda {
 namespace {
+
+[[gnu::used]] constexpr char kCublasSoname[] = "libcublas.so." PSHARD_STRINGIFY(CUBLAS_VER_MAJOR);
+[[gnu::used]] constexpr char kCudnnSoname[] = "libcudnn.so." PSHARD_STRINGIFY(CUDNN_MAJOR);
 
 struct Handles {
   void* cublas = nullptr;
@@ -59,8 +67,8 @@ void* symbol(Library lib, const char* name) {
 
 }  // namespace
 
-std::string cublas_soname() { return "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR); }
-std::string cudnn_soname() { return "libcudnn.so." + std::to_string(CUDNN_MAJOR); }
+std::string cublas_soname() { return kCublasSoname; }
+std::string cudnn_soname() { return kCudnnSoname; }
 
 void* open_library(const std::string& soname, const std::string& fallback_dir, const std::string& hint) {
   void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -72,7 +80,8 @@ void* open_library(const std::string& soname, const std::string& fallback_dir, c
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle) return handle;
     const char* second = dlerror();
-    why += "; " + (second ? std::string(second) : path + ": not found");
+    const std::string again = second ? second : path + ": not found";
+    if (again != why) why += "; " + again;  // the soname may have found the same broken file
   }
   throw Error("cannot load " + soname + ": " + why + " (" + hint + ")");
 }
