@@ -73,7 +73,7 @@ echo "$DLOPENED" > "$B/DLOPENED"
 echo "library closure: complete; left to the GPU machine:"
 for f in "$B"/bin/*; do LD_LIBRARY_PATH="$B/lib" ldd "$f"; done | awk '/=> \//{print "  " $1}' | sort -u |
   while read -r name; do if provided_by_target "$name"; then echo "  $name"; fi; done
-echo "$DLOPENED" | sed 's/.*/    & (dlopened by the CUDA backend)/'
+echo "$DLOPENED" | sed 's/.*/  & (dlopened by the CUDA backend)/'
 echo "highest symbol versions needed: $(for f in "$B"/bin/* "$B"/lib/*; do objdump -T "$f"; done 2>/dev/null |
   grep -oE '(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -t_ -k1,1 -k2,2V -u |
   awk -F_ '{v[$1]=$0} END {for (k in v) printf "%s ", v[k]}')"
