@@ -64,9 +64,16 @@ left=$(for f in "$B"/bin/* "$B"/lib/*; do LD_LIBRARY_PATH="$B/lib" ldd "$f"; don
     provided_by_target "$name" || echo "$name (${path:-not found})"
   done)
 [ -z "$left" ] || die "libraries neither bundled nor provided by the GPU machine: $(echo "$left" | paste -sd, -)"
+# cuBLAS and cuDNN are not in ldd's list: make_cuda_backend dlopens them (models/cuda/cuda_libraries.cc). Their sonames
+# are string literals in the executable; DLOPENED tells scripts/gpu-check.sh what to look for on the GPU machine.
+DLOPENED=$(strings -a "$B/bin/pshard" | grep -xE 'lib(cublas|cudnn)\.so\.[0-9]+' | sort -u)
+[[ $DLOPENED == *libcublas.so.* && $DLOPENED == *libcudnn.so.* ]] ||
+  die "$BUILD/bin/pshard names no libcublas.so.N and libcudnn.so.N to dlopen (found: '${DLOPENED//$'\n'/ }')"
+echo "$DLOPENED" > "$B/DLOPENED"
 echo "library closure: complete; left to the GPU machine:"
 for f in "$B"/bin/*; do LD_LIBRARY_PATH="$B/lib" ldd "$f"; done | awk '/=> \//{print "  " $1}' | sort -u |
   while read -r name; do if provided_by_target "$name"; then echo "  $name"; fi; done
+echo "$DLOPENED" | sed 's/.*/  & (dlopened by the CUDA backend)/'
 echo "highest symbol versions needed: $(for f in "$B"/bin/* "$B"/lib/*; do objdump -T "$f"; done 2>/dev/null |
   grep -oE '(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -t_ -k1,1 -k2,2V -u |
   awk -F_ '{v[$1]=$0} END {for (k in v) printf "%s ", v[k]}')"

@@ -9,7 +9,7 @@
 #   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc
 #
 # Exit status: 0 every step passed; 1 a step failed (summary.json says which); 2 no usable GPU (nothing measured);
-# 3 the bundle is missing or incomplete (a library that neither the bundle nor the machine has: named).
+# 3 the bundle is missing or incomplete (a library that neither the bundle nor the machine has, linked or dlopened: named).
 set -u
 [ $# -ge 1 ] || { echo "usage: scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]" >&2; exit 3; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create $1" >&2; exit 3; }
@@ -48,6 +48,16 @@ if [ -n "$missing" ]; then
   exit 3
 fi
 ldd "$B/bin/pshard" | grep -E 'cudart|cublas|cudnn' | sed 's/^/  /' | tee -a "$OUT/check.log"
+# cuBLAS and cuDNN are dlopened by the CUDA backend (ldd does not list them): open each with this LD_LIBRARY_PATH, as
+# pshard will, and say where it was found.
+[ -s "$B/DLOPENED" ] || { say "the bundle has no DLOPENED list (made by an older scripts/gpu-bundle.sh)"; exit 3; }
+for so in $(cat "$B/DLOPENED"); do
+  where=$(python3 -c 'import ctypes, sys
+ctypes.CDLL(sys.argv[1])
+print(next(l.split()[-1] for l in open("/proc/self/maps") if "/" + sys.argv[1] in l))' "$so" 2>&1) ||
+    { say "missing library $so (dlopened by the CUDA backend): $(echo "$where" | tail -1)"; exit 3; }
+  echo "  $so => $where (dlopened)" | tee -a "$OUT/check.log"
+done
 
 # ---- is there a GPU pshard can use? ----
 GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)

@@ -6,6 +6,7 @@
 #include "common/util/log.h"
 #include "models/cuda/check.h"
 #include "models/cuda/cuda_backend.h"
+#include "models/cuda/cuda_libraries.h"
 #include "models/device.h"
 
 namespace pshard::models {
@@ -414,6 +415,7 @@ void CudaBackend::wait_transfer(TransferTicket ticket, double timeout_s) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32) {
+  cuda::load_cuda_libraries();  // cuBLAS and cuDNN are opened here, not at process start (cuda_libraries.h)
   return std::make_unique<CudaBackend>(device, allow_tf32);
 }
 
