@@ -25,11 +25,14 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPSHARD_CUDA=ON -DCMAKE_CXX_C
 # The gpu tests as ctest knows them (name = target); the throughput tool is what the ResNet-20 comparison runs.
 mapfile -t GPU_TESTS < <(ctest --test-dir "$BUILD" -L gpu -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p')
 [ ${#GPU_TESTS[@]} -gt 0 ] || die "ctest -L gpu -N lists no test in $BUILD (was it configured with tests on?)"
-nice -n 5 cmake --build "$BUILD" -j "$JOBS" --target pshard models_cuda_throughput "${GPU_TESTS[@]}"
+nice -n 5 cmake --build "$BUILD" -j "$JOBS" --target pshard pshard_c models_cuda_throughput "${GPU_TESTS[@]}"
 
 BINS=("$BUILD/bin/pshard" "$BUILD/tests/models_cuda_throughput")
 for t in "${GPU_TESTS[@]}"; do BINS+=("$BUILD/tests/$t"); done
 for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b was not built"; done
+# The C API library, for the Python package's CUDA runs (PSHARD_LIBRARY); python/ and examples/ travel with the tree.
+CLIB="$BUILD/lib/libpshard_c.so"
+[ -f "$CLIB" ] || die "$CLIB was not built"
 ldd "$BUILD/bin/pshard" | grep 'libcudart' > /dev/null || die "$BUILD/bin/pshard does not link CUDA (PSHARD_CUDA off or nvcc not found?)"
 # The GPU code the build generates (nvcc's --generate-code flags of pshard_models; no cuobjdump in every toolkit).
 ARCHS=$(grep -ho 'code=\[[a-z0-9_,]*\]' "$BUILD/models/CMakeFiles/pshard_models.dir/flags.make" | grep -o 'sm_[0-9]*' |
@@ -53,7 +56,8 @@ provided_by_target() {
   return 1
 }
 
-for b in "${BINS[@]}"; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
+cp "$CLIB" "$B/lib/"
+for b in "${BINS[@]}" "$CLIB"; do ldd "$b"; done | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
   provided_by_target "$name" || cp -L "$path" "$B/lib/$name"
 done
 

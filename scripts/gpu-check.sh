@@ -8,6 +8,8 @@
 # On the device machine only 8 files (16 MiB each) come back from $OUT, so run it as
 #   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc
 #
+# CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of those that failed); CHECK_BUDGET_S sets the budget.
+#
 # Exit status: 0 every step passed; 1 a step failed (summary.json says which); 2 no usable GPU (nothing measured);
 # 3 the bundle is missing or incomplete (a library that neither the bundle nor the machine has, linked or dlopened: named).
 set -u
@@ -61,7 +63,7 @@ done
 
 # ---- is there a GPU pshard can use? ----
 GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-probe=$("$B/bin/pshard" bench compute --model mlp --device cuda --iters 1 --warmup 0 2>&1)
+probe=$(timeout 60 "$B/bin/pshard" bench compute --model mlp --device cuda --iters 1 --warmup 0 2>&1)
 if [ -z "$GPU" ] || echo "$probe" | grep -q 'no usable GPU'; then
   reason=$(echo "$probe" | grep -o 'no usable GPU.*' | head -1)
   [ -n "$reason" ] || reason="nvidia-smi finds no GPU"
@@ -71,12 +73,14 @@ if [ -z "$GPU" ] || echo "$probe" | grep -q 'no usable GPU'; then
   exit 2
 fi
 say "GPU: $GPU"
+nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
 
 # ---- the steps ----
 # step NAME TIMEOUT_S COMMAND...: runs within what is left of the budget, output to OUTDIR/NAME.log.
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "${CHECK_ONLY:-}" ] && ! [[ $name =~ $CHECK_ONLY ]]; then return; fi
   local left=$((BUDGET_S - (SECONDS - START)))
   [ "$limit" -le "$left" ] || limit=$left
   if [ "$limit" -le 5 ]; then
@@ -115,6 +119,20 @@ step launch-1worker 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 
 for batch in 32 128 512; do
   step "resnet20-b$batch" 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
     --batch "$batch" --iters 30 --warmup 5 --json --throughput-bin "$B/bin/models_cuda_throughput"
+done
+
+# 6. Issue 13: a PyTorch model through pshard on CUDA with this machine's torch: examples/torch/cifar_resnet18.py
+# (torchvision's ResNet-18, 11.2 M parameters), 1 server + 2 workers sharing the GPU, synthetic CIFAR-shaped images.
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+PYENV=(env PYTHONPATH="$SRC/python" PSHARD_LIBRARY="$B/lib/libpshard_c.so" PSHARD_PYTHON="$(command -v python3)")
+step cifar-cuda 120 "${PYENV[@]}" "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 110 \
+  --config "$SRC/configs/torch_cifar_resnet18.toml" --set train.epochs=2 --run-dir "$OUT/run-cifar-cuda" \
+  -- python3 "$SRC/examples/torch/cifar_resnet18.py" --device cuda --synthetic-size 8192
+
+# 7. The Python package on this machine's torch (2.x: register_post_accumulate_grad_hook, which Debian's 1.13 lacks),
+# CPU tensors: the 1e-5 equivalence with single-process SGD and the lazy per-module weight loading.
+for t in equivalence lazy_weights; do
+  step "python-$t" 90 "${PYENV[@]}" PSHARD_BIN="$B/bin/pshard" PSHARD_SOURCE_DIR="$SRC" python3 "$SRC/tests/python/${t}_test.py"
 done
 
 # ---- summary.json ----
@@ -201,7 +219,18 @@ for name, s in steps.items():
         elif s["exit"] == 0:
             fail(name, "no measurement (skipped: " + text(name).strip()[-200:] + ")")
 
-summary = {"gpu": gpu, "result": "pass" if all(s["pass"] for s in steps.values()) else "fail",
+if "cifar-cuda" in steps:
+    rates = [float(m) for m in re.findall(r"^epoch \d+: ([0-9.]+) images/s on this worker \(cuda", text("cifar-cuda"), re.M)]
+    steps["cifar-cuda"]["images_per_s_per_worker"] = rates  # rank 0's, per epoch (the first includes cuDNN's warm-up)
+    if steps["cifar-cuda"]["exit"] == 0 and not rates:
+        fail("cifar-cuda", "rank 0 printed no images/s on cuda")
+
+try:
+    import torch
+    torch_version = torch.__version__
+except ImportError:
+    torch_version = None
+summary = {"gpu": gpu, "torch": torch_version, "result": "pass" if all(s["pass"] for s in steps.values()) else "fail",
            "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
            "resnet20": resnet, "ps_overhead": ps_overhead}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)

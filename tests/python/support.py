@@ -9,7 +9,7 @@ import tempfile
 PSHARD_BIN = os.environ.get("PSHARD_BIN", "")
 SOURCE_DIR = os.environ.get("PSHARD_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-PYTHON = "/usr/bin/python3"
+PYTHON = os.environ.get("PSHARD_PYTHON", "/usr/bin/python3")  # Debian's holds torch; the GPU machine's is another
 sys.path.insert(0, os.path.join(SOURCE_DIR, "python"))  # the package under test, for the tests' own process
 
 
