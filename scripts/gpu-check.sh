@@ -220,7 +220,7 @@ for name, s in steps.items():
             fail(name, "no measurement (skipped: " + text(name).strip()[-200:] + ")")
 
 if "cifar-cuda" in steps:
-    rates = [float(m) for m in re.findall(r"^epoch \d+: ([0-9.]+) images/s on this worker \(cuda", text("cifar-cuda"), re.M)]
+    rates = [float(m) for m in re.findall(r"epoch \d+: ([0-9.]+) images/s on this worker \(cuda", text("cifar-cuda"), re.M)]
     steps["cifar-cuda"]["images_per_s_per_worker"] = rates  # rank 0's, per epoch (the first includes cuDNN's warm-up)
     if steps["cifar-cuda"]["exit"] == 0 and not rates:
         fail("cifar-cuda", "rank 0 printed no images/s on cuda")

@@ -85,4 +85,37 @@ inline void expect_close(const std::vector<float>& ref, const std::vector<float>
                      << " x the tolerance, rtol " << rtol << ", max |cpu| " << scale << ")";
 }
 
+inline std::vector<float> absolute(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+// For results that are sums of products (convolutions, GEMMs): EXPECTs |got - ref| <= kUnits * eps * magnitude[i],
+// where magnitude[i] is the same sum over the absolute values of the terms (the operation run on |inputs|).
+// Both sides sum in fp32 in orders of their own (im2col + GEMM blocks, oneDNN, cuDNN's kernels). Rounding a sum
+// of K terms of random sign, added one by one, leaves an error of standard deviation about 0.3 eps * sum|terms|
+// (each addition rounds a partial sum of size ~sqrt(k) sigma); blocked and pairwise orders leave less. kUnits = 8
+// is over 10 standard deviations of the difference, independent of K and of the data; a wrong or missing term of
+// typical size is K / 8 eps times larger than what is allowed.
+inline void expect_within_sum_rounding(const std::vector<float>& ref, const std::vector<float>& got,
+                                       const std::vector<float>& magnitude, const std::string& what) {
+  constexpr double kUnits = 8.0, kEps = 1.1920928955078125e-07;  // FLT_EPSILON
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  ASSERT_EQ(ref.size(), magnitude.size()) << what;
+  size_t worst = 0, bad = 0;
+  double worst_ratio = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double allowed = kUnits * kEps * magnitude[i] + 1e-30;
+    const double ratio = std::fabs(static_cast<double>(got[i]) - ref[i]) / allowed;
+    if (!(ratio <= 1.0)) ++bad;  // also counts NaN
+    if (!(ratio <= worst_ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size() << " elements differ; worst at " << worst
+                     << ": cpu " << ref[worst] << " gpu " << got[worst] << " (" << worst_ratio << " x the tolerance "
+                     << kUnits << " eps x sum|terms| = " << kUnits * kEps * magnitude[worst] << ")";
+}
+
 }  // namespace pshard::models::gpu_test
