@@ -18,7 +18,9 @@
 #include "models/backend.h"
 #include "models/model.h"
 #include "models/zoo/registry.h"
+#include "server/optimizers/lr_schedule.h"
 #include "server/optimizers/optimizer.h"
+#include "worker/trainer/local_sync.h"
 
 namespace pshard::bench {
 namespace {
@@ -92,12 +94,10 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   optim::OptimizerParams op;
   op.name = options.optimizer;
   op.lr = static_cast<float>(options.lr);
-  auto optimizer = optim::make_optimizer(op);
-  std::vector<std::vector<float>> state;
-  for (const models::ParamRef& ref : model->params()) state.emplace_back(ref.numel * optimizer->state_floats(), 0.0f);
-  // The update runs on the host: on CUDA the gradients come down and the weights go up, as a worker's would.
-  const bool host = backend->host_accessible();
-  std::vector<float> w_host, g_host;
+  // The update is `pshard train`'s: the optimizer on the host, on CUDA through pinned buffers (gradients down on the
+  // side stream, weights up while the next parameter is updated).
+  trainer::LocalSync update(op, optim::LrScheduleParams{}, batch, warmup + iters);
+  update.start(*model);
 
   // Synthetic batch (fixed: the data path is not what this measures).
   const int64_t sample = models::shape_numel(spec.input_shape);
@@ -120,19 +120,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
     model->backward();
     backend->synchronize();
     auto t2 = Clock::now();
-    ++t;
-    for (size_t i = 0; i < model->params().size(); ++i) {
-      const models::ParamRef& ref = model->params()[i];
-      if (host) {
-        optimizer->apply(ref.value, ref.grad, state[i].data(), ref.numel, op.lr, t);
-      } else {
-        w_host.resize(ref.numel), g_host.resize(ref.numel);
-        backend->download(w_host.data(), ref.value, ref.numel * sizeof(float));
-        backend->download(g_host.data(), ref.grad, ref.numel * sizeof(float));
-        optimizer->apply(w_host.data(), g_host.data(), state[i].data(), ref.numel, op.lr, t);
-        backend->upload(ref.value, w_host.data(), ref.numel * sizeof(float));
-      }
-    }
+    update.end_step(t++);
     backend->synchronize();
     if (timed) {
       fwd_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();

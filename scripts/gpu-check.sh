@@ -111,9 +111,15 @@ step train-cpu 150 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 --se
 step launch-2workers 240 "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 230 "${LENET[@]}" \
   --set train.device=cuda --run-dir "$OUT/run-launch-2workers"
 
-# 4. PS overhead: 1 CUDA worker + 1 server, one epoch, against the `pshard train` run of step 2.
-step launch-1worker 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 80 "${LENET[@]}" \
-  --set train.epochs=1 --set train.device=cuda --run-dir "$OUT/run-launch-1worker"
+# 4. PS overhead: 1 CUDA worker + 1 server against `pshard train` on the GPU, LeNet, 3 epochs each; and the same job
+# with bf16 gradients and weights on the wire (issue 14's compression).
+step overhead-train 60 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=3 --set train.device=cuda \
+  --run-dir "$OUT/run-overhead-train"
+step overhead-1w1s 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 80 "${LENET[@]}" \
+  --set train.epochs=3 --set train.device=cuda --run-dir "$OUT/run-overhead-1w1s"
+step overhead-1w1s-bf16 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 80 "${LENET[@]}" \
+  --set train.epochs=3 --set train.device=cuda --set cluster.compression=bf16 --set cluster.pull_precision=bf16 \
+  --run-dir "$OUT/run-overhead-1w1s-bf16"
 
 # 5. ResNet-20 training images/s, pshard (bench compute, and the GPU-SGD throughput tool) next to PyTorch eager.
 for batch in 32 128 512; do
@@ -134,6 +140,12 @@ step cifar-cuda 120 "${PYENV[@]}" "$B/bin/pshard" launch --servers 1 --workers 2
 for t in equivalence lazy_weights; do
   step "python-$t" 90 "${PYENV[@]}" PSHARD_BIN="$B/bin/pshard" PSHARD_SOURCE_DIR="$SRC" python3 "$SRC/tests/python/${t}_test.py"
 done
+
+# 8. The CIFAR job of step 6 with bf16 gradients and weights on the wire (45 MB of fp32 each way per step in step 6).
+step cifar-cuda-bf16 120 "${PYENV[@]}" "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 110 \
+  --config "$SRC/configs/torch_cifar_resnet18.toml" --set train.epochs=2 --set cluster.compression=bf16 \
+  --set cluster.pull_precision=bf16 --run-dir "$OUT/run-cifar-cuda-bf16" \
+  -- python3 "$SRC/examples/torch/cifar_resnet18.py" --device cuda --synthetic-size 8192
 
 # ---- summary.json ----
 python3 - "$OUT" "$GPU" "$BUDGET_S" <<'PY'
@@ -189,23 +201,39 @@ if "train-cuda" in steps and "train-cpu" in steps:
     elif max(p["diff"] for p in pairs) > 1e-3:
         fail("train-cuda", "CUDA and CPU losses differ by more than 1e-3")
 
-for name, run in (("launch-2workers", "run-launch-2workers"), ("launch-1worker", "run-launch-1worker")):
+def step_phases(run):
+    """Medians of the sampled steps' phases in ms (step 0, cuDNN's warm-up, left out)."""
+    try:
+        rows = [json.loads(l) for l in open(os.path.join(out, run, "metrics.jsonl"))]
+    except (OSError, ValueError):
+        return None
+    rows = [r for r in rows if r.get("event") == "step" and r.get("step", 0) > 0]
+    if not rows:
+        return None
+    med = lambda k: sorted(r.get(k, 0.0) for r in rows)[len(rows) // 2] * 1e3
+    return {k[:-2] + "_ms": round(med(k), 4) for k in ("step_s", "data_s", "forward_s", "backward_s", "comm_wait_s",
+                                                       "other_s")} | {"sampled_steps": len(rows)}
+
+
+for name in ("launch-2workers", "overhead-train", "overhead-1w1s", "overhead-1w1s-bf16"):
     if name in steps:
-        _, summ = epochs(run)
+        _, summ = epochs("run-" + name)
         steps[name]["test_acc"] = summ.get("test_acc")
         steps[name]["samples_per_s"] = summ.get("samples_per_s")
+        steps[name]["phases"] = step_phases("run-" + name)
 if "launch-2workers" in steps and steps["launch-2workers"]["exit"] == 0:
     acc = steps["launch-2workers"].get("test_acc")
     if acc is None or acc < 0.905:
         fail("launch-2workers", f"test accuracy {acc} < 0.905")
 
 ps_overhead = None
-if "launch-1worker" in steps and "train-cuda" in steps:
-    _, train = epochs("run-train-cuda")
-    ps, local = steps["launch-1worker"].get("samples_per_s"), train.get("samples_per_s")
-    if ps and local:
-        ps_overhead = {"launch_1w1s_samples_per_s": ps, "train_samples_per_s": local, "ratio": ps / local,
-                       "target": 0.8, "met": ps / local >= 0.8}
+local = steps.get("overhead-train", {}).get("samples_per_s")
+if local:
+    ps_overhead = {"train_samples_per_s": local, "target": 0.8}
+    for name, key in (("overhead-1w1s", "fp32"), ("overhead-1w1s-bf16", "bf16")):
+        ps = steps.get(name, {}).get("samples_per_s")
+        if ps:
+            ps_overhead[key] = {"launch_1w1s_samples_per_s": ps, "ratio": ps / local, "met": ps / local >= 0.8}
 
 resnet = []
 for name, s in steps.items():
@@ -219,11 +247,12 @@ for name, s in steps.items():
         elif s["exit"] == 0:
             fail(name, "no measurement (skipped: " + text(name).strip()[-200:] + ")")
 
-if "cifar-cuda" in steps:
-    rates = [float(m) for m in re.findall(r"epoch \d+: ([0-9.]+) images/s on this worker \(cuda", text("cifar-cuda"), re.M)]
-    steps["cifar-cuda"]["images_per_s_per_worker"] = rates  # rank 0's, per epoch (the first includes cuDNN's warm-up)
-    if steps["cifar-cuda"]["exit"] == 0 and not rates:
-        fail("cifar-cuda", "rank 0 printed no images/s on cuda")
+for name in ("cifar-cuda", "cifar-cuda-bf16"):
+    if name in steps:
+        rates = [float(m) for m in re.findall(r"epoch \d+: ([0-9.]+) images/s on this worker \(cuda", text(name))]
+        steps[name]["images_per_s_per_worker"] = rates  # rank 0's, per epoch (the first includes cuDNN's warm-up)
+        if steps[name]["exit"] == 0 and not rates:
+            fail(name, "rank 0 printed no images/s on cuda")
 
 try:
     import torch

@@ -75,10 +75,4 @@ void DeviceStaging::download_all_weights() {
   }
 }
 
-void DeviceStaging::upload_all_weights() {
-  if (!active_) return;
-  for (size_t i = 0; i < model_.params().size(); ++i) begin_weight_upload(i);
-  finish_uploads();
-}
-
 }  // namespace pshard::trainer

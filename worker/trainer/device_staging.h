@@ -39,9 +39,8 @@ class DeviceStaging {
   void begin_weight_upload(size_t i);
   // Waits for every upload begun so far (their host buffers may be reused after).
   void finish_uploads();
-  // Synchronous: every weight device -> host / host -> device.
+  // Synchronous: every weight device -> host.
   void download_all_weights();
-  void upload_all_weights();
 
  private:
   models::Model& model_;

@@ -7,9 +7,12 @@
 namespace pshard::trainer {
 
 LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_steps)
-    : optimizer_(optim::make_optimizer(optim::OptimizerParams::from_config(cfg))),
-      schedule_(static_cast<float>(cfg.get_double("optimizer.lr")), optim::LrScheduleParams::from_config(cfg),
-                global_batch, total_steps) {}
+    : LocalSync(optim::OptimizerParams::from_config(cfg), optim::LrScheduleParams::from_config(cfg), global_batch,
+                total_steps) {}
+
+LocalSync::LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule,
+                     int64_t global_batch, int64_t total_steps)
+    : optimizer_(optim::make_optimizer(optimizer)), schedule_(optimizer.lr, schedule, global_batch, total_steps) {}
 
 void LocalSync::start(models::Model& model) {
   model_ = &model;
@@ -25,12 +28,15 @@ void LocalSync::end_step(int64_t step) {
   const float lr = schedule_.lr_at(step);
   const auto& params = model_->params();
   for (size_t i = 0; i < params.size(); ++i) staging_->begin_grad_download(i);
+  // CUDA: the last step's uploads read the host weights until now; later kernels are ordered after them on the
+  // device, so the host waits for them only here, before it writes the weights again (not at the end of each step).
+  staging_->finish_uploads();
   for (size_t i = 0; i < params.size(); ++i) {
     staging_->wait_grad(i);
     optimizer_->apply(staging_->weights(i), staging_->grads(i), state_[i].data(), static_cast<size_t>(params[i].numel),
                       lr, step + 1);
+    staging_->begin_weight_upload(i);  // while the host updates the next parameter
   }
-  staging_->upload_all_weights();
 }
 
 }  // namespace pshard::trainer

@@ -22,6 +22,9 @@ class LocalSync : public ParameterSync {
  public:
   // global_batch: samples per step; total_steps: of the whole run (cosine).
   LocalSync(const Config& cfg, int64_t global_batch, int64_t total_steps);
+  // The same without a job config (`pshard bench compute`): optimizer.lr is the base learning rate.
+  LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule, int64_t global_batch,
+            int64_t total_steps);
 
   void start(models::Model& model) override;
   void begin_step(int64_t) override {}
@@ -36,7 +39,7 @@ class LocalSync : public ParameterSync {
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   models::Model* model_ = nullptr;
-  std::unique_ptr<DeviceStaging> staging_;  // CUDA: host copies the optimizer works on
+  std::unique_ptr<DeviceStaging> staging_;  // CUDA: host copies the optimizer works on (uploads finish lazily)
   std::vector<std::vector<float>> state_;   // per parameter: numel * state_floats()
 };
 
