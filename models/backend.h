@@ -140,6 +140,8 @@ class Backend {
   //                   stay unchanged until wait_transfer(ticket) returns.
   //   wait_transfer:  blocks until the copy is done; an Error after timeout_s seconds. Waiting for a ticket twice is
   //                   allowed (the second wait returns at once); wait for every ticket once so its event is recycled.
+  //   transfer_done:  never blocks: true once the copy is done (the ticket then counts as waited for), false while
+  //                   it is in flight.
   //
   //   float* staging = static_cast<float*>(backend.allocate_host(bytes));    // once; reuse every step
   //   TransferTicket t = backend.begin_download(staging, p.grad, bytes);    // in backward's on_grads_ready
@@ -150,6 +152,7 @@ class Backend {
   virtual TransferTicket begin_download(void* host_dst, const void* src, size_t bytes);
   virtual TransferTicket begin_upload(void* dst, const void* host_src, size_t bytes);
   virtual void wait_transfer(TransferTicket ticket, double timeout_s);
+  virtual bool transfer_done(TransferTicket ticket);
 };
 
 // Which kernels the CPU backend runs for convolution, batch norm, pooling and GEMM (train.cpu_kernels): oneDNN's

@@ -124,7 +124,7 @@ step overhead-1w1s-bf16 90 "$B/bin/pshard" launch --servers 1 --workers 1 --time
 # 5. ResNet-20 training images/s, pshard (bench compute, and the GPU-SGD throughput tool) next to PyTorch eager.
 for batch in 32 128 512; do
   step "resnet20-b$batch" 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
-    --batch "$batch" --iters 30 --warmup 5 --json --throughput-bin "$B/bin/models_cuda_throughput"
+    --batch "$batch" --iters 100 --warmup 10 --json --throughput-bin "$B/bin/models_cuda_throughput"
 done
 
 # 6. Issue 13: a PyTorch model through pshard on CUDA with this machine's torch: examples/torch/cifar_resnet18.py

@@ -423,6 +423,25 @@ void CudaBackend::wait_transfer(TransferTicket ticket, double timeout_s) {
   pending_.erase(it);
 }
 
+bool CudaBackend::transfer_done(TransferTicket ticket) {
+  if (ticket == 0) return true;
+  auto it = pending_.find(ticket);
+  if (it == pending_.end()) {
+    if (ticket < next_ticket_) return true;  // waited for before
+    throw Error("cuda backend: transfer_done: unknown transfer ticket " + std::to_string(ticket));
+  }
+  use_device();
+  const cudaError_t st = cudaEventQuery(it->second);
+  if (st == cudaErrorNotReady) {
+    cudaGetLastError();  // an answer, not a failure (see wait_transfer)
+    return false;
+  }
+  PSHARD_CUDA_CHECK(st);
+  spare_events_.push_back(it->second);
+  pending_.erase(it);
+  return true;
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32) {
   cuda::load_cuda_libraries();  // cuBLAS and cuDNN are opened here, not at process start (cuda_libraries.h)
   return std::make_unique<CudaBackend>(device, allow_tf32);

@@ -111,6 +111,7 @@ class CudaBackend final : public Backend {
   TransferTicket begin_download(void* host_dst, const void* src, size_t bytes) override;
   TransferTicket begin_upload(void* dst, const void* host_src, size_t bytes) override;
   void wait_transfer(TransferTicket ticket, double timeout_s) override;
+  bool transfer_done(TransferTicket ticket) override;
 
  private:
   using ConvKey = std::array<int64_t, 9>;

@@ -56,6 +56,13 @@ void DeviceStaging::wait_grad(size_t i) {
   backend_.wait_transfer(t, kTransferTimeoutS);
 }
 
+bool DeviceStaging::grad_downloaded(size_t i) {
+  if (!active_ || grad_tickets_[i] == 0) return true;
+  if (!backend_.transfer_done(grad_tickets_[i])) return false;
+  grad_tickets_[i] = 0;
+  return true;
+}
+
 void DeviceStaging::begin_weight_upload(size_t i) {
   if (!active_) return;
   const models::ParamRef& p = model_.params()[i];

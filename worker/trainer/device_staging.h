@@ -36,6 +36,7 @@ class DeviceStaging {
 
   void begin_grad_download(size_t i);
   void wait_grad(size_t i);
+  bool grad_downloaded(size_t i);  // never blocks: true once grads(i) holds the gradient (or nothing is in flight)
   void begin_weight_upload(size_t i);
   // Waits for every upload begun so far (their host buffers may be reused after).
   void finish_uploads();

@@ -120,9 +120,9 @@ void KvSync::grads_ready(int first, int count) {
   // Sending requests is neither compute nor a wait.
   ScopedPhase issuing(WorkerPhase::kOther);
   if (staging_->active()) {
-    // CUDA: the layers queued before this one have finished their downloads
-    // (or soon will); push them, then start this layer's download.
-    push_downloaded();
+    // CUDA: push the earlier layers whose downloads have finished, without waiting for the device (the host queues
+    // the rest of the backward meanwhile; end_step pushes what is left), then start this layer's download.
+    push_downloaded(false);
     for (int i = first; i < first + count; ++i) {
       staging_->begin_grad_download(static_cast<size_t>(i));
       downloading_.push_back(static_cast<size_t>(i));
@@ -140,24 +140,28 @@ void KvSync::grads_ready(int first, int count) {
   }
 }
 
-void KvSync::push_downloaded() {
+void KvSync::push_downloaded(bool block) {
   const auto& params = model_->params();
+  size_t pushed = 0;
   for (size_t i : downloading_) {
-    {
+    if (block) {
       // CUDA: the host waits for the device to finish this layer's backward kernels and copy the
       // gradients out: backward time, not communication.
       ScopedPhase backward(WorkerPhase::kBackward);
       staging_->wait_grad(i);
+    } else if (!staging_->grad_downloaded(i)) {
+      break;  // later layers were queued after this one
     }
     const size_t n = static_cast<size_t>(params[i].numel);
     issued(i);
     pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
+    ++pushed;
   }
-  downloading_.clear();
+  downloading_.erase(downloading_.begin(), downloading_.begin() + static_cast<std::ptrdiff_t>(pushed));
 }
 
 void KvSync::end_step(int64_t) {
-  push_downloaded();
+  push_downloaded(true);
   // The uploads of this step's weights were consumed by its forward; their
   // host buffers are about to receive the next step's pulls.
   staging_->finish_uploads();
@@ -165,7 +169,7 @@ void KvSync::end_step(int64_t) {
 
 void KvSync::sync_all() {
   ScopedPhase waiting(WorkerPhase::kCommWait);
-  push_downloaded();
+  push_downloaded(true);
   for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
   staging_->finish_uploads();
 }

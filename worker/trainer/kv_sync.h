@@ -60,8 +60,10 @@ class KvSync : public ParameterSync {
 
  private:
   void wait_param(size_t i);
-  void push_downloaded();  // CUDA: push the layers whose gradient download was started
-  void issued(size_t i);   // parameter i's push_pull was just sent (or queued for the client's poller)
+  // CUDA: push the layers whose gradient download was started, in order; block = false stops at the first download
+  // still in flight (the host keeps queueing the backward), block = true waits for each.
+  void push_downloaded(bool block);
+  void issued(size_t i);  // parameter i's push_pull was just sent (or queued for the client's poller)
 
   KvClient& kv_;
   uint32_t rank_;

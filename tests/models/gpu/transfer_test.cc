@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -73,10 +74,35 @@ TEST(Transfer, ManyTicketsInFlightAndHostBufferReuse) {
   }
 }
 
+TEST(Transfer, TransferDoneNeverBlocksAndTurnsTrueWhenTheCopyIsDone) {
+  for (auto& b : backends()) {
+    const int64_t n = 1 << 22;
+    const auto x = random_floats(n, 5), y0 = random_floats(n, 6);
+    Array xs(*b, x), ys(*b, y0);
+    HostBuffer staging(*b);
+    float* host = staging.get(n);
+    b->axpy(n, 3.0f, xs.get(), ys.get());
+    const auto t = b->begin_download(host, ys.get(), n * sizeof(float));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    int64_t polls = 0;
+    while (!b->transfer_done(t)) {
+      ++polls;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << b->describe() << ": the copy never finished";
+    }
+    for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(host[i], y0[i] + 3.0f * x[i]) << b->describe() << " at " << i;
+    EXPECT_TRUE(b->transfer_done(t)) << "a finished ticket stays done";
+    b->wait_transfer(t, 1.0);  // and counts as waited for
+    if (b->host_accessible()) {
+      EXPECT_EQ(polls, 0) << "CPU copies are done when begun";
+    }
+  }
+}
+
 TEST(Transfer, UnknownTicketIsAnError) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "CPU tickets are always complete; needs a GPU";
   auto b = make_cuda_backend(0);
   EXPECT_THROW(b->wait_transfer(987654321, 1.0), Error);
+  EXPECT_THROW(b->transfer_done(987654321), Error);
 }
 
 }  // namespace
