@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "common/compression/codec.h"
 #include "tests/common/compression/codec_test_util.h"
@@ -52,6 +55,44 @@ TEST(Bf16Codec, RoundsToNearestEvenAndKeepsNan) {
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], 1.0f + std::ldexp(1.0f, -6));
   EXPECT_TRUE(std::isnan(out[2]));
+}
+
+// Every float32 bit pattern class (NaNs of both signs and payloads, infinities, subnormals, zeros, values that
+// round up into the next binade or to infinity), converted in one run (the CPU's AVX2 path, 16 at a time, where the
+// CPU has it) and each value alone (the scalar conversion): the same bits.
+TEST(Bf16Codec, VectorAndScalarConversionsAgreeBitForBit) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> bits(4096 + 13);
+  for (uint32_t& b : bits) b = static_cast<uint32_t>(rng());
+  const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fffffffu,
+                               0xffffffffu, 0x00000001u, 0x80007fffu, 0x00008000u, 0x3f808000u, 0x3f818000u,
+                               0x7f7fffffu, 0xff7f8000u, 0x00000000u, 0x80000000u};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i) bits[17 * i] = specials[i];
+  std::vector<float> in(bits.size());
+  std::memcpy(in.data(), bits.data(), bits.size() * sizeof(float));
+  auto c = make_codec({Encoding::BF16});
+  const std::vector<uint8_t> run = encode(*c, in);
+  ASSERT_EQ(run.size(), in.size() * 2);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::vector<uint8_t> alone = encode(*c, {in[i]});
+    ASSERT_EQ(alone.size(), 2u);
+    ASSERT_EQ(std::memcmp(alone.data(), run.data() + 2 * i, 2), 0) << "float bits 0x" << std::hex << bits[i];
+  }
+  // Decoding: every one of the 65,536 bf16 patterns, in one run and alone.
+  std::vector<uint8_t> all(65536 * 2);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint16_t v = static_cast<uint16_t>(h);
+    std::memcpy(all.data() + 2 * h, &v, 2);
+  }
+  const std::vector<float> decoded = decode(Encoding::BF16, all, 65536);
+  for (uint32_t h = 0; h < 65536; h += 1) {
+    const std::vector<float> alone = decode(Encoding::BF16, {all[2 * h], all[2 * h + 1]}, 1);
+    uint32_t a = 0, b = 0;
+    std::memcpy(&a, &alone[0], 4);
+    std::memcpy(&b, &decoded[h], 4);
+    ASSERT_EQ(a, h << 16) << "bf16 0x" << std::hex << h;
+    ASSERT_EQ(b, h << 16) << "bf16 0x" << std::hex << h;
+  }
 }
 
 TEST(Bf16Codec, WrongLengthRefused) {
