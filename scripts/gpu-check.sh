@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]      # BUNDLE_DIR: default .gpubundle
 #
 # On the device machine only 8 files (16 MiB each) come back from $OUT, so run it as
-#   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc
+#   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; find /tmp/gc -size +4M -delete
+#   tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc        # (the runs' model.bin files would pass 16 MiB)
 #
 # CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of those that failed); CHECK_BUDGET_S sets the budget.
 #
