@@ -24,7 +24,7 @@ epochs = 1
 [cluster]
 mode = "sync"
 heartbeat_interval_ms = 200
-heartbeat_timeout_ms = 1500
+heartbeat_timeout_ms = 4000  # a loaded 2-core machine can starve a heartbeat thread past 1.5 s
 """
 
 
