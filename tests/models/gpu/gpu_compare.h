@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,18 +63,22 @@ class Array {
   float* p_ = nullptr;
 };
 
-// EXPECTs |got - ref| <= rtol * (|ref| + floor * max|ref|) element by element and reports the worst element. The
-// floor keeps sums that cancel to ~0 from demanding an impossible relative accuracy.
-inline void expect_close(const std::vector<float>& ref, const std::vector<float>& got, double rtol,
-                         const std::string& what, double floor = 1e-3) {
+// EXPECTs |got[i] - ref[i]| <= allowed(i) for every element (NaN never passes) and reports how many differ and the
+// worst, with `tolerance(i)` describing what was allowed there.
+inline std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+template <typename Allowed, typename Describe>
+void expect_each_within(const std::vector<float>& ref, const std::vector<float>& got, const std::string& what,
+                        Allowed allowed, Describe tolerance) {
   ASSERT_EQ(ref.size(), got.size()) << what;
-  double scale = 0.0;
-  for (float r : ref) scale = std::max(scale, static_cast<double>(std::fabs(r)));
   size_t worst = 0, bad = 0;
   double worst_ratio = 0.0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    const double allowed = rtol * (std::fabs(ref[i]) + floor * scale) + 1e-30;
-    const double ratio = std::fabs(static_cast<double>(got[i]) - ref[i]) / allowed;
+    const double ratio = std::fabs(static_cast<double>(got[i]) - ref[i]) / (allowed(i) + 1e-30);
     if (!(ratio <= 1.0)) ++bad;  // also counts NaN
     if (!(ratio <= worst_ratio)) {
       worst_ratio = ratio;
@@ -81,8 +86,19 @@ inline void expect_close(const std::vector<float>& ref, const std::vector<float>
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size() << " elements differ; worst at " << worst
-                     << ": cpu " << ref[worst] << " gpu " << got[worst] << " (" << worst_ratio
-                     << " x the tolerance, rtol " << rtol << ", max |cpu| " << scale << ")";
+                     << ": cpu " << ref[worst] << " gpu " << got[worst] << " (" << worst_ratio << " x the tolerance, "
+                     << tolerance(worst) << ")";
+}
+
+// EXPECTs |got - ref| <= rtol * (|ref| + floor * max|ref|) element by element. The floor keeps sums that cancel to
+// ~0 from demanding an impossible relative accuracy.
+inline void expect_close(const std::vector<float>& ref, const std::vector<float>& got, double rtol,
+                         const std::string& what, double floor = 1e-3) {
+  double scale = 0.0;
+  for (float r : ref) scale = std::max(scale, static_cast<double>(std::fabs(r)));
+  expect_each_within(
+      ref, got, what, [&](size_t i) { return rtol * (std::fabs(ref[i]) + floor * scale); },
+      [&](size_t) { return "rtol " + number(rtol) + ", max |cpu| " + number(scale); });
 }
 
 inline std::vector<float> absolute(std::vector<float> v) {
@@ -100,22 +116,10 @@ inline std::vector<float> absolute(std::vector<float> v) {
 inline void expect_within_sum_rounding(const std::vector<float>& ref, const std::vector<float>& got,
                                        const std::vector<float>& magnitude, const std::string& what) {
   constexpr double kUnits = 8.0, kEps = 1.1920928955078125e-07;  // FLT_EPSILON
-  ASSERT_EQ(ref.size(), got.size()) << what;
   ASSERT_EQ(ref.size(), magnitude.size()) << what;
-  size_t worst = 0, bad = 0;
-  double worst_ratio = 0.0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double allowed = kUnits * kEps * magnitude[i] + 1e-30;
-    const double ratio = std::fabs(static_cast<double>(got[i]) - ref[i]) / allowed;
-    if (!(ratio <= 1.0)) ++bad;  // also counts NaN
-    if (!(ratio <= worst_ratio)) {
-      worst_ratio = ratio;
-      worst = i;
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size() << " elements differ; worst at " << worst
-                     << ": cpu " << ref[worst] << " gpu " << got[worst] << " (" << worst_ratio << " x the tolerance "
-                     << kUnits << " eps x sum|terms| = " << kUnits * kEps * magnitude[worst] << ")";
+  expect_each_within(
+      ref, got, what, [&](size_t i) { return kUnits * kEps * magnitude[i]; },
+      [&](size_t i) { return "8 eps x sum|terms| = " + number(kUnits * kEps * magnitude[i]); });
 }
 
 }  // namespace pshard::models::gpu_test
