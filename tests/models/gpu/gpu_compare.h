@@ -119,7 +119,7 @@ inline void expect_within_sum_rounding(const std::vector<float>& ref, const std:
   ASSERT_EQ(ref.size(), magnitude.size()) << what;
   expect_each_within(
       ref, got, what, [&](size_t i) { return kUnits * kEps * magnitude[i]; },
-      [&](size_t i) { return "8 eps x sum|terms| = " + number(kUnits * kEps * magnitude[i]); });
+      [&](size_t i) { return number(kUnits) + " eps x sum|terms| = " + number(kUnits * kEps * magnitude[i]); });
 }
 
 }  // namespace pshard::models::gpu_test
