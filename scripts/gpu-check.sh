@@ -148,6 +148,13 @@ step cifar-cuda-bf16 120 "${PYENV[@]}" "$B/bin/pshard" launch --servers 1 --work
   --set cluster.pull_precision=bf16 --run-dir "$OUT/run-cifar-cuda-bf16" \
   -- python3 "$SRC/examples/torch/cifar_resnet18.py" --device cuda --synthetic-size 8192
 
+# 9. Diagnosis, not a check (a "diag-" step does not decide the result): ResNet-20 batch 128, each side's GPU kernels
+# per training step (PyTorch's profiler; Nsight Compute on models_cuda_throughput), to see where pshard's step differs.
+if command -v ncu > /dev/null || [ -x /usr/local/cuda/bin/ncu ]; then
+  step diag-kernel-profile 120 env PATH="$PATH:/usr/local/cuda/bin" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
+    --batch 128 --warmup 5 --kernel-profile --throughput-bin "$B/bin/models_cuda_throughput"
+fi
+
 # ---- summary.json ----
 python3 - "$OUT" "$GPU" "$BUDGET_S" <<'PY'
 import json, os, re, sys
@@ -260,7 +267,8 @@ try:
     torch_version = torch.__version__
 except ImportError:
     torch_version = None
-summary = {"gpu": gpu, "torch": torch_version, "result": "pass" if all(s["pass"] for s in steps.values()) else "fail",
+checks = [s for name, s in steps.items() if not name.startswith("diag-")]
+summary = {"gpu": gpu, "torch": torch_version, "result": "pass" if all(s["pass"] for s in checks) else "fail",
            "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
            "resnet20": resnet, "ps_overhead": ps_overhead}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)

@@ -22,7 +22,7 @@ def skip(why):
     sys.exit(0)
 
 
-def pytorch_images_per_s(batch, iters, warmup, tf32):
+def pytorch_images_per_s(batch, iters, warmup, tf32, kernel_profile=False):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -88,12 +88,79 @@ def pytorch_images_per_s(batch, iters, warmup, tf32):
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    if kernel_profile:
+        return profile_pytorch_kernels(step), params, torch.cuda.get_device_name(0)
     t0 = time.perf_counter()
     for _ in range(iters):
         step()
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     return batch * iters / seconds, params, torch.cuda.get_device_name(0)
+
+
+PROFILED_STEPS = 3
+
+
+def profile_pytorch_kernels(step):
+    """{kernel name: [launches, device seconds]} over PROFILED_STEPS steps (torch.profiler's CUDA activity), and the
+    steps' wall time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(PROFILED_STEPS):
+            step()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower() \
+                and "memset" not in e.name.lower():
+            k = kernels.setdefault(e.name, [0, 0.0])
+            k[0] += 1
+            k[1] += e.time_range.elapsed_us() * 1e-6  # a kernel event's range is its run on the device
+    return kernels, wall
+
+
+def profile_pshard_kernels(args):
+    """{kernel name: [launches, device seconds]} of models_cuda_throughput over PROFILED_STEPS steps (its first
+    one included: every kernel is replayed alone by ncu, so a first launch costs what a later one does), from Nsight
+    Compute's gpu__time_duration; None when ncu or the binary is missing."""
+    import csv
+    import io
+
+    ncu = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
+    if not ncu or not (args.throughput_bin and os.path.exists(args.throughput_bin)):
+        return None
+    cmd = [ncu, "--csv", "--metrics", "gpu__time_duration.sum", args.throughput_bin, "--model", "resnet20",
+           "--device", "cuda", "--batch", str(args.batch), "--iters", str(PROFILED_STEPS - 1), "--warmup", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    rows = [l for l in out.stdout.splitlines() if l.startswith('"')]
+    scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3,
+             "s": 1.0}
+    kernels = {}
+    for r in csv.DictReader(io.StringIO("\n".join(rows))):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        k = kernels.setdefault(r["Kernel Name"], [0, 0.0])
+        k[0] += 1
+        k[1] += float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1e-9)
+    if not kernels:
+        print(f"ncu gave no kernel rows (exit {out.returncode}): {(out.stderr or out.stdout)[-500:]}")
+    return kernels
+
+
+def print_kernels(label, kernels, wall=None, top=15):
+    total = sum(t for _, t in kernels.values())
+    launches = sum(n for n, _ in kernels.values())
+    per = PROFILED_STEPS
+    line = f"{label}: {launches / per:.0f} kernels, {total / per * 1e3:.3f} ms of kernel time per step"
+    if wall:
+        line += f" (wall {wall / per * 1e3:.3f} ms per step under the profiler)"
+    print(line)
+    for name, (n, t) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"  {t / per * 1e3:8.3f} ms  {n / per:5.1f} x  {name[:110]}")
 
 
 def pshard_runs(args):
@@ -134,6 +201,9 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="allow TF32 on both sides")
     ap.add_argument("--throughput-bin", default="", help="path of models_cuda_throughput")
     ap.add_argument("--json", action="store_true", help="also print the numbers as one JSON line (scripts/gpu-check.sh)")
+    ap.add_argument("--kernel-profile", action="store_true",
+                    help=f"instead of timing: each side's GPU kernels over {PROFILED_STEPS} steps, device time per "
+                         "kernel (PyTorch: torch.profiler; pshard: Nsight Compute's ncu on --throughput-bin)")
     args = ap.parse_args()
 
     if shutil.which("nvidia-smi") is None:
@@ -145,6 +215,16 @@ def main():
     if not torch.cuda.is_available():
         skip("PyTorch has no usable CUDA device")
 
+    if args.kernel_profile:
+        (theirs, wall), _, gpu = pytorch_images_per_s(args.batch, 0, args.warmup, args.tf32, kernel_profile=True)
+        print(f"resnet20 batch {args.batch}, {'TF32' if args.tf32 else 'FP32'}, {gpu}: GPU kernels per training step")
+        print_kernels(f"PyTorch {torch.__version__}", theirs, wall)
+        ours = profile_pshard_kernels(args)
+        if ours is None:
+            print("pshard: not profiled (needs ncu and --throughput-bin)")
+        else:
+            print_kernels("pshard models_cuda_throughput (ncu, each kernel alone)", ours)
+        return
     ours = pshard_runs(args)
     if not any(v for _, v, _ in ours):
         why = "; ".join(f"{label}: {err}" for label, _, err in ours) or "no pshard binary (PSHARD_BIN, --throughput-bin)"
