@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -18,6 +19,18 @@ namespace pshard {
 namespace {
 
 using std::chrono::milliseconds;
+
+// Ends the job as a real one ends: the worker leaves, and the server leaves once the coordinator has told it to shut
+// down (leaving at once could reach the coordinator before the worker's leave: "server left before the job finished").
+void finish_job(std::unique_ptr<ClusterClient>& worker, std::unique_ptr<ClusterClient>& server) {
+  worker.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!server->stopping() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(server->stopping()) << "the coordinator did not tell the server to shut down";
+  server.reset();
+}
 
 TEST(CoordinatorBadInput, GarbageFramesAreIgnoredAndTheJobStillRuns) {
   Coordinator::Options co;
@@ -68,8 +81,7 @@ TEST(CoordinatorBadInput, GarbageFramesAreIgnoredAndTheJobStillRuns) {
 
   // After the rendezvous: more garbage, and the job still ends cleanly.
   for (const std::string& g : garbage) raw.send(zmq::buffer(g), zmq::send_flags::none);
-  w.reset();
-  s.reset();
+  finish_job(w, s);
   auto r = coord.wait_for(milliseconds(5000));
   ASSERT_TRUE(r.has_value()) << "the coordinator did not finish";
   EXPECT_EQ(r->exit_code, 0) << r->reason;
@@ -118,8 +130,7 @@ TEST(CoordinatorBadInput, OversizedFrameDisconnectsThePeerAndTheJobStillRuns) {
   auto worker = std::async(std::launch::async, [&] { return client(NodeRole::kWorker); });
   std::unique_ptr<ClusterClient> s = server.get(), w = worker.get();
   EXPECT_EQ(w->map().num_workers, 1u);
-  w.reset();
-  s.reset();
+  finish_job(w, s);
   auto r = coord.wait_for(milliseconds(5000));
   ASSERT_TRUE(r.has_value()) << "the coordinator did not finish";
   EXPECT_EQ(r->exit_code, 0) << r->reason;
