@@ -30,9 +30,11 @@ struct KvBenchOptions {
   bool curve = false;             // CurveZMQ on every socket (keys in a temporary 0700 directory)
 };
 
-// Runs the benchmark: the servers, then the workers (BSP push_pull of every tensor per round), the servers'
-// peak RSS, then a raw TCP loopback stream of the bytes the workers moved. Returns one JSON object: servers,
-// workers, model_mib, slice_kib, optimizer, curve, rounds, push_pull_gbps, tcp_baseline_gbps, ratio,
+// Runs the benchmark: the servers, then the workers (BSP push_pull of every tensor per round, timed in up to 8
+// blocks of rounds), the servers' peak RSS, then 5 raw TCP loopback streams that carry the bytes the workers moved
+// between them. Returns one JSON object: servers, workers, model_mib, slice_kib, optimizer, curve, rounds,
+// push_pull_gbps (the median block), push_pull_gbps_min/max, tcp_baseline_gbps (the median stream),
+// tcp_baseline_gbps_min/max, ratio (push_pull_gbps / tcp_baseline_gbps),
 // rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), rtt_4k_zmq_us_p50 (a bare ZeroMQ DEALER/ROUTER 4 KiB ping-pong between
 // this process and an echo process, rtt_iters round trips after the workers finished), rtt_ratio (rtt_4k_us_p50 /
 // rtt_4k_zmq_us_p50; null with rtt_iters 0), worker_minor_faults_per_round (the most of any worker),
@@ -51,7 +53,8 @@ struct KvBenchWorkerOptions {
 
 // Connects to the servers, initializes (rank 0) and pulls every tensor, runs one warm-up round and
 // `rounds` measured ones, then `rtt_iters` sequential 4 KiB push_pulls, and writes
-// {"rank","bytes","seconds","minor_faults_per_round","rtt_p50_us","rtt_p99_us"} to result_path.
+// {"rank","bytes","seconds","block_bytes","block_seconds","minor_faults_per_round","rtt_p50_us","rtt_p99_us"} to
+// result_path.
 // Returns the exit code (0).
 int run_kv_bench_worker(const KvBenchWorkerOptions& options);
 

@@ -104,7 +104,8 @@ std::vector<ConfigKey> kSchema = {
      "a sync step waiting this long names the workers it waits for (ms, 0 = never)"},
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
      "how long to wait for every node to register (ms)"},
-    {"cluster.server_threads", T::kInt, "2", 1, 256, "", "update threads per server"},
+    {"cluster.server_threads", T::kInt, "2", 0, 256, "",
+     "update threads per server (0: every slice is updated on its socket thread, no hand-offs)"},
 
     // compression of the data plane (docs/PROTOCOL.md "Encodings"); servers keep and aggregate float32
     {"cluster.compression", T::kString, "none", 0, 0, "none|fp16|bf16|topk|randomk|onebit",

@@ -147,7 +147,7 @@ struct KvServer::Impl {
       throw Error("server: rank " + std::to_string(opt.rank) + " of " + std::to_string(opt.num_servers) +
                   " servers with " + std::to_string(opt.num_workers) + " workers is not a valid job");
     }
-    if (opt.update_threads < 1) opt.update_threads = 1;
+    if (opt.update_threads < 0) opt.update_threads = 0;
     transport::bound_router(router, transport::data_max_frame_bytes(opt.slice_bytes));
     router.set(zmq::sockopt::linger, 0);
     curve = std::make_unique<transport::CurveServer>(ctx, router, opt.curve, "server " + std::to_string(opt.rank));

@@ -35,8 +35,10 @@ struct KvServerOptions {
   std::function<float(int64_t step)> lr_at;
   optim::LrScheduleParams schedule;
   float base_lr = 0.01f;
-  int64_t batch_size = 64;                  // per worker (train.batch_size)
-  int update_threads = 2;                   // cluster.server_threads
+  int64_t batch_size = 64;  // per worker (train.batch_size)
+  // cluster.server_threads. 0: every slice on the socket thread (no hand-off to an update thread and back, ~50 us
+  // per round trip of a large slice on an idle 2-core VM; but updates no longer run beside the receiving).
+  int update_threads = 2;
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
   // A read waiting this long is reported (log and on_stall: which workers have not pushed); 0: never.
   std::chrono::milliseconds stall_warn{5000};  // cluster.stall_warn_ms

@@ -69,7 +69,7 @@ void Slice::step_closed(bool checkpoint_asked) {
 std::string Slice::name() const { return store_.layout_->describe(id); }
 
 SliceStore::SliceStore(const KvServerOptions& opt, int update_threads)
-    : opt_(opt), update_threads_(std::max(update_threads, 1)), lr_at_(opt.lr_at) {}
+    : opt_(opt), update_threads_(std::max(update_threads, 0)), lr_at_(opt.lr_at) {}
 
 void SliceStore::raise_max_version(int64_t v) {
   for (int64_t seen = max_version_.load(std::memory_order_relaxed);
@@ -139,7 +139,8 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
                                   tracer->name("update " + name).id};
     }
     ++local_slices_;
-    owner_[id] = s.length * sizeof(float) <= opt_.inline_slice_bytes ? -1 : static_cast<int>(local++ % update_threads_);
+    const bool inline_slice = update_threads_ == 0 || s.length * sizeof(float) <= opt_.inline_slice_bytes;
+    owner_[id] = inline_slice ? -1 : static_cast<int>(local++ % update_threads_);
   }
   layout_ = std::move(l);
   PSHARD_LOG(kInfo) << "server " << opt_.rank << ": layout of " << layout_->tensors().size() << " tensors, "

@@ -60,8 +60,8 @@ class Slice final : public ConsistencySlice {
 };
 
 // Written once, when the layout is installed (by the socket thread, or before any thread runs when restoring);
-// afterwards each slice belongs to one thread: the socket thread for small slices (latency), an update thread for
-// the others.
+// afterwards each slice belongs to one thread: the socket thread for small slices (latency) and for every slice when
+// there are no update threads, an update thread for the others.
 //
 //   SliceStore store(options, /*update_threads=*/2);
 //   if (!store.install(init_message, code, why)) refuse(code, why);

@@ -79,11 +79,11 @@ const std::vector<TensorSpec> kTensors = {{"fc1.weight", 37}, {"fc1.bias", 53}, 
 // Runs W workers for `steps` BSP steps with push_pull; returns each worker's final weights.
 // `tracer`: every server records the tracer's window into it (trace.steps).
 std::vector<std::vector<std::vector<float>>> run_bsp(uint32_t s, uint32_t w, int64_t steps, uint64_t inline_bytes,
-                                                     std::shared_ptr<Tracer> tracer = nullptr) {
+                                                     std::shared_ptr<Tracer> tracer = nullptr, int update_threads = 2) {
   KvServerOptions o = options(Consistency::kBsp, "adam", 0.05f, 64);
   o.inline_slice_bytes = inline_bytes;
   o.tracer = tracer;
-  o.update_threads = 2;
+  o.update_threads = update_threads;
   Job job(s, w, o);
   std::vector<std::vector<std::vector<float>>> result(w);
   std::vector<std::string> errors(w);
@@ -157,6 +157,38 @@ TEST(KvConsistency, BspEqualsSingleProcessWithMeanGradientsAndIsBitReproducible)
   }
 }
 
+// The tracer's spans as written to a file (Chrome trace events).
+Json written_trace(Tracer& tracer) {
+  const std::string path = ::testing::TempDir() + "/kv-consistency-trace.json";
+  tracer.write(path, ClockOffset{});
+  std::ifstream in(path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::remove(path.c_str());
+  return Json::parse(buf.str(), path);
+}
+
+// cluster.server_threads = 0: no update threads; every slice, however large, is aggregated and updated on the
+// socket thread (trace row 0), with the same bits as on the update threads.
+TEST(KvConsistency, NoUpdateThreadsUpdatesEverySliceOnTheSocketThreadWithTheSameBits) {
+  const uint32_t S = 2, W = 3;
+  auto tracer = std::make_shared<Tracer>(TraceWindow::parse("1-3", "trace.steps"), "servers");
+  auto threaded = run_bsp(S, W, 4, /*inline_bytes=*/0);  // every slice on the update threads
+  auto socket_only = run_bsp(S, W, 4, /*inline_bytes=*/0, tracer, /*update_threads=*/0);
+  ASSERT_EQ(socket_only, threaded);
+  const Json doc = written_trace(*tracer);
+  int aggregates = 0;
+  for (const Json& e : doc.at("traceEvents").elements()) {
+    if (e.at("ph").as_string() != "X") continue;
+    const std::string name = e.at("name").as_string();
+    if (name.rfind("aggregate ", 0) != 0 && name.rfind("update ", 0) != 0) continue;
+    aggregates += name.rfind("aggregate ", 0) == 0;
+    EXPECT_EQ(e.at("tid").as_int(), 0) << e.dump();
+  }
+  // Steps 1-3 (after the inits and first pulls of step 0): 9 slices (see below), each taken in W times a step.
+  EXPECT_EQ(aggregates, 3 * 3 * 9);
+}
+
 // Tracing the servers changes nothing they compute, and records the window's requests: receive and
 // reply per request, aggregate per slice (on the socket and update threads), update per closed slice.
 TEST(KvConsistency, TracedServersRecordTheWindowAndComputeTheSame) {
@@ -166,12 +198,7 @@ TEST(KvConsistency, TracedServersRecordTheWindowAndComputeTheSame) {
   auto traced = run_bsp(S, W, 4, /*inline_bytes=*/32, tracer);
   auto plain = run_bsp(S, W, 4, /*inline_bytes=*/32);
   ASSERT_EQ(traced, plain);
-  const std::string path = ::testing::TempDir() + "/kv-consistency-trace.json";
-  tracer->write(path, ClockOffset{});
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const Json doc = Json::parse(buf.str(), path);
+  const Json doc = written_trace(*tracer);
   std::map<std::string, int> kinds;
   for (const Json& e : doc.at("traceEvents").elements()) {
     if (e.at("ph").as_string() != "X") continue;
@@ -187,7 +214,6 @@ TEST(KvConsistency, TracedServersRecordTheWindowAndComputeTheSame) {
   // updated once.
   EXPECT_EQ(kinds["aggregate"], 2 * 3 * 9);
   EXPECT_EQ(kinds["update"], 2 * 9);
-  std::remove(path.c_str());
 }
 
 TEST(KvConsistency, AspAppliesEveryPushExactlyOnce) {
