@@ -94,7 +94,8 @@ std::vector<ConfigKey> kSchema = {
     // cluster (parameter-server job)
     {"cluster.mode", T::kString, "sync", 0, 0, "sync|async|ssp", "consistency model: BSP, ASP or SSP"},
     {"cluster.staleness", T::kInt, "2", 0, 1000000, "", "ssp: how many clocks a worker may run ahead"},
-    {"cluster.slice_bytes", T::kInt, "1048576", 4, 1ll << 32, "", "largest slice of a tensor (bytes)"},
+    {"cluster.slice_bytes", T::kInt, "1048576", 4, 1ll << 32, "",
+     "largest slice of a tensor (bytes); lars/lamb take their trust ratio per slice of a cut tensor"},
     {"cluster.failure_policy", T::kString, "abort", 0, 0, "abort|continue",
      "on a dead worker: abort the job, or continue with the others"},
     {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},

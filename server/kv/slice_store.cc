@@ -68,6 +68,26 @@ void Slice::step_closed(bool checkpoint_asked) {
 
 std::string Slice::name() const { return store_.layout_->describe(id); }
 
+std::string layer_wise_slicing_warning(const optim::Optimizer& optimizer, const SliceLayout& layout) {
+  if (!optimizer.layer_wise()) return "";
+  std::string cut;
+  uint64_t largest = 0;
+  size_t count = 0;
+  for (uint32_t t = 0; t < layout.tensors().size(); ++t) {
+    const size_t slices = layout.slices_of(t).size();
+    if (slices < 2) continue;
+    const TensorSpec& spec = layout.tensors()[t];
+    if (count++ < 3) cut += (cut.empty() ? "" : ", ") + spec.name + " (" + std::to_string(slices) + " slices)";
+    largest = std::max<uint64_t>(largest, spec.numel * sizeof(float));
+  }
+  if (count == 0) return "";
+  if (count > 3) cut += " and " + std::to_string(count - 3) + " more";
+  return std::string("optimizer ") + optimizer.name() +
+         " takes its trust ratio per layer, but cluster.slice_bytes = " + std::to_string(layout.slice_bytes()) +
+         " cuts " + cut + ": their ratio is computed per slice, unlike in " +
+         "pshard train; cluster.slice_bytes = " + std::to_string(largest) + " keeps every tensor whole";
+}
+
 SliceStore::SliceStore(const KvServerOptions& opt, int update_threads)
     : opt_(opt), update_threads_(std::max(update_threads, 0)), lr_at_(opt.lr_at) {}
 
@@ -143,6 +163,10 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
     owner_[id] = inline_slice ? -1 : static_cast<int>(local++ % update_threads_);
   }
   layout_ = std::move(l);
+  if (opt_.rank == 0) {  // every server has the whole layout: one of them says it
+    const std::string warning = layer_wise_slicing_warning(*opt_.optimizer, *layout_);
+    if (!warning.empty()) PSHARD_LOG(kWarn) << "server 0: " << warning;
+  }
   PSHARD_LOG(kInfo) << "server " << opt_.rank << ": layout of " << layout_->tensors().size() << " tensors, "
                     << layout_->slices().size() << " slices, " << layout_->bytes_on_server(opt_.rank)
                     << " bytes here (fingerprint " << layout_->fingerprint() << ")";

@@ -22,6 +22,10 @@ namespace pshard {
 
 class SliceStore;
 
+// Empty, unless `optimizer` takes layer-wise norms (lars, lamb) and `layout` cuts tensors into several slices: then
+// the warning a server logs at init, naming those tensors and the cluster.slice_bytes that would keep them whole.
+std::string layer_wise_slicing_warning(const optim::Optimizer& optimizer, const SliceLayout& layout);
+
 // One slice of this server. Touched only by the thread that owns it (SliceStore::owner), so nothing in it locks.
 class Slice final : public ConsistencySlice {
  public:

@@ -16,6 +16,7 @@ class Lamb final : public Optimizer {
   explicit Lamb(const OptimizerParams& p)
       : b1_(p.beta1), b2_(p.beta2), eps_(p.eps), wd_(p.weight_decay), decoupled_(p.decoupled_weight_decay) {}
   const char* name() const override { return "lamb"; }
+  bool layer_wise() const override { return true; }
   size_t state_floats() const override { return 2; }
 
   void apply(float* __restrict w, const float* __restrict g, float* __restrict state, size_t n, float lr,

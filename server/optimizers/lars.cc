@@ -15,6 +15,7 @@ class Lars final : public Optimizer {
   explicit Lars(const OptimizerParams& p)
       : m_(p.momentum), eta_(p.trust_coefficient), wd_(p.weight_decay), decoupled_(p.decoupled_weight_decay) {}
   const char* name() const override { return "lars"; }
+  bool layer_wise() const override { return true; }
   size_t state_floats() const override { return 1; }
 
   void apply(float* __restrict w, const float* __restrict g, float* __restrict state, size_t n, float lr,

@@ -67,6 +67,9 @@ class Optimizer {
   // One update of n contiguous elements. lr: this step's learning rate (schedule already applied); t: 1-based count
   // of updates applied to these elements so far, this one included (bias correction). t < 1 is an Error.
   virtual void apply(float* w, const float* g, float* state, size_t n, float lr, int64_t t) const = 0;
+  // True for rules whose step depends on norms over the whole layer (lars, lamb): applied per slice, a tensor cut
+  // into several slices gets a ratio per slice, not the one `pshard train` computes (servers warn at init).
+  virtual bool layer_wise() const { return false; }
 };
 
 // The rule named p.name; an unknown name or a hyper-parameter out of range is a pshard::Error naming it.
