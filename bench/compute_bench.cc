@@ -83,7 +83,7 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   if (options.device == "cpu") {
     backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels));
   } else if (options.device == "cuda") {
-    backend = models::make_cuda_backend(0);
+    backend = models::make_cuda_backend(0, /*allow_tf32=*/false, models::cuda_conv_wgrad_from_name(options.cuda_wgrad));
   } else {
     throw Error("bench compute: --device must be cpu or cuda, got '" + options.device + "'");
   }

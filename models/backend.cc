@@ -31,6 +31,14 @@ CpuKernels cpu_kernels_from_name(const std::string& name) {
 
 const char* cpu_kernels_name(CpuKernels kernels) { return kernels == CpuKernels::kOneDnn ? "onednn" : "reference"; }
 
+CudaConvWgrad cuda_conv_wgrad_from_name(const std::string& name) {
+  if (name == "gemm") return CudaConvWgrad::kGemm;
+  if (name == "cudnn") return CudaConvWgrad::kCudnn;
+  throw Error("cuda conv weight gradient must be gemm or cudnn, got '" + name + "'");
+}
+
+const char* cuda_conv_wgrad_name(CudaConvWgrad wgrad) { return wgrad == CudaConvWgrad::kGemm ? "gemm" : "cudnn"; }
+
 PoolShape PoolShape::make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad) {
   if (n < 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0 || pad < 0 || 2 * pad > k) {
     throw Error("pool2d: invalid geometry (c " + std::to_string(c) + ", " + std::to_string(h) + "x" +

@@ -168,12 +168,27 @@ const char* cpu_kernels_name(CpuKernels kernels);
 // per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts.
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn);
 
+// How the CUDA backend computes a convolution's weight gradient (train.cuda_conv_wgrad): im2col of a chunk of samples
+// and one cuBLAS SGEMM per chunk (models/cuda/conv_wgrad_gemm.cu), or cuDNN's deterministic direct algorithms. Both
+// are deterministic (same inputs, same bits).
+enum class CudaConvWgrad { kGemm, kCudnn };
+// "gemm" / "cudnn"; an Error naming the value otherwise.
+CudaConvWgrad cuda_conv_wgrad_from_name(const std::string& name);
+const char* cuda_conv_wgrad_name(CudaConvWgrad wgrad);
+
+// Device memory the GEMM weight gradient's chunk (im2col columns and the rearranged dy) may use: the samples of a
+// batch are cut into chunks that fit (one sample per chunk at least, whatever its size).
+constexpr size_t kCudaWgradWorkspaceBytes = size_t{256} << 20;
+
 // The CUDA backend on GPU `device` (cuBLAS GEMM, cuDNN convolution, custom kernels, one stream; models/cuda/).
 // allow_tf32 = false keeps GEMM and convolution in full FP32 (results match the CPU backend to ~1e-5); true lets
-// cuBLAS/cuDNN use TF32 tensor cores (faster on Ampere/Hopper, ~1e-3 relative error). An Error when pshard was
-// built without CUDA, when no GPU is usable or when `device` does not exist.
+// cuBLAS/cuDNN use TF32 tensor cores (faster on Ampere/Hopper, ~1e-3 relative error). `wgrad` picks the weight
+// gradient's algorithm, `wgrad_workspace_bytes` its chunk limit (tests make it small to run several chunks). An
+// Error when pshard was built without CUDA, when no GPU is usable or when `device` does not exist.
 //
 //   auto gpu = make_cuda_backend(/*device=*/0);
-std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32 = false);
+std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32 = false,
+                                           CudaConvWgrad wgrad = CudaConvWgrad::kGemm,
+                                           size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes);
 
 }  // namespace pshard::models

@@ -59,6 +59,9 @@ std::vector<ConfigKey> kSchema = {
      "CPU kernels of convolution, batch norm, pooling and GEMM: onednn (oneDNN primitives, as PyTorch) or reference "
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
+    {"train.cuda_conv_wgrad", T::kString, "gemm", 0, 0, "gemm|cudnn",
+     "CUDA convolution weight gradient: gemm (im2col + one cuBLAS SGEMM per chunk of samples) or cudnn (cuDNN's "
+     "deterministic direct algorithms); both deterministic"},
     {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
     {"train.log_every", T::kInt, "50", 0, 1e12, "",
      "steps between `step` lines in metrics.jsonl, one per worker with its phase times (0: none)"},

@@ -1,6 +1,6 @@
 // CudaBackend convolution through cuDNN: descriptors and algorithms chosen once per geometry (heuristics of
 // cudnnGet*Algorithm_v7, deterministic direct algorithms only, FP32 FMA math unless TF32 is allowed), one reused
-// workspace.
+// workspace. The weight gradient runs conv_wgrad_gemm.cu instead unless train.cuda_conv_wgrad = cudnn.
 #include <algorithm>
 #include <climits>
 
@@ -174,10 +174,17 @@ void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const floa
   ConvPlan& plan = conv_plan(s);
   const float one = 1.0f, zero = 0.0f;
   if (db) cuda::bias_grad(dy, s.n, s.c_out, s.h_out * s.w_out, db, stream_);
-  void* ws = conv_workspace_.get(std::max(plan.filter_bytes, plan.data_bytes), stream_);
-  PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.filter_math));
-  PSHARD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x, plan.y, dy, plan.conv, plan.filter_algo,
-                                                    ws, plan.filter_bytes, &zero, plan.w, dw));
+  // One workspace for both gradients: they run one after the other on the stream.
+  const bool gemm_wgrad = wgrad_ == CudaConvWgrad::kGemm;
+  const cuda::WgradChunk chunk = gemm_wgrad ? cuda::wgrad_chunk(s, wgrad_workspace_bytes_) : cuda::WgradChunk{};
+  void* ws = conv_workspace_.get(std::max(gemm_wgrad ? chunk.bytes() : plan.filter_bytes, plan.data_bytes), stream_);
+  if (gemm_wgrad) {
+    conv2d_wgrad_gemm(s, chunk, x, dy, dw, static_cast<float*>(ws));
+  } else {
+    PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.filter_math));
+    PSHARD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x, plan.y, dy, plan.conv, plan.filter_algo,
+                                                      ws, plan.filter_bytes, &zero, plan.w, dw));
+  }
   if (dx) {
     PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.data_math));
     PSHARD_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w, plan.y, dy, plan.conv, plan.data_algo, ws,

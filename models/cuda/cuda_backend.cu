@@ -44,7 +44,8 @@ void* DeviceScratch::get(size_t bytes, cudaStream_t stream) {
 
 // ---- lifetime ----
 
-CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_tf32_(allow_tf32) {
+CudaBackend::CudaBackend(int device, bool allow_tf32, CudaConvWgrad wgrad, size_t wgrad_workspace_bytes)
+    : device_(device), allow_tf32_(allow_tf32), wgrad_(wgrad), wgrad_workspace_bytes_(wgrad_workspace_bytes) {
   try {
     init();
   } catch (...) {
@@ -107,7 +108,8 @@ std::string CudaBackend::describe() const {
   // The cuDNN that was loaded (pip's libcudnn.so.9 may be newer than the headers built against): 90501 = 9.5.1.
   const size_t v = cudnnGetVersion();
   return "cuda:" + std::to_string(device_) + " (" + name_ + ", cuBLAS, cuDNN " + std::to_string(v / 10000) + "." +
-         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (allow_tf32_ ? ", TF32)" : ", FP32)");
+         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (allow_tf32_ ? ", TF32" : ", FP32") +
+         ", wgrad " + cuda_conv_wgrad_name(wgrad_) + ")";
 }
 
 void CudaBackend::use_device() const {
@@ -442,9 +444,10 @@ bool CudaBackend::transfer_done(TransferTicket ticket) {
   return true;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32) {
+std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32, CudaConvWgrad wgrad,
+                                           size_t wgrad_workspace_bytes) {
   cuda::load_cuda_libraries();  // cuBLAS and cuDNN are opened here, not at process start (cuda_libraries.h)
-  return std::make_unique<CudaBackend>(device, allow_tf32);
+  return std::make_unique<CudaBackend>(device, allow_tf32, wgrad, wgrad_workspace_bytes);
 }
 
 }  // namespace pshard::models

@@ -53,7 +53,8 @@ struct ConvPlan {
 //   gpu->upload(x, host, bytes);
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, bool allow_tf32);
+  CudaBackend(int device, bool allow_tf32, CudaConvWgrad wgrad = CudaConvWgrad::kGemm,
+              size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes);
   ~CudaBackend() override;
 
   std::string describe() const override;
@@ -121,10 +122,15 @@ class CudaBackend final : public Backend {
   double* scratch_doubles(int64_t count);   // internal reductions (not the layers' workspace())
   cuda::LossTotals read_totals();           // waits for the stream, copies the totals of the last loss forward
   ConvPlan& conv_plan(const ConvShape& s);  // conv_cudnn.cu
-  TransferTicket record_transfer();         // an event on the transfer stream, as a ticket
+  // dw of a convolution by im2col + cuBLAS SGEMM, chunk by chunk in `ws` (chunk.bytes(); conv_wgrad_gemm.cu).
+  void conv2d_wgrad_gemm(const ConvShape& s, const cuda::WgradChunk& chunk, const float* x, const float* dy, float* dw,
+                         float* ws);
+  TransferTicket record_transfer();  // an event on the transfer stream, as a ticket
 
   int device_;
   bool allow_tf32_;
+  CudaConvWgrad wgrad_;
+  size_t wgrad_workspace_bytes_;
   std::string name_;
   cudaStream_t stream_ = nullptr, transfer_stream_ = nullptr;
   cudaEvent_t compute_mark_ = nullptr;  // re-recorded to order the transfer stream after queued compute

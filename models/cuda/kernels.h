@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "models/backend.h"
@@ -48,6 +49,23 @@ void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, co
 void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
                         const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta,
                         double* scratch, cudaStream_t stream);
+
+// ---- convolution weight gradient as im2col + GEMM (conv_wgrad_gemm.cu) ----
+// How many samples one chunk holds, and the device workspace of a chunk: the im2col columns [samples*P, C*KH*KW]
+// (rounded up to 64 floats), then dy's rows [c_out, samples*P] (P = h_out*w_out).
+struct WgradChunk {
+  int64_t samples = 1;
+  int64_t cols_floats = 0, dy_floats = 0;
+  size_t bytes() const { return sizeof(float) * static_cast<size_t>(cols_floats + dy_floats); }
+};
+// The largest chunk within limit_bytes (at least one sample; at most s.n) whose sizes fit cuBLAS's ints; an Error
+// naming the convolution when even one sample's do not.
+WgradChunk wgrad_chunk(const ConvShape& s, size_t limit_bytes);
+// cols[(n, p), (c, r, q)] of samples [0, nb) of x (x points at the chunk's first sample); 0 in the padding.
+void im2col_rows(const ConvShape& s, const float* x, int64_t nb, float* cols, cudaStream_t stream);
+// dy_t[k, n*P + p] = dy[n, k, p] for nb samples of dy [nb, c_out, P].
+void samples_to_channel_rows(const float* dy, int64_t nb, int64_t c_out, int64_t p_count, float* dy_t,
+                             cudaStream_t stream);
 
 // ---- losses ----
 // What a loss forward leaves in device memory for the host to read in one copy.

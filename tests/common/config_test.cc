@@ -62,6 +62,9 @@ TEST(Config, OutOfRangeIsAnError) {
 TEST(Config, BadChoiceIsAnError) {
   std::string e = error_of("[log]\nlevel = \"loud\"\n");
   EXPECT_NE(e.find("key 'log.level': 'loud' is not one of debug|info|warn|error"), std::string::npos) << e;
+  e = error_of("", {"train.cuda_conv_wgrad=fft"});
+  EXPECT_NE(e.find("key 'train.cuda_conv_wgrad': 'fft' is not one of gemm|cudnn"), std::string::npos) << e;
+  EXPECT_EQ(Config::from_string("", "t.toml").get_string("train.cuda_conv_wgrad"), "gemm");
 }
 
 TEST(Config, InstalledChoicesAreCheckedLikeBuiltInOnes) {

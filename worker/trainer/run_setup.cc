@@ -34,7 +34,8 @@ TrainingSetup make_training_setup(const Config& cfg) {
   if (device == "cuda") {
     // One GPU per worker: launchers set CUDA_VISIBLE_DEVICES (by local rank
     // under SLURM), so a worker always uses its device 0.
-    s.backend = models::make_cuda_backend(0);
+    s.backend = models::make_cuda_backend(0, /*allow_tf32=*/false,
+                                          models::cuda_conv_wgrad_from_name(cfg.get_string("train.cuda_conv_wgrad")));
   } else {
     s.backend = models::make_cpu_backend(compute_threads(cfg),
                                          models::cpu_kernels_from_name(cfg.get_string("train.cpu_kernels")));

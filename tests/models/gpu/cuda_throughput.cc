@@ -23,11 +23,14 @@ int main(int argc, char** argv) {
     p.add_option("warmup", "N", "untimed steps first", false, "5");
     p.add_option("threads", "N", "CPU threads (cpu device)", false, "0");
     p.add_flag("tf32", "allow TF32 tensor cores (cuda)");
+    p.add_option("cuda-wgrad", "gemm|cudnn", "convolution weight gradient (cuda; train.cuda_conv_wgrad)", false,
+                 "gemm");
     p.add_flag("json", "print one JSON object");
     if (!p.parse(std::vector<std::string>(argv + 1, argv + argc))) return 0;
     const std::string device = p.get("device");
     if (device != "cpu" && device != "cuda") throw Error("--device must be cpu or cuda, got " + device);
-    auto backend = device == "cuda" ? models::make_cuda_backend(0, p.flag("tf32"))
+    auto backend = device == "cuda" ? models::make_cuda_backend(0, p.flag("tf32"),
+                                                                models::cuda_conv_wgrad_from_name(p.get("cuda-wgrad")))
                                     : models::make_cpu_backend(static_cast<int>(p.get_int("threads")));
     models::ModelSpec spec;
     spec.name = p.get("model");
