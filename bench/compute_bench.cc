@@ -79,11 +79,12 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   if (batch < 1 || iters < 1 || warmup < 0 || threads < 0) {
     throw Error("bench compute: --batch and --iters must be >= 1, --warmup and --threads >= 0");
   }
+  const models::CudaConvWgrad wgrad = models::cuda_conv_wgrad_from_name(options.cuda_wgrad);  // checked on cpu too
   std::unique_ptr<models::Backend> backend;
   if (options.device == "cpu") {
     backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels));
   } else if (options.device == "cuda") {
-    backend = models::make_cuda_backend(0, /*allow_tf32=*/false, models::cuda_conv_wgrad_from_name(options.cuda_wgrad));
+    backend = models::make_cuda_backend(0, /*allow_tf32=*/false, wgrad);
   } else {
     throw Error("bench compute: --device must be cpu or cuda, got '" + options.device + "'");
   }

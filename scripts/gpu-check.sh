@@ -127,6 +127,10 @@ for batch in 32 128 512; do
   step "resnet20-b$batch" 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
     --batch "$batch" --iters 100 --warmup 10 --json --throughput-bin "$B/bin/models_cuda_throughput"
 done
+# The batch-128 comparison again with cuDNN's deterministic direct weight gradient (train.cuda_conv_wgrad = cudnn)
+# instead of the default im2col + SGEMM one: the two rows of resnet20 in summary.json say which is faster.
+step resnet20-b128-wgrad-cudnn 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
+  --batch 128 --iters 100 --warmup 10 --json --cuda-wgrad cudnn --throughput-bin "$B/bin/models_cuda_throughput"
 
 # 6. Issue 13: a PyTorch model through pshard on CUDA with this machine's torch: examples/torch/cifar_resnet18.py
 # (torchvision's ResNet-18, 11.2 M parameters), 1 server + 2 workers sharing the GPU, synthetic CIFAR-shaped images.

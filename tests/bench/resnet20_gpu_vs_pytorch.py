@@ -3,6 +3,7 @@
 
 Both sides run forward + backward + an SGD step on synthetic 3x32x32 images at the same batch size, in FP32
 (TF32 off on both unless --tf32; `pshard bench compute` always runs FP32). Prints images/s of each and the ratios.
+--cuda-wgrad picks pshard's convolution weight gradient (train.cuda_conv_wgrad: gemm, the default, or cudnn).
 Reports only: exits 0 and says SKIP when there is no GPU, no torch with CUDA, or no pshard binary that runs on it.
 
   python3 tests/bench/resnet20_gpu_vs_pytorch.py --batch 128 --iters 50 \
@@ -134,7 +135,8 @@ def profile_pshard_kernels(args):
     if not ncu or not (args.throughput_bin and os.path.exists(args.throughput_bin)):
         return None
     cmd = [ncu, "--csv", "--metrics", "gpu__time_duration.sum", args.throughput_bin, "--model", "resnet20",
-           "--device", "cuda", "--batch", str(args.batch), "--iters", str(PROFILED_STEPS - 1), "--warmup", "1"]
+           "--device", "cuda", "--batch", str(args.batch), "--iters", str(PROFILED_STEPS - 1), "--warmup", "1",
+           "--cuda-wgrad", args.cuda_wgrad]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
     rows = [l for l in out.stdout.splitlines() if l.startswith('"')]
     scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3,
@@ -172,12 +174,13 @@ def pshard_runs(args):
     if pshard and os.path.exists(pshard):
         runs.append(("pshard bench compute (host update)",
                      [pshard, "bench", "compute", "--model", "resnet20", "--device", "cuda", "--batch",
-                      str(args.batch), "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]))
+                      str(args.batch), "--iters", str(args.iters), "--warmup", str(args.warmup), "--cuda-wgrad",
+                      args.cuda_wgrad, "--json"]))
     if args.throughput_bin and os.path.exists(args.throughput_bin):
         runs.append(("pshard models_cuda_throughput (GPU SGD)",
                      [args.throughput_bin, "--model", "resnet20", "--device", "cuda", "--batch", str(args.batch),
-                      "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]
-                     + (["--tf32"] if args.tf32 else [])))
+                      "--iters", str(args.iters), "--warmup", str(args.warmup), "--cuda-wgrad", args.cuda_wgrad,
+                      "--json"] + (["--tf32"] if args.tf32 else [])))
     results = []
     for label, cmd in runs:
         try:
@@ -200,6 +203,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 on both sides")
     ap.add_argument("--throughput-bin", default="", help="path of models_cuda_throughput")
+    ap.add_argument("--cuda-wgrad", choices=("gemm", "cudnn"), default="gemm",
+                    help="pshard's convolution weight gradient (train.cuda_conv_wgrad)")
     ap.add_argument("--json", action="store_true", help="also print the numbers as one JSON line (scripts/gpu-check.sh)")
     ap.add_argument("--kernel-profile", action="store_true",
                     help=f"instead of timing: each side's GPU kernels over {PROFILED_STEPS} steps, device time per "
@@ -217,7 +222,8 @@ def main():
 
     if args.kernel_profile:
         (theirs, wall), _, gpu = pytorch_images_per_s(args.batch, 0, args.warmup, args.tf32, kernel_profile=True)
-        print(f"resnet20 batch {args.batch}, {'TF32' if args.tf32 else 'FP32'}, {gpu}: GPU kernels per training step")
+        print(f"resnet20 batch {args.batch}, {'TF32' if args.tf32 else 'FP32'}, {gpu}: GPU kernels per training step "
+              f"(pshard's weight gradient: {args.cuda_wgrad})")
         print_kernels(f"PyTorch {torch.__version__}", theirs, wall)
         ours = profile_pshard_kernels(args)
         if ours is None:
@@ -231,7 +237,8 @@ def main():
         skip(f"pshard could not run resnet20 on the GPU: {why}")
     theirs, params, gpu = pytorch_images_per_s(args.batch, args.iters, args.warmup, args.tf32)
     math = "TF32" if args.tf32 else "FP32"
-    print(f"resnet20 ({params} parameters), batch {args.batch}, {math}, {gpu}")
+    print(f"resnet20 ({params} parameters), batch {args.batch}, {math}, {gpu}, pshard's weight gradient "
+          f"{args.cuda_wgrad}")
     print(f"  {'PyTorch ' + torch.__version__ + ' (GPU SGD)':42s} {theirs:10.1f} images/s")
     for label, value, err in ours:
         if value is None:
@@ -240,6 +247,7 @@ def main():
             print(f"  {label:42s} {value:10.1f} images/s   ratio to PyTorch {value / theirs:.2f}")
     if args.json:
         print(json.dumps({"batch": args.batch, "math": math, "gpu": gpu, "torch": torch.__version__,
+                          "cuda_wgrad": args.cuda_wgrad,
                           "pytorch_images_per_s": theirs,
                           "pshard": [{"run": label, "images_per_s": value, "ratio_to_pytorch":
                                       value / theirs if value else None, "error": err} for label, value, err in ours]}))
