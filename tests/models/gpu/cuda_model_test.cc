@@ -103,25 +103,28 @@ TEST(CudaModel, Resnet20MatchesCpu) {
 
 TEST(CudaModel, Resnet20StepIsBitwiseDeterministic) {
   PSHARD_REQUIRE_GPU();
-  // Fixed-order reductions and deterministic cuDNN algorithms: the same step twice gives the same bits.
-  auto gpu = make_cuda_backend(0);
-  const ModelSpec spec = spec_of("resnet20", {3, 32, 32});
-  const int64_t batch = 16;
-  const auto x = random_floats(static_cast<size_t>(batch * 3 * 32 * 32), 700);
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
-  std::vector<std::vector<float>> grads;
-  std::vector<double> losses;
-  for (int run = 0; run < 2; ++run) {
-    auto m = Model::create(spec, *gpu);
-    m->init_params(7);
-    losses.push_back(m->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum);
-    m->backward();
-    const ParamRef& first = m->params().front();
-    grads.push_back(read(*gpu, first.grad, m->num_params_elems()));  // the whole contiguous gradient block
+  // Fixed-order reductions, deterministic cuDNN algorithms and either weight gradient (train.cuda_conv_wgrad): the
+  // same step twice gives the same bits.
+  for (CudaConvWgrad wgrad : {CudaConvWgrad::kGemm, CudaConvWgrad::kCudnn}) {
+    auto gpu = make_cuda_backend(0, /*allow_tf32=*/false, wgrad);
+    const ModelSpec spec = spec_of("resnet20", {3, 32, 32});
+    const int64_t batch = 16;
+    const auto x = random_floats(static_cast<size_t>(batch * 3 * 32 * 32), 700);
+    std::vector<int32_t> labels(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
+    std::vector<std::vector<float>> grads;
+    std::vector<double> losses;
+    for (int run = 0; run < 2; ++run) {
+      auto m = Model::create(spec, *gpu);
+      m->init_params(7);
+      losses.push_back(m->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum);
+      m->backward();
+      const ParamRef& first = m->params().front();
+      grads.push_back(read(*gpu, first.grad, m->num_params_elems()));  // the whole contiguous gradient block
+    }
+    EXPECT_EQ(losses[0], losses[1]) << cuda_conv_wgrad_name(wgrad);
+    EXPECT_EQ(grads[0], grads[1]) << cuda_conv_wgrad_name(wgrad);
   }
-  EXPECT_EQ(losses[0], losses[1]);
-  EXPECT_EQ(grads[0], grads[1]);
 }
 
 TEST(CudaModel, Tf32BackendStaysCloseToFp32) {
