@@ -23,6 +23,14 @@ ConvShape ConvShape::make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t
   return s;
 }
 
+void Backend::regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y) {
+  if (from != to) {
+    throw Error(describe() + ": regrouping " + std::to_string(c) + " channels from blocks of " + std::to_string(from) +
+                " to " + std::to_string(to) + ", but this backend keeps every activation NCHW");
+  }
+  copy(y, x, n * c * hw);
+}
+
 CpuKernels cpu_kernels_from_name(const std::string& name) {
   if (name == "onednn") return CpuKernels::kOneDnn;
   if (name == "reference") return CpuKernels::kReference;

@@ -121,9 +121,24 @@ class Backend {
   // dpred = 2 (pred - target) / (n * dim): the gradient of the mean over all n * dim elements.
   virtual void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) = 0;
 
+  // ---- activation layout ----
+  // Layers hand each other 4-D activations [n, c, h, w] in the backend's layout: NCHW, except where a backend keeps
+  // the channels in blocks of B = channel_block(c) > 1, element (b, k, i, j) then at
+  // (((b * c / B + k / B) * h + i) * w + j) * B + k % B. The CPU backend's oneDNN kernels keep c % 16 == 0 in blocks
+  // of 16 (oneDNN's nChw16c, the layout their convolution and batch norm run in, so that no reorder is needed between
+  // layers). Elementwise operations do not see the difference; the model's edges do, and convert with
+  // regroup_channels: Model its NCHW input, Flatten its output.
+  virtual int64_t channel_block(int64_t c) const {
+    (void)c;
+    return 1;
+  }
+  // y = x [n, c, hw] with its channels regrouped from blocks of `from` to blocks of `to` (1: NCHW); x and y do not
+  // overlap. The default copies when from == to and is an Error otherwise (a backend without blocks).
+  virtual void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y);
+
   // ---- residual shortcuts (ResNet option A) ----
   // y [n, c_out, h_out, w_out] = x [n, c_in, h, w] subsampled by `stride`, placed at channel offset
-  // (c_out - c_in) / 2, zeros elsewhere (h_out = ceil(h / stride)).
+  // (c_out - c_in) / 2, zeros elsewhere (h_out = ceil(h / stride)). Both in the backend's layout (channel_block).
   virtual void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
                                     const float* x, float* y) = 0;
   // dx += the part of dy that forward took from x.
@@ -165,7 +180,8 @@ CpuKernels cpu_kernels_from_name(const std::string& name);
 const char* cpu_kernels_name(CpuKernels kernels);
 
 // The CPU backend (oneDNN or reference convolution, batch norm, pooling and GEMM; OpenMP). threads = 0: one
-// per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts.
+// per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts. With oneDNN it keeps activations of a
+// multiple of 16 channels in blocks of 16 (Backend::channel_block).
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn);
 
 // How the CUDA backend computes a convolution's weight gradient (train.cuda_conv_wgrad): im2col of a chunk of samples

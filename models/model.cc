@@ -171,11 +171,22 @@ StepResult Model::forward(const float* x, int64_t n, const int32_t* labels, cons
   have_train_forward_ = false;
   ensure_batch(n);
   const std::vector<int64_t> in_shape = with_batch(n, spec_.input_shape);
-  if (backend_.host_accessible()) {
+  // The caller's samples are NCHW; a backend that keeps these channels in blocks gets them regrouped.
+  const std::vector<int64_t>& s = spec_.input_shape;
+  const int64_t block = s.size() == 3 && s[1] * s[2] > 1 ? backend_.channel_block(s[0]) : 1;
+  if (backend_.host_accessible() && block == 1) {
     acts_[0] = Tensor::view(const_cast<float*>(x), in_shape);
-  } else {
+  } else if (backend_.host_accessible()) {
     acts_[0] = input_.get(backend_, in_shape);
-    backend_.upload(acts_[0].data(), x, sizeof(float) * acts_[0].numel());
+    backend_.regroup_channels(n, s[0], s[1] * s[2], 1, block, x, acts_[0].data());
+  } else {
+    Tensor staged = (block == 1 ? input_ : input_nchw_).get(backend_, in_shape);
+    backend_.upload(staged.data(), x, sizeof(float) * staged.numel());
+    acts_[0] = staged;
+    if (block > 1) {
+      acts_[0] = input_.get(backend_, in_shape);
+      backend_.regroup_channels(n, s[0], s[1] * s[2], 1, block, staged.data(), acts_[0].data());
+    }
   }
   // Labels and targets are copied (they are small), so the caller's arrays need not outlive this call.
   last_labels_ = nullptr;

@@ -119,7 +119,8 @@ class Model {
   std::vector<ReusableBuffer> act_buffers_;  // output of each layer
   std::vector<Tensor> acts_;                 // acts_[0] = input, acts_[l + 1] = output of layer l
   ReusableBuffer input_, labels_, targets_;  // device copies when the backend is not host-accessible
-  ReusableBuffer grad_buffers_[2];           // ping-pong activation gradients
+  ReusableBuffer input_nchw_;       // the uploaded input before its channels are regrouped (Backend::channel_block)
+  ReusableBuffer grad_buffers_[2];  // ping-pong activation gradients
   const int32_t* last_labels_ = nullptr;
   const float* last_targets_ = nullptr;
   bool have_train_forward_ = false;

@@ -20,7 +20,8 @@ thread_local int applied_threads = -1;
 constexpr size_t kAlignment = 64;
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), kernels_(kernels) {
+CpuBackend::CpuBackend(int threads, CpuKernels kernels, bool block_channels)
+    : threads_(threads), kernels_(kernels), block_channels_(block_channels && kernels == CpuKernels::kOneDnn) {
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
@@ -35,7 +36,7 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) : threads_(threads), ker
   // from the backend's workspace: one buffer, reused.
   auto arena = [this](int64_t floats) { return workspace(floats); };
   if (kernels_ == CpuKernels::kOneDnn) {
-    kernel_set_ = std::make_unique<cpu::OneDnnKernels>(arena);
+    kernel_set_ = std::make_unique<cpu::OneDnnKernels>(arena, block_channels_);
   } else {
     kernel_set_ = std::make_unique<cpu::ReferenceKernels>(arena);
   }
@@ -185,15 +186,26 @@ void CpuBackend::mse_backward(const float* pred, const float* target, int64_t n,
   use_threads();
   cpu::mse_backward(pred, target, n, dim, dpred);
 }
+void CpuBackend::regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x,
+                                  float* y) {
+  for (int64_t block : {from, to}) {
+    if (block != 1 && block != channel_block(c)) {
+      throw Error("cpu backend: " + std::to_string(c) + " channels in blocks of " + std::to_string(block) +
+                  " is not a layout of this backend");
+    }
+  }
+  use_threads();
+  cpu::regroup_channels(n, c, hw, from, to, x, y);
+}
 void CpuBackend::shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
                                       const float* x, float* y) {
   use_threads();
-  cpu::shortcut_pad_forward(n, c_in, h, w, stride, c_out, x, y);
+  cpu::shortcut_pad_forward(n, c_in, h, w, stride, c_out, channel_block(c_in), channel_block(c_out), x, y);
 }
 void CpuBackend::shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
                                        const float* dy, float* dx) {
   use_threads();
-  cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, dy, dx);
+  cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, channel_block(c_in), channel_block(c_out), dy, dx);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {

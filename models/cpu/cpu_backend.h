@@ -21,7 +21,9 @@ class KernelSet;
 //   cpu.fill(x.data(), x.numel(), 0.0f);
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn);
+  // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block); false
+  // keeps every activation NCHW, for tests that compare single operations with another backend's.
+  explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn, bool block_channels = true);
   ~CpuBackend() override;
 
   std::string describe() const override;
@@ -69,6 +71,8 @@ class CpuBackend final : public Backend {
                              float* dlogits) override;
   void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) override;
   void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) override;
+  int64_t channel_block(int64_t c) const override { return block_channels_ && c % 16 == 0 ? 16 : 1; }
+  void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y) override;
   void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
                             const float* x, float* y) override;
   void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
@@ -79,6 +83,7 @@ class CpuBackend final : public Backend {
 
   int threads_;
   CpuKernels kernels_;
+  bool block_channels_;
   std::unique_ptr<cpu::KernelSet> kernel_set_;  // oneDNN or reference: convolution, batch norm, pooling, GEMM
   float* workspace_ = nullptr;
   int64_t workspace_floats_ = 0;

@@ -91,35 +91,48 @@ void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, 
   }
 }
 
-void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out, const float* x,
-                          float* y) {
+void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y) {
+  if (from == to) {
+    std::memcpy(y, x, sizeof(float) * n * c * hw);
+    return;
+  }
+#pragma omp parallel for if (n * c * hw > kParallelMin)
+  for (int64_t nk = 0; nk < n * c; ++nk) {
+    const int64_t b = nk / c, k = nk % c;
+    for (int64_t p = 0; p < hw; ++p) {
+      y[blocked_offset(c, hw, 1, to, b, k, p, 0)] = x[blocked_offset(c, hw, 1, from, b, k, p, 0)];
+    }
+  }
+}
+
+void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                          int64_t in_block, int64_t out_block, const float* x, float* y) {
   const int64_t ho = (h + stride - 1) / stride, wo = (w + stride - 1) / stride, off = (c_out - c_in) / 2;
 #pragma omp parallel for if (n * c_out * ho * wo > kParallelMin)
   for (int64_t nc = 0; nc < n * c_out; ++nc) {
     const int64_t b = nc / c_out, co = nc % c_out, ci = co - off;
-    float* dst = y + nc * ho * wo;
-    if (ci < 0 || ci >= c_in) {
-      std::memset(dst, 0, sizeof(float) * ho * wo);
-      continue;
-    }
-    const float* src = x + (b * c_in + ci) * h * w;
+    const bool copied = ci >= 0 && ci < c_in;
     for (int64_t i = 0; i < ho; ++i) {
-      for (int64_t j = 0; j < wo; ++j) dst[i * wo + j] = src[i * stride * w + j * stride];
+      for (int64_t j = 0; j < wo; ++j) {
+        y[blocked_offset(c_out, ho, wo, out_block, b, co, i, j)] =
+            copied ? x[blocked_offset(c_in, h, w, in_block, b, ci, i * stride, j * stride)] : 0.0f;
+      }
     }
   }
 }
 
 void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                           const float* dy, float* dx) {
+                           int64_t in_block, int64_t out_block, const float* dy, float* dx) {
   const int64_t ho = (h + stride - 1) / stride, wo = (w + stride - 1) / stride, off = (c_out - c_in) / 2;
 #pragma omp parallel for if (n * c_in * h * w > kParallelMin)
-  for (int64_t nc = 0; nc < n * c_in; ++nc) {
+  for (int64_t nc = 0; nc < n * c_in; ++nc) {  // each (sample, input channel) writes its own elements of dx
     const int64_t b = nc / c_in, ci = nc % c_in, co = ci + off;
     if (co < 0 || co >= c_out) continue;
-    const float* src = dy + (b * c_out + co) * ho * wo;
-    float* dst = dx + nc * h * w;
     for (int64_t i = 0; i < ho; ++i) {
-      for (int64_t j = 0; j < wo; ++j) dst[i * stride * w + j * stride] += src[i * wo + j];
+      for (int64_t j = 0; j < wo; ++j) {
+        dx[blocked_offset(c_in, h, w, in_block, b, ci, i * stride, j * stride)] +=
+            dy[blocked_offset(c_out, ho, wo, out_block, b, co, i, j)];
+      }
     }
   }
 }

@@ -92,10 +92,19 @@ void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n,
 void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum);
 void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred);
 
-// ---- ResNet option-A shortcut ----
-void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out, const float* x,
-                          float* y);
+// ---- activations with blocked channels (Backend::channel_block) ----
+// Offset of element (b, k, i, j) of an activation [n, c, h, w] whose channels are in blocks of `block` (1: NCHW).
+inline int64_t blocked_offset(int64_t c, int64_t h, int64_t w, int64_t block, int64_t b, int64_t k, int64_t i,
+                              int64_t j) {
+  return (((b * (c / block) + k / block) * h + i) * w + j) * block + k % block;
+}
+// Backend::regroup_channels.
+void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y);
+
+// ---- ResNet option-A shortcut (x's channels in blocks of in_block, y's in blocks of out_block; 1: NCHW) ----
+void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
+                          int64_t in_block, int64_t out_block, const float* x, float* y);
 void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                           const float* dy, float* dx);
+                           int64_t in_block, int64_t out_block, const float* dy, float* dx);
 
 }  // namespace pshard::models::cpu

@@ -21,7 +21,9 @@ void cap_threads_at_limit() {
 }
 }  // namespace
 
-OneDnnKernels::State::State(Arena a) : arena(std::move(a)) { attr.set_scratchpad_mode(dnnl::scratchpad_mode::user); }
+OneDnnKernels::State::State(Arena a, bool block) : arena(std::move(a)), block_channels(block) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+}
 
 void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   cap_threads_at_limit();
@@ -86,7 +88,8 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   stream.wait();
 }
 
-OneDnnKernels::OneDnnKernels(Arena arena) : state_(std::make_unique<State>(std::move(arena))) {
+OneDnnKernels::OneDnnKernels(Arena arena, bool block_channels)
+    : state_(std::make_unique<State>(std::move(arena), block_channels)) {
   cap_threads_at_limit();  // before any primitive is created: some pick their split when they are made
 }
 OneDnnKernels::~OneDnnKernels() = default;

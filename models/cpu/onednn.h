@@ -11,17 +11,20 @@
 namespace pshard::models::cpu {
 
 // The kernel set (kernel_set.h) on oneDNN primitives, run on the calling thread's OpenMP pool (Debian's libdnnl uses
-// OpenMP, the same runtime as the reference kernels, so CpuBackend's thread count applies to both). Tensors stay plain
-// NCHW / OIHW at this interface; each primitive gets the memory format oneDNN prefers, with reorders around it, and all
-// temporary memory (reordered tensors, oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results
-// are run-to-run identical for a given thread count (oneDNN's CPU primitives reduce in a fixed order).
+// OpenMP, the same runtime as the reference kernels, so CpuBackend's thread count applies to both). Weights are OIHW
+// at this interface and activations NCHW, or nChw16c for a multiple of 16 channels with block_channels (the layout
+// the primitives run in: no reorder between a convolution and the batch norm after it); each primitive gets the memory
+// format oneDNN prefers, with reorders where the caller's differs, and all temporary memory (reordered tensors,
+// oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results are run-to-run identical for a given
+// thread count (oneDNN's CPU primitives reduce in a fixed order).
 //
-//   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); });
+//   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); }, /*block_channels=*/true);
 //   dnn.conv2d_forward(shape, x, w, bias, y);
 class OneDnnKernels final : public KernelSet {
  public:
   using Arena = std::function<float*(int64_t floats)>;
-  explicit OneDnnKernels(Arena arena);
+  // block_channels: activations with a multiple of 16 channels in nChw16c (State::activation in onednn_state.h).
+  OneDnnKernels(Arena arena, bool block_channels);
   ~OneDnnKernels() override;
   OneDnnKernels(const OneDnnKernels&) = delete;
   OneDnnKernels& operator=(const OneDnnKernels&) = delete;

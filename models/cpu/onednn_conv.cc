@@ -69,10 +69,10 @@ void OneDnnKernels::conv2d_forward(const ConvShape& s, const float* x, const flo
     State& st = *state_;
     ConvPrimitives& c = conv_primitives(st, s, bias != nullptr);
     std::vector<Arg> args = {
-        {DNNL_ARG_SRC, c.fwd_pd.src_desc(), plain({s.n, s.c_in, s.h, s.w}, Tag::nchw), const_cast<float*>(x), false},
+        {DNNL_ARG_SRC, c.fwd_pd.src_desc(), st.activation({s.n, s.c_in, s.h, s.w}), const_cast<float*>(x), false},
         {DNNL_ARG_WEIGHTS, c.fwd_pd.weights_desc(), plain({s.c_out, s.c_in, s.kh, s.kw}, Tag::oihw),
          const_cast<float*>(w), false},
-        {DNNL_ARG_DST, c.fwd_pd.dst_desc(), plain({s.n, s.c_out, s.h_out, s.w_out}, Tag::nchw), y, true}};
+        {DNNL_ARG_DST, c.fwd_pd.dst_desc(), st.activation({s.n, s.c_out, s.h_out, s.w_out}), y, true}};
     if (bias)
       args.push_back({DNNL_ARG_BIAS, c.fwd_pd.bias_desc(), plain({s.c_out}, Tag::x), const_cast<float*>(bias), false});
     st.run(c.fwd, c.fwd_pd.scratchpad_desc(), args);
@@ -88,9 +88,9 @@ void OneDnnKernels::conv2d_backward(const ConvShape& s, const float* x, const fl
     State& st = *state_;
     ConvPrimitives& c = conv_primitives(st, s, db != nullptr);
     if (!c.has_backward) make_backward(st, s, db != nullptr, c);
-    const memory::desc x_plain = plain({s.n, s.c_in, s.h, s.w}, Tag::nchw),
+    const memory::desc x_plain = st.activation({s.n, s.c_in, s.h, s.w}),
                        w_plain = plain({s.c_out, s.c_in, s.kh, s.kw}, Tag::oihw),
-                       y_plain = plain({s.n, s.c_out, s.h_out, s.w_out}, Tag::nchw);
+                       y_plain = st.activation({s.n, s.c_out, s.h_out, s.w_out});
     std::vector<State::Step> steps = {
         {c.weights,
          c.weights_pd.scratchpad_desc(),

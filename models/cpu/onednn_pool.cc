@@ -11,7 +11,7 @@ namespace {
 PoolPrimitives& primitives(OneDnnKernels::State& st, const PoolShape& s, bool max) {
   auto it = st.pools.find({s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, max ? 1 : 0});
   if (it != st.pools.end()) return it->second;
-  const memory::desc src = plain({s.n, s.c, s.h, s.w}, Tag::nchw), dst = plain({s.n, s.c, s.h_out, s.w_out}, Tag::nchw);
+  const memory::desc src = st.activation({s.n, s.c, s.h, s.w}), dst = st.activation({s.n, s.c, s.h_out, s.w_out});
   const memory::dims strides = {s.stride, s.stride}, kernel = {s.k, s.k}, pad_l = {s.pad, s.pad},
                      // as for convolution: (h + pad_l + pad_r - k) / stride + 1 must be exact
       pad_r = {(s.h_out - 1) * s.stride + s.k - s.h - s.pad, (s.w_out - 1) * s.stride + s.k - s.w - s.pad};
@@ -40,8 +40,8 @@ std::string describe(const PoolShape& s, bool max) {
 void forward(OneDnnKernels::State& st, const PoolShape& s, bool max, const float* x, float* y) {
   PoolPrimitives& p = primitives(st, s, max);
   st.run(p.infer, p.infer_pd.scratchpad_desc(),
-         {{DNNL_ARG_SRC, p.infer_pd.src_desc(), plain({s.n, s.c, s.h, s.w}, Tag::nchw), const_cast<float*>(x), false},
-          {DNNL_ARG_DST, p.infer_pd.dst_desc(), plain({s.n, s.c, s.h_out, s.w_out}, Tag::nchw), y, true}});
+         {{DNNL_ARG_SRC, p.infer_pd.src_desc(), st.activation({s.n, s.c, s.h, s.w}), const_cast<float*>(x), false},
+          {DNNL_ARG_DST, p.infer_pd.dst_desc(), st.activation({s.n, s.c, s.h_out, s.w_out}), y, true}});
 }
 
 }  // namespace
@@ -69,8 +69,8 @@ void OneDnnKernels::maxpool2d_backward(const PoolShape& s, const float* x, const
   try {
     State& st = *state_;
     PoolPrimitives& p = primitives(st, s, true);
-    const memory::desc x_plain = plain({s.n, s.c, s.h, s.w}, Tag::nchw),
-                       y_plain = plain({s.n, s.c, s.h_out, s.w_out}, Tag::nchw), ws = p.train_pd.workspace_desc();
+    const memory::desc x_plain = st.activation({s.n, s.c, s.h, s.w}),
+                       y_plain = st.activation({s.n, s.c, s.h_out, s.w_out}), ws = p.train_pd.workspace_desc();
     st.pool_dst.resize(y_plain.get_size() / sizeof(float));
     st.pool_workspace.resize(ws.get_size() / sizeof(float) + 1);
     // The training forward again, for the workspace (where each maximum is); its output is not needed.
@@ -95,9 +95,9 @@ void OneDnnKernels::avgpool2d_backward(const PoolShape& s, const float* dy, floa
     State& st = *state_;
     PoolPrimitives& p = primitives(st, s, false);
     st.run(p.backward, p.backward_pd.scratchpad_desc(),
-           {{DNNL_ARG_DIFF_DST, p.backward_pd.diff_dst_desc(), plain({s.n, s.c, s.h_out, s.w_out}, Tag::nchw),
+           {{DNNL_ARG_DIFF_DST, p.backward_pd.diff_dst_desc(), st.activation({s.n, s.c, s.h_out, s.w_out}),
              const_cast<float*>(dy), false},
-            {DNNL_ARG_DIFF_SRC, p.backward_pd.diff_src_desc(), plain({s.n, s.c, s.h, s.w}, Tag::nchw), dx, true}});
+            {DNNL_ARG_DIFF_SRC, p.backward_pd.diff_src_desc(), st.activation({s.n, s.c, s.h, s.w}), dx, true}});
   } catch (const dnnl::error& e) {
     throw Error("onednn: " + describe(s, false) + " backward failed: " + e.what());
   }

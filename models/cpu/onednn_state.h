@@ -18,11 +18,11 @@ constexpr auto kF32 = memory::data_type::f32;
 
 inline memory::desc plain(const memory::dims& dims, Tag tag) { return memory::desc(dims, kF32, tag); }
 
-// One tensor argument of a primitive: the caller's plain buffer and the format the primitive chose for it.
+// One tensor argument of a primitive: the caller's buffer and the format the primitive chose for it.
 struct Arg {
   int id;              // DNNL_ARG_*
   memory::desc want;   // the primitive's format
-  memory::desc plain;  // the caller's NCHW / OIHW / x layout
+  memory::desc plain;  // the caller's layout: OIHW / x, an activation's (State::activation)
   void* data;          // the caller's buffer
   bool output;         // written by the primitive (reordered back after it), else read (reordered before it)
 };
@@ -79,7 +79,15 @@ struct OneDnnKernels::State {
   std::vector<float> pool_dst;  // max pooling backward: the output of its training forward (discarded)
   std::vector<float> pool_workspace;  // max pooling backward: where each maximum was
 
-  explicit State(Arena a);
+  // Activations [n, c, h, w] with c % 16 == 0 are held in oneDNN's channel-blocked nChw16c between layers (the
+  // layout its AVX-512 convolution and batch norm run in), so no primitive needs a reorder around it; other
+  // activations are NCHW. False: every activation NCHW (the layout the op-by-op comparisons with the reference use).
+  bool block_channels;
+  memory::desc activation(const memory::dims& nchw) const {
+    return memory::desc(nchw, kF32, block_channels && nchw[1] % 16 == 0 ? Tag::nChw16c : Tag::nchw);
+  }
+
+  State(Arena a, bool block);
   // One primitive and its arguments.
   struct Step {
     const dnnl::primitive& primitive;

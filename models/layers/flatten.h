@@ -1,4 +1,5 @@
-// Flatten: [n, C, H, W] -> [n, C*H*W], a view (no copy).
+// Flatten: [n, C, H, W] -> [n, C*H*W] in NCHW order: a view (no copy), or a regrouping where the backend keeps C
+// channels in blocks (Backend::channel_block).
 #pragma once
 
 #include "models/layer.h"
@@ -10,8 +11,8 @@ class Flatten final : public Layer {
  public:
   Flatten(Backend& backend, std::vector<int64_t> in_shape);
   const char* type() const override { return "Flatten"; }
-  bool is_view() const override { return true; }
-  // Copies, for callers that give separate buffers (the Model passes views instead).
+  bool is_view() const override;
+  // Copies (regroups when not a view), for callers that give separate buffers (the Model passes views instead).
   void forward(const Tensor& x, const Tensor& y, bool train) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) override;
 };

@@ -237,10 +237,10 @@ TEST(ShortcutKernel, SubsamplesAndPadsChannels) {
   // x [1, 2, 3, 3] -> y [1, 4, 2, 2]: channels 1..2 hold x at even positions, 0 and 3 are zero.
   std::vector<float> x(18), y(16), dx(18, 0.0f);
   for (int i = 0; i < 18; ++i) x[i] = static_cast<float>(i + 1);
-  cpu::shortcut_pad_forward(1, 2, 3, 3, 2, 4, x.data(), y.data());
+  cpu::shortcut_pad_forward(1, 2, 3, 3, 2, 4, 1, 1, x.data(), y.data());
   EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 0, 1, 3, 7, 9, 10, 12, 16, 18, 0, 0, 0, 0}));
   std::vector<float> dy(16, 1.0f);
-  cpu::shortcut_pad_backward(1, 2, 3, 3, 2, 4, dy.data(), dx.data());
+  cpu::shortcut_pad_backward(1, 2, 3, 3, 2, 4, 1, 1, dy.data(), dx.data());
   EXPECT_EQ(dx[0], 1.0f);
   EXPECT_EQ(dx[1], 0.0f);
   EXPECT_EQ(dx[17], 1.0f);

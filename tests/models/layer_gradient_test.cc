@@ -147,8 +147,10 @@ TEST(LayerGradient, ResidualBlockIdentity) {
 
 TEST(LayerGradient, ResidualBlockSixteenChannels) {
   // Channels a multiple of oneDNN's block of 16 (as in ResNet-20): the convolutions and batch norms run in the
-  // blocked layout without padding (with 3 or 4 channels the block is padded).
-  CpuBackend cpu(1);
+  // blocked layout without padding (with 3 or 4 channels the block is padded). Activations NCHW, reordered around each
+  // primitive: the check's random projection of the output is over NCHW elements (blocked_layout_test shows the
+  // blocked layout computes the same bits).
+  CpuBackend cpu(1, CpuKernels::kOneDnn, /*block_channels=*/false);
   ResidualBlock block(cpu, {16, 3, 3}, 16, 1, Shortcut::kPad);
   GradCheckOptions o;
   o.rtol = 3e-2;

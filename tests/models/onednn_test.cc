@@ -33,6 +33,20 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ by more than " << tol;
 }
 
+// The oneDNN backend keeps activations of a multiple of 16 channels in blocks (Backend::channel_block): its inputs
+// go in, and its outputs come back, through regroup_channels, so that the comparison with the NCHW reference covers
+// the layout training runs in.
+std::vector<float> to_backend(Backend& b, int64_t n, int64_t c, int64_t hw, const std::vector<float>& nchw) {
+  std::vector<float> out(nchw.size());
+  b.regroup_channels(n, c, hw, 1, b.channel_block(c), nchw.data(), out.data());
+  return out;
+}
+std::vector<float> from_backend(Backend& b, int64_t n, int64_t c, int64_t hw, const std::vector<float>& v) {
+  std::vector<float> out(v.size());
+  b.regroup_channels(n, c, hw, b.channel_block(c), 1, v.data(), out.data());
+  return out;
+}
+
 std::string name_of(const ConvShape& s, bool bias) {
   return "conv n" + std::to_string(s.n) + " c" + std::to_string(s.c_in) + " " + std::to_string(s.h) + "x" +
          std::to_string(s.w) + " -> " + std::to_string(s.c_out) + " k" + std::to_string(s.kh) + " s" +
@@ -49,16 +63,20 @@ void compare_conv(const ConvShape& s, bool bias, bool need_dx, int threads, uint
   const std::string what = name_of(s, bias) + " threads " + std::to_string(threads);
   const float* bp = bias ? b.data() : nullptr;
 
+  const int64_t hw = s.h * s.w, hw_out = s.h_out * s.w_out;
+  const std::vector<float> x_dnn = to_backend(dnn, s.n, s.c_in, hw, x),
+                           dy_dnn = to_backend(dnn, s.n, s.c_out, hw_out, dy);
   std::vector<float> y_dnn(yn, 7.0f), y_ref(yn, -7.0f);
-  dnn.conv2d_forward(s, x.data(), w.data(), bp, y_dnn.data());
+  dnn.conv2d_forward(s, x_dnn.data(), w.data(), bp, y_dnn.data());
   ref.conv2d_forward(s, x.data(), w.data(), bp, y_ref.data());
-  expect_close(y_dnn, y_ref, what + " forward y");
+  expect_close(from_backend(dnn, s.n, s.c_out, hw_out, y_dnn), y_ref, what + " forward y");
 
   // Outputs start out different so that a value one side leaves unwritten shows.
   std::vector<float> dx_dnn(xn, 3.0f), dx_ref(xn, -3.0f), dw_dnn(wn, 3.0f), dw_ref(wn, -3.0f), db_dnn(s.c_out, 3.0f),
       db_ref(s.c_out, -3.0f);
-  dnn.conv2d_backward(s, x.data(), w.data(), dy.data(), need_dx ? dx_dnn.data() : nullptr, dw_dnn.data(),
+  dnn.conv2d_backward(s, x_dnn.data(), w.data(), dy_dnn.data(), need_dx ? dx_dnn.data() : nullptr, dw_dnn.data(),
                       bias ? db_dnn.data() : nullptr);
+  dx_dnn = from_backend(dnn, s.n, s.c_in, hw, dx_dnn);
   ref.conv2d_backward(s, x.data(), w.data(), dy.data(), need_dx ? dx_ref.data() : nullptr, dw_ref.data(),
                       bias ? db_ref.data() : nullptr);
   expect_close(dw_dnn, dw_ref, what + " backward dw");
@@ -153,12 +171,14 @@ void compare_batchnorm(int64_t n, int64_t c, int64_t hw, int threads, uint32_t s
            std::vector<float>(size),
            std::vector<float>(c),
            std::vector<float>(c)};
-    cpu.batchnorm_forward_train(n, c, hw, x.data(), gamma.data(), beta.data(), eps, momentum, s.rmean.data(),
+    const std::vector<float> xb = to_backend(cpu, n, c, hw, x), dyb = to_backend(cpu, n, c, hw, dy);
+    cpu.batchnorm_forward_train(n, c, hw, xb.data(), gamma.data(), beta.data(), eps, momentum, s.rmean.data(),
                                 s.rvar.data(), s.mean.data(), s.invstd.data(), s.y.data());
-    cpu.batchnorm_forward_eval(n, c, hw, x.data(), gamma.data(), beta.data(), eps, s.rmean.data(), s.rvar.data(),
+    cpu.batchnorm_forward_eval(n, c, hw, xb.data(), gamma.data(), beta.data(), eps, s.rmean.data(), s.rvar.data(),
                                s.eval.data());
-    cpu.batchnorm_backward(n, c, hw, x.data(), dy.data(), gamma.data(), s.mean.data(), s.invstd.data(), s.dx.data(),
+    cpu.batchnorm_backward(n, c, hw, xb.data(), dyb.data(), gamma.data(), s.mean.data(), s.invstd.data(), s.dx.data(),
                            s.dgamma.data(), s.dbeta.data());
+    for (std::vector<float>* v : {&s.y, &s.eval, &s.dx}) *v = from_backend(cpu, n, c, hw, *v);
     return s;
   };
   const Side a = run(dnn), b = run(ref);
@@ -194,22 +214,24 @@ void compare_pool(const PoolShape& s, int threads, uint32_t seed) {
   const size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.c * s.h_out * s.w_out;
   // Distinct values: the maximum of every window is unique, so both sides must route dy to the same cell.
   const std::vector<float> x = testing::spaced_vector(xn, seed), dy = random_vector(yn, seed + 1);
+  const int64_t hw = s.h * s.w, hw_out = s.h_out * s.w_out;
+  const std::vector<float> x_dnn = to_backend(dnn, s.n, s.c, hw, x), dy_dnn = to_backend(dnn, s.n, s.c, hw_out, dy);
   for (bool max : {true, false}) {
     const std::string name = what + (max ? " max" : " avg");
     std::vector<float> y_dnn(yn, 5.0f), y_ref(yn, -5.0f), dx_dnn(xn, 5.0f), dx_ref(xn, -5.0f);
     if (max) {
-      dnn.maxpool2d_forward(s, x.data(), y_dnn.data());
+      dnn.maxpool2d_forward(s, x_dnn.data(), y_dnn.data());
       ref.maxpool2d_forward(s, x.data(), y_ref.data());
-      dnn.maxpool2d_backward(s, x.data(), y_dnn.data(), dy.data(), dx_dnn.data());
+      dnn.maxpool2d_backward(s, x_dnn.data(), y_dnn.data(), dy_dnn.data(), dx_dnn.data());
       ref.maxpool2d_backward(s, x.data(), y_ref.data(), dy.data(), dx_ref.data());
     } else {
-      dnn.avgpool2d_forward(s, x.data(), y_dnn.data());
+      dnn.avgpool2d_forward(s, x_dnn.data(), y_dnn.data());
       ref.avgpool2d_forward(s, x.data(), y_ref.data());
-      dnn.avgpool2d_backward(s, dy.data(), dx_dnn.data());
+      dnn.avgpool2d_backward(s, dy_dnn.data(), dx_dnn.data());
       ref.avgpool2d_backward(s, dy.data(), dx_ref.data());
     }
-    expect_close(y_dnn, y_ref, name + " forward y");
-    expect_close(dx_dnn, dx_ref, name + " backward dx");
+    expect_close(from_backend(dnn, s.n, s.c, hw_out, y_dnn), y_ref, name + " forward y");
+    expect_close(from_backend(dnn, s.n, s.c, hw, dx_dnn), dx_ref, name + " backward dx");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "models/backend.h"
+#include "models/cpu/cpu_backend.h"
 #include "models/device.h"
 #include "models/transfer.h"
 #include "tests/models/gpu/gpu_compare.h"
@@ -26,7 +27,9 @@ class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {
     PSHARD_REQUIRE_GPU();
-    cpu_ = make_cpu_backend(2);
+    // Operation by operation, so every activation NCHW as on the GPU (the CPU's blocked channels are compared with
+    // NCHW in blocked_layout_test).
+    cpu_ = std::make_unique<CpuBackend>(2, CpuKernels::kOneDnn, /*block_channels=*/false);
     gpu_ = make_cuda_backend(0, /*allow_tf32=*/false);
   }
   std::unique_ptr<Backend> cpu_, gpu_;
