@@ -108,6 +108,17 @@ step train-cuda 120 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 --s
 step train-cpu 150 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 --set train.threads=0 \
   --run-dir "$OUT/run-train-cpu"
 
+# 2b. Diagnosis, not a check: how far that epoch's loss moves with the summation order alone, i.e. the scale of
+# step 2's 1e-3. CUDA with cuDNN's weight gradient instead of the GEMM one; the CPU at 1 and 2 threads and with the
+# reference kernels. summary.json gives each run's epoch loss.
+for v in "cuda-wgrad-cudnn:--set train.device=cuda --set train.cuda_conv_wgrad=cudnn" \
+  "cpu-1thread:--set train.threads=1" "cpu-2threads:--set train.threads=2" \
+  "cpu-reference:--set train.threads=0 --set train.cpu_kernels=reference"; do
+  # shellcheck disable=SC2086  # the settings are words
+  step "diag-loss-${v%%:*}" 150 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=1 ${v#*:} \
+    --run-dir "$OUT/run-diag-loss-${v%%:*}"
+done
+
 # 3. 1 server + 2 CUDA workers sharing the GPU, LeNet sync (10 epochs): test accuracy >= 90.5 %.
 step launch-2workers 240 "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 230 "${LENET[@]}" \
   --set train.device=cuda --run-dir "$OUT/run-launch-2workers"
@@ -212,6 +223,10 @@ if "train-cuda" in steps and "train-cpu" in steps:
         fail("train-cuda", "no epoch of both runs to compare")
     elif max(p["diff"] for p in pairs) > 1e-3:
         fail("train-cuda", "CUDA and CPU losses differ by more than 1e-3")
+for name, s in steps.items():
+    if name.startswith("diag-loss-"):
+        runs, _ = epochs("run-" + name)
+        s["losses"] = [r["train_loss"] for r in runs]
 
 def step_phases(run):
     """Medians of the sampled steps' phases in ms (step 0, cuDNN's warm-up, left out)."""
