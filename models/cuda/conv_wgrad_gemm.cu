@@ -24,18 +24,48 @@ struct Geo {
 
 // cols[(n, p), (c, r, q)] = x[n, c, oh*stride - pad + r, ow*stride - pad + q], 0 in the padding, where p = oh*w_out +
 // ow and x starts at the chunk's first sample: row-major [rows = nb*P, C*KH*KW], the CPU reference's im2col transposed
-// and stacked over samples. One thread per element; consecutive threads write consecutive columns of a row.
-__global__ void im2col_rows_kernel(Geo g, const float* x, int64_t rows, float* cols) {
+// and stacked over samples.
+//
+// Why tiles: along a row of cols, consecutive columns (c, r, q) read x in runs of KW floats, then jump a row or a
+// channel plane, while down a column consecutive rows (p) read consecutive iw. So each block moves one tile of
+// kIm2colTile rows x kIm2colTile columns through shared memory: it reads the tile with consecutive threads on
+// consecutive rows (coalesced reads of x), then writes it with consecutive threads on consecutive columns (coalesced
+// writes of cols). A tile is any rectangle of the flat [rows, C*KH*KW] matrix: every element works out its own sample,
+// pixel and (c, r, q), so tiles may span samples and channels, and the remainders at the right and bottom edges are
+// only bounds checks. Tiles are numbered row-band by row-band (a band's column tiles are neighbours, sharing its x).
+constexpr int kIm2colTile = 32;
+constexpr int kIm2colPasses = 8;  // blockDim.y: each thread moves kIm2colTile / kIm2colPasses elements per phase
+
+__global__ void im2col_rows_kernel(Geo g, const float* __restrict__ x, int64_t rows, float* __restrict__ cols) {
+  __shared__ float tile[kIm2colTile][kIm2colTile + 1];  // [column][row]; the + 1 puts a column's rows on 32 banks
   const int k2 = g.kh * g.kw, crs = g.c * k2, p_count = g.h_out * g.w_out;
-  const int64_t total = rows * crs;
-  for (int64_t idx = global_index(); idx < total; idx += global_stride()) {
-    const int row = static_cast<int>(idx / crs), col = static_cast<int>(idx - static_cast<int64_t>(row) * crs);
-    const int n = row / p_count, p = row - n * p_count;
-    const int oh = p / g.w_out, ow = p - oh * g.w_out;
-    const int c = col / k2, rq = col - c * k2, r = rq / g.kw, q = rq - r * g.kw;
-    const int ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + q;
-    const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-    cols[idx] = inside ? x[((static_cast<int64_t>(n) * g.c + c) * g.h + ih) * g.w + iw] : 0.0f;
+  const int64_t col_tiles = (static_cast<int64_t>(crs) + kIm2colTile - 1) / kIm2colTile;
+  const int64_t tiles = (rows + kIm2colTile - 1) / kIm2colTile * col_tiles;
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t row0 = t / col_tiles * kIm2colTile, col0 = t % col_tiles * kIm2colTile;
+    // Read: thread tx takes row row0 + tx (one output pixel), ty the tile's columns ty, ty + kIm2colPasses, ...
+    if (row0 + tx < rows) {
+      const int row = static_cast<int>(row0 + tx);
+      const int n = row / p_count, p = row - n * p_count;
+      const int oh = p / g.w_out, ow = p - oh * g.w_out;
+      const float* xn = x + static_cast<int64_t>(n) * g.c * g.h * g.w;
+      for (int j = ty; j < kIm2colTile && col0 + j < crs; j += kIm2colPasses) {
+        const int col = static_cast<int>(col0 + j);
+        const int c = col / k2, rq = col - c * k2, r = rq / g.kw, q = rq - r * g.kw;
+        const int ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + q;
+        const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+        tile[j][tx] = inside ? xn[(static_cast<int64_t>(c) * g.h + ih) * g.w + iw] : 0.0f;
+      }
+    }
+    __syncthreads();
+    // Write: thread tx takes column col0 + tx, ty the tile's rows ty, ty + kIm2colPasses, ...
+    if (col0 + tx < crs) {
+      for (int i = ty; i < kIm2colTile && row0 + i < rows; i += kIm2colPasses) {
+        cols[(row0 + i) * crs + col0 + tx] = tile[tx][i];
+      }
+    }
+    __syncthreads();  // the next tile's reads overwrite `tile`
   }
 }
 
@@ -88,8 +118,10 @@ void im2col_rows(const ConvShape& s, const float* x, int64_t nb, float* cols, cu
   const Geo g{static_cast<int>(s.c_in), static_cast<int>(s.h),     static_cast<int>(s.w),
               static_cast<int>(s.kh),   static_cast<int>(s.kw),    static_cast<int>(s.stride),
               static_cast<int>(s.pad),  static_cast<int>(s.h_out), static_cast<int>(s.w_out)};
-  const int64_t rows = nb * s.h_out * s.w_out;
-  im2col_rows_kernel<<<blocks_for(rows * s.c_in * s.kh * s.kw), kThreads, 0, stream>>>(g, x, rows, cols);
+  const int64_t rows = nb * s.h_out * s.w_out, crs = s.c_in * s.kh * s.kw;
+  const int64_t tiles = (rows + kIm2colTile - 1) / kIm2colTile * ((crs + kIm2colTile - 1) / kIm2colTile);
+  const dim3 block(kIm2colTile, kIm2colPasses);
+  im2col_rows_kernel<<<static_cast<unsigned>(std::min(tiles, kMaxBlocks)), block, 0, stream>>>(g, x, rows, cols);
   PSHARD_CUDA_CHECK_LAUNCH();
 }
 

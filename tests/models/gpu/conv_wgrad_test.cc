@@ -25,12 +25,17 @@ struct Case {
 };
 
 // The geometries of CudaVsCpu.Conv2dForwardBackward (odd sizes, stride 2, padding, 1x1 and 5x5 kernels), batch 1,
-// and ResNet-20's three stages at batch 128 (a stride-2 transition included).
+// ResNet-20's three stages at batch 128 (a stride-2 transition included), and the edges of im2col's 32 x 32 tiles of
+// cols [(n, p), (c, r, q)]: P and C*KH*KW not multiples of 32 (tiles span samples; partial tiles at both edges), many
+// column tiles, w_out above 32, a 1x1 stride-2 projection of odd size, and (in 4 MiB chunks) chunks of 7 and 3 samples
+// of P = 900: 6300 rows, so the first chunk's last row tile is partial and the second's tiles start at its sample 0.
 const std::vector<Case> kCases = {
     {2, 3, 9, 11, 5, 3, 1, 1},      {3, 4, 8, 8, 6, 5, 2, 2},       {4, 16, 8, 8, 32, 1, 2, 0},
     {2, 1, 28, 28, 6, 5, 1, 0},     {8, 16, 32, 32, 16, 3, 1, 1},   {1, 3, 7, 5, 4, 3, 2, 1},
     {128, 3, 32, 32, 16, 3, 1, 1},  {128, 16, 32, 32, 16, 3, 1, 1}, {128, 16, 32, 32, 32, 3, 2, 1},
-    {128, 32, 16, 16, 32, 3, 1, 1}, {128, 64, 8, 8, 64, 3, 1, 1}};
+    {128, 32, 16, 16, 32, 3, 1, 1}, {128, 64, 8, 8, 64, 3, 1, 1},   {3, 5, 7, 9, 4, 3, 1, 1},
+    {5, 7, 13, 10, 8, 3, 2, 1},     {2, 40, 6, 6, 8, 3, 1, 1},      {3, 2, 5, 40, 3, 3, 1, 0},
+    {3, 24, 9, 7, 8, 1, 2, 0},      {10, 16, 30, 30, 16, 3, 1, 1}};
 
 // Chunk limits: the default (every case in one chunk), 4 MiB (ResNet-20's 16->16 layer at 32x32 needs 640 KiB a
 // sample: 6 samples a chunk, 22 chunks, the last of 2; its 64->64 layer at 8x8, 160 KiB: 25 a chunk, 6 chunks, the
