@@ -94,7 +94,6 @@ std::string canonical_from_text(const ConfigKey& k, const std::string& raw, cons
   std::string text = trim(raw);
   switch (k.type) {
     case ConfigType::kString: {
-      if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
       if (std::string why = bad_string_reason(text); !why.empty()) fail(origin, k.key, "the string has " + why);
       std::string choices = k.choices;
       if (!choices.empty()) {
@@ -256,7 +255,14 @@ void Config::set(const std::string& assignment) {
   std::string key = trim(assignment.substr(0, eq));
   const ConfigKey* k = find_config_key(key);
   if (!k) fail(origin_ + " (--set)", key, "unknown key; `pshard config --list` shows every key");
-  values_[key] = canonical_from_text(*k, assignment.substr(eq + 1), origin_ + " (--set)");
+  std::string text = trim(assignment.substr(eq + 1));
+  // A string on the command line may come quoted (--set run.name="a b"): the one pair of quotes around it is not
+  // part of the value. (A TOML file's strings arrive unquoted already: stripping there lost quotes that were the
+  // value's own, found by fuzz_config.)
+  if (k->type == ConfigType::kString && text.size() >= 2 && text.front() == '"' && text.back() == '"') {
+    text = text.substr(1, text.size() - 2);
+  }
+  values_[key] = canonical_from_text(*k, text, origin_ + " (--set)");
   explicit_[key] = true;
 }
 

@@ -129,3 +129,15 @@ TEST(Config, StringsWithControlCharactersOrBadUtf8AreErrors) {
 }
 
 }  // namespace
+
+// Found by fuzz_config (CI, 2026-11-26): an override of quotes only. A --set string loses the one pair of quotes
+// around it; a TOML string (already unquoted by the parser) keeps quotes that are its own.
+TEST(Config, OverrideOfQuotesRoundTrips) {
+  EXPECT_EQ(Config::from_string("", "t.toml", {"run.name=\"x y\""}).get_string("run.name"), "x y");
+  EXPECT_EQ(Config::from_string("[run]\nname = '\"x\"'\n", "t.toml").get_string("run.name"), "\"x\"");
+  const std::string quotes(56, '"');
+  Config a = Config::from_string("[run]\nname = \"a\\\"b\"\n", "t.toml", {"data.dir=" + quotes});
+  Config b = Config::from_string(a.to_toml(), "dump.toml");
+  EXPECT_EQ(b.get_string("data.dir"), a.get_string("data.dir"));
+  EXPECT_EQ(b.to_toml(), a.to_toml()) << a.to_toml();
+}
