@@ -143,12 +143,11 @@ struct Coordinator::Impl {
   }
 
   void complete_rendezvous() {
-    const ClusterMap& m = rendezvous.hand_out_map();
+    rendezvous.hand_out_map([this](const ClusterMap& m) { publish(m); });
     phase = Phase::kRunning;
     metrics.start_clock();
     PSHARD_LOG(kInfo) << "rendezvous complete: " << opt.num_servers << " servers, " << opt.num_workers
                       << " workers; cluster map sent";
-    publish(m);
   }
 
   // A worker registering while the job runs (failure policy continue) takes over a dead worker's rank.
@@ -161,7 +160,7 @@ struct Coordinator::Impl {
       rendezvous.refuse(p, "the job is no longer running");
       return;
     }
-    if (rendezvous.rejoin(p)) publish(rendezvous.map());
+    rendezvous.rejoin(p, [this](const ClusterMap& m) { publish(m); });
   }
 
   // The map that map() returns and DIR/cluster.json records.

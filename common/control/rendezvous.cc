@@ -111,7 +111,7 @@ bool Rendezvous::complete() const {
   return count_role(NodeRole::kServer) == opt_.num_servers && count_role(NodeRole::kWorker) == opt_.num_workers;
 }
 
-const ClusterMap& Rendezvous::hand_out_map() {
+const ClusterMap& Rendezvous::hand_out_map(const MapHook& before_sending) {
   assign_ranks(NodeRole::kServer);
   assign_ranks(NodeRole::kWorker);
   ClusterMap m;
@@ -125,6 +125,7 @@ const ClusterMap& Rendezvous::hand_out_map() {
     (p.info.role == NodeRole::kServer ? m.servers : m.workers)[p.info.rank] = p.info;
   }
   map_ = m;
+  before_sending(map_);
   for (auto& [id, p] : peers_) {
     if (p.state == Peer::State::kLive) send_map(id, p.info);
   }
@@ -143,7 +144,7 @@ Peer* Rendezvous::replaced_by(const Peer& p) {
 
 // A rejoining worker takes over the rank of a dead worker: it gets the cluster map with itself in
 // it and is live from now on (docs/OPERATIONS.md).
-bool Rendezvous::rejoin(Peer p) {
+bool Rendezvous::rejoin(Peer p, const MapHook& before_sending) {
   std::set<uint32_t> dead, live;
   for (const auto& [oid, o] : peers_) {
     if (o.info.role != NodeRole::kWorker) continue;
@@ -174,6 +175,7 @@ bool Rendezvous::rejoin(Peer p) {
   peers_.erase(p.id);
   peers_[p.id] = p;
   map_.workers.at(p.info.rank) = p.info;
+  before_sending(map_);
   send_map(p.id, p.info);
   PSHARD_LOG(kInfo) << cc::describe(p.info) << " rejoined the job in place of the dead worker " << rank;
   return true;

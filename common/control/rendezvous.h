@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,14 +35,17 @@ class Rendezvous {
   // Every server and worker has registered.
   bool complete() const;
   // Assigns ranks (requested ones, then the rest in registration order), marks every node live and
-  // sends each the cluster map; returns it.
-  const ClusterMap& hand_out_map();
+  // sends each the cluster map; returns it. `before_sending` sees the map first (the coordinator publishes it
+  // there, so that a node holding its map never finds the coordinator's older).
+  using MapHook = std::function<void(const ClusterMap&)>;
+  const ClusterMap& hand_out_map(const MapHook& before_sending);
 
   // While the job runs: the live worker that `p` asks to replace (a restarted process asking for its
   // old rank before the heartbeat timeout declared the old one dead), or nullptr.
   Peer* replaced_by(const Peer& p);
-  // Gives `p` the rank of a dead worker and sends it the map with itself in it; false when refused.
-  bool rejoin(Peer p);
+  // Gives `p` the rank of a dead worker and sends it the map with itself in it (`before_sending` sees it first);
+  // false when refused.
+  bool rejoin(Peer p, const MapHook& before_sending);
 
   // The map as last handed out (empty before the rendezvous completed).
   const ClusterMap& map() const { return map_; }
