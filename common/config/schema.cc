@@ -110,6 +110,9 @@ std::vector<ConfigKey> kSchema = {
      "how long to wait for every node to register (ms)"},
     {"cluster.server_threads", T::kInt, "2", 0, 256, "",
      "update threads per server (0: every slice is updated on its socket thread, no hand-offs)"},
+    {"cluster.server_io_threads", T::kInt, "0", 0, 64, "",
+     "ZeroMQ I/O threads per server, each serving its share of the workers' connections (0: one per worker, at "
+     "most the machine's cores)"},
 
     // compression of the data plane (docs/PROTOCOL.md "Encodings"); servers keep and aggregate float32
     {"cluster.compression", T::kString, "none", 0, 0, "none|fp16|bf16|topk|randomk|onebit",

@@ -46,6 +46,7 @@ bool may_change_on_resume(const std::string& key) {
       "cluster.request_timeout_ms",
       "cluster.rendezvous_timeout_ms",
       "cluster.server_threads",
+      "cluster.server_io_threads",
       "cluster.server_failure_policy",
       "cluster.max_restarts",
       "cluster.restart_workers",

@@ -38,12 +38,18 @@ std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeo
   return request_timeout - std::min(request_timeout / 10, std::chrono::milliseconds(5000));
 }
 
+int KvServerOptions::resolve_io_threads(int io_threads, uint32_t num_workers, unsigned cores) {
+  if (io_threads > 0) return io_threads;
+  return static_cast<int>(std::clamp<uint64_t>(num_workers, 1, std::max(cores, 1u)));
+}
+
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   KvServerOptions o;
   o.mode = consistency_from_string(cfg.get_string("cluster.mode"));
   o.staleness = cfg.get_int("cluster.staleness");
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
   o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
+  o.io_threads = static_cast<int>(cfg.get_int("cluster.server_io_threads"));
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
   optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
@@ -96,7 +102,8 @@ struct TaskQueue {
 
 struct KvServer::Impl {
   KvServerOptions opt;
-  zmq::context_t ctx{1};
+  zmq::context_t ctx{
+      KvServerOptions::resolve_io_threads(opt.io_threads, opt.num_workers, std::thread::hardware_concurrency())};
   zmq::socket_t router{ctx, zmq::socket_type::router};
   std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
   std::string endpoint;
@@ -700,6 +707,8 @@ bool KvServer::wait_for_shutdown(std::chrono::milliseconds timeout) {
 }
 
 void KvServer::stop() { impl_->stop(); }
+
+int KvServer::io_threads() const { return impl_->ctx.get(zmq::ctxopt::io_threads); }
 
 KvServerStats KvServer::stats() const {
   KvServerStats s;

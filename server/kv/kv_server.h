@@ -39,6 +39,10 @@ struct KvServerOptions {
   // cluster.server_threads. 0: every slice on the socket thread (no hand-off to an update thread and back, ~50 us
   // per round trip of a large slice on an idle 2-core VM; but updates no longer run beside the receiving).
   int update_threads = 2;
+  // cluster.server_io_threads: ZeroMQ I/O threads (the TCP reads and writes). libzmq gives each accepted connection
+  // to one of them, so with one per worker the replies of a sync step (the same weights to every worker) are
+  // written in parallel instead of one after the other. 0: resolve_io_threads() picks.
+  int io_threads = 0;
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
   // A read waiting this long is reported (log and on_stall: which workers have not pushed); 0: never.
   std::chrono::milliseconds stall_warn{5000};  // cluster.stall_warn_ms
@@ -68,6 +72,9 @@ struct KvServerOptions {
   // rank/num_* stay as given; mode, staleness, slice_bytes, threads, optimizer, schedule and the
   // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).
   static KvServerOptions from_config(const Config& cfg);
+
+  // io_threads when set, else one per worker, at least 1 and at most `cores` (the machine's hardware threads).
+  static int resolve_io_threads(int io_threads, uint32_t num_workers, unsigned cores);
 };
 
 // How long a server lets a read wait before it gives up (KvServerOptions::stall_give_up) when the workers' requests
@@ -124,6 +131,8 @@ class KvServer {
   // Stops and joins every thread. Idempotent.
   void stop();
   KvServerStats stats() const;
+  // ZeroMQ I/O threads of its socket (KvServerOptions::io_threads, resolved).
+  int io_threads() const;
 
  private:
   struct Impl;

@@ -79,12 +79,18 @@ const std::vector<TensorSpec> kTensors = {{"fc1.weight", 37}, {"fc1.bias", 53}, 
 // Runs W workers for `steps` BSP steps with push_pull; returns each worker's final weights.
 // `tracer`: every server records the tracer's window into it (trace.steps).
 std::vector<std::vector<std::vector<float>>> run_bsp(uint32_t s, uint32_t w, int64_t steps, uint64_t inline_bytes,
-                                                     std::shared_ptr<Tracer> tracer = nullptr, int update_threads = 2) {
+                                                     std::shared_ptr<Tracer> tracer = nullptr, int update_threads = 2,
+                                                     int io_threads = 0) {
   KvServerOptions o = options(Consistency::kBsp, "adam", 0.05f, 64);
   o.inline_slice_bytes = inline_bytes;
   o.tracer = tracer;
   o.update_threads = update_threads;
+  o.io_threads = io_threads;
   Job job(s, w, o);
+  for (const auto& server : job.servers) {
+    EXPECT_EQ(server->io_threads(),
+              KvServerOptions::resolve_io_threads(io_threads, w, std::thread::hardware_concurrency()));
+  }
   std::vector<std::vector<std::vector<float>>> result(w);
   std::vector<std::string> errors(w);
   std::vector<std::thread> threads;
@@ -187,6 +193,20 @@ TEST(KvConsistency, NoUpdateThreadsUpdatesEverySliceOnTheSocketThreadWithTheSame
   }
   // Steps 1-3 (after the inits and first pulls of step 0): 9 slices (see below), each taken in W times a step.
   EXPECT_EQ(aggregates, 3 * 3 * 9);
+}
+
+// cluster.server_io_threads: how many ZeroMQ I/O threads serve the workers' connections changes no bit of a sync
+// job (libzmq spreads the accepted connections over them).
+TEST(KvConsistency, ServerIoThreadsServeTheWorkersWithTheSameBits) {
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 1, 16), 1);  // auto: one per worker
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 4, 16), 4);
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 8, 2), 2);  // at most the cores
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 3, 0), 1);  // cores unknown
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(3, 1, 2), 3);  // as configured
+  const uint32_t S = 2, W = 3;
+  auto one = run_bsp(S, W, 4, /*inline_bytes=*/0, nullptr, 2, /*io_threads=*/1);
+  auto three = run_bsp(S, W, 4, /*inline_bytes=*/0, nullptr, 2, /*io_threads=*/3);
+  EXPECT_EQ(three, one);
 }
 
 // Tracing the servers changes nothing they compute, and records the window's requests: receive and
