@@ -72,14 +72,19 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
       if (contributions_ == 0) {
         first_ = std::move(pending_[r]);
       } else {
-        if (contributions_ == 1) {  // the second contribution: start the sum from the first
-          acc_.resize(length);
-          std::memcpy(acc_.data(), first_->data(), length * sizeof(float));
-          first_.reset();
-        }
         const float* g = aligned_floats(*pending_[r], scratch);
-        float* a = acc_.data();
-        for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
+        float* a = nullptr;
+        if (contributions_ == 1) {  // the second contribution: the sum starts as first + second, in one pass
+          acc_.resize(length);
+          a = acc_.data();
+          std::vector<float> first_scratch;
+          const float* f = aligned_floats(*first_, first_scratch);
+          for (uint64_t i = 0; i < length; ++i) a[i] = f[i] + g[i];
+          first_.reset();
+        } else {
+          a = acc_.data();
+          for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
+        }
         pending_[r].reset();
       }
       ++contributions_;

@@ -502,17 +502,15 @@ struct KvServer::Impl {
     return s.initialized() && s.policy->ready(step, dead);
   }
 
-  // The weights as the reader asked for them: float32 zero-copy, else encoded (cluster.pull_precision).
+  // The weights as the reader asked for them, zero-copy: float32, else encoded (cluster.pull_precision) once per
+  // update of the slice for all its readers.
   void answer(Slice& s, Request& req, size_t key) {
     const protocol::Encoding e = req.msg.pull_encoding;
     if (e == protocol::Encoding::NONE) {
       req.replies[key] = s.weights.frame();
       return;
     }
-    std::unique_ptr<compression::Codec> codec = compression::make_codec({e});
-    zmq::message_t out(codec->max_encoded_bytes(s.length()));
-    codec->encode(s.weights.data(), s.length(), static_cast<uint8_t*>(out.data()));
-    req.replies[key] = std::move(out);
+    req.replies[key] = s.weights.encoded_frame(e);
   }
 
   // A push's gradient as float32: the payload itself, or its decoding (decode() checked the encoding).

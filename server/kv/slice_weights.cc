@@ -26,6 +26,7 @@ void SliceWeights::assign(const float* values, size_t n) {
   fresh->memory = pool_->message(n * sizeof(float));
   std::memcpy(fresh->memory.data(), values, n * sizeof(float));
   buf_ = std::move(fresh);
+  encoded_.reset();
   n_ = n;
 }
 
@@ -33,6 +34,7 @@ const float* SliceWeights::data() const { return buf_ ? static_cast<const float*
 
 float* SliceWeights::writable() {
   if (!buf_) return nullptr;
+  encoded_.reset();  // the caller changes the values (replies still holding the old encoding keep it)
   if (buf_.use_count() > 1) {
     // A reply is still being sent from this buffer: leave it to the reply and update a copy.
     auto fresh = std::make_shared<Buffer>();
@@ -49,10 +51,24 @@ float* SliceWeights::writable() {
   return static_cast<float*>(buf_->memory.data());
 }
 
-zmq::message_t SliceWeights::frame() const {
-  auto* hint = new std::shared_ptr<void>(buf_);
+zmq::message_t SliceWeights::share(const std::shared_ptr<Buffer>& buffer, size_t bytes) {
+  auto* hint = new std::shared_ptr<void>(buffer);
   tsan_release(hint);  // libzmq orders this with drop_reference, out of TSan's sight
-  return zmq::message_t(buf_->memory.data(), n_ * sizeof(float), &drop_reference, hint);
+  return zmq::message_t(buffer->memory.data(), bytes, &drop_reference, hint);
+}
+
+zmq::message_t SliceWeights::frame() const { return share(buf_, n_ * sizeof(float)); }
+
+zmq::message_t SliceWeights::encoded_frame(compression::Encoding encoding) {
+  if (!encoded_ || encoded_as_ != encoding) {
+    std::unique_ptr<compression::Codec> codec = compression::make_codec({encoding});
+    auto fresh = std::make_shared<Buffer>();
+    fresh->memory = pool_->message(codec->max_encoded_bytes(n_));
+    encoded_bytes_ = codec->encode(data(), n_, static_cast<uint8_t*>(fresh->memory.data()));
+    encoded_ = std::move(fresh);
+    encoded_as_ = encoding;
+  }
+  return share(encoded_, encoded_bytes_);
 }
 
 }  // namespace pshard

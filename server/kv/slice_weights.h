@@ -5,6 +5,7 @@
 #include <memory>
 #include <zmq.hpp>
 
+#include "common/compression/codec.h"
 #include "common/transport/buffer_pool.h"
 
 namespace pshard {
@@ -19,6 +20,7 @@ namespace pshard {
 //   w.assign(initial, n);
 //   zmq::message_t reply = w.frame();                   // zero-copy, holds a reference
 //   optimizer.apply(w.writable(), grad, state, n, ...);  // copies first only if `reply` is unsent
+//   zmq::message_t half = w.encoded_frame(Encoding::BF16);  // encoded once per update, shared by every reply
 class SliceWeights {
  public:
   explicit SliceWeights(std::shared_ptr<transport::BufferPool> pool) : pool_(std::move(pool)) {}
@@ -31,14 +33,23 @@ class SliceWeights {
   float* writable();
   // A zero-copy frame of the current weights; keeps them alive and unchanged until destroyed.
   zmq::message_t frame() const;
+  // A zero-copy frame of the current weights in `encoding` (cluster.pull_precision): encoded at the first request
+  // after each change of the weights and shared by the replies to every worker until the next change, so a sync
+  // step encodes a slice once, not once per worker.
+  zmq::message_t encoded_frame(compression::Encoding encoding);
   uint64_t copies() const { return copies_; }  // updates that had to copy (replies still in flight)
 
  private:
   struct Buffer {
     zmq::message_t memory;  // pooled bytes: back to the pool when the last reference goes
   };
+  static zmq::message_t share(const std::shared_ptr<Buffer>& buffer, size_t bytes);
+
   std::shared_ptr<transport::BufferPool> pool_;
   std::shared_ptr<Buffer> buf_;
+  std::shared_ptr<Buffer> encoded_;  // buf_'s values as encoded_as_ (encoded_bytes_ long); reset by every change
+  compression::Encoding encoded_as_ = compression::Encoding::NONE;
+  size_t encoded_bytes_ = 0;
   size_t n_ = 0;
   uint64_t copies_ = 0;
 };

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -54,6 +55,48 @@ TEST(SliceWeights, TheCopyComesFromThePoolAfterTheFirstRound) {
   EXPECT_EQ(w.copies(), 5u);
   EXPECT_EQ(w.data()[0], 4.0f);
   EXPECT_EQ(w.data()[1], 0.5f);
+}
+
+// Encoded weights (cluster.pull_precision): one encoding per change of the weights, shared by every reply (a sync
+// step answers all W workers with the same bytes), redone after writable() and for another encoding; a reply made
+// before the change keeps the bytes it was made of.
+TEST(SliceWeights, EncodesOncePerChangeAndSharesTheBytesAmongReplies) {
+  using pshard::compression::Encoding;
+  SliceWeights w(pshard::transport::BufferPool::create(1 << 20));
+  const std::vector<float> init = {1.0f, -2.5f, 3.25f, 1e-3f, 7.0f};
+  w.assign(init.data(), init.size());
+  auto expected = [&](Encoding e) {
+    auto codec = pshard::compression::make_codec({e});
+    std::vector<uint8_t> bytes(codec->max_encoded_bytes(init.size()));
+    bytes.resize(codec->encode(w.data(), init.size(), bytes.data()));
+    return bytes;
+  };
+  auto bytes_of = [](const zmq::message_t& m) {
+    const auto* p = static_cast<const uint8_t*>(m.data());
+    return std::vector<uint8_t>(p, p + m.size());
+  };
+  zmq::message_t first = w.encoded_frame(Encoding::BF16);
+  zmq::message_t second = w.encoded_frame(Encoding::BF16);
+  EXPECT_EQ(first.data(), second.data());  // the same buffer, encoded once
+  EXPECT_EQ(first.size(), 2 * init.size());
+  const std::vector<uint8_t> bf16_before = expected(Encoding::BF16);
+  EXPECT_EQ(bytes_of(first), bf16_before);
+
+  zmq::message_t half = w.encoded_frame(Encoding::FP16);  // another encoding is encoded anew
+  EXPECT_NE(half.data(), first.data());
+  EXPECT_EQ(bytes_of(half), expected(Encoding::FP16));
+
+  w.writable()[0] = 100.0f;  // a change: the next reply is encoded from the new values
+  zmq::message_t after = w.encoded_frame(Encoding::BF16);
+  EXPECT_NE(after.data(), first.data());
+  EXPECT_EQ(bytes_of(after), expected(Encoding::BF16));
+  EXPECT_NE(bytes_of(after), bf16_before);
+  EXPECT_EQ(bytes_of(first), bf16_before);  // replies still in flight keep the old step's bytes
+  EXPECT_EQ(bytes_of(second), bf16_before);
+
+  const std::vector<float> other = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  w.assign(other.data(), other.size());  // so is a new assignment (init, restore)
+  EXPECT_EQ(bytes_of(w.encoded_frame(Encoding::BF16)), expected(Encoding::BF16));
 }
 
 }  // namespace
