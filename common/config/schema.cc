@@ -112,7 +112,7 @@ std::vector<ConfigKey> kSchema = {
      "update threads per server (0: every slice is updated on its socket thread, no hand-offs)"},
     {"cluster.server_io_threads", T::kInt, "0", 0, 64, "",
      "ZeroMQ I/O threads per server, each serving its share of the workers' connections (0: one per worker, at "
-     "most the machine's cores)"},
+     "most the machine's cores and 8)"},
 
     // compression of the data plane (docs/PROTOCOL.md "Encodings"); servers keep and aggregate float32
     {"cluster.compression", T::kString, "none", 0, 0, "none|fp16|bf16|topk|randomk|onebit",

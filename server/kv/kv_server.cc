@@ -40,7 +40,9 @@ std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeo
 
 int KvServerOptions::resolve_io_threads(int io_threads, uint32_t num_workers, unsigned cores) {
   if (io_threads > 0) return io_threads;
-  return static_cast<int>(std::clamp<uint64_t>(num_workers, 1, std::max(cores, 1u)));
+  // libzmq's rule of thumb is one I/O thread per GB/s in or out; 8 cover a 64 Gb/s link.
+  constexpr uint64_t kMaxAuto = 8;
+  return static_cast<int>(std::clamp<uint64_t>(num_workers, 1, std::min<uint64_t>(std::max(cores, 1u), kMaxAuto)));
 }
 
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {

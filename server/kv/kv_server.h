@@ -73,7 +73,7 @@ struct KvServerOptions {
   // checkpoint period come from `cfg` (checkpoint_dir and restore_path are the caller's).
   static KvServerOptions from_config(const Config& cfg);
 
-  // io_threads when set, else one per worker, at least 1 and at most `cores` (the machine's hardware threads).
+  // io_threads when set, else one per worker, at least 1 and at most `cores` (the machine's hardware threads) and 8.
   static int resolve_io_threads(int io_threads, uint32_t num_workers, unsigned cores);
 };
 

@@ -200,9 +200,10 @@ TEST(KvConsistency, NoUpdateThreadsUpdatesEverySliceOnTheSocketThreadWithTheSame
 TEST(KvConsistency, ServerIoThreadsServeTheWorkersWithTheSameBits) {
   EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 1, 16), 1);  // auto: one per worker
   EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 4, 16), 4);
-  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 8, 2), 2);  // at most the cores
-  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 3, 0), 1);  // cores unknown
-  EXPECT_EQ(KvServerOptions::resolve_io_threads(3, 1, 2), 3);  // as configured
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 8, 2), 2);     // at most the cores
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 64, 128), 8);  // and at most 8
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(0, 3, 0), 1);     // cores unknown
+  EXPECT_EQ(KvServerOptions::resolve_io_threads(3, 1, 2), 3);     // as configured
   const uint32_t S = 2, W = 3;
   auto one = run_bsp(S, W, 4, /*inline_bytes=*/0, nullptr, 2, /*io_threads=*/1);
   auto three = run_bsp(S, W, 4, /*inline_bytes=*/0, nullptr, 2, /*io_threads=*/3);
