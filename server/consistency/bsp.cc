@@ -66,25 +66,41 @@ std::vector<uint32_t> BspPolicy::missing(int64_t step, const DeadWorkers& dead) 
 // contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run.
 void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   const uint64_t length = slice_.length();
+  bool averaged = false;  // the last addition also divided by the count
   while (next_rank_ < num_workers_) {
     const uint32_t r = next_rank_;
     if (pending_[r]) {
       if (contributions_ == 0) {
         first_ = std::move(pending_[r]);
       } else {
+        // The last contribution of the step (no later rank has pushed or is still counted) divides in the same pass:
+        // (sum + g) / n rounds exactly as a separate division of the rounded sum.
+        bool last = true;
+        for (uint32_t later = r + 1; later < num_workers_ && last; ++later) {
+          last = !pending_[later] && !counted(later, dead);
+        }
+        const float n = static_cast<float>(contributions_ + 1);
         const float* g = aligned_floats(*pending_[r], scratch);
-        float* a = nullptr;
         if (contributions_ == 1) {  // the second contribution: the sum starts as first + second, in one pass
           acc_.resize(length);
-          a = acc_.data();
+          float* a = acc_.data();
           std::vector<float> first_scratch;
           const float* f = aligned_floats(*first_, first_scratch);
-          for (uint64_t i = 0; i < length; ++i) a[i] = f[i] + g[i];
+          if (last) {
+            for (uint64_t i = 0; i < length; ++i) a[i] = (f[i] + g[i]) / n;
+          } else {
+            for (uint64_t i = 0; i < length; ++i) a[i] = f[i] + g[i];
+          }
           first_.reset();
         } else {
-          a = acc_.data();
-          for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
+          float* a = acc_.data();
+          if (last) {
+            for (uint64_t i = 0; i < length; ++i) a[i] = (a[i] + g[i]) / n;
+          } else {
+            for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
+          }
         }
+        averaged = last;
         pending_[r].reset();
       }
       ++contributions_;
@@ -101,9 +117,11 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
     slice_.apply(aligned_floats(*first_, scratch), step);
     first_.reset();
   } else {
-    const float n = static_cast<float>(contributions_);
     float* a = acc_.data();
-    for (uint64_t i = 0; i < length; ++i) a[i] /= n;
+    if (!averaged) {  // a worker died after the last contribution came in
+      const float n = static_cast<float>(contributions_);
+      for (uint64_t i = 0; i < length; ++i) a[i] /= n;
+    }
     slice_.apply(a, step);
   }
   contributions_ = 0;

@@ -127,6 +127,30 @@ TEST(BspPolicy, ADeadWorkerClosesTheOpenStepWithTheOthersMean) {
   EXPECT_EQ(f.slice.lr_steps, (std::vector<int64_t>{0, 1}));
 }
 
+// The last contribution of a step divides by the count in the same pass as its addition; when the last rank dies
+// after the others pushed, nothing was divided yet and the close divides. Both give the rounded sum's quotient.
+TEST(BspPolicy, TheMeanIsTheRoundedSumDividedWhicheverContributionCloses) {
+  const std::vector<std::vector<float>> g = {{0.1f, 1e8f}, {0.2f, 3.0f}, {0.3f, -7.0f}};
+  auto mean = [&](size_t count, size_t i) {
+    float sum = g[0][i];
+    for (size_t r = 1; r < count; ++r) sum += g[r][i];
+    return sum / static_cast<float>(count);
+  };
+  Fixture all(Consistency::kBsp, 3);
+  for (uint32_t r : {2u, 0u, 1u}) ASSERT_TRUE(all.push(r, 0, g[r]).ok());
+  ASSERT_EQ(all.slice.applied.size(), 1u);
+  EXPECT_EQ(all.slice.applied[0], (std::vector<float>{mean(3, 0), mean(3, 1)}));
+
+  Fixture lost(Consistency::kBsp, 3);  // ranks 0 and 1 push, then rank 2 dies
+  ASSERT_TRUE(lost.push(0, 0, g[0]).ok());
+  ASSERT_TRUE(lost.push(1, 0, g[1]).ok());
+  EXPECT_TRUE(lost.slice.applied.empty());
+  lost.dead[2] = 1;
+  lost.policy->on_worker_dead(2, lost.dead, lost.scratch);
+  ASSERT_EQ(lost.slice.applied.size(), 1u);
+  EXPECT_EQ(lost.slice.applied[0], (std::vector<float>{mean(2, 0), mean(2, 1)}));
+}
+
 TEST(BspPolicy, ARejoinedWorkerCountsFromItsJoinStep) {
   Fixture f(Consistency::kBsp, 2);
   f.dead[1] = 1;
