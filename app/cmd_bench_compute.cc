@@ -22,7 +22,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("input", "SHAPE",
                "sample shape C,H,W or F (default per model: " + bench::describe_default_inputs() + ")");
   p.add_option("classes", "K", "classes (0: regression with one target)", false, "10");
-  p.add_option("optimizer", "NAME", "update rule (server/optimizers)", false, "sgd");
+  p.add_option("optimizer", "NAME", "update rule (optim)", false, "sgd");
   p.add_option("lr", "LR", "learning rate", false, "0.01");
   p.add_option("device", "DEV", "cpu|cuda", false, "cpu");
   p.add_option("cpu-kernels", "K",

@@ -9,7 +9,7 @@
 #include "common/config/schema.h"
 #include "common/error.h"
 #include "models/zoo/registry.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace pshard::app {
 namespace {

@@ -18,8 +18,8 @@
 #include "models/backend.h"
 #include "models/model.h"
 #include "models/zoo/registry.h"
-#include "server/optimizers/lr_schedule.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "worker/trainer/local_sync.h"
 
 namespace pshard::bench {

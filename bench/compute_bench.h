@@ -6,7 +6,7 @@
 //   std::fputs(format_compute_bench(result).c_str(), stdout);
 //
 // One process, no servers: the model comes from the zoo (models/zoo/registry.h), the update from the shared
-// optimizer library (server/optimizers), run on the host as a server's would be. docs/PERFORMANCE.md.
+// optimizer library (optim), run on the host as a server's would be. docs/PERFORMANCE.md.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@ struct ComputeBenchOptions {
   std::vector<int64_t> hidden{256, 128};  // mlp hidden sizes
   std::vector<int64_t> input_shape;       // sample shape C,H,W or F (empty: the model's example input)
   int64_t classes = 10;                   // classes (0: regression with one target)
-  std::string optimizer = "sgd";          // update rule (server/optimizers)
+  std::string optimizer = "sgd";          // update rule (optim)
   double lr = 0.01;                       // learning rate
   std::string device = "cpu";             // cpu|cuda
   std::string cpu_kernels = "onednn";     // cpu: onednn|reference (train.cpu_kernels)

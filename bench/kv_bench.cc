@@ -25,7 +25,7 @@
 #include "common/util/log.h"
 #include "launcher/job_plan.h"
 #include "launcher/local_job.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 #include "worker/client/kv_client.h"
 
 namespace pshard::bench {

@@ -25,7 +25,7 @@ struct KvBenchOptions {
   int64_t slice_kib = 1024;       // cluster.slice_bytes in KiB, >= 1
   int64_t rounds = 0;             // measured rounds; <= 0: enough to move about 4 GiB per worker
   int64_t rtt_iters = 2000;       // sequential 4 KiB push_pulls for the latency percentiles
-  std::string optimizer = "sgd";  // update rule on the servers (server/optimizers)
+  std::string optimizer = "sgd";  // update rule on the servers (optim)
   int64_t server_threads = 2;     // cluster.server_threads
   bool curve = false;             // CurveZMQ on every socket (keys in a temporary 0700 directory)
 };

@@ -21,11 +21,11 @@
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "optim/lr_schedule.h"
 #include "server/checkpoint/checkpointer.h"
 #include "server/consistency/consistency_policy.h"
 #include "server/kv/request.h"
 #include "server/kv/slice_store.h"
-#include "server/optimizers/lr_schedule.h"
 
 namespace pshard {
 

@@ -10,10 +10,10 @@
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
 #include "common/transport/curve.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/kv/stall_watch.h"
-#include "server/optimizers/lr_schedule.h"
-#include "server/optimizers/optimizer.h"
 
 namespace pshard {
 

@@ -8,7 +8,7 @@
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
 #include "common/util/log.h"
-#include "server/optimizers/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 namespace pshard {
 

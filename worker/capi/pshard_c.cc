@@ -28,7 +28,7 @@
 #include "common/util/binary_file.h"
 #include "common/util/env.h"
 #include "common/util/log.h"
-#include "server/optimizers/lr_schedule.h"
+#include "optim/lr_schedule.h"
 #include "worker/client/kv_client.h"
 #include "worker/trainer/trainer.h"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/optimizers/lr_schedule.h"
+#include "optim/lr_schedule.h"
 #include "worker/client/kv_client.h"
 #include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "server/optimizers/lr_schedule.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
 

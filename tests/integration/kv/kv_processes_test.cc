@@ -14,7 +14,7 @@
 #include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "launcher/local_job.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 #include "tests/support/run_helpers.h"
 #include "worker/client/kv_client.h"
 

@@ -17,8 +17,8 @@
 #include "common/transport/curve.h"
 #include "common/transport/frames.h"
 #include "launcher/local_job.h"
+#include "optim/optimizer.h"
 #include "server/kv/kv_server.h"
-#include "server/optimizers/optimizer.h"
 #include "tests/support/run_helpers.h"
 #include "worker/client/kv_client.h"
 

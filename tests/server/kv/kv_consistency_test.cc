@@ -14,8 +14,8 @@
 
 #include "common/error.h"
 #include "common/metrics/trace.h"
+#include "optim/lr_schedule.h"
 #include "server/kv/kv_server.h"
-#include "server/optimizers/lr_schedule.h"
 #include "worker/client/kv_client.h"
 
 namespace pshard {

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "common/keys/slice_layout.h"
+#include "optim/optimizer.h"
 #include "server/kv/slice_store.h"
-#include "server/optimizers/optimizer.h"
 
 namespace pshard {
 namespace {

@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "optim/optimizer.h"
 #include "server/kv/kv_server.h"
-#include "server/optimizers/optimizer.h"
 #include "worker/client/kv_client.h"
 
 namespace pshard {

@@ -1,5 +1,5 @@
 // Learning-rate schedules: linear scaling rule, linear warmup, constant/step/cosine decay.
-#include "server/optimizers/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <cmath>
 

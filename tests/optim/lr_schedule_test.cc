@@ -1,5 +1,5 @@
 // Learning-rate schedules at chosen steps: warmup boundaries, step decay, cosine midpoint and end, linear scaling.
-#include "server/optimizers/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <gtest/gtest.h>
 

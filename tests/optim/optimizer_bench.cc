@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace {
 

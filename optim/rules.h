@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace pshard::optim::detail {
 

@@ -7,7 +7,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace {
 

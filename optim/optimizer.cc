@@ -1,5 +1,5 @@
 // The optimizer factory: parameters from the config, validation, and the name -> rule table.
-#include "server/optimizers/optimizer.h"
+#include "optim/optimizer.h"
 
 #include <cmath>
 #include <sstream>
@@ -8,7 +8,7 @@
 #include "common/config/config.h"
 #include "common/config/schema.h"
 #include "common/error.h"
-#include "server/optimizers/rules.h"
+#include "optim/rules.h"
 
 namespace pshard::optim {
 

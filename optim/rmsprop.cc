@@ -2,7 +2,7 @@
 #include <cmath>
 #include <memory>
 
-#include "server/optimizers/rules.h"
+#include "optim/rules.h"
 
 namespace pshard::optim::detail {
 namespace {

@@ -1,7 +1,7 @@
 // SGD, momentum and Nesterov momentum (torch.optim.SGD with dampening 0).
 #include <memory>
 
-#include "server/optimizers/rules.h"
+#include "optim/rules.h"
 
 namespace pshard::optim::detail {
 namespace {
