@@ -19,6 +19,7 @@
 #include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/transport/bounds.h"
+#include "common/transport/peer_auth.h"
 #include "common/util/env.h"
 #include "common/util/host.h"
 #include "common/util/log.h"
@@ -121,20 +122,23 @@ struct ClusterClient::Impl {
     (void)sock.send(frame, zmq::send_flags::dontwait);  // a lost heartbeat is harmless; others are queued
   }
 
+  void refuse(const std::string& reason) {
+    PSHARD_LOG(kError) << "coordinator " << opt.coordinator << " refused registration: " << reason;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      refused = true;
+      refused_reason = reason;
+    }
+    stopping = true;
+    cv.notify_all();
+  }
+
   void on_message(const zmq::message_t& frame) {
     cc::Decoded msg(frame, "coordinator " + opt.coordinator);
     auto root = msg.root();
     switch (root.which()) {
       case control::ControlMessage::REGISTER_REFUSED: {
-        std::string reason = root.getRegisterRefused().getReason().cStr();
-        PSHARD_LOG(kError) << "coordinator " << opt.coordinator << " refused registration: " << reason;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          refused = true;
-          refused_reason = reason;
-        }
-        stopping = true;
-        cv.notify_all();
+        refuse(root.getRegisterRefused().getReason().cStr());
         break;
       }
       case control::ControlMessage::CLUSTER_MAP: {
@@ -232,7 +236,10 @@ struct ClusterClient::Impl {
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
     sock.set(zmq::sockopt::linger, 2000);
     transport::bound_client(sock, transport::kMaxControlMessageBytes);
-    transport::apply_curve_client(sock, opt.curve);
+    transport::apply_client_auth(sock, opt.curve, opt.job_token);
+    // A coordinator that refuses this node's token or key does so in the handshake and never answers: the
+    // watch tells why.
+    transport::HandshakeWatch handshakes(ctx, sock, transport::job_mechanism(opt.curve, opt.job_token));
     try {
       sock.connect(opt.coordinator);
     } catch (const zmq::error_t& e) {
@@ -311,15 +318,15 @@ struct ClusterClient::Impl {
         next_heartbeat = now + (clock_probes > 0 ? milliseconds(20) : opt.heartbeat_interval);
         if (clock_probes > 0) --clock_probes;
       }
+      if (!heard_once && !stopping.load()) {
+        if (const std::string why = handshakes.refusal(); !why.empty()) refuse("it " + why);
+      }
       auto silence_limit = heard_once ? opt.heartbeat_timeout : opt.rendezvous_timeout;
       if (now - last_heard > silence_limit && !stopping.load()) {
         raise_abort("coordinator " + opt.coordinator + " silent for " +
                         std::to_string(std::chrono::duration_cast<milliseconds>(now - last_heard).count()) + " ms (" +
                         (heard_once ? "heartbeat timeout" : "never answered") + ")" +
-                        (!heard_once && opt.curve.enabled()
-                             ? "; security.curve is on: a coordinator that refuses this node's CurveZMQ keys stays "
-                               "silent, see its log and check --key-dir"
-                             : ""),
+                        (!heard_once && opt.curve.enabled() ? "; security.curve is on: check --key-dir" : ""),
                     nullptr);
       }
       deliver_events();

@@ -21,6 +21,7 @@
 #include "common/control/rendezvous.h"
 #include "common/error.h"
 #include "common/transport/bounds.h"
+#include "common/transport/peer_auth.h"
 #include "common/transport/refusal_log.h"
 #include "common/util/log.h"
 
@@ -62,7 +63,7 @@ struct Coordinator::Impl {
   Options opt;
   zmq::context_t ctx{1};
   zmq::socket_t router{ctx, zmq::socket_type::router};
-  std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
+  std::unique_ptr<transport::PeerAuthenticator> auth;  // peers authenticate in the handshake (peer_auth.h)
   std::string endpoint;
 
   // Loop state (owned by the loop thread).
@@ -384,7 +385,8 @@ Coordinator::Coordinator(const Options& options) : impl_(std::make_unique<Impl>(
   transport::bound_router(m.router, transport::kMaxControlMessageBytes);
   m.router.set(zmq::sockopt::linger, 1000);
   m.router.set(zmq::sockopt::router_handover, 1);  // a node reconnecting with its routing id takes it over
-  m.curve = std::make_unique<transport::CurveServer>(m.ctx, m.router, options.curve, "coordinator");
+  m.auth =
+      std::make_unique<transport::PeerAuthenticator>(m.ctx, m.router, options.curve, options.job_token, "coordinator");
   try {
     m.router.bind(options.bind);
   } catch (const zmq::error_t& e) {

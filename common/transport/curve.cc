@@ -1,4 +1,4 @@
-// CurveZMQ keys (generation, the 0600 key file) and socket set-up: CURVE clients, CURVE servers with a ZAP handler.
+// CurveZMQ keys (generation, the 0600 key file) and the CURVE client set-up.
 #include "common/transport/curve.h"
 
 #include <fcntl.h>
@@ -7,40 +7,23 @@
 #include <zmq.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/error.h"
-#include "common/transport/frames.h"
-#include "common/transport/refusal_log.h"
-#include "common/transport/wakeup.h"
 #include "common/util/binary_file.h"
-#include "common/util/log.h"
 
 namespace pshard::transport {
 namespace {
 
 constexpr size_t kZ85KeyChars = 40;
 const char* const kFields[] = {"server_public", "server_secret", "client_public", "client_secret"};
-
-void require_curve(const std::string& what) {
-  if (!curve_available()) {
-    int major = 0, minor = 0, patch = 0;
-    zmq_version(&major, &minor, &patch);
-    throw Error(what + ": security.curve is on, but this libzmq (" + std::to_string(major) + "." +
-                std::to_string(minor) + "." + std::to_string(patch) +
-                ") was built without CURVE (libsodium); install a libzmq with CURVE or set security.curve = false");
-  }
-}
 
 std::string mode_string(mode_t mode) {
   char buf[8];
@@ -71,26 +54,23 @@ void make_key_dir(const std::string& key_dir) {
   }
 }
 
-bool decode_key(const std::string& z85, std::array<uint8_t, 32>& out) {
-  return z85.size() == kZ85KeyChars && zmq_z85_decode(out.data(), z85.c_str()) != nullptr;
-}
-
-std::string handshake_failure(uint16_t event, uint32_t value) {
-  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
-    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) return "the peer does not speak CurveZMQ (plaintext?)";
-    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
-      return "the peer's handshake does not decrypt (wrong server key?)";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "protocol error 0x%08x", value);
-    return buf;
-  }
-  return "the handshake broke off (" + std::string(zmq_strerror(static_cast<int>(value))) +
-         "): a peer without this job's keys?";
-}
-
 }  // namespace
 
 bool curve_available() { return zmq_has("curve") != 0; }
+
+void require_curve(const std::string& what) {
+  if (!curve_available()) {
+    int major = 0, minor = 0, patch = 0;
+    zmq_version(&major, &minor, &patch);
+    throw Error(what + ": security.curve is on, but this libzmq (" + std::to_string(major) + "." +
+                std::to_string(minor) + "." + std::to_string(patch) +
+                ") was built without CURVE (libsodium); install a libzmq with CURVE or set security.curve = false");
+  }
+}
+
+bool decode_curve_key(const std::string& z85, std::array<uint8_t, 32>& out) {
+  return z85.size() == kZ85KeyChars && zmq_z85_decode(out.data(), z85.c_str()) != nullptr;
+}
 
 CurveKeys generate_curve_keys() {
   require_curve("generating CurveZMQ keys");
@@ -157,7 +137,7 @@ CurveKeys read_curve_keys(const std::string& key_dir) {
   for (size_t i = 0; i < 4; ++i) {
     auto it = values.find(kFields[i]);
     std::array<uint8_t, 32> bin{};
-    if (it == values.end() || !decode_key(it->second, bin)) {
+    if (it == values.end() || !decode_curve_key(it->second, bin)) {
       throw Error("CurveZMQ key file " + path + ": " + kFields[i] + " is missing or not a 40-character Z85 key");
     }
     *fields[i] = it->second;
@@ -209,113 +189,5 @@ void apply_curve_client(zmq::socket_t& socket, const CurveKeys& keys) {
   socket.set(zmq::sockopt::curve_publickey, keys.client_public);
   socket.set(zmq::sockopt::curve_secretkey, keys.client_secret);
 }
-
-struct CurveServer::Impl {
-  std::string who;
-  std::array<uint8_t, 32> client_key{};
-  zmq::socket_t zap;      // REP on inproc://zeromq.zap.01
-  zmq::socket_t monitor;  // PAIR receiving the server socket's handshake-failure events
-  Wakeup wake;
-  std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> accepted{0}, refused{0}, failed{0};
-  RefusalLog refusals;
-  std::thread thread;
-
-  Impl(zmq::context_t& ctx, zmq::socket_t& socket, const CurveKeys& keys, std::string name)
-      : who(std::move(name)), zap(ctx, zmq::socket_type::rep), monitor(ctx, zmq::socket_type::pair), refusals(who) {
-    if (!decode_key(keys.client_public, client_key)) throw Error(who + ": the job's client public key is not Z85");
-    zap.set(zmq::sockopt::linger, 0);
-    try {
-      zap.bind("inproc://zeromq.zap.01");
-    } catch (const zmq::error_t& e) {
-      throw Error(who + ": cannot start the CurveZMQ authenticator (inproc://zeromq.zap.01): " + e.what());
-    }
-    const std::string monitor_ep = "inproc://pshard-curve-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
-    if (zmq_socket_monitor(socket.handle(), monitor_ep.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
-      throw Error(who + ": cannot monitor the CurveZMQ socket: " + zmq_strerror(zmq_errno()));
-    }
-    monitor.set(zmq::sockopt::linger, 0);
-    monitor.connect(monitor_ep);
-    socket.set(zmq::sockopt::curve_server, 1);
-    socket.set(zmq::sockopt::curve_secretkey, keys.server_secret);
-    socket.set(zmq::sockopt::zap_domain, "pshard");
-    thread = std::thread([this] { loop(); });
-  }
-
-  ~Impl() {
-    stopping = true;
-    wake.notify();
-    if (thread.joinable()) thread.join();
-  }
-
-  // RFC 27 (ZAP): version, request id, domain, address, routing id, mechanism, credentials.
-  void answer(std::vector<zmq::message_t>& req) {
-    auto text = [&](size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
-    const std::string address = text(3), mechanism = text(5);
-    const bool ok = mechanism == "CURVE" && req.size() >= 7 && req[6].size() == client_key.size() &&
-                    std::memcmp(req[6].data(), client_key.data(), client_key.size()) == 0;
-    if (ok) {
-      ++accepted;
-    } else {
-      ++refused;
-      refusals.add(
-          address.empty() ? std::string("unknown address") : address, "key",
-          "refused a " + (mechanism.empty() ? std::string("ZeroMQ") : mechanism) + " client from " +
-              (address.empty() ? std::string("an unknown address") : address) +
-              ": its key is not this job's client key (a process of another job, or one started with another key "
-              "directory)");
-    }
-    std::vector<zmq::message_t> reply;
-    reply.push_back(copy_frame("1.0"));
-    reply.push_back(copy_frame(text(1)));
-    reply.push_back(copy_frame(ok ? "200" : "400"));
-    reply.push_back(copy_frame(ok ? "OK" : "unknown client key"));
-    reply.push_back(copy_frame(""));  // user id
-    reply.push_back(copy_frame(""));  // metadata
-    send_frames(zap, reply);
-  }
-
-  void on_monitor_event(std::vector<zmq::message_t>& ev) {
-    if (ev.size() < 2 || ev[0].size() < 6) return;
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, ev[0].data(), sizeof event);
-    std::memcpy(&value, static_cast<const char*>(ev[0].data()) + 2, sizeof value);
-    ++failed;
-    refusals.add(ev[1].to_string(), "handshake " + std::to_string(event) + "/" + std::to_string(value),
-                 "refused a connection on " + ev[1].to_string() + ": " + handshake_failure(event, value));
-  }
-
-  void loop() {
-    std::vector<zmq::message_t> frames;
-    while (!stopping) {
-      zmq::pollitem_t items[] = {
-          {zap.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
-      try {
-        zmq::poll(items, 3, std::chrono::milliseconds(1000));
-        if (items[2].revents & ZMQ_POLLIN) wake.drain();
-        while (recv_frames(zap, frames)) answer(frames);
-        while (recv_frames(monitor, frames)) on_monitor_event(frames);
-        refusals.flush();
-      } catch (const zmq::error_t& e) {
-        if (e.num() == ETERM) return;
-        PSHARD_LOG(kError) << who << ": CurveZMQ authenticator: " << e.what();
-      }
-    }
-  }
-};
-
-CurveServer::CurveServer(zmq::context_t& ctx, zmq::socket_t& socket, const CurveKeys& keys, std::string who) {
-  if (!keys.enabled()) return;
-  require_curve(who);
-  impl_ = std::make_unique<Impl>(ctx, socket, keys, std::move(who));
-}
-
-CurveServer::~CurveServer() = default;
-
-uint64_t CurveServer::accepted() const { return impl_ ? impl_->accepted.load() : 0; }
-uint64_t CurveServer::refused_keys() const { return impl_ ? impl_->refused.load() : 0; }
-uint64_t CurveServer::failed_handshakes() const { return impl_ ? impl_->failed.load() : 0; }
 
 }  // namespace pshard::transport

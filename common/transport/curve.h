@@ -1,8 +1,9 @@
-// CurveZMQ for a job's sockets: the job's keys, their key file, and client/server socket set-up with a ZAP handler.
+// CurveZMQ keys of a job: generation, the key file, and the CURVE client set-up (the server side and its ZAP
+// handler are PeerAuthenticator, peer_auth.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <zmq.hpp>
 
@@ -55,34 +56,13 @@ std::string curve_key_dir(const Config& cfg, const std::string& key_dir_flag, co
 CurveKeys job_curve_keys(const Config& cfg, const std::string& key_dir);
 
 // Makes a connecting socket a CURVE client of the job's servers. Call before connect(); does
-// nothing when `keys` are empty.
+// nothing when `keys` are empty. (apply_client_auth in peer_auth.h picks CURVE or PLAIN for a job.)
 void apply_curve_client(zmq::socket_t& socket, const CurveKeys& keys);
 
-// Makes a binding socket a CURVE server and authenticates its clients: a ZAP handler on its own
-// thread (bound to inproc://zeromq.zap.01 of `ctx`, so at most one per context) accepts only the
-// job's client key, and a socket monitor logs handshakes that fail (plaintext or wrong-mechanism
-// peers). Refusals are logged as "<who>: refused ..." (per peer address and kind: the first at once, then a
-// count per 10 s; transport::RefusalLog).
-// Construct before bind() on the thread that owns `socket`; destroy before `ctx`. Does nothing
-// when `keys` are empty.
-//
-//   zmq::socket_t router(ctx, zmq::socket_type::router);
-//   CurveServer curve(ctx, router, keys, "server 0");
-//   router.bind("tcp://*:47011");
-class CurveServer {
- public:
-  CurveServer(zmq::context_t& ctx, zmq::socket_t& socket, const CurveKeys& keys, std::string who);
-  ~CurveServer();  // stops and joins the handler thread
-  CurveServer(const CurveServer&) = delete;
-  CurveServer& operator=(const CurveServer&) = delete;
+// Throws pshard::Error naming `what` and libzmq's version when libzmq has no CURVE.
+void require_curve(const std::string& what);
 
-  uint64_t accepted() const;           // handshakes with the job's client key
-  uint64_t refused_keys() const;       // handshakes with another client key (ZAP status 400)
-  uint64_t failed_handshakes() const;  // handshakes that failed before ZAP (plaintext peer, wrong server key)
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;  // null when the keys are empty
-};
+// A 40-character Z85 key as 32 bytes; false when it is not one.
+bool decode_curve_key(const std::string& z85, std::array<uint8_t, 32>& out);
 
 }  // namespace pshard::transport

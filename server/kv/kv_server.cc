@@ -18,6 +18,7 @@
 #include "common/protocol/request_check.h"
 #include "common/transport/bounds.h"
 #include "common/transport/frames.h"
+#include "common/transport/peer_auth.h"
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
@@ -107,7 +108,7 @@ struct KvServer::Impl {
   zmq::context_t ctx{
       KvServerOptions::resolve_io_threads(opt.io_threads, opt.num_workers, std::thread::hardware_concurrency())};
   zmq::socket_t router{ctx, zmq::socket_type::router};
-  std::unique_ptr<transport::CurveServer> curve;  // ZAP handler when security.curve is on
+  std::unique_ptr<transport::PeerAuthenticator> auth;  // peers authenticate in the handshake (peer_auth.h)
   std::string endpoint;
   transport::Wakeup wake;
   // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
@@ -159,7 +160,8 @@ struct KvServer::Impl {
     if (opt.update_threads < 0) opt.update_threads = 0;
     transport::bound_router(router, transport::data_max_frame_bytes(opt.slice_bytes));
     router.set(zmq::sockopt::linger, 0);
-    curve = std::make_unique<transport::CurveServer>(ctx, router, opt.curve, "server " + std::to_string(opt.rank));
+    auth = std::make_unique<transport::PeerAuthenticator>(ctx, router, opt.curve, opt.job_token,
+                                                          "server " + std::to_string(opt.rank));
     std::string bind = opt.bind;
     if (bind.size() > 2 && bind.compare(bind.size() - 2, 2, ":0") == 0) bind = bind.substr(0, bind.size() - 1) + "*";
     try {

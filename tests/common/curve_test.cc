@@ -20,6 +20,7 @@
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/transport/peer_auth.h"
 
 namespace pshard::transport {
 namespace {
@@ -154,9 +155,9 @@ TEST(CurveKeys, ConfigDecidesWhetherKeysAreNeededAndWhere) {
 // A ROUTER that echoes every message; `keys` empty: plaintext.
 class EchoServer {
  public:
-  explicit EchoServer(const CurveKeys& keys) : router_(ctx_, zmq::socket_type::router) {
+  explicit EchoServer(const CurveKeys& keys, const std::string& token = "") : router_(ctx_, zmq::socket_type::router) {
     router_.set(zmq::sockopt::linger, 0);
-    curve_ = std::make_unique<CurveServer>(ctx_, router_, keys, "echo server");
+    curve_ = std::make_unique<PeerAuthenticator>(ctx_, router_, keys, token, "echo server");
     router_.bind("tcp://127.0.0.1:*");
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] {
@@ -179,12 +180,12 @@ class EchoServer {
   }
   const std::string& endpoint() const { return endpoint_; }
   int received() const { return received_; }
-  const CurveServer& curve() const { return *curve_; }
+  const PeerAuthenticator& curve() const { return *curve_; }
 
  private:
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
-  std::unique_ptr<CurveServer> curve_;
+  std::unique_ptr<PeerAuthenticator> curve_;
   std::string endpoint_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -215,7 +216,81 @@ bool eventually(F f, milliseconds limit) {
   return true;
 }
 
-TEST(CurveServer, OnlyClientsWithTheJobsKeysGetThrough) {
+TEST(PeerAuthenticator, PlaintextJobsAdmitOnlyPeersWithTheJobToken) {
+  EchoServer server(CurveKeys{}, "job-token");
+  EXPECT_EQ(server.curve().mechanism(), Mechanism::kPlain);
+
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-token"); }, milliseconds(5000)));
+  EXPECT_EQ(server.received(), 1);
+  EXPECT_GE(server.curve().accepted(), 1u);
+
+  // No token (the NULL mechanism): the greeting already fails, nothing reaches the ROUTER.
+  EXPECT_FALSE(echoed(
+      server.endpoint(), [](zmq::socket_t&) {}, milliseconds(700)));
+  EXPECT_TRUE(eventually([&] { return server.curve().failed_handshakes() >= 1; }, milliseconds(2000)));
+
+  // Another job's token: ZAP refuses it.
+  EXPECT_FALSE(echoed(
+      server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-tokem"); }, milliseconds(700)));
+  EXPECT_TRUE(eventually([&] { return server.curve().refused() >= 1; }, milliseconds(2000)));
+  EXPECT_EQ(server.received(), 1);
+
+  // A token PLAIN cannot carry is an error at once, not a silent refusal later.
+  zmq::context_t ctx(1);
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  try {
+    apply_client_auth(d, {}, std::string(256, 't'));
+    ADD_FAILURE() << "a 256-byte token was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("256 bytes"), std::string::npos) << e.what();
+  }
+}
+
+// libzmq queues the frames of a message until its last one arrives. A peer without the token must not be able to
+// make the receiver hold frames marked "more to come": it never gets past the handshake, so none of them is read.
+// The refused client learns why from its HandshakeWatch.
+TEST(PeerAuthenticator, APeerWithoutTheTokenSendsNoFrameAndIsToldWhy) {
+  EchoServer server(CurveKeys{}, "job-token");
+  for (const std::string token : {"", "another-job"}) {
+    zmq::context_t ctx(1);
+    zmq::socket_t d(ctx, zmq::socket_type::dealer);
+    d.set(zmq::sockopt::linger, 0);
+    apply_client_auth(d, {}, token);
+    HandshakeWatch watch(ctx, d, job_mechanism({}, token));
+    d.connect(server.endpoint());
+    const std::string frame(size_t(1) << 20, 'm');
+    for (int i = 0; i < 16; ++i) d.send(zmq::buffer(frame), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    std::string why;
+    EXPECT_TRUE(eventually(
+        [&] {
+          why = watch.refusal();
+          return !why.empty();
+        },
+        milliseconds(5000)))
+        << "token '" << token << "'";
+    if (token.empty()) {
+      EXPECT_NE(why.find("another ZeroMQ security mechanism than NULL"), std::string::npos) << why;
+    } else {
+      EXPECT_NE(why.find("refused this process's job token"), std::string::npos) << why;
+      EXPECT_NE(why.find("PSHARD_JOB_TOKEN"), std::string::npos) << why;
+    }
+  }
+  EXPECT_EQ(server.received(), 0);
+  // The job's own peers are still served.
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-token"); }, milliseconds(5000)));
+}
+
+TEST(PeerAuthenticator, NoTokenAndNoKeysMeansNoAuthentication) {
+  EchoServer server(CurveKeys{}, "");
+  EXPECT_EQ(server.curve().mechanism(), Mechanism::kNull);
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [](zmq::socket_t&) {}, milliseconds(5000)));
+  EXPECT_EQ(server.curve().accepted(), 0u);
+}
+
+TEST(PeerAuthenticator, OnlyClientsWithTheJobsKeysGetThrough) {
   if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
   const CurveKeys job = generate_curve_keys();
   EchoServer server(job);
@@ -236,7 +311,7 @@ TEST(CurveServer, OnlyClientsWithTheJobsKeysGetThrough) {
   wrong_client.server_public = job.server_public;
   EXPECT_FALSE(echoed(
       server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, wrong_client); }, milliseconds(700)));
-  EXPECT_TRUE(eventually([&] { return server.curve().refused_keys() >= 1; }, milliseconds(2000)));
+  EXPECT_TRUE(eventually([&] { return server.curve().refused() >= 1; }, milliseconds(2000)));
 
   // The job's client keys but another server key: the server cannot decrypt the handshake.
   CurveKeys wrong_server = job;
@@ -340,7 +415,7 @@ std::string wire_bytes(const CurveKeys& keys, const std::string& secret) {
   return tap.captured();
 }
 
-TEST(CurveServer, MessagesAreNotPlaintextOnTheWire) {
+TEST(PeerAuthenticator, MessagesAreNotPlaintextOnTheWire) {
   if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";
   const std::string secret = "gradient-bytes-0123456789-visible-to-a-sniffer";
   // Plaintext: the tap sees the message (so the check below can fail).

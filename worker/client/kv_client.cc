@@ -20,6 +20,7 @@
 #include "common/transport/bounds.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
+#include "common/transport/peer_auth.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "common/util/tsan.h"
@@ -118,7 +119,7 @@ struct KvClient::Impl {
       sock.set(zmq::sockopt::sndhwm, 0);
       sock.set(zmq::sockopt::rcvhwm, 0);
       transport::bound_client(sock, transport::data_max_frame_bytes(opt.slice_bytes));
-      transport::apply_curve_client(sock, opt.curve);
+      transport::apply_client_auth(sock, opt.curve, opt.job_token);
       try {
         sock.connect(opt.servers[s]);
       } catch (const zmq::error_t& e) {

@@ -14,6 +14,7 @@
 #include "common/control/cluster_client.h"
 #include "common/control/coordinator.h"
 #include "common/transport/bounds.h"
+#include "common/transport/peer_auth.h"
 
 namespace pshard {
 namespace {
@@ -50,6 +51,7 @@ TEST(CoordinatorBadInput, GarbageFramesAreIgnoredAndTheJobStillRuns) {
   zmq::context_t ctx;
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::linger, 0);
+  transport::apply_client_auth(raw, {}, "token-A");  // a job member that sends garbage
   raw.connect(coord.endpoint());
   std::mt19937 rng(7);
   std::vector<std::string> garbage = {"", std::string(1, '\0'), std::string(8, '\xff'),
@@ -105,6 +107,7 @@ TEST(CoordinatorBadInput, OversizedFrameDisconnectsThePeerAndTheJobStillRuns) {
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::linger, 0);
   raw.set(zmq::sockopt::reconnect_ivl, 10000);
+  transport::apply_client_auth(raw, {}, "token-A");
   const std::string monitor_ep = "inproc://coordinator-bad-input-monitor";
   ASSERT_EQ(zmq_socket_monitor(raw.handle(), monitor_ep.c_str(), ZMQ_EVENT_DISCONNECTED), 0);
   zmq::socket_t mon(ctx, zmq::socket_type::pair);

@@ -10,6 +10,7 @@
 #include "common/protocol/codec.h"
 #include "common/transport/bounds.h"
 #include "common/transport/frames.h"
+#include "common/transport/peer_auth.h"
 #include "server/kv/kv_server.h"
 
 namespace pshard {
@@ -39,6 +40,7 @@ class KvBadInput : public ::testing::Test {
     server = std::make_unique<KvServer>(o);
     sock.set(zmq::sockopt::rcvtimeo, 5000);
     sock.set(zmq::sockopt::linger, 0);
+    transport::apply_client_auth(sock, {}, "secret");
     sock.connect(server->endpoint());
   }
 
@@ -318,7 +320,8 @@ TEST_F(KvBadInput, OversizedFrameDisconnectsThePeerAndTheServerGoesOnServing) {
   // A frame one byte over the data plane's limit (16 MiB at these 64-byte slices).
   zmq::socket_t attacker(ctx, zmq::socket_type::dealer);
   attacker.set(zmq::sockopt::linger, 0);
-  attacker.set(zmq::sockopt::reconnect_ivl, 10000);  // stays disconnected while we look
+  attacker.set(zmq::sockopt::reconnect_ivl, 10000);      // stays disconnected while we look
+  transport::apply_client_auth(attacker, {}, "secret");  // a job member: the frame limit holds for it too
   DisconnectWatch watch(ctx, attacker);
   attacker.connect(server->endpoint());
   std::string big(static_cast<size_t>(transport::data_max_frame_bytes(64)) + 1, 'x');
@@ -343,6 +346,7 @@ TEST_F(KvBadInput, RepliesToAPeerThatDoesNotReadAreDroppedAndCounted) {
   attacker.set(zmq::sockopt::rcvhwm, 1);
   attacker.set(zmq::sockopt::rcvbuf, 4096);
   attacker.set(zmq::sockopt::sndhwm, 0);
+  transport::apply_client_auth(attacker, {}, "secret");
   attacker.connect(server->endpoint());
   const uint64_t n = 100000;
   const std::string garbage(8, '\xff');
