@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Failure soak (issue 8): SIGKILL workers and servers at random times during sync training and check
+"""Failure soak: SIGKILL workers and servers at random times during sync training and check
 that no job hangs.
 
 Each trial starts `pshard launch` (2 servers x 3 workers, Fashion-MNIST MLP, sync), waits a random time

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Packs what the GPU machine needs to run pshard into the git-ignored folder .gpubundle/ (carry it):
+# Packs what the GPU machine needs to run pshard into the git-ignored folder .gpubundle/ (copy it there):
 # pshard-gpu.tar.xz holds a CUDA build of pshard (sm_80 + sm_90), every `gpu`-labelled test binary, every shared library they resolve
 # except glibc, libstdc++/libgcc_s and CUDA's own (the GPU machine has those, and cuBLASLt alone is 541 MB),
 # and the configs and scripts scripts/gpu-check.sh runs there; fashion-mnist/ beside it the four IDX files as they

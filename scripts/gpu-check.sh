@@ -1,11 +1,11 @@
 #!/bin/bash
-# Runs pshard's GPU checks on the GPU machine from the bundle scripts/gpu-bundle.sh made (.gpubundle/, carried).
+# Runs pshard's GPU checks on the GPU machine from the bundle scripts/gpu-bundle.sh made (.gpubundle/, copied along).
 # Every log, every run directory and one summary.json go to OUTDIR. Each step runs under its own timeout and all of
-# them within CHECK_BUDGET_S (470 s: the lease's 10-minute command limit leaves room for the start and a rerun).
+# them within CHECK_BUDGET_S (470 s: a 10-minute limit per command leaves room for the start and a rerun).
 #
 #   scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]      # BUNDLE_DIR: default .gpubundle
 #
-# On the device machine only 8 files (16 MiB each) come back from $OUT, so run it as
+# Where only 8 files (16 MiB each) come back from the GPU machine's output folder $OUT, run it as
 #   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; find /tmp/gc -size +4M -delete
 #   tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc        # (the runs' model.bin files would pass 16 MiB)
 #
@@ -124,7 +124,7 @@ step launch-2workers 240 "$B/bin/pshard" launch --servers 1 --workers 2 --timeou
   --set train.device=cuda --run-dir "$OUT/run-launch-2workers"
 
 # 4. PS overhead: 1 CUDA worker + 1 server against `pshard train` on the GPU, LeNet, 3 epochs each; and the same job
-# with bf16 gradients and weights on the wire (issue 14's compression).
+# with bf16 gradients and weights on the wire (the compression codecs).
 step overhead-train 60 "$B/bin/pshard" train "${LENET[@]}" --set train.epochs=3 --set train.device=cuda \
   --run-dir "$OUT/run-overhead-train"
 step overhead-1w1s 90 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 80 "${LENET[@]}" \
@@ -143,7 +143,7 @@ done
 step resnet20-b128-wgrad-cudnn 90 env PSHARD_BIN="$B/bin/pshard" python3 "$B/share/bench/resnet20_gpu_vs_pytorch.py" \
   --batch 128 --iters 100 --warmup 10 --json --cuda-wgrad cudnn --throughput-bin "$B/bin/models_cuda_throughput"
 
-# 6. Issue 13: a PyTorch model through pshard on CUDA with this machine's torch: examples/torch/cifar_resnet18.py
+# 6. The Python package: a PyTorch model through pshard on CUDA with this machine's torch: examples/torch/cifar_resnet18.py
 # (torchvision's ResNet-18, 11.2 M parameters), 1 server + 2 workers sharing the GPU, synthetic CIFAR-shaped images.
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PYENV=(env PYTHONPATH="$SRC/python" PSHARD_LIBRARY="$B/lib/libpshard_c.so" PSHARD_PYTHON="$(command -v python3)")

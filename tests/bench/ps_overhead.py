@@ -6,7 +6,7 @@ configs/fmnist_<model>.toml` (one process, optimizer in-process) and `pshard lau
 --config configs/fmnist_<model>_sync.toml` (the worker pushes each layer's gradients and pulls the weights
 through one server, which runs the optimizer), with the same batch, threads, epochs, data and seed, evaluation
 off. Both report `samples_per_s` = training samples / training seconds from the run's metrics.jsonl summary;
-ratio = launch / train (issue 5 target: >= 0.9). Also prints forward_s + backward_s and comm_wait_s of the distributed run
+ratio = launch / train (target: >= 0.9). Also prints forward_s + backward_s and comm_wait_s of the distributed run
 (where its time goes), the train loss of both (they match when both trained the same thing), and the 1-minute
 load average before each run (the machine may be shared). Reports only: exits 0 whatever the ratio, non-zero only
 when a run fails.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """pshard sync (W workers + S servers) against PyTorch DDP (gloo, W processes), side by side (bench label);
-with --python also pshard's Python path: the same MLP in PyTorch through pshard.torch (issue 13).
+with --python also pshard's Python path: the same MLP in PyTorch through pshard.torch.
 
 Both train the Fashion-MNIST MLP 784-256-128-10 with momentum SGD (0.9), cosine schedule, batch --batch per
 worker (global batch W x batch), --threads compute threads per process, --epochs epochs over the real training
@@ -12,8 +12,8 @@ set, evaluation off:
   python:  pshard launch ... -- python3 tests/bench/torch_mlp_worker.py (the DDP reference's model and batches in
            PyTorch, gradients and weights through pshard's servers with the same config)
 Each round runs every side, rotating which goes first; samples/s = training samples of all workers / training
-seconds (pshard: the run's metrics.jsonl summary; DDP: the slowest rank). ratio = pshard / DDP (issue 5 target:
->= 1.5); py/ddp = python / DDP (issue 13 target: >= 1.3) and py/c++ = python / pshard (target: >= 0.85). Every round is printed with the 1-minute load average before each run. Reports only: exits 0 whatever
+seconds (pshard: the run's metrics.jsonl summary; DDP: the slowest rank). ratio = pshard / DDP (target:
+>= 1.5); py/ddp = python / DDP (target: >= 1.3) and py/c++ = python / pshard (target: >= 0.85). Every round is printed with the 1-minute load average before each run. Reports only: exits 0 whatever
 the ratio, non-zero only when a run fails; skips the comparison with a message when PyTorch is missing.
 
   tests/bench/ps_vs_ddp.py --pshard build/bin/pshard --workers 2 --servers 1 --batch 64 --rounds 3

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a pshard.torch step's time goes beyond torch's own (bench label; issue 13's Python-path overhead).
+"""Where a pshard.torch step's time goes beyond torch's own (bench label; the Python path's overhead).
 
 Launches `pshard launch --servers 1 --workers W --config configs/fmnist_mlp_sync.toml -- python3 THIS --worker`;
 each worker times the bench MLP (784-256-128-10, batch --batch, contiguous slices of random data, one torch

@@ -3,7 +3,7 @@
 every step traced (the worst case), rounds alternating so that both see the same machine (bench label).
 
 Both report `samples_per_s` = training samples / training seconds from the run's metrics.jsonl summary;
-ratio = traced / off (issue 15 target: >= 0.95), and the CPU seconds of all the job's processes (less sensitive
+ratio = traced / off (target: >= 0.95), and the CPU seconds of all the job's processes (less sensitive
 than wall time to other jobs on a shared machine). Prints the 1-minute load average before each run (the machine
 may be shared). Reports only: exits 0 whatever the ratio, non-zero only when a run fails.
 

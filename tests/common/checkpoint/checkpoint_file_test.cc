@@ -220,7 +220,7 @@ TEST(CheckpointFile, PruneKeepsTheNewest) {
   fs::remove_all(dir);
 }
 
-// The case: run A (steps 500, 550, 600) left its files in the directory that run B (steps 50..300) uses.
+// The guarded case: run A (steps 500, 550, 600) left its files in the directory that run B (steps 50..300) uses.
 TEST(CheckpointFile, NewestCompleteStepOnlySeesTheRunsOwnFiles) {
   const std::string dir = fresh_dir("other-run");
   for (int64_t step : {500, 550, 600}) {

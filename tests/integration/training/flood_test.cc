@@ -35,7 +35,7 @@ using pshard::testing::read_file;
 using pshard::testing::source_dir;
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kMaxGrowthKiB = 64 * 1024;  // the bound
+constexpr int64_t kMaxGrowthKiB = 64 * 1024;  // the most a flood may grow a process's RSS
 constexpr size_t kMaxLogBytes = 64 * 1024;    // more than an unattacked run writes (about 24 KiB)
 constexpr int kGarbage = 20000;
 constexpr int kOversized = 20;
