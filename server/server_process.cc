@@ -165,7 +165,14 @@ int run_server_process(const ServerProcessOptions& o) {
     log::configure("server " + std::to_string(opt.rank), level);
     opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
-    opt.on_stall = [&cluster](const StallReport& r) { cluster.report(stall_event(r)); };
+    // A warning is a metrics event; stuck workers are the coordinator's to judge (the failure policy).
+    opt.on_stall = [&cluster](const StallReport& r) {
+      if (r.stuck) {
+        cluster.report_stuck(r.missing, r.why);
+      } else {
+        cluster.report(stall_event(r));
+      }
+    };
     const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) opt.tracer = std::make_shared<Tracer>(window, "server " + std::to_string(opt.rank));
     KvServer server(opt);

@@ -103,7 +103,9 @@ std::vector<ConfigKey> kSchema = {
      "on a dead worker: abort the job, or continue with the others"},
     {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
     {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
-    {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "", "timeout of a push/pull (ms)"},
+    {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "",
+     "timeout of a push/pull (ms); a worker that holds a sync step up (async: pushes nothing) for this less two "
+     "tenths, at most 10 s less, is stuck and treated as dead"},
     {"cluster.stall_warn_ms", T::kInt, "5000", 0, 86400000, "",
      "a sync step waiting this long names the workers it waits for (ms, 0 = never)"},
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",

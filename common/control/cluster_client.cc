@@ -35,9 +35,10 @@ namespace cc = control_codec;
 
 struct ClusterClient::Impl {
   struct Command {
-    enum class Kind { kBarrier, kReport, kLeave, kStop } kind;
-    std::string name;  // barrier name, report text, or a leave's reason
+    enum class Kind { kBarrier, kReport, kStuck, kLeave, kStop } kind;
+    std::string name;  // barrier name, report text, a stuck report's or a leave's reason
     int status = 0;
+    std::vector<uint32_t> workers;  // kStuck
   };
 
   Options opt;
@@ -288,6 +289,13 @@ struct ClusterClient::Impl {
           if (!sock.send(frame, zmq::send_flags::dontwait)) {  // never block the heartbeat thread
             PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
           }
+        } else if (c.kind == Command::Kind::kStuck) {
+          capnp::MallocMessageBuilder b;
+          auto stuck = b.initRoot<control::ControlMessage>().initStuck();
+          auto ranks = stuck.initWorkers(static_cast<unsigned>(c.workers.size()));
+          for (size_t i = 0; i < c.workers.size(); ++i) ranks.set(static_cast<unsigned>(i), c.workers[i]);
+          stuck.setReason(c.name.substr(0, 1024));
+          send(sock, b);
         } else {
           if (c.kind == Command::Kind::kLeave) {
             capnp::MallocMessageBuilder b;
@@ -374,7 +382,7 @@ struct ClusterClient::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (leave_requested) return;
       leave_requested = true;
-      commands.push_back(Command{kind, reason, status});
+      commands.push_back(Command{kind, reason, status, {}});
     }
     wake();
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
@@ -442,7 +450,7 @@ void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds t
   if (m.aborted) throw Error("barrier '" + name + "' on " + who + ": the job was aborted: " + m.abort_reason);
   if (m.leave_requested || m.thread_done) throw Error("barrier '" + name + "' on " + who + ": already left the job");
   const uint64_t generation = m.releases[name];
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0});
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}});
   lock.unlock();
   m.wake();
   lock.lock();
@@ -468,7 +476,16 @@ void ClusterClient::report(const Json& event) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;  // after leave() there is nobody to report to
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}});
+  }
+  impl_->wake();
+}
+
+void ClusterClient::report_stuck(const std::vector<uint32_t>& workers, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->leave_requested) return;
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kStuck, reason, 0, workers});
   }
   impl_->wake();
 }

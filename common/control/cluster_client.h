@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/control/cluster_map.h"
 #include "common/metrics/trace.h"
@@ -88,6 +89,13 @@ class ClusterClient {
   // "worker_epoch") to the coordinator, which writes the job's
   // metrics.jsonl. Does not block; ordered with barrier() and leave().
   void report(const Json& event);
+
+  // Servers: tells the coordinator that `workers` are stuck (alive, but holding the job up; `reason` is the server's
+  // account, quoted in what the coordinator says). The coordinator applies the failure policy to them as to dead
+  // workers. Does not block; ordered with report().
+  //
+  //   cluster.report_stuck({1}, "fc1.weight[slice 0]: the read for step 12 waited 6.4 s for the push of worker 1");
+  void report_stuck(const std::vector<uint32_t>& workers, const std::string& reason);
 
   // Tells the coordinator this node is done (exit status 0 = success; `reason`: the error that ended
   // it, quoted in the coordinator's abort) and stops heartbeats. Idempotent.

@@ -15,6 +15,7 @@
 #                               coordinator -> abort (a node died under policy abort, a server died,
 #                                              layout mismatch, rendezvous timeout, coordinator stopped)
 #   node -> report(json)        (metrics events; the coordinator writes DIR/metrics.jsonl)
+#   server -> stuck(workers)    coordinator -> nodeDead or abort (as for a dead worker), and abort to the stuck ones
 #   node -> leave(status)       coordinator -> shutdown (all workers left: servers finish and leave)
 #
 # Versioning: add fields at the end of a struct with the next ordinal and
@@ -118,6 +119,15 @@ struct Report {
   json @0 :Text;                # one JSON object with an "event" field
 }
 
+# server -> coordinator: workers that are alive (their heartbeats come) but hold the job up: a read at this server
+# waited most of cluster.request_timeout_ms for their pushes (sync, ssp), or they pushed nothing to it for that long
+# (async). The coordinator applies the failure policy to each as to a dead worker, and tells it to exit.
+struct Stuck {
+  workers @0 :List(UInt32);     # worker ranks
+  reason @1 :Text;              # the server's account, e.g. "fc1.weight[slice 0]: the read for step 12 waited 6.4 s
+                                # for the push of worker 1, which did not come"
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -132,5 +142,6 @@ struct ControlMessage {
     shutdown @8 :Shutdown;
     leave @9 :Leave;
     report @10 :Report;
+    stuck @11 :Stuck;
   }
 }

@@ -218,10 +218,10 @@ struct Coordinator::Impl {
     finish(0, result.reason);
   }
 
-  // A node died (silent, or left with a failure status): apply the failure policy.
-  void on_node_failed(Peer& p, const std::string& why) {
+  // A node died (silent, or left with a failure status) or is stuck (`verdict`): apply the failure policy.
+  void on_node_failed(Peer& p, const std::string& why, const char* verdict = "dead") {
     p.state = Peer::State::kDead;
-    std::string reason = cc::describe(p.info) + " is dead: " + why;
+    std::string reason = cc::describe(p.info) + " is " + verdict + ": " + why;
     if (phase == Phase::kShuttingDown) {
       PSHARD_LOG(kWarn) << reason << " (during shutdown)";
       maybe_finish_shutdown();
@@ -232,11 +232,42 @@ struct Coordinator::Impl {
       return;
     }
     PSHARD_LOG(kWarn) << reason << "; continuing with the other workers (cluster.failure_policy = continue)";
-    liveness.announce_dead(p, why);
+    liveness.announce_dead(p, std::string(verdict) == "dead" ? why : verdict + (": " + why));
     // The dead worker no longer holds up a barrier or an epoch line.
     barriers.release_complete();
     metrics.flush_epochs();
     maybe_shutdown();
+  }
+
+  // A server says that live workers hold the job up without pushing: each is treated as dead under the failure
+  // policy, and, since it is alive and would keep heartbeating, told to exit. A worker the coordinator already
+  // counts as dead or gone is not judged again.
+  void on_stuck(const Peer& server, control::Stuck::Reader stuck) {
+    if (server.info.role != NodeRole::kServer) {
+      PSHARD_LOG(kWarn) << "ignoring a stuck report from " << cc::describe(server.info) << ": only servers judge";
+      return;
+    }
+    if (phase != Phase::kRunning) return;
+    std::string said = std::string(stuck.getReason().cStr()).substr(0, 1024);
+    for (char& c : said) {
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    }
+    const std::string why = cc::describe(server.info) + " reports: " + said;
+    for (uint32_t rank : stuck.getWorkers()) {
+      if (phase != Phase::kRunning) return;  // an earlier rank's verdict ended the job
+      auto it = std::find_if(peers.begin(), peers.end(), [&](const auto& kv) {
+        return kv.second.info.role == NodeRole::kWorker && kv.second.info.rank == rank &&
+               kv.second.state == Peer::State::kLive;
+      });
+      if (it == peers.end()) continue;
+      Peer& w = it->second;
+      on_node_failed(w, why, "stuck");
+      const std::string told = phase == Phase::kDone ? result.reason
+                                                     : cc::describe(w.info) + " is stuck: " + why +
+                                                           "; the job goes on without it (cluster.failure_policy = "
+                                                           "continue)";
+      liveness.dismiss(w, told);
+    }
   }
 
   void on_leave(Peer& p, int status, const std::string& reason) {
@@ -293,6 +324,7 @@ struct Coordinator::Impl {
           break;
         }
         case control::ControlMessage::REPORT: metrics.on_report(p, root.getReport().getJson().cStr()); break;
+        case control::ControlMessage::STUCK: on_stuck(p, root.getStuck()); break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
                             << peer_name;

@@ -44,4 +44,13 @@ void Liveness::announce_dead(const Peer& dead, const std::string& why) {
   outbox_.broadcast(peers_, b, [](const Peer& q) { return q.state == Peer::State::kLive; });
 }
 
+void Liveness::dismiss(const Peer& stuck, const std::string& reason) {
+  capnp::MallocMessageBuilder b;
+  auto a = b.initRoot<control::ControlMessage>().initAbort();
+  a.setReason(reason);
+  a.setHasDeadNode(true);
+  control_codec::fill_node(stuck.info, a.initDeadNode());
+  outbox_.send(stuck.id, b);
+}
+
 }  // namespace pshard::coordinator_detail

@@ -33,6 +33,8 @@ class Liveness {
   std::optional<std::string> abort_reason(const Peer& dead, const std::string& reason) const;
   // Tells every live node that `dead` is gone (nodeDead, with `why`).
   void announce_dead(const Peer& dead, const std::string& why);
+  // Tells `stuck`, a worker declared dead while it still runs, to exit (an abort naming itself, with `reason`).
+  void dismiss(const Peer& stuck, const std::string& reason);
 
  private:
   const Coordinator::Options& opt_;

@@ -33,10 +33,24 @@ namespace pshard {
 using protocol::ErrorCode;
 using protocol::MessageType;
 
-// A worker's request times out request_timeout after it was sent; the server gives a waiting read up a tenth (at
-// most 5 s) earlier, so that its `stalled` error (naming the missing workers) arrives first.
+namespace {
+
+// A tenth of the workers' request timeout, at most 5 s: the room the server leaves before it.
+std::chrono::milliseconds stall_margin(std::chrono::milliseconds request_timeout) {
+  return std::min(request_timeout / 10, std::chrono::milliseconds(5000));
+}
+
+}  // namespace
+
+// A worker's request times out request_timeout after it was sent; the server gives a waiting read up one margin
+// earlier, so that its `stalled` error (naming the missing workers) arrives first; one more margin earlier, it
+// reports those workers stuck, so that the coordinator's verdict comes before either.
 std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeout) {
-  return request_timeout - std::min(request_timeout / 10, std::chrono::milliseconds(5000));
+  return request_timeout - stall_margin(request_timeout);
+}
+
+std::chrono::milliseconds stuck_after(std::chrono::milliseconds request_timeout) {
+  return request_timeout - 2 * stall_margin(request_timeout);
 }
 
 int KvServerOptions::resolve_io_threads(int io_threads, uint32_t num_workers, unsigned cores) {
@@ -65,7 +79,9 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
-  o.stall_give_up = give_up_before(std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms")));
+  const std::chrono::milliseconds request_timeout(cfg.get_int("cluster.request_timeout_ms"));
+  o.stall_stuck = stuck_after(request_timeout);
+  o.stall_give_up = give_up_before(request_timeout);
   if ((o.checkpoint_every_steps > 0 || cfg.get_double("checkpoint.every_seconds") > 0) && o.mode != Consistency::kBsp) {
     throw Error(
         "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
@@ -114,7 +130,9 @@ struct KvServer::Impl {
   // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
   // queue's mutex orders it for the update threads).
   SliceStore store{opt, opt.update_threads};
-  StallWatch stalls{opt.rank, opt.stall_warn, opt.stall_give_up, opt.on_stall};
+  StallWatch stalls{opt.rank, opt.stall_warn, opt.stall_stuck, opt.stall_give_up, opt.on_stall};
+  // Async reads never wait: the watch keeps each worker's last push instead (a server without slices gets none).
+  const bool watch_pushes = opt.mode == Consistency::kAsp;
   std::deque<std::vector<zmq::message_t>> deferred;  // requests that came before the first init
   std::deque<std::vector<zmq::message_t>> held_after_init;
   std::vector<float> inline_scratch;  // the socket thread's, for unaligned payloads
@@ -240,6 +258,9 @@ struct KvServer::Impl {
       refusals.flush();
       if (stall_tick.due()) {
         for (RequestPtr& r : check_stalls(-1, io_dead)) reply(*r);
+        if (watch_pushes && store.installed() && store.local_slices() > 0) {
+          stalls.check_pushes(std::chrono::steady_clock::now(), io_dead);
+        }
       }
     }
   }
@@ -440,6 +461,9 @@ struct KvServer::Impl {
       send_error(frames[0], address, m.request_id, ErrorCode::WORKER_DEAD,
                  "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
       return;
+    }
+    if (watch_pushes && (m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL)) {
+      stalls.pushed(m.sender_rank, std::chrono::steady_clock::now());
     }
     auto req = std::make_shared<Request>();
     req->identity = std::move(frames[0]);

@@ -46,9 +46,13 @@ struct KvServerOptions {
   uint64_t inline_slice_bytes = 64u << 10;  // slices up to this size are updated on the socket thread (latency)
   // A read waiting this long is reported (log and on_stall: which workers have not pushed); 0: never.
   std::chrono::milliseconds stall_warn{5000};  // cluster.stall_warn_ms
+  // A read waiting this long reports the workers it waits for as stuck (on_stall with StallReport::stuck), and so
+  // does, in async mode, a worker that pushed nothing for this long; 0: never. Less than stall_give_up, so that the
+  // coordinator's verdict (the stuck workers removed, or the job aborted naming them) comes first.
+  std::chrono::milliseconds stall_stuck{50000};
   // A read waiting this long is answered with a `stalled` error naming those workers; a little less than the
   // workers' cluster.request_timeout_ms, so that their error names the missing worker, not this server.
-  std::chrono::milliseconds stall_give_up{54000};
+  std::chrono::milliseconds stall_give_up{55000};
   std::function<void(const StallReport&)> on_stall;  // called on any of the server's threads; keep it short
   // Checkpoints (sync mode only): every slice's state is copied when it reaches a version that is a
   // multiple of checkpoint_every_steps; once all of this server's slices are copied, a writer thread
@@ -80,6 +84,9 @@ struct KvServerOptions {
 // How long a server lets a read wait before it gives up (KvServerOptions::stall_give_up) when the workers' requests
 // time out after `request_timeout`.
 std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeout);
+// How long a read waits, or an async worker goes without a push, before the server reports the workers it waits for
+// as stuck (KvServerOptions::stall_stuck): one margin before give_up_before().
+std::chrono::milliseconds stuck_after(std::chrono::milliseconds request_timeout);
 
 struct KvServerStats {
   uint64_t requests = 0;         // messages received

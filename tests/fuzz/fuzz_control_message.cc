@@ -73,6 +73,12 @@ void read_all(control::ControlMessage::Reader root) {
       if (kind == "worker_epoch") (void)WorkerEpochReport::from_json(event);
       break;
     }
+    case control::ControlMessage::STUCK: {
+      auto st = root.getStuck();
+      for (uint32_t w : st.getWorkers()) (void)std::to_string(w);
+      (void)std::string(st.getReason().cStr());
+      break;
+    }
     default: break;  // an unknown union member (a newer peer): logged and ignored
   }
 }

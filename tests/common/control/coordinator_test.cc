@@ -404,6 +404,109 @@ TEST(Coordinator, SilentWorkerUnderPolicyContinueIsReportedAndTheJobGoesOn) {
   EXPECT_EQ(r->exit_code, 0) << r->reason;
 }
 
+// What a server says of a worker that holds a step up while its heartbeats go on (server/kv/stall_watch.h).
+const char* const kStuckAccount =
+    "fc1.weight[slice 0]: the read for step 3 waited 6.4 s for the push of worker 1, which did not come";
+
+// A worker alive (heartbeating) but reported stuck by a server, under policy continue: it is the one removed (the
+// others hear it is dead, it is told to exit), the worker that waited for it is not, and the job ends normally.
+TEST(Coordinator, AWorkerAServerReportsStuckIsRemovedUnderPolicyContinue) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog logs[3];
+  for (int i = 0; i < 3; ++i) logs[i].attach(*nodes[i]);
+  // Longer than the heartbeat timeout (400 ms): only the server's report can find worker 1.
+  std::this_thread::sleep_for(milliseconds(600));
+  nodes[0]->report_stuck({1}, kStuckAccount);
+  for (int i = 0; i < 2; ++i) {
+    ClusterEvent e;
+    ASSERT_TRUE(logs[i].wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e)) << "node " << i;
+    EXPECT_EQ(e.node.role, NodeRole::kWorker);
+    EXPECT_EQ(e.node.rank, 1u);
+    EXPECT_EQ(e.reason.rfind("worker 1 (host ", 0), 0u) << e.reason;
+    EXPECT_NE(e.reason.find(") is dead: stuck: server 0 (host "), std::string::npos) << e.reason;
+    EXPECT_NE(e.reason.find(std::string("reports: ") + kStuckAccount), std::string::npos) << e.reason;
+    EXPECT_FALSE(nodes[i]->stopping());
+  }
+  ClusterEvent told;
+  ASSERT_TRUE(logs[2].wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &told));
+  EXPECT_EQ(told.node.rank, 1u);
+  EXPECT_NE(told.reason.find("worker 1 (host "), std::string::npos) << told.reason;
+  EXPECT_NE(told.reason.find(") is stuck: server 0 (host "), std::string::npos) << told.reason;
+  EXPECT_NE(told.reason.find("the job goes on without it"), std::string::npos) << told.reason;
+  // Nobody heard of worker 0's death: it leaves normally, and the job ends with it.
+  std::this_thread::sleep_for(milliseconds(200));
+  {
+    std::lock_guard<std::mutex> lock(logs[0].mu);
+    for (const ClusterEvent& e : logs[0].events) {
+      EXPECT_FALSE(e.kind == ClusterEvent::Kind::kNodeDead && e.node.rank == 0) << e.reason;
+    }
+  }
+  nodes[1]->leave(0);
+  ClusterEvent e;
+  ASSERT_TRUE(logs[0].wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("1 of 2 workers left successfully"), std::string::npos) << e.reason;
+  nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+// Under policy abort, the job ends naming the stuck worker (not the one that waited for it) and quoting the server.
+TEST(Coordinator, AWorkerAServerReportsStuckEndsTheJobNamingItUnderPolicyAbort) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kAbort;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog logs[3];
+  for (int i = 0; i < 3; ++i) logs[i].attach(*nodes[i]);
+  nodes[0]->report_stuck({1}, kStuckAccount);
+  for (int i = 0; i < 3; ++i) {  // the stuck worker too: it is alive and would go on otherwise
+    ClusterEvent e;
+    ASSERT_TRUE(logs[i].wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e)) << "node " << i;
+    EXPECT_EQ(e.node.role, NodeRole::kWorker);
+    EXPECT_EQ(e.node.rank, 1u);
+    EXPECT_EQ(e.reason.rfind("worker 1 (host ", 0), 0u) << e.reason;
+    EXPECT_NE(e.reason.find(std::string(") is stuck: server 0 (host ")), std::string::npos) << e.reason;
+    EXPECT_NE(e.reason.find(std::string("reports: ") + kStuckAccount + " (cluster.failure_policy = abort)"),
+              std::string::npos)
+        << e.reason;
+  }
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_EQ(r->reason.rfind("worker 1 (host ", 0), 0u) << r->reason;
+  EXPECT_EQ(r->reason.find("worker 0"), std::string::npos) << r->reason;
+}
+
+// Only servers judge: a worker's report of another is ignored, and the job goes on.
+TEST(Coordinator, AStuckReportFromAWorkerIsIgnored) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kAbort;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[2]);
+  nodes[1]->report_stuck({1}, kStuckAccount);
+  ClusterEvent e;
+  EXPECT_FALSE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(600), &e)) << e.reason;
+  end_job(nodes, 1);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
 TEST(Coordinator, AllWorkersLeavingShutsTheJobDownCleanly) {
   Coordinator coord(coord_options(2, 1));
   coord.start();

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "tests/support/run_helpers.h"
@@ -117,8 +118,9 @@ TEST(WorkerFailure, AbortPolicyEndsTheJobNamingTheDeadWorker) {
 }
 
 // A worker that stops pushing while its process lives on (here: SIGSTOPped, with a heartbeat timeout longer than the
-// request timeout, so nobody declares it dead): the server and the coordinator name it within cluster.stall_warn_ms,
-// and the job fails naming it, not blaming the healthy server the others wait at.
+// request timeout, so its heartbeats cannot find it): the server and the coordinator name it within
+// cluster.stall_warn_ms, the server reports it stuck, and the job fails naming it, neither blaming the healthy server
+// the others wait at nor declaring the worker that waited dead.
 TEST(WorkerFailure, AWorkerThatStopsPushingIsNamedByTheServerTheCoordinatorAndTheFailure) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
   const std::string dir = fresh_dir("stall");
@@ -156,6 +158,10 @@ TEST(WorkerFailure, AWorkerThatStopsPushingIsNamedByTheServerTheCoordinatorAndTh
   ASSERT_NE(failed, std::string::npos) << log;
   const std::string headline = log.substr(failed, log.find('\n', failed) - failed);
   EXPECT_NE(headline.find("the push of worker 1"), std::string::npos) << headline << "\n" << log;
+  EXPECT_TRUE(std::regex_search(headline, std::regex(R"(worker 1 \(host [^)]*\) is stuck: server 0 \(host )")))
+      << headline << "\n"
+      << log;
+  EXPECT_FALSE(std::regex_search(log, std::regex(R"(worker 0 \(host [^)]*\) is dead)"))) << log;
   EXPECT_EQ(log.find("did not answer"), std::string::npos) << log;
   pshard::testing::remove_dir_if_passed(dir);
 }

@@ -2,6 +2,7 @@
 // SSP blocks a worker exactly when it is staleness+1 clocks ahead, BSP continues without a dead worker, timeouts.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -459,6 +460,112 @@ TEST(KvConsistency, APullOfATensorNeverInitialisedNamesWorkerZero) {
   ASSERT_FALSE(reports.empty());
   EXPECT_TRUE(reports[0].initial_weights);
   EXPECT_EQ(reports[0].missing, std::vector<uint32_t>({0}));
+}
+
+// A step that waits stall_stuck for a worker's push reports that worker stuck, once for the step, whichever threads
+// own the waiting slices. Removing it, as the coordinator's verdict under failure policy continue does, closes the
+// step: the healthy workers' reads are answered, before any would be given up.
+TEST(KvConsistency, AStepWaitingForAStuckWorkerNamesItAndClosesOnceItIsRemoved) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 0.5f, 64);
+  o.update_threads = 1;
+  o.inline_slice_bytes = 64;  // fc1.weight's slices on the socket thread, fc1.bias's on the update thread
+  o.stall_warn = std::chrono::milliseconds(0);
+  o.stall_stuck = std::chrono::milliseconds(400);
+  o.stall_give_up = std::chrono::milliseconds(4000);
+  std::mutex mu;
+  std::vector<StallReport> reports;
+  std::atomic<KvServer*> server{nullptr};
+  o.on_stall = [&](const StallReport& r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      reports.push_back(r);
+    }
+    if (r.stuck) {
+      for (uint32_t w : r.missing) server.load()->mark_worker_dead(w);
+    }
+  };
+  Job job(1, 3, o);
+  server = job.servers[0].get();
+  const std::vector<TensorSpec> tensors = {{"fc1.weight", 16}, {"fc1.bias", 40}};
+  KvClientOptions c0 = job.client(0, tensors), c2 = job.client(2, tensors);
+  c0.request_timeout = c2.request_timeout = std::chrono::milliseconds(5000);
+  KvClient w0(c0), w2(c2);
+  std::vector<float> a(16, 0.5f), b(40, 0.25f), g0(40, 1.0f), g2(40, 3.0f);
+  w0.wait(w0.init("fc1.weight", a.data(), a.size()));
+  w0.wait(w0.init("fc1.bias", b.data(), b.size()));
+  // Workers 0 and 2 push step 0 of both tensors; worker 1 never does.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> a0(a), b0(b), a2(a), b2(b);
+  const std::vector<std::pair<KvClient*, KvClient::Handle>> handles = {
+      {&w0, w0.zpush_pull("fc1.weight", g0.data(), a0.data(), a0.size(), 0)},
+      {&w0, w0.zpush_pull("fc1.bias", g0.data(), b0.data(), b0.size(), 0)},
+      {&w2, w2.zpush_pull("fc1.weight", g2.data(), a2.data(), a2.size(), 0)},
+      {&w2, w2.zpush_pull("fc1.bias", g2.data(), b2.data(), b2.size(), 0)}};
+  for (const auto& [kv, h] : handles) EXPECT_NO_THROW(kv->wait(h));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(380));
+  EXPECT_LT(waited, std::chrono::milliseconds(3000));  // well before the reads would be given up
+  // The step closed with the two contributions: w - lr * mean(g0, g2) = w - 0.5 * 2.
+  for (float v : a0) EXPECT_FLOAT_EQ(v, 0.5f - 1.0f);
+  for (float v : b2) EXPECT_FLOAT_EQ(v, 0.25f - 1.0f);
+  EXPECT_EQ(a0, a2);
+  EXPECT_EQ(b0, b2);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(reports.size(), 1u);  // no warnings (stall_warn 0), one verdict for the step
+  EXPECT_TRUE(reports[0].stuck);
+  EXPECT_EQ(reports[0].step, 1);
+  EXPECT_EQ(reports[0].missing, std::vector<uint32_t>({1}));
+  EXPECT_NE(reports[0].why.find(": the read for step 1 waited "), std::string::npos) << reports[0].why;
+  EXPECT_NE(reports[0].why.find(" for the push of worker 1, which did not come"), std::string::npos) << reports[0].why;
+}
+
+// Async reads never wait, so a worker that stops pushing holds nobody up but the job's end: the server reports it
+// stuck once it pushed nothing for stall_stuck (once, and again only after it pushed since), never the worker that
+// keeps pushing.
+TEST(KvConsistency, AnAsyncWorkerThatStopsPushingIsReportedStuck) {
+  KvServerOptions o = options(Consistency::kAsp, "sgd", 0.1f, 64);
+  o.stall_stuck = std::chrono::milliseconds(400);
+  std::mutex mu;
+  std::vector<StallReport> reports;
+  o.on_stall = [&](const StallReport& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back(r);
+  };
+  Job job(1, 2, o);
+  const std::vector<TensorSpec> tensors = {{"w", 16}};
+  KvClient w0(job.client(0, tensors)), w1(job.client(1, tensors));
+  std::vector<float> w(16, 1.0f), g(16, 0.5f);
+  w0.wait(w0.init("w", w.data(), w.size()));
+  w1.wait(w1.push("w", g.data(), g.size(), 0));
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return reports.size();
+  };
+  // Worker 0 pushes every 50 ms; worker 1 pushed once. It is reported once, however long it stays silent.
+  auto push_for = [&](std::chrono::milliseconds how_long, int64_t step) {
+    const auto end = std::chrono::steady_clock::now() + how_long;
+    for (; std::chrono::steady_clock::now() < end; ++step) {
+      w0.wait(w0.push("w", g.data(), g.size(), step));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return step;
+  };
+  int64_t step = push_for(std::chrono::milliseconds(1200), 0);
+  ASSERT_EQ(count(), 1u);
+  // Once it pushes again its clock starts over.
+  w1.wait(w1.push("w", g.data(), g.size(), 1));
+  push_for(std::chrono::milliseconds(200), step);
+  EXPECT_EQ(count(), 1u);
+  push_for(std::chrono::milliseconds(700), step);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(reports.size(), 2u);
+  for (const StallReport& r : reports) {
+    EXPECT_TRUE(r.stuck);
+    EXPECT_EQ(r.step, -1);
+    EXPECT_EQ(r.missing, std::vector<uint32_t>({1}));
+    EXPECT_GE(r.waited_s, 0.4);
+    EXPECT_EQ(r.why.rfind("no push from worker 1 for ", 0), 0u) << r.why;
+  }
 }
 
 TEST(KvConsistency, WrongSizesAndUnknownTensorsAreCallerErrors) {
