@@ -206,7 +206,9 @@ int run_server_process(const ServerProcessOptions& o) {
     server.stop();
     const KvServerStats st = server.stats();
     PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
-                      << " updates, " << st.errors << " refused";
+                      << " updates, " << st.errors << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/"
+                      << st.bytes_sent / 1e6 << " by TCP, " << st.shm_bytes_received / 1e6 << "/"
+                      << st.shm_bytes_sent / 1e6 << " by shared memory";
     cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
     if (opt.tracer)
       write_trace_file(*opt.tracer, o.run_dir, "server-" + std::to_string(opt.rank), cluster.clock_offset());

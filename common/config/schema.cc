@@ -128,6 +128,9 @@ std::vector<ConfigKey> kSchema = {
      "tensors smaller than this (bytes) are pushed and pulled as float32"},
     {"cluster.pull_precision", T::kString, "fp32", 0, 0, "fp32|fp16|bf16",
      "encoding of pulled weights (servers keep float32 master weights)"},
+    {"cluster.transport", T::kString, "auto", 0, 0, "auto|tcp|shm",
+     "how payloads move between a worker and a server on the same host: shared memory (shm; ZeroMQ keeps the "
+     "headers), TCP, or auto: shared memory where the server is on this host, else TCP (docs/PROTOCOL.md)"},
 
     {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
      "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},

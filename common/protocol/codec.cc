@@ -131,6 +131,7 @@ std::string encode_header(const Message& msg) {
   h.setRunTotalSteps(msg.run_total_steps);
   h.setCheckpoint(msg.checkpoint);
   h.setPullEncoding(msg.pull_encoding);
+  h.setSharedMemory(msg.shared_memory);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -177,6 +178,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.run_total_steps = h.getRunTotalSteps();
     m.checkpoint = h.getCheckpoint();
     m.pull_encoding = h.getPullEncoding();
+    m.shared_memory = h.getSharedMemory();
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();
@@ -200,7 +202,32 @@ Decoded decode(const FrameView* frames, size_t count) {
                 "unknown message type " + std::to_string(static_cast<unsigned>(m.type)));
   }
   const size_t payloads = count - 1;
-  if (carries_payloads(m.type)) {
+  if (m.shared_memory) {
+    const bool allowed = m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL ||
+                         m.type == MessageType::PULL || m.type == MessageType::JOIN || m.type == MessageType::WEIGHTS;
+    if (!allowed) {
+      return fail(std::move(d), ErrorCode::BAD_HEADER,
+                  std::string(type_name(m.type)) + " cannot have its payloads in shared memory");
+    }
+    if (payloads != 0) {
+      return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT,
+                  std::string(type_name(m.type)) + " with its payloads in shared memory carries " +
+                      std::to_string(payloads) + " payload frames");
+    }
+    if (m.keys.empty()) {
+      return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, std::string(type_name(m.type)) + " lists no keys");
+    }
+    for (size_t i = 0; i < m.keys.size(); ++i) {
+      if (m.keys[i].encoding != Encoding::NONE) {
+        return fail(std::move(d), ErrorCode::BAD_ENCODING,
+                    key_name(i, m.keys[i]) + ": shared memory holds float32 only (encoding none)");
+      }
+    }
+    if (m.pull_encoding != Encoding::NONE) {
+      return fail(std::move(d), ErrorCode::BAD_ENCODING,
+                  "shared memory holds float32 weights only (pull encoding none)");
+    }
+  } else if (carries_payloads(m.type)) {
     if (m.keys.empty()) {
       return fail(std::move(d), ErrorCode::WRONG_PAYLOAD_COUNT, std::string(type_name(m.type)) + " lists no keys");
     }
@@ -231,12 +258,13 @@ Decoded decode(const FrameView* frames, size_t count) {
           std::move(d), ErrorCode::BAD_ENCODING,
           key_name(i, k) + ": encoding " + encoding_text(k.encoding) + " is not allowed in " + type_name(m.type));
     }
-    if (carries_payloads(m.type) && k.encoding == Encoding::NONE && frames[i + 1].size != k.length * sizeof(float)) {
+    if (carries_payloads(m.type) && !m.shared_memory && k.encoding == Encoding::NONE &&
+        frames[i + 1].size != k.length * sizeof(float)) {
       return fail(std::move(d), ErrorCode::WRONG_LENGTH,
                   key_name(i, k) + ": payload frame has " + std::to_string(frames[i + 1].size) + " bytes, expected " +
                       std::to_string(k.length * sizeof(float)) + " (" + std::to_string(k.length) + " float32)");
     }
-    if (carries_payloads(m.type) && k.encoding != Encoding::NONE) {
+    if (carries_payloads(m.type) && !m.shared_memory && k.encoding != Encoding::NONE) {
       const compression::CheckResult c =
           compression::check_encoded(k.encoding, frames[i + 1].data, frames[i + 1].size, k.length);
       if (!c.ok()) {

@@ -50,6 +50,7 @@ struct Message {
   int64_t run_total_steps = 0;              // init only: 0 = unknown
   bool checkpoint = false;                  // push/pushPull: checkpoint the keys at step boundary step + 1
   Encoding pull_encoding = Encoding::NONE;  // pull/pushPull/join: how the reply encodes the weights
+  bool shared_memory = false;               // payloads in shared memory, not in frames (sharedMemory)
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only
   ErrorCode error_code = ErrorCode::NONE;
@@ -75,7 +76,8 @@ constexpr size_t kMaxHeaderBytes = size_t(16) << 20;
 std::string encode_header(const Message& msg);
 
 // Decodes frames[0] as a Header and checks the structure, without copying payloads:
-// a known type, a payload count that matches the keys (0 for pull/ack/error/ping/...), float32
+// a known type, a payload count that matches the keys (0 for pull/ack/error/ping/..., and for messages whose
+// payloads are in shared memory: push, pushPull and weights with encoding none only), float32
 // keys with length > 0 whose frames are valid encodings of `length` values (length * 4 bytes for
 // encoding none; any codec for push/pushPull, none/fp16/bf16 for weights, none for everything
 // else; sparse indices in range and increasing), a pull encoding of none/fp16/bf16 on reads and

@@ -126,4 +126,9 @@ struct Header {
                                 # closes, i.e. at step boundary `step` + 1 (worker 0 sets it: checkpoint.every_seconds)
   pullEncoding @15 :Encoding;   # pull/pushPull/join: the encoding of the weights in the reply (none, fp16 or bf16;
                                 # cluster.pull_precision); none in every other message
+  sharedMemory @16 :Bool;       # the payloads are in shared memory, not in frames (cluster.transport; a worker and a
+                                # server on one host that exchanged segments): push/pushPull carry no payload frames,
+                                # each key's float32 gradient is in the sender's push segment at the key's slot;
+                                # pull/pushPull/join ask for the reply the same way; a weights reply with it carries
+                                # no payload frames, each key's weights are in the server's weights segment
 }

@@ -47,6 +47,7 @@ bool may_change_on_resume(const std::string& key) {
       "cluster.rendezvous_timeout_ms",
       "cluster.server_threads",
       "cluster.server_io_threads",
+      "cluster.transport",
       "cluster.server_failure_policy",
       "cluster.max_restarts",
       "cluster.restart_workers",

@@ -26,6 +26,7 @@
 #include "server/checkpoint/checkpointer.h"
 #include "server/consistency/consistency_policy.h"
 #include "server/kv/request.h"
+#include "server/kv/shm_host.h"
 #include "server/kv/slice_store.h"
 
 namespace pshard {
@@ -67,6 +68,7 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
   o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
   o.io_threads = static_cast<int>(cfg.get_int("cluster.server_io_threads"));
+  o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
   optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
@@ -125,6 +127,7 @@ struct KvServer::Impl {
       KvServerOptions::resolve_io_threads(opt.io_threads, opt.num_workers, std::thread::hardware_concurrency())};
   zmq::socket_t router{ctx, zmq::socket_type::router};
   std::unique_ptr<transport::PeerAuthenticator> auth;  // peers authenticate in the handshake (peer_auth.h)
+  std::unique_ptr<ShmHost> shm;  // shared memory with the workers on this host (null: cluster.transport = tcp)
   std::string endpoint;
   transport::Wakeup wake;
   // Installed by the socket thread when the first init arrives, before any task for a slice is queued (the
@@ -154,9 +157,10 @@ struct KvServer::Impl {
   std::once_flag stop_once;
 
   std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_dropped{0};
-  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};          // every thread's, from its start to its end
-  std::chrono::steady_clock::time_point started;                         // when the threads started
-  std::atomic<int64_t> stopped_after_ns{-1};                             // wall time at stop(); -1 while running
+  std::atomic<uint64_t> shm_bytes_in{0}, shm_bytes_out{0};       // payload bytes that went through shared memory
+  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};  // every thread's, from its start to its end
+  std::chrono::steady_clock::time_point started;                 // when the threads started
+  std::atomic<int64_t> stopped_after_ns{-1};                     // wall time at stop(); -1 while running
   transport::RefusalLog refusals{"server " + std::to_string(opt.rank)};  // the socket thread's
 
   // With a run directory. Only BSP closes steps, so only a sync run writes checkpoints (from_config refuses a
@@ -188,10 +192,19 @@ struct KvServer::Impl {
       throw Error("server " + std::to_string(opt.rank) + ": cannot bind " + opt.bind + ": " + e.what());
     }
     endpoint = router.get(zmq::sockopt::last_endpoint);
+    if (opt.transport != transport::PayloadTransport::kTcp) {
+      try {
+        shm = std::make_unique<ShmHost>(opt.rank, opt.num_workers, opt.job_token, endpoint);
+      } catch (const Error& e) {
+        if (opt.transport == transport::PayloadTransport::kShm) throw;
+        PSHARD_LOG(kWarn) << e.what() << "; payloads go over TCP";
+      }
+    }
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     for (int i = 0; i < opt.update_threads; ++i) queues.push_back(std::make_unique<TaskQueue>());
     if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store);
+    if (shm && store.layout()) shm->install(*store.layout());
     if (!opt.checkpoint_dir.empty()) {
       checkpointer = std::make_unique<Checkpointer>(opt, store);
       store.on_step_closed = [this](const Slice& s, bool asked) { checkpointer->step_closed(s, asked); };
@@ -378,13 +391,17 @@ struct KvServer::Impl {
     m.type = weights ? MessageType::WEIGHTS : MessageType::ACK;
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
-    if (weights) {
+    m.shared_memory = weights && r.msg.shared_memory;
+    if (m.shared_memory) {
+      m.keys = r.msg.keys;
+      for (const protocol::KeyRef& k : m.keys) shm_bytes_out += k.length * sizeof(float);
+    } else if (weights) {
       m.keys = r.msg.keys;
       // answer() encoded every key's weights as the request asked (pullEncoding).
       for (protocol::KeyRef& k : m.keys) k.encoding = r.msg.pull_encoding;
     }
     out.push_back(transport::copy_frame(protocol::encode_header(m)));
-    if (weights) {
+    if (weights && !m.shared_memory) {
       for (auto& p : r.replies) {
         bytes_out += p.size();
         out.push_back(std::move(p));
@@ -417,6 +434,7 @@ struct KvServer::Impl {
           send_error(frames[0], address, m.request_id, code, why, what);
           return;
         }
+        if (shm) shm->install(*store.layout());
         held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
       }
     }
@@ -476,6 +494,13 @@ struct KvServer::Impl {
     }
     m.payloads.clear();  // views into moved frames; use req->payloads
     req->msg = std::move(m);
+    if (req->msg.shared_memory) {
+      std::string why;
+      if (!shared_memory_payloads(*req, why)) {
+        send_error(req->identity, address, req->msg.request_id, ErrorCode::BAD_HEADER, why, what);
+        return;
+      }
+    }
     req->replies.resize(req->msg.keys.size());
     req->remaining = static_cast<int>(req->msg.keys.size());
     if (traced(req->msg)) {
@@ -499,6 +524,50 @@ struct KvServer::Impl {
     if (finished) reply(*req);
   }
 
+  // A push slot of a worker's segment, held by the payload frame that points into it.
+  struct PushSlotHold {
+    std::shared_ptr<transport::SharedSegment> segment;
+    transport::SlotHead* head;
+  };
+  // The server has used the gradient: the worker may write the slot again.
+  static void release_push_slot(void*, void* hint) {
+    auto* hold = static_cast<PushSlotHold*>(hint);
+    hold->head->busy.store(0, std::memory_order_release);
+    delete hold;
+  }
+
+  // A request whose payloads are in shared memory: a push's payloads become frames that point into the sender's push
+  // segment (no copy); a read needs nothing here (answer() publishes the weights). False with `why` when this
+  // server shares no memory with the sender.
+  bool shared_memory_payloads(Request& req, std::string& why) {
+    const uint32_t rank = req.msg.sender_rank;
+    if (!shm) {
+      why = "this server shares no memory with its workers (cluster.transport = tcp, or its channel failed)";
+      return false;
+    }
+    if (req.msg.type != MessageType::PUSH && req.msg.type != MessageType::PUSH_PULL) return true;
+    std::shared_ptr<transport::SharedSegment> segment = shm->push_segment(rank);
+    if (!segment) {
+      why = "worker " + std::to_string(rank) + " has no push segment on this server";
+      return false;
+    }
+    req.payloads.clear();
+    for (size_t k = 0; k < req.slice_ids.size(); ++k) {
+      transport::SlotHead* head = shm->table().head(segment->data(), req.slice_ids[k]);
+      if (head == nullptr) {
+        why = "slice " + std::to_string(req.slice_ids[k]) + " has no slot in worker " + std::to_string(rank) +
+              "'s push segment";
+        req.payloads.clear();
+        return false;
+      }
+      const size_t bytes = req.msg.keys[k].length * sizeof(float);
+      shm_bytes_in += bytes;
+      req.payloads.push_back(std::make_shared<zmq::message_t>(transport::SlotTable::values(head), bytes,
+                                                              &release_push_slot, new PushSlotHold{segment, head}));
+    }
+    return true;
+  }
+
   static std::string peer(const zmq::message_t& identity) {
     static const char* hex = "0123456789abcdef";
     std::string s = "routing id ";
@@ -514,6 +583,7 @@ struct KvServer::Impl {
     if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
     io_rejoined[rank] = 0;
+    if (shm) shm->forget(rank);
     PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     for (auto& q : queues) q->put(Task{Task::kWorkerDead, nullptr, 0, rank});
     if (!store.layout()) return;
@@ -533,6 +603,10 @@ struct KvServer::Impl {
   // The weights as the reader asked for them, zero-copy: float32, else encoded (cluster.pull_precision) once per
   // update of the slice for all its readers.
   void answer(Slice& s, Request& req, size_t key) {
+    if (req.msg.shared_memory) {  // the reply carries no payload: the reader copies the slot
+      shm->publish(req.slice_ids[key], s.weights.data(), s.weights.size(), s.weights.generation());
+      return;
+    }
     const protocol::Encoding e = req.msg.pull_encoding;
     if (e == protocol::Encoding::NONE) {
       req.replies[key] = s.weights.frame();
@@ -742,6 +816,8 @@ KvServerStats KvServer::stats() const {
   s.errors = impl_->n_errors;
   s.bytes_received = impl_->bytes_in;
   s.bytes_sent = impl_->bytes_out;
+  s.shm_bytes_received = impl_->shm_bytes_in;
+  s.shm_bytes_sent = impl_->shm_bytes_out;
   s.updates = impl_->store.updates();
   s.weight_copies = impl_->store.weight_copies();
   s.replies_dropped = impl_->n_dropped;

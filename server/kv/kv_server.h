@@ -10,6 +10,7 @@
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
 #include "common/transport/curve.h"
+#include "common/transport/shm_channel.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
@@ -25,10 +26,13 @@ struct KvServerOptions {
   uint32_t num_workers = 1;                // W
   std::string bind = "tcp://127.0.0.1:0";  // port 0: any free port (see endpoint())
   std::string job_token;
-  transport::CurveKeys curve;            // empty: plaintext; else a CurveZMQ server that accepts only the job's clients
-  Consistency mode = Consistency::kBsp;  // how pushes of different workers are combined (cluster.mode)
-  int64_t staleness = 2;                 // kSsp only
-  uint64_t slice_bytes = 1u << 20;       // must equal the workers' cluster.slice_bytes
+  transport::CurveKeys curve;  // empty: plaintext; else a CurveZMQ server that accepts only the job's clients
+  // cluster.transport: with auto or shm the server shares memory with the workers on its host (ShmHost); kTcp here
+  // so that servers made in a test speak TCP unless it asks.
+  transport::PayloadTransport transport = transport::PayloadTransport::kTcp;
+  Consistency mode = Consistency::kBsp;               // how pushes of different workers are combined (cluster.mode)
+  int64_t staleness = 2;                              // kSsp only
+  uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
   std::shared_ptr<const optim::Optimizer> optimizer;  // required
   // Learning rate of a step. When empty, the first init builds it from `schedule`, `base_lr`,
   // the global batch (batch_size x num_workers) and the run's length that worker 0 sends.
@@ -89,14 +93,16 @@ std::chrono::milliseconds give_up_before(std::chrono::milliseconds request_timeo
 std::chrono::milliseconds stuck_after(std::chrono::milliseconds request_timeout);
 
 struct KvServerStats {
-  uint64_t requests = 0;         // messages received
-  uint64_t errors = 0;           // error replies sent
-  uint64_t bytes_received = 0;   // payload bytes
-  uint64_t bytes_sent = 0;       // payload bytes
-  uint64_t updates = 0;          // optimizer applications (all slices)
-  uint64_t weight_copies = 0;    // updates that copied their slice first because a reply was still sending it
-  uint64_t checkpoints = 0;      // checkpoint files written
-  uint64_t replies_dropped = 0;  // replies to a peer over its queue bound (transport::kPeerQueueMessages) or gone
+  uint64_t requests = 0;            // messages received
+  uint64_t errors = 0;              // error replies sent
+  uint64_t bytes_received = 0;      // payload bytes
+  uint64_t bytes_sent = 0;          // payload bytes
+  uint64_t shm_bytes_received = 0;  // payload bytes read from workers' push segments (shared memory)
+  uint64_t shm_bytes_sent = 0;      // payload bytes of replies answered through the weights segment
+  uint64_t updates = 0;             // optimizer applications (all slices)
+  uint64_t weight_copies = 0;       // updates that copied their slice first because a reply was still sending it
+  uint64_t checkpoints = 0;         // checkpoint files written
+  uint64_t replies_dropped = 0;     // replies to a peer over its queue bound (transport::kPeerQueueMessages) or gone
 
   // Checkpoints that could not be written (each logged): the server exits kExitRecordsIncomplete.
   uint64_t checkpoints_failed = 0;

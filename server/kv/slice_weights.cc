@@ -27,6 +27,7 @@ void SliceWeights::assign(const float* values, size_t n) {
   std::memcpy(fresh->memory.data(), values, n * sizeof(float));
   buf_ = std::move(fresh);
   encoded_.reset();
+  ++generation_;
   n_ = n;
 }
 
@@ -35,6 +36,7 @@ const float* SliceWeights::data() const { return buf_ ? static_cast<const float*
 float* SliceWeights::writable() {
   if (!buf_) return nullptr;
   encoded_.reset();  // the caller changes the values (replies still holding the old encoding keep it)
+  ++generation_;
   if (buf_.use_count() > 1) {
     // A reply is still being sent from this buffer: leave it to the reply and update a copy.
     auto fresh = std::make_shared<Buffer>();

@@ -38,6 +38,9 @@ class SliceWeights {
   // step encodes a slice once, not once per worker.
   zmq::message_t encoded_frame(compression::Encoding encoding);
   uint64_t copies() const { return copies_; }  // updates that had to copy (replies still in flight)
+  // Counts the changes of the weights (assign() and writable()): a copy made elsewhere (the shared-memory slot of
+  // the slice) is current while it holds the same generation.
+  uint64_t generation() const { return generation_; }
 
  private:
   struct Buffer {
@@ -52,6 +55,7 @@ class SliceWeights {
   size_t encoded_bytes_ = 0;
   size_t n_ = 0;
   uint64_t copies_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace pshard

@@ -2,6 +2,8 @@
 // that finds them free, or else the I/O thread.
 #include "worker/client/kv_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -21,6 +23,8 @@
 #include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
 #include "common/transport/peer_auth.h"
+#include "common/transport/shm_channel.h"
+#include "common/transport/shm_segment.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "common/util/tsan.h"
@@ -56,7 +60,9 @@ struct Part {
   MessageType type = MessageType::INVALID;
   std::string what;  // "pull of fc1.weight (3 slices)"
   std::vector<protocol::KeyRef> keys;
-  std::vector<float*> dests;  // pull/pushPull: where each key's weights go
+  std::vector<uint32_t> ids;   // global slice id of each key
+  bool shared_memory = false;  // payloads and weights through the server's shared memory (ShmLink)
+  std::vector<float*> dests;   // pull/pushPull: where each key's weights go
   std::vector<zmq::message_t> frames;
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
@@ -77,6 +83,16 @@ void release_borrowed(void*, void* hint) {
 }
 
 }  // namespace
+
+// The shared memory a worker has with one server on its host: its push segment for that server's slices and the
+// server's weights segment (server/kv/shm_host.h has the exchange). kOn is final; the segments never change then.
+struct ShmLink {
+  enum class State { kOff, kUntried, kRetry, kOn };
+  State state = State::kOff;
+  Clock::time_point next_try;
+  transport::SlotTable table;
+  transport::SharedSegment push, weights;
+};
 
 struct KvClient::Impl {
   KvClientOptions opt;
@@ -108,6 +124,12 @@ struct KvClient::Impl {
   std::atomic<int64_t> checkpoint_step{-1};
   compression::PushEncoder encoder;
   std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0}, fp32_bytes_sent{0}, fp32_bytes_recv{0};
+  std::atomic<uint64_t> shm_bytes_sent{0}, shm_bytes_recv{0};
+  std::mutex links_mu;
+  std::vector<ShmLink> links;  // per server (links_mu until kOn)
+  // Per server: it has answered a request. A server registers before it binds, so until then a channel that is
+  // not there yet does not mean that the server is on another host.
+  std::unique_ptr<std::atomic<bool>[]> heard;
 
   explicit Impl(KvClientOptions o)
       : opt(std::move(o)),
@@ -128,6 +150,12 @@ struct KvClient::Impl {
       }
       sockets.push_back(std::move(sock));
     }
+    links.resize(opt.servers.size());
+    heard = std::make_unique<std::atomic<bool>[]>(opt.servers.size());
+    for (size_t s = 0; s < opt.servers.size(); ++s) heard[s] = false;
+    if (opt.transport != transport::PayloadTransport::kTcp) {
+      for (ShmLink& l : links) l.state = ShmLink::State::kUntried;
+    }
     io = std::thread([this] { io_loop(); });
   }
 
@@ -142,6 +170,77 @@ struct KvClient::Impl {
   }
 
   std::string server_name(uint32_t s) const { return "server " + std::to_string(s) + " (" + opt.servers[s] + ")"; }
+
+  // Whether payloads to server `s` go through shared memory: the first time (and while the server does not know the
+  // layout yet, every 50 ms) it asks the server's channel for its weights segment, giving it this worker's push
+  // segment. No channel: the server is on another host (auto: TCP; shm: an error).
+  bool shared_memory_to(uint32_t s) {
+    std::lock_guard<std::mutex> lock(links_mu);
+    ShmLink& l = links[s];
+    if (l.state == ShmLink::State::kOn) return true;
+    if (l.state == ShmLink::State::kOff) return false;
+    if (l.state == ShmLink::State::kRetry && Clock::now() < l.next_try) return false;
+    const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
+    auto give_up = [&](const std::string& why) {
+      if (opt.transport == transport::PayloadTransport::kShm) {
+        throw Error(who + ": cluster.transport = shm, but no shared memory with it: " + why);
+      }
+      PSHARD_LOG(kDebug) << who << ": payloads over TCP (" << why << ")";
+      l.state = ShmLink::State::kOff;
+      return false;
+    };
+    transport::SlotTable table(layout, s);
+    if (table.bytes() == 0) return give_up("it holds no slices");
+    if (!l.push.valid()) {
+      l.push = transport::SharedSegment::create(
+          "pshard worker " + std::to_string(opt.rank) + " push to server " + std::to_string(s), table.bytes());
+    }
+    const std::string request = "token " + opt.job_token + "\nrank " + std::to_string(opt.rank) + "\nfingerprint " +
+                                std::to_string(layout.fingerprint()) + "\n";
+    std::string reply, error;
+    int fd = -1;
+    if (!transport::shm_channel_call(transport::shm_channel_address(opt.job_token, opt.servers[s]), request,
+                                     l.push.fd(), &reply, &fd, std::chrono::milliseconds(2000), &error)) {
+      if (heard[s].load()) return give_up(error);
+      l.state = ShmLink::State::kRetry;  // the server may not listen yet
+      l.next_try = Clock::now() + std::chrono::milliseconds(50);
+      return false;
+    }
+    if (reply.rfind("retry", 0) == 0) {
+      l.state = ShmLink::State::kRetry;
+      l.next_try = Clock::now() + std::chrono::milliseconds(50);
+      return false;
+    }
+    if (reply.rfind("ok", 0) != 0 || fd < 0) {
+      if (fd >= 0) ::close(fd);
+      return give_up("it refused: " + reply.substr(reply.find('\n') + 1));
+    }
+    l.weights = transport::SharedSegment::attach(fd, table.bytes(), server_name(s) + "'s weights segment");
+    l.table = std::move(table);
+    l.state = ShmLink::State::kOn;
+    PSHARD_LOG(kDebug) << who << ": payloads through shared memory (" << l.table.bytes() << " bytes each way)";
+    return true;
+  }
+
+  // Copies slice `id`'s gradient into its slot of the push segment once the server has used the previous one.
+  void write_push_slot(uint32_t s, uint32_t id, const float* values, size_t n, Clock::time_point deadline) {
+    ShmLink& l = links[s];
+    transport::SlotHead* head = l.table.head(l.push.data(), id);
+    for (int spins = 0; head->busy.load(std::memory_order_acquire) != 0; ++spins) {
+      if (Clock::now() > deadline) {
+        throw Error("worker " + std::to_string(opt.rank) + ": " + server_name(s) +
+                    " has not used the previous push of " + layout.describe(id) +
+                    " (its shared-memory slot is still busy after cluster.request_timeout_ms)");
+      }
+      if (spins < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    std::memcpy(transport::SlotTable::values(head), values, n * sizeof(float));
+    head->busy.store(1, std::memory_order_release);
+  }
 
   Handle submit(MessageType type, const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step,
                 bool copy) {
@@ -167,6 +266,10 @@ struct KvClient::Impl {
     for (auto& [server, ids] : by_server) {
       Part p;
       p.server = server;
+      p.ids = ids;
+      // float32 both ways to a server on this host: the payloads go through shared memory.
+      p.shared_memory = type != MessageType::INIT && (!pushes || push_encoding == protocol::Encoding::NONE) &&
+                        encoder.pull_encoding(tensor_bytes) == protocol::Encoding::NONE && shared_memory_to(server);
       p.request_id = next_request++;
       p.type = type;
       p.what = std::string(protocol::type_name(type)) + " of '" + tensor + "' step " + std::to_string(step) + " (" +
@@ -183,6 +286,7 @@ struct KvClient::Impl {
       m.layout_fingerprint = layout.fingerprint();
       m.checkpoint = pushes && step == checkpoint_step.load();
       m.pull_encoding = reads ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
+      m.shared_memory = p.shared_memory;
       if (type == MessageType::INIT) {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
         m.slice_bytes = layout.slice_bytes();
@@ -204,7 +308,10 @@ struct KvClient::Impl {
           // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly
           // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
           fp32_bytes_sent += bytes;
-          if (push_encoding != protocol::Encoding::NONE) {
+          if (p.shared_memory) {
+            write_push_slot(server, id, grad + s.offset, s.length, deadline);
+            shm_bytes_sent += bytes;
+          } else if (push_encoding != protocol::Encoding::NONE) {
             zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
             const size_t used = encoder.encode(id, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
             if (used != f.size()) f = zmq::message_t(f.data(), used);
@@ -517,6 +624,7 @@ struct KvClient::Impl {
     }
     Part p = std::move(it->second);
     inflight.erase(it);
+    heard[s] = true;
     const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
     if (!d.ok) {
       p.op->part_done(who + " sent a malformed reply to " + p.what + ": " + d.error);
@@ -554,6 +662,25 @@ struct KvClient::Impl {
           return;
         }
       }
+      if (m.shared_memory != p.shared_memory) {
+        p.op->part_done(who + " answered " + p.what + (m.shared_memory ? " through" : " not through") +
+                        " shared memory");
+        return;
+      }
+      if (m.shared_memory) {
+        ShmLink& l = links[s];
+        for (size_t k = 0; k < p.keys.size(); ++k) {
+          if (!transport::read_slot(l.table.head(l.weights.data(), p.ids[k]), p.dests[k], p.keys[k].length)) {
+            p.op->part_done(who + ": the weights of " + layout.describe(p.ids[k]) +
+                            " changed during every read of its shared-memory slot");
+            return;
+          }
+          shm_bytes_recv += p.keys[k].length * sizeof(float);
+          fp32_bytes_recv += p.keys[k].length * sizeof(float);
+        }
+        p.op->part_done("");
+        return;
+      }
       // decode() checked each payload against its key's length and encoding.
       for (size_t k = 0; k < p.keys.size(); ++k) {
         const protocol::FrameView& f = m.payloads[k];
@@ -576,6 +703,7 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   o.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   o.compression = compression::Settings::from_config(cfg);
+  o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
   return o;
 }
 
@@ -626,8 +754,8 @@ int64_t KvClient::servers_step() {
   return op->max_step;
 }
 KvTraffic KvClient::traffic() const {
-  return {impl_->bytes_sent.load(), impl_->bytes_recv.load(), impl_->fp32_bytes_sent.load(),
-          impl_->fp32_bytes_recv.load()};
+  return {impl_->bytes_sent.load(),      impl_->bytes_recv.load(),     impl_->fp32_bytes_sent.load(),
+          impl_->fp32_bytes_recv.load(), impl_->shm_bytes_sent.load(), impl_->shm_bytes_recv.load()};
 }
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }

@@ -10,6 +10,7 @@
 #include "common/compression/settings.h"
 #include "common/keys/slice_layout.h"
 #include "common/transport/curve.h"
+#include "common/transport/shm_channel.h"
 
 namespace pshard {
 
@@ -27,6 +28,9 @@ struct KvClientOptions {
                                                      // logged (naming the server and slices), again each period
   int64_t run_total_steps = 0;        // sent with init: lets servers compute run-length schedules (cosine)
   compression::Settings compression;  // how pushes and pull replies are encoded (default: float32 both ways)
+  // cluster.transport: with auto or shm, float32 payloads to a server on this host go through shared memory
+  // (server/kv/shm_host.h); kTcp here so that clients made in a test speak TCP unless it asks.
+  transport::PayloadTransport transport = transport::PayloadTransport::kTcp;
 
   // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
   // token, keys, run length) is the caller's.
@@ -38,10 +42,12 @@ struct KvClientOptions {
 // Sent bytes are the payload frames a call built, counted when it returns; received bytes are counted as each reply
 // arrives (a reply still in flight is not counted yet).
 struct KvTraffic {
-  uint64_t bytes_sent = 0;
+  uint64_t bytes_sent = 0;  // through sockets
   uint64_t bytes_recv = 0;
   uint64_t fp32_bytes_sent = 0;
   uint64_t fp32_bytes_recv = 0;
+  uint64_t shm_bytes_sent = 0;  // through shared memory (cluster.transport), not in bytes_sent/recv
+  uint64_t shm_bytes_recv = 0;
 };
 
 // Talks to every server through one DEALER socket per server, used by one thread at a time: a

@@ -1,0 +1,87 @@
+// Shared memory between the processes of one job on one host: anonymous segments (memfd) and the slot table that
+// lays a server's slices out in them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/keys/slice_layout.h"
+
+namespace pshard::transport {
+
+// An anonymous shared-memory segment (memfd_create): it has no name in any file system, so nothing is left behind
+// when its processes die, however they die; another process gets it only as a file descriptor passed over a Unix
+// socket (shm_channel.h). Mapped read-write; moves, does not copy; unmaps and closes on destruction.
+//
+//   SharedSegment weights = SharedSegment::create("pshard server 0 weights", table.bytes());
+//   pass_fd(weights.fd());                                      // to a worker on the same host
+//   SharedSegment mine = SharedSegment::attach(fd, table.bytes(), "server 0's weights segment");
+class SharedSegment {
+ public:
+  SharedSegment() = default;
+  ~SharedSegment();
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  // A new zero-filled segment of `bytes`; throws pshard::Error naming `name` when the system refuses.
+  static SharedSegment create(const std::string& name, size_t bytes);
+  // Maps a segment received as `fd` (the new object owns it) when its size is exactly `expected_bytes`: a truncated
+  // or oversized segment is refused with a pshard::Error naming `what` and both sizes, and nothing is mapped.
+  static SharedSegment attach(int fd, size_t expected_bytes, const std::string& what);
+
+  bool valid() const { return data_ != nullptr; }
+  int fd() const { return fd_; }
+  uint8_t* data() const { return static_cast<uint8_t*>(data_); }
+  size_t size() const { return size_; }
+
+ private:
+  void reset();
+  int fd_ = -1;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The head of one slice's slot. Weights slots (the server's segment) are a seqlock: `seq` is odd while the server
+// writes, and a reader retries until it read the same even value before and after its copy; `generation` says which
+// update of the slice the slot holds, so that it is written once per update whatever the number of readers. Push
+// slots (a worker's segment) use `busy`: 1 from the worker's write until the server has used the gradient.
+// std::atomic of 64 and 32 bits is lock-free and address-free on the platforms pshard builds for, so it works
+// across processes.
+struct alignas(64) SlotHead {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<uint64_t> generation{0};
+  std::atomic<uint32_t> busy{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "shared-memory slots need lock-free atomics");
+
+// Where each slice of one server lives in a segment: the server's slices in slice-id order, each a SlotHead and then
+// its float32 values, 64-byte aligned. The server and every worker compute the same table from the same layout.
+class SlotTable {
+ public:
+  SlotTable() = default;
+  SlotTable(const SliceLayout& layout, uint32_t server);
+
+  size_t bytes() const { return bytes_; }  // the segment's exact size
+  size_t slots() const { return slots_; }  // slices of this server
+  // The slot of global slice `id`; nullptr when another server owns it.
+  SlotHead* head(uint8_t* base, uint32_t id) const;
+  static float* values(SlotHead* head) { return reinterpret_cast<float*>(head + 1); }
+
+ private:
+  std::vector<int64_t> offset_;  // per global slice id: its slot's offset, -1 when not this server's
+  size_t bytes_ = 0;
+  size_t slots_ = 0;
+};
+
+// Seqlock copies of a weights slot (see SlotHead). write_slot() is for the slot's one writer; read_slot() returns
+// false when it could not get a stable copy within `tries` (a writer that died in the middle).
+void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generation);
+bool read_slot(SlotHead* head, float* out, size_t n, int tries = 1 << 20);
+
+}  // namespace pshard::transport

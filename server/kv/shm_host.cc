@@ -1,0 +1,117 @@
+// A server's shared memory with the workers on its host (see shm_host.h).
+#include "server/kv/shm_host.h"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "common/error.h"
+#include "common/util/log.h"
+
+namespace pshard {
+namespace {
+
+// "key value" lines of a channel request.
+std::string field(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+ShmHost::ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint)
+    : rank_(server_rank), num_workers_(num_workers), token_(std::move(job_token)), pushes_(num_workers) {
+  channel_ = std::make_unique<transport::ShmChannelServer>(
+      transport::shm_channel_address(token_, endpoint), "server " + std::to_string(rank_),
+      [this](const std::string& request, int fd, int* reply_fd) { return answer(request, fd, reply_fd); });
+}
+
+ShmHost::~ShmHost() { channel_.reset(); }
+
+void ShmHost::install(const SliceLayout& layout) {
+  transport::SlotTable table(layout, rank_);
+  transport::SharedSegment weights;
+  if (table.bytes() > 0) {
+    weights = transport::SharedSegment::create("pshard server " + std::to_string(rank_) + " weights", table.bytes());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  table_ = std::move(table);
+  weights_ = std::move(weights);
+  fingerprint_ = layout.fingerprint();
+  installed_ = true;
+}
+
+std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd) {
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } close_unless_taken{fd};
+  const std::string who = "server " + std::to_string(rank_);
+  if (!same_token(field(request, "token"), token_)) {
+    PSHARD_LOG(kWarn) << who << ": refused a shared-memory request with another job's token";
+    return "refused\nthe job token is not this job's (a process of another job?)";
+  }
+  const std::string rank_text = field(request, "rank");
+  char* end = nullptr;
+  const unsigned long long rank = std::strtoull(rank_text.c_str(), &end, 10);
+  if (rank_text.empty() || *end != '\0' || rank >= num_workers_) {
+    return "refused\nworker rank '" + rank_text + "' is not one of this job's " + std::to_string(num_workers_);
+  }
+  if (fd < 0) return "refused\nthe request carries no push segment";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!installed_) return "retry\n" + who + " does not know the model's layout yet";
+  if (table_.bytes() == 0) return "refused\n" + who + " holds no slices";
+  if (field(request, "fingerprint") != std::to_string(fingerprint_)) {
+    return "refused\nlayout fingerprint " + field(request, "fingerprint") + " differs from " + who + "'s " +
+           std::to_string(fingerprint_);
+  }
+  const std::string what = "worker " + std::to_string(rank) + "'s push segment for " + who;
+  try {
+    pushes_[rank] =
+        std::make_shared<transport::SharedSegment>(transport::SharedSegment::attach(fd, table_.bytes(), what));
+  } catch (const Error& e) {
+    close_unless_taken.fd = -1;  // attach() owns it now, and closed it
+    PSHARD_LOG(kWarn) << who << ": " << e.what();
+    return std::string("refused\n") + e.what();
+  }
+  close_unless_taken.fd = -1;
+  ++attached_;
+  *reply_fd = weights_.fd();
+  return "ok\n" + std::to_string(table_.bytes());
+}
+
+std::shared_ptr<transport::SharedSegment> ShmHost::push_segment(uint32_t rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rank < pushes_.size() ? pushes_[rank] : nullptr;
+}
+
+void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t generation) {
+  transport::SlotHead* head = table_.head(weights_.data(), id);
+  if (head == nullptr) return;
+  if (head->generation.load(std::memory_order_relaxed) == generation) return;
+  transport::write_slot(head, values, n, generation);
+}
+
+void ShmHost::forget(uint32_t rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank < pushes_.size()) pushes_[rank].reset();
+}
+
+uint64_t ShmHost::attached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return attached_;
+}
+
+}  // namespace pshard

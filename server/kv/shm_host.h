@@ -1,0 +1,65 @@
+// A server's shared memory with the workers on its host: its weights segment, their push segments, and the channel
+// through which they are exchanged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/keys/slice_layout.h"
+#include "common/transport/shm_channel.h"
+#include "common/transport/shm_segment.h"
+
+namespace pshard {
+
+// A worker on the server's host calls the channel (transport::shm_channel_address of the job token and the server's
+// endpoint) with "token", "rank" and "fingerprint" lines and its push segment; the server checks the token, the
+// rank and the layout, maps the segment only when its size is exactly what the layout needs, and answers "ok" with
+// its weights segment. Until the server knows the layout (worker 0's init) it answers "retry". Then:
+//   - a push with sharedMemory names slots of the sender's push segment: push_payload() makes them the request's
+//     payloads without copying, and marks each slot free again when the server has used it;
+//   - a read with sharedMemory is answered through the weights segment: publish() copies a slice's weights into its
+//     slot once per update of the slice (whatever the number of readers), and the reply carries no payload.
+// Thread-safety: the channel runs on its own thread; install() and push_payload() on the socket thread; publish() on
+// the thread that owns the slice.
+class ShmHost {
+ public:
+  // Listens on the channel; throws pshard::Error when it cannot.
+  ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint);
+  ~ShmHost();
+
+  // The layout is known (worker 0's init, or a restored checkpoint): creates the weights segment.
+  void install(const SliceLayout& layout);
+
+  // Worker `rank`'s push segment (null: it has none here). The caller keeps the pointer while it uses the segment.
+  std::shared_ptr<transport::SharedSegment> push_segment(uint32_t rank);
+  const transport::SlotTable& table() const { return table_; }
+
+  // Copies `values` (n floats, update `generation` of the slice) into global slice `id`'s weights slot unless it
+  // already holds that generation.
+  void publish(uint32_t id, const float* values, size_t n, uint64_t generation);
+
+  // A dead or restarted worker: its push segment is let go (a new one comes with its next channel call).
+  void forget(uint32_t rank);
+
+  uint64_t attached() const;  // channel calls that attached a push segment
+
+ private:
+  std::string answer(const std::string& request, int fd, int* reply_fd);
+
+  uint32_t rank_;
+  uint32_t num_workers_;
+  std::string token_;
+  mutable std::mutex mu_;  // guards the members below and the channel's view of them
+  bool installed_ = false;
+  uint64_t fingerprint_ = 0;
+  transport::SlotTable table_;
+  transport::SharedSegment weights_;
+  std::vector<std::shared_ptr<transport::SharedSegment>> pushes_;  // per worker rank
+  uint64_t attached_ = 0;
+  std::unique_ptr<transport::ShmChannelServer> channel_;  // last: stops before the rest goes
+};
+
+}  // namespace pshard
