@@ -656,24 +656,43 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     require(c, "client");
     require(report, "report");
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: report an epoch after pshard_start"};
-    if (report->epoch < 1 || report->step < 0 || report->samples < 0) {
+    const int64_t epochs = c->cfg.get_int("train.epochs");
+    if (report->epoch < 1 || report->epoch > epochs || report->step < 0 || report->samples < 0) {
       throw Failure{PSHARD_ERR_ARGUMENT,
-                    "pshard: an epoch report needs epoch >= 1, step >= 0 and samples >= 0, got epoch " +
-                        std::to_string(report->epoch) + ", step " + std::to_string(report->step) + ", samples " +
-                        std::to_string(report->samples)};
+                    "pshard: an epoch report needs epoch in 1..train.epochs = " + std::to_string(epochs) +
+                        ", step >= 0 and samples >= 0, got epoch " + std::to_string(report->epoch) + ", step " +
+                        std::to_string(report->step) + ", samples " + std::to_string(report->samples)};
+    }
+    const uint32_t figures = report->figures;
+    const bool train_acc = (figures & PSHARD_TRAIN_ACC) != 0, test_loss = (figures & PSHARD_TEST_LOSS) != 0,
+               test_acc = (figures & PSHARD_TEST_ACC) != 0;
+    if ((figures & ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC)) != 0 ||
+        (train_acc && (report->correct < 0 || report->correct > report->samples)) ||
+        ((test_loss || test_acc) && report->test_samples < 0) ||
+        (test_acc && (report->test_correct < 0 || report->test_correct > report->test_samples))) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    "pshard: epoch report " + std::to_string(report->epoch) + ": figures " + std::to_string(figures) +
+                        " with correct " + std::to_string(report->correct) + " of " + std::to_string(report->samples) +
+                        " samples, test_correct " + std::to_string(report->test_correct) + " of " +
+                        std::to_string(report->test_samples) +
+                        " test samples (a measured count must be in 0..its samples; a test figure needs "
+                        "test_samples >= 0)"};
     }
     pshard::WorkerEpochReport r;
     r.rank = c->rank();
     r.epoch = report->epoch;
     r.step = report->step;
     r.samples = report->samples;
-    r.loss_sum = report->loss_sum;
-    r.classification = report->correct >= 0;
-    r.correct = std::max<int64_t>(report->correct, 0);
+    r.has_train_loss = (figures & PSHARD_TRAIN_LOSS) != 0;
+    r.loss_sum = r.has_train_loss ? report->loss_sum : 0.0;
+    r.has_train_acc = train_acc;
+    r.correct = train_acc ? report->correct : 0;
     r.evaluated = report->test_samples >= 0;
     r.test_n = std::max<int64_t>(report->test_samples, 0);
-    r.test_loss_sum = report->test_loss_sum;
-    r.test_correct = std::max<int64_t>(report->test_correct, 0);
+    r.has_test_loss = test_loss;
+    r.test_loss_sum = test_loss ? report->test_loss_sum : 0.0;
+    r.has_test_acc = test_acc;
+    r.test_correct = test_acc ? report->test_correct : 0;
     r.epoch_s = report->epoch_s;
     r.eval_s = report->eval_s;
     // The phases add up to epoch_s: what the caller measured, the library's waits, and the remainder as other.
