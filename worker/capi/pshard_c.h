@@ -82,7 +82,11 @@ const char* pshard_status_name(int status);
 int pshard_connect(pshard_client** out);
 
 /* Leaves the job (exit_status 0: finished; else `reason`, may be NULL, is what the coordinator's abort quotes),
- * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op. */
+ * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op.
+ * Leaving with 0 before the end of the job is leaving as failed (the job's cluster.failure_policy decides: abort
+ * ends the job naming this worker, continue goes on without it): when steps_per_epoch was given, before pushing
+ * step train.epochs x steps_per_epoch - 1; otherwise, after reporting some epoch but not epoch train.epochs.
+ * Reporting epoch train.epochs is always finishing. `reason` then says why the program left, if it knows. */
 int pshard_close(pshard_client* c, int exit_status, const char* reason);
 
 /* This worker's rank (0..size-1), the number of workers, and the rank among the workers on this host. */
