@@ -206,6 +206,19 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   std::string headline;
   for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
   if (headline.empty()) headline = r.failure;  // e.g. the job timed out
+  // cluster.failure_policy = continue: the job ran to its end, without some workers (the coordinator names them).
+  bool workers_lost = false;
+  for (const ChildExit& c : r.children) {
+    workers_lost =
+        workers_lost || (c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitWorkersLost);
+  }
+  if (workers_lost) {
+    std::fprintf(stderr, "[launch] job finished, but not every worker did: %s\n", headline.c_str());
+    if (!progress.summary().is_null()) {
+      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
+    }
+    return r;
+  }
   std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
   return r;
 }

@@ -45,7 +45,7 @@ std::vector<Json> MetricsFollower::poll() {
 
 namespace {
 double num(const Json& j, const char* key, double fallback = 0) {
-  return j.has(key) && j.at(key).is_number() ? j.at(key).as_number() : fallback;
+  return j.has(key) && j.at(key).is_numeric() ? j.at(key).as_number() : fallback;
 }
 }  // namespace
 
@@ -66,7 +66,7 @@ void ProgressState::add(const Json& e) {
     epoch_ = static_cast<int64_t>(num(e, "epoch"));
     step_ = static_cast<int64_t>(num(e, "step")) - 1;
     wall_s_ = num(e, "wall_s", wall_s_);
-    if (e.has("train_loss") && e.at("train_loss").is_number()) loss_ = e.at("train_loss").as_number();
+    if (e.has("train_loss") && e.at("train_loss").is_numeric()) loss_ = e.at("train_loss").as_number();
   } else if (kind == "summary") {
     summary_ = e;
   } else if (kind == "stall") {

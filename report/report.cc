@@ -35,7 +35,10 @@ std::string md(double v, int digits = 4) {
   if (std::isfinite(v) && std::fabs(v) >= 1e4 && std::fabs(v) < 1e15) return num(std::round(v), 16);
   return num(v, digits, "n/a");
 }
+// A measured figure (`missing` when none was measured); a non-finite one (a diverged loss) as nan, inf or -inf.
 std::string opt(const std::optional<double>& v, int digits = 6, const char* missing = "") {
+  if (v && std::isnan(*v)) return "nan";
+  if (v && std::isinf(*v)) return *v > 0 ? "inf" : "-inf";
   if (v && std::string(missing) == "n/a") return md(*v, digits);
   return v ? num(*v, digits, missing) : missing;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -79,6 +80,7 @@ struct Coordinator::Impl {
   Clock::time_point started;
   Clock::time_point shutdown_deadline;
   Result result;
+  std::map<uint32_t, std::string> worker_lost_why;  // worker rank -> why its last process was declared dead
 
   // Cross-thread state.
   mutable std::mutex mu;
@@ -93,8 +95,9 @@ struct Coordinator::Impl {
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
     metrics.write_trace();
+    const bool ran_to_end = exit_code == 0 || exit_code == Coordinator::kExitWorkersLost;
     try {
-      metrics.write_summary(exit_code == 0 ? "" : reason);
+      metrics.write_summary(ran_to_end ? "" : reason);
     } catch (const Error& e) {
       PSHARD_LOG(kError) << "metrics summary not written: " << e.what();
       metrics.mark_incomplete();
@@ -190,6 +193,33 @@ struct Coordinator::Impl {
     return true;
   }
 
+  // The worker ranks that no process finished (dead, or left before the end of the job), each with why.
+  std::string lost_workers() const {
+    std::string lost;
+    for (uint32_t rank = 0; rank < opt.num_workers; ++rank) {
+      bool finished = false;
+      for (const auto& [id, p] : peers) {
+        finished =
+            finished || (p.info.role == NodeRole::kWorker && p.info.rank == rank && p.state == Peer::State::kLeft);
+      }
+      if (finished) continue;
+      auto why = worker_lost_why.find(rank);
+      lost += (lost.empty() ? "" : "; ") + std::string("worker ") + std::to_string(rank) +
+              (why != worker_lost_why.end() ? ": " + why->second : "");
+    }
+    return lost;
+  }
+
+  // The job ran to its end: 0 when every worker finished, else kExitWorkersLost (failure policy continue).
+  void finish_ran_to_end() {
+    const std::string lost = lost_workers();
+    if (!lost.empty()) {
+      PSHARD_LOG(kError) << "the job finished without some of its workers (cluster.failure_policy = continue): "
+                         << lost;
+    }
+    finish(lost.empty() ? 0 : Coordinator::kExitWorkersLost, result.reason);
+  }
+
   void maybe_shutdown() {
     if (phase != Phase::kRunning) return;
     uint32_t left_ok = 0;
@@ -215,12 +245,13 @@ struct Coordinator::Impl {
     for (const auto& [id, p] : peers) {
       if (p.state == Peer::State::kLive) return;
     }
-    finish(0, result.reason);
+    finish_ran_to_end();
   }
 
   // A node died (silent, or left with a failure status) or is stuck (`verdict`): apply the failure policy.
   void on_node_failed(Peer& p, const std::string& why, const char* verdict = "dead") {
     p.state = Peer::State::kDead;
+    if (p.info.role == NodeRole::kWorker) worker_lost_why[p.info.rank] = why;
     std::string reason = cc::describe(p.info) + " is " + verdict + ": " + why;
     if (phase == Phase::kShuttingDown) {
       PSHARD_LOG(kWarn) << reason << " (during shutdown)";
@@ -351,7 +382,7 @@ struct Coordinator::Impl {
         if (p.state == Peer::State::kLive) stuck += (stuck.empty() ? "" : ", ") + cc::describe(p.info);
       }
       PSHARD_LOG(kWarn) << "shutdown: " << stuck << " did not leave within " << opt.shutdown_timeout.count() << " ms";
-      finish(0, result.reason);
+      finish_ran_to_end();
       return;
     }
     for (const std::string& id : liveness.silent(now)) {

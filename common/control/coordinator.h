@@ -59,9 +59,12 @@ class Coordinator {
   // launch` restarts such a job under cluster.server_failure_policy = restart, whichever process
   // ended first (a frozen server does not exit by itself).
   static constexpr int kExitServerDead = 3;
+  // The exit code of a job that ran to its end under cluster.failure_policy = continue without some of its
+  // workers (dead, or left before the end of the job): its records are complete, but not every worker finished.
+  static constexpr int kExitWorkersLost = 4;
 
   // How the job ended: exit_code 0 = every worker left successfully; kExitRecordsIncomplete (common/error.h)
-  // = they did, but a write to the run directory failed; kExitServerDead; 1 = any other abort.
+  // = they did, but a write to the run directory failed; kExitWorkersLost; kExitServerDead; 1 = any other abort.
   struct Result {
     int exit_code = 0;
     std::string reason;  // "job finished: 4 workers left" or why it was aborted

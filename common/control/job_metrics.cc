@@ -2,7 +2,9 @@
 #include "common/control/job_metrics.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "common/control/control_codec.h"
@@ -59,7 +61,20 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
   } else if (kind == "worker_epoch") {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);
     r.rank = from.info.rank;
+    reported_.insert(r.rank);
     if (r.epoch <= last_epoch_written_) return;  // a rejoined worker's part of an epoch already written
+    for (const auto& [measured, value, what] :
+         {std::tuple(r.has_train_loss, r.loss_sum, "training loss"),
+          std::tuple(r.evaluated && r.has_test_loss, r.test_loss_sum, "test loss")}) {
+      if (measured && !std::isfinite(value)) {
+        PSHARD_LOG(kWarn) << control_codec::describe(from.info) << " reported a non-finite " << what << " ("
+                          << (std::isnan(value) ? "nan"
+                              : value > 0       ? "inf"
+                                                : "-inf")
+                          << ") for epoch " << r.epoch << ": the epoch's " << what
+                          << " is recorded as such in metrics.jsonl";
+      }
+    }
     epoch_reports_[r.epoch][r.rank] = r;
     flush_epochs();
   } else if (MetricsWriter* w = writer()) {
@@ -115,18 +130,55 @@ void JobMetrics::flush_epochs() {
          epoch_reports_.begin()->second.size() >= expected_reports(epoch_reports_.begin()->first)) {
     std::vector<WorkerEpochReport> reports;
     for (const auto& [rank, r] : epoch_reports_.begin()->second) reports.push_back(r);
-    last_epoch_written_ = epoch_reports_.begin()->first;
     epoch_reports_.erase(epoch_reports_.begin());
-    Json epoch = combine_epoch(reports);
-    totals_.add_epoch(epoch);
-    ++epochs_written_;
-    if (MetricsWriter* w = writer()) w->write(epoch);
-    const int64_t planned = start_event_.has("epochs") ? start_event_.at("epochs").as_int() : 0;
-    PSHARD_LOG(kInfo) << format_epoch_line(epoch, planned);
+    write_epoch(std::move(reports), Json());
   }
 }
 
+void JobMetrics::flush_incomplete_epochs() {
+  for (auto& [epoch, by_rank] : epoch_reports_) {
+    std::vector<WorkerEpochReport> reports;
+    Json missing = Json::array();
+    std::string names;
+    for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) {
+      auto it = by_rank.find(rank);
+      if (it != by_rank.end()) {
+        reports.push_back(it->second);
+        continue;
+      }
+      missing.push(rank);
+      names += (names.empty() ? "worker " : ", worker ") + std::to_string(rank);
+    }
+    if (reports.empty()) continue;
+    PSHARD_LOG(kWarn) << "epoch " << epoch << " has no report from " << names
+                      << " (it left or died without reporting it): its line combines the other workers' reports";
+    write_epoch(std::move(reports), missing);
+  }
+  epoch_reports_.clear();
+  if (!start_event_.has("epochs")) return;  // training never started: no epoch was due
+  for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) {
+    if (reported_.count(rank) == 0) {
+      PSHARD_LOG(kWarn) << "worker " << rank
+                        << " never reported an epoch (a program reports with pshard_report_epoch / ps.report()): "
+                        << (reported_.empty() ? "metrics.jsonl has no epoch lines and no summary"
+                                              : "its figures are missing from every epoch line");
+    }
+  }
+}
+
+void JobMetrics::write_epoch(std::vector<WorkerEpochReport> reports, const Json& missing) {
+  Json epoch = combine_epoch(std::move(reports));
+  last_epoch_written_ = epoch.at("epoch").as_int();
+  if (missing.is_array()) epoch.set("missing_workers", missing);
+  totals_.add_epoch(epoch);
+  ++epochs_written_;
+  if (MetricsWriter* w = writer()) w->write(epoch);
+  const int64_t planned = start_event_.has("epochs") ? start_event_.at("epochs").as_int() : 0;
+  PSHARD_LOG(kInfo) << format_epoch_line(epoch, planned);
+}
+
 void JobMetrics::write_summary(const std::string& aborted) {
+  flush_incomplete_epochs();
   if (epochs_written_ == 0) return;
   Json summary = totals_.summary(std::chrono::duration<double>(Clock::now() - running_since_).count());
   for (const auto& [key, value] : start_event_.items()) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "common/control/cluster_map.h"
@@ -30,6 +31,9 @@ class JobMetrics {
   void on_report(const Peer& from, const std::string& text);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
+  // At the job's end: writes the epochs still waiting for a report, from the reports they have (their lines
+  // name the missing ranks in `missing_workers`), and warns about each worker rank that never reported an epoch.
+  void flush_incomplete_epochs();
   // The summary line, once some epoch was written; `aborted`: why the job was aborted (empty: it
   // finished), stored as the summary's `aborted` field. Throws pshard::Error when it cannot be written.
   void write_summary(const std::string& aborted);
@@ -47,6 +51,7 @@ class JobMetrics {
  private:
   MetricsWriter* writer();
   void on_stall(const Peer& from, Json& event);
+  void write_epoch(std::vector<WorkerEpochReport> reports, const Json& missing);
 
   const Coordinator::Options& opt_;
   const Peers& peers_;
@@ -60,6 +65,7 @@ class JobMetrics {
   std::map<uint32_t, Json> server_phases_;  // server rank -> its `server_phases` event (sent as it stops)
   int64_t last_epoch_written_ = 0;
   std::map<uint32_t, int64_t> join_step_;  // worker rank -> the step it rejoined at (a restarted worker)
+  std::set<uint32_t> reported_;            // worker ranks that reported some epoch
   Clock::time_point running_since_;
   bool write_failed_ = false;  // the summary or cluster.json could not be written
 };

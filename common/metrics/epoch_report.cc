@@ -10,10 +10,13 @@ namespace pshard {
 
 Json WorkerEpochReport::to_json() const {
   Json j = Json::object();
-  j.set("rank", rank).set("epoch", epoch).set("step", step).set("classification", classification);
-  j.set("samples", samples).set("loss_sum", loss_sum).set("correct", correct);
-  j.set("evaluated", evaluated).set("test_n", test_n).set("test_loss_sum", test_loss_sum);
-  j.set("test_correct", test_correct).set("epoch_s", epoch_s).set("eval_s", eval_s);
+  j.set("rank", rank).set("epoch", epoch).set("step", step).set("samples", samples);
+  j.set("has_train_loss", has_train_loss).set("loss_sum", loss_sum);
+  j.set("has_train_acc", has_train_acc).set("correct", correct);
+  j.set("evaluated", evaluated).set("test_n", test_n);
+  j.set("has_test_loss", has_test_loss).set("test_loss_sum", test_loss_sum);
+  j.set("has_test_acc", has_test_acc).set("test_correct", test_correct);
+  j.set("epoch_s", epoch_s).set("eval_s", eval_s);
   phases.set_fields(j);
   j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
   j.set("fp32_bytes_sent", fp32_bytes_sent).set("fp32_bytes_recv", fp32_bytes_recv);
@@ -50,13 +53,16 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.rank = static_cast<uint32_t>(count("rank", 4294967295.0));
   r.epoch = static_cast<int64_t>(count("epoch", kMaxCount));
   r.step = static_cast<int64_t>(count("step", kMaxCount));
-  r.classification = boolean("classification");
   r.samples = static_cast<int64_t>(count("samples", kMaxCount));
+  r.has_train_loss = boolean("has_train_loss");
   r.loss_sum = number("loss_sum");
+  r.has_train_acc = boolean("has_train_acc");
   r.correct = static_cast<int64_t>(count("correct", kMaxCount));
   r.evaluated = boolean("evaluated");
   r.test_n = static_cast<int64_t>(count("test_n", kMaxCount));
+  r.has_test_loss = boolean("has_test_loss");
   r.test_loss_sum = number("test_loss_sum");
+  r.has_test_acc = boolean("has_test_acc");
   r.test_correct = static_cast<int64_t>(count("test_correct", kMaxCount));
   r.epoch_s = number("epoch_s");
   r.eval_s = number("eval_s");
@@ -74,20 +80,29 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   if (reports.empty()) throw Error("combine_epoch: no worker reports");
   std::sort(reports.begin(), reports.end(),
             [](const WorkerEpochReport& a, const WorkerEpochReport& b) { return a.rank < b.rank; });
-  int64_t samples = 0, correct = 0, test_n = 0, test_correct = 0;
-  double loss_sum = 0, test_loss_sum = 0, epoch_s = 0, eval_s = 0, wall_s = 0;
+  // One figure: a sum over the workers that measured it, and the count it is a mean over.
+  struct Mean {
+    double sum = 0;
+    int64_t n = 0;
+    void add(bool measured, double value, int64_t count) {
+      if (!measured) return;
+      sum += value;
+      n += count;
+    }
+    Json value() const { return n > 0 ? Json(sum / static_cast<double>(n)) : Json(); }
+  };
+  Mean train_loss, train_acc, test_loss, test_acc;
+  int64_t samples = 0;
+  double epoch_s = 0, eval_s = 0, wall_s = 0;
   WorkerPhaseSeconds phases;
   uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0;
-  bool evaluated = true;
   Json workers = Json::array();
   for (const WorkerEpochReport& r : reports) {
     samples += r.samples;
-    loss_sum += r.loss_sum;
-    correct += r.correct;
-    evaluated = evaluated && r.evaluated;
-    test_n += r.test_n;
-    test_loss_sum += r.test_loss_sum;
-    test_correct += r.test_correct;
+    train_loss.add(r.has_train_loss, r.loss_sum, r.samples);
+    train_acc.add(r.has_train_acc, static_cast<double>(r.correct), r.samples);
+    test_loss.add(r.evaluated && r.has_test_loss, r.test_loss_sum, r.test_n);
+    test_acc.add(r.evaluated && r.has_test_acc, static_cast<double>(r.test_correct), r.test_n);
     // The job's epoch lasts as long as its slowest worker.
     epoch_s = std::max(epoch_s, r.epoch_s);
     eval_s = std::max(eval_s, r.eval_s);
@@ -105,11 +120,8 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   double n = static_cast<double>(reports.size());
   Json e = Json::object();
   e.set("event", "epoch").set("epoch", first.epoch).set("step", first.step);
-  e.set("train_loss", samples ? Json(loss_sum / samples) : Json());
-  e.set("train_acc", first.classification && samples ? Json(static_cast<double>(correct) / samples) : Json());
-  e.set("test_loss", evaluated && test_n ? Json(test_loss_sum / test_n) : Json());
-  e.set("test_acc",
-        evaluated && test_n && first.classification ? Json(static_cast<double>(test_correct) / test_n) : Json());
+  e.set("train_loss", train_loss.value()).set("train_acc", train_acc.value());
+  e.set("test_loss", test_loss.value()).set("test_acc", test_acc.value());
   e.set("samples_per_s", epoch_s > 0 ? Json(samples / epoch_s) : Json());
   e.set("epoch_s", epoch_s).set("eval_s", eval_s);
   phases /= n;

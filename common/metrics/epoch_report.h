@@ -13,15 +13,18 @@ namespace pshard {
 // Raw sums of one worker's epoch; combined exactly (sums, not means of means).
 struct WorkerEpochReport {
   uint32_t rank = 0;
-  int64_t epoch = 0;  // 1-based
-  int64_t step = 0;   // global steps done after this epoch
-  bool classification = true;
-  int64_t samples = 0;     // training samples this worker processed
-  double loss_sum = 0;     // sum of per-sample training losses
-  int64_t correct = 0;     // training argmax hits
-  bool evaluated = false;  // test fields are valid
-  int64_t test_n = 0;      // test samples this worker evaluated (its shard)
+  int64_t epoch = 0;           // 1-based
+  int64_t step = 0;            // global steps done after this epoch
+  int64_t samples = 0;         // training samples this worker processed
+  bool has_train_loss = true;  // loss_sum was measured
+  double loss_sum = 0;         // sum of per-sample training losses (may be NaN or infinite: a diverged run)
+  bool has_train_acc = true;   // correct was measured (a classification task)
+  int64_t correct = 0;         // training argmax hits
+  bool evaluated = false;      // test_n is valid, and the test figures below that are marked measured
+  int64_t test_n = 0;          // test samples this worker evaluated (its shard)
+  bool has_test_loss = true;   // test_loss_sum was measured
   double test_loss_sum = 0;
+  bool has_test_acc = true;  // test_correct was measured
   int64_t test_correct = 0;
   double epoch_s = 0;  // wall time of the training part of the epoch
   double eval_s = 0;
@@ -39,7 +42,8 @@ struct WorkerEpochReport {
 };
 
 // The `epoch` event of docs/METRICS.md from the reports of every worker for
-// the same epoch (any order).
+// the same epoch (any order). Each figure combines the workers that measured it
+// (null when none did); a non-finite one makes the combined figure non-finite.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
 // Totals over the run, fed with every combined `epoch` event; summary()

@@ -73,7 +73,7 @@ class LineReader {
   std::optional<double> opt_number(const std::string& field) const {
     if (!obj_.has(field) || obj_.at(field).is_null()) return std::nullopt;
     const Json& v = obj_.at(field);
-    if (!v.is_number()) fail(field, "expected a number or null");
+    if (!v.is_numeric()) fail(field, "expected a number, \"nan\", \"inf\", \"-inf\" or null");
     return v.as_number();
   }
   bool has(const std::string& field) const { return obj_.has(field); }
@@ -122,7 +122,7 @@ StepRecord read_step(const LineReader& r) {
   StepRecord s;
   s.epoch = r.integer("epoch");
   s.step = r.integer("step");
-  // null: the loss was not finite (the writer prints NaN and inf as null): a diverged run.
+  // "nan"/"inf": a diverged run (null in runs recorded before non-finite numbers were written as such).
   if (!r.has("loss")) r.fail("loss", "missing");
   s.loss = r.opt_number("loss").value_or(std::numeric_limits<double>::quiet_NaN());
   s.lr = r.opt_number("lr");

@@ -63,7 +63,10 @@ void append_checked(std::FILE*& f, const std::string& path, const std::string& t
 std::string csv_cell(const Json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.as_string();
-  if (v.is_number()) return v.dump();
+  if (v.is_number()) {
+    const std::string text = v.dump();  // a non-finite number: "nan" with its quotes, written without them
+    return text.front() == '"' ? text.substr(1, text.size() - 2) : text;
+  }
   if (v.type() == Json::Type::kBool) return v.as_bool() ? "true" : "false";
   return "";  // nested values (per-worker lists) stay in the JSON lines only
 }

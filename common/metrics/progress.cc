@@ -7,14 +7,14 @@ namespace pshard {
 namespace {
 
 std::string percent_or_dash(const Json& v) {
-  if (!v.is_number()) return "-";
+  if (!v.is_numeric()) return "-";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * v.as_number());
   return buf;
 }
 
 std::string number_or_dash(const Json& v, const char* fmt) {
-  if (!v.is_number()) return "-";
+  if (!v.is_numeric()) return "-";
   char buf[32];
   std::snprintf(buf, sizeof buf, fmt, v.as_number());
   return buf;

@@ -94,6 +94,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::INTERNAL: return "internal";
     case ErrorCode::STALLED: return "stalled";
     case ErrorCode::BAD_ENCODING: return "badEncoding";
+    case ErrorCode::NON_FINITE_GRADIENT: return "nonFiniteGradient";
   }
   return "unknown";
 }

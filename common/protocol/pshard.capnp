@@ -85,6 +85,7 @@ enum ErrorCode {
   stalled @19;          # a read waited most of cluster.request_timeout_ms for pushes that never came; names the workers
   badEncoding @20;      # a payload's encoding is unknown, not allowed for this message, or its contents are invalid
                         # (a sparse index out of range or out of order, a scale that is not a finite number)
+  nonFiniteGradient @21; # a pushed gradient (decoded) holds a NaN or an infinity; names the slice, step and element
 }
 
 # One key's payload description: the frame with index `frame` (counting

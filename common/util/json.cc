@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "common/error.h"
@@ -59,7 +61,24 @@ Json& Json::push(Json value) {
 
 size_t Json::size() const { return type_ == Type::kArray ? array_.size() : object_.size(); }
 
+namespace {
+// The text dump() writes for a non-finite number, and its value; nullopt for any other string.
+std::optional<double> non_finite_value(const std::string& s) {
+  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+}  // namespace
+
+bool Json::is_numeric() const {
+  return type_ == Type::kNumber || (type_ == Type::kString && non_finite_value(string_));
+}
+
 double Json::as_number() const {
+  if (type_ == Type::kString) {
+    if (std::optional<double> v = non_finite_value(string_)) return *v;
+  }
   if (type_ != Type::kNumber) throw Error("json: expected a number");
   return number_;
 }
@@ -112,8 +131,10 @@ void dump_value(const Json& j, bool spaced, std::string* out) {
     case Json::Type::kBool: *out += j.as_bool() ? "true" : "false"; break;
     case Json::Type::kNumber: {
       double v = j.as_number();
-      if (!std::isfinite(v)) {
-        *out += "null";
+      if (std::isnan(v)) {
+        *out += "\"nan\"";
+      } else if (std::isinf(v)) {
+        *out += v > 0 ? "\"inf\"" : "\"-inf\"";
       } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
         *out += std::to_string(static_cast<int64_t>(v));
       } else {

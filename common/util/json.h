@@ -40,6 +40,8 @@ class Json {
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::kNull; }
   bool is_number() const { return type_ == Type::kNumber; }
+  // A number, or one of the strings "nan", "inf", "-inf" that stand for a non-finite number.
+  bool is_numeric() const;
   bool is_string() const { return type_ == Type::kString; }
   bool is_object() const { return type_ == Type::kObject; }
   bool is_array() const { return type_ == Type::kArray; }
@@ -56,13 +58,15 @@ class Json {
   const std::vector<Json>& elements() const { return array_; }
   size_t size() const;
 
-  // Typed reads; a wrong type throws pshard::Error.
+  // Typed reads; a wrong type throws pshard::Error. as_number() also reads the strings "nan", "inf" and
+  // "-inf", which dump() writes for non-finite numbers (JSON has none).
   double as_number() const;
   int64_t as_int() const;
   bool as_bool() const;
   const std::string& as_string() const;
 
-  // One line, no spaces. Non-finite numbers are written as null.
+  // One line, no spaces. Non-finite numbers are written as the strings "nan", "inf" and "-inf" (JSON has no
+  // NaN; null stays "not measured"), which as_number() reads back.
   std::string dump() const;
   // One line with a space after each ':' and ',' ({"a": 1, "b": [2, 3]}), for files that people
   // read and scripts grep (cluster.json).

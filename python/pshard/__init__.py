@@ -40,10 +40,15 @@ def client():
 
 
 def shutdown(exit_status=0, reason=None):
-    """Leaves the job (exit_status 0: this worker finished; else `reason` is what the job's abort quotes)."""
+    """Leaves the job (exit_status 0: this worker finished; else `reason` is what the job's abort quotes). Leaving
+    before the end of the job (before the last step of train.epochs x steps_per_epoch, or, without
+    steps_per_epoch, after reporting some epochs but not the last) is leaving as failed, whatever exit_status says:
+    cluster.failure_policy = abort ends the job naming this rank, continue goes on without it."""
     global _client
     if _client is None:
         return
+    if exit_status == 0 and reason is None:
+        reason = "ps.shutdown() was called"  # quoted only when it is called before the end of the job
     from . import _state
     failed = None
     if exit_status == 0 and _state.optimizer is not None:
@@ -61,14 +66,16 @@ def shutdown(exit_status=0, reason=None):
 
 def _leave_at_exit():
     # A script that ends without shutdown(): leave as failed when an exception is ending it, so that the
-    # coordinator's abort quotes it instead of waiting for the heartbeat timeout.
+    # coordinator's abort quotes it instead of waiting for the heartbeat timeout. Python tells an atexit function
+    # nothing of sys.exit(status): the library judges such a leave by how far the job got (a sys.exit(1) before the
+    # end is a failure), and the launcher sees the process's own exit status.
     if _client is None:
         return
     last = getattr(sys, "last_value", None)
     if last is not None:
         shutdown(1, "%s: %s" % (type(last).__name__, last))
     else:
-        shutdown(0)
+        shutdown(0, "the script ended (sys.exit() or its last line) without ps.shutdown()")
 
 
 def rank():

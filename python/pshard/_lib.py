@@ -15,6 +15,11 @@ ERR_TIMEOUT = -7
 ERR_ABORTED = -8
 ERR_INTERNAL = -9
 FLOAT32 = 0
+# pshard_epoch_report.figures (pshard_c.h)
+TRAIN_LOSS = 1
+TRAIN_ACC = 2
+TEST_LOSS = 4
+TEST_ACC = 8
 
 
 class PshardError(RuntimeError):
@@ -40,6 +45,7 @@ class EpochReport(ctypes.Structure):
         ("data_s", ctypes.c_double),
         ("forward_s", ctypes.c_double),
         ("backward_s", ctypes.c_double),
+        ("figures", ctypes.c_uint32),
     ]
 
 

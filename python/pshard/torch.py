@@ -23,7 +23,7 @@ import time
 import torch
 
 from . import _state
-from ._lib import FLOAT32, PshardError, check, lib, EpochReport
+from ._lib import FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client  # noqa: F401
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
@@ -386,10 +386,20 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     workers (evaluate after report() to use them). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
     weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
     equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
-    servers are measured by the library."""
+    servers are measured by the library. Only the figures given reach metrics.jsonl (the others are null there, not
+    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". A PshardError for an epoch outside
+    0..train.epochs-1 or an accuracy outside [0, 1]."""
     opt = _state.optimizer
     if opt is None:
         raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
+    epochs = config("train.epochs")
+    if not 0 <= int(epoch) < epochs:
+        raise PshardError("pshard.report: epoch=%d is out of range: epochs count from 0 to train.epochs - 1 = %d"
+                          % (int(epoch), epochs - 1), "PSHARD_ERR_ARGUMENT")
+    for name, acc in (("train_acc", train_acc), ("test_acc", test_acc)):
+        if acc is not None and not 0.0 <= float(acc) <= 1.0:
+            raise PshardError("pshard.report: %s=%r is not an accuracy (a fraction in [0, 1])" % (name, acc),
+                              "PSHARD_ERR_ARGUMENT")
     opt.synchronize()  # the epoch's last weights are part of it
     now = time.perf_counter()
     n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)
@@ -399,16 +409,27 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     r.samples = n
     if train_loss is None:
         train_loss = loss
-    r.loss_sum = float(train_loss) * n if train_loss is not None else 0.0
-    r.correct = int(round(float(train_acc) * n)) if train_acc is not None else -1
+    # Only the figures given are sent (the others are null in metrics.jsonl); a NaN or infinite loss is recorded.
+    figures = 0
+    if train_loss is not None:
+        figures |= TRAIN_LOSS
+        r.loss_sum = float(train_loss) * n
+    if train_acc is not None:
+        figures |= TRAIN_ACC
+        r.correct = int(round(float(train_acc) * n))
     if test_acc is not None or test_loss is not None:
         # Equal weights without test_samples: a large count keeps the accuracy's rounding below 1e-6.
         tn = int(test_samples) if test_samples is not None else 1000000
         r.test_samples = tn
-        r.test_loss_sum = float(test_loss) * tn if test_loss is not None else 0.0
-        r.test_correct = int(round(float(test_acc) * tn)) if test_acc is not None else 0
+        if test_loss is not None:
+            figures |= TEST_LOSS
+            r.test_loss_sum = float(test_loss) * tn
+        if test_acc is not None:
+            figures |= TEST_ACC
+            r.test_correct = int(round(float(test_acc) * tn))
     else:
         r.test_samples = -1
+    r.figures = figures
     r.epoch_s = now - opt.epoch_started - float(eval_s)
     r.eval_s = float(eval_s)
     r.data_s = opt.phase_s["data"]

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
+#include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -623,6 +626,21 @@ struct KvServer::Impl {
     return g;
   }
 
+  // Index of the first NaN or infinity in v[0..n), or n. The usual case (none) is one pass over the exponent bits
+  // that the compiler vectorizes; the index is looked for only when there is one.
+  static size_t first_non_finite(const float* v, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, v + i, sizeof u);
+      bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);  // exponent all ones: NaN or +-inf
+    }
+    if (bad == 0) return n;
+    size_t i = 0;
+    while (i < n && std::isfinite(v[i])) ++i;
+    return i;
+  }
+
   // Answers every waiting pull that is now ready; returns the requests that finished.
   std::vector<RequestPtr> release_waiters(Slice& s, const std::vector<char>& dead) {
     std::vector<RequestPtr> finished;
@@ -686,8 +704,21 @@ struct KvServer::Impl {
           req->fail(ErrorCode::NOT_INITIALIZED, s.name() + " has not been initialised by worker 0");
           break;
         }
-        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint,
-                                              gradient(std::move(req->payloads[k]), m.keys[k]), dead, scratch);
+        std::shared_ptr<zmq::message_t> g = gradient(std::move(req->payloads[k]), m.keys[k]);
+        // A NaN or an infinity would make the weights NaN for every worker: the push is refused, naming it.
+        const float* gv = static_cast<const float*>(g->data());
+        const size_t bad = first_non_finite(gv, m.keys[k].length);
+        if (bad < m.keys[k].length) {
+          req->fail(ErrorCode::NON_FINITE_GRADIENT,
+                    "worker " + std::to_string(rank) + " pushed a non-finite gradient for " + s.name() + " at step " +
+                        std::to_string(m.step) + " (element " + std::to_string(bad) + " is " +
+                        (std::isnan(gv[bad]) ? "nan"
+                         : gv[bad] > 0       ? "inf"
+                                             : "-inf") +
+                        "): refused, the weights are unchanged");
+          break;
+        }
+        PushResult pushed = s.policy->on_push(rank, m.step, m.checkpoint, std::move(g), dead, scratch);
         if (!pushed.ok()) {
           req->fail(pushed.code, std::move(pushed.why));
           break;

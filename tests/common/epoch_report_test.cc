@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "common/error.h"
@@ -46,6 +48,51 @@ TEST(WorkerEpochReport, RoundTripsThroughJson) {
   EXPECT_EQ(back.bytes_recv, uint64_t(1) << 21);
   EXPECT_EQ(back.fp32_bytes_sent, uint64_t(1) << 21);
   EXPECT_EQ(back.fp32_bytes_recv, uint64_t(1) << 22);
+}
+
+// A figure a worker did not measure is absent, never a zero: each figure of the epoch line combines the workers
+// that measured it, and a non-finite loss stays non-finite (written as "nan"), also through the JSON between them.
+TEST(WorkerEpochReport, EachFigureCombinesTheWorkersThatMeasuredIt) {
+  WorkerEpochReport a = sample(), b = sample();
+  a.rank = 0;
+  a.samples = 10;
+  a.loss_sum = 10;
+  a.has_train_acc = false;
+  a.evaluated = true;
+  a.test_n = 100;
+  a.has_test_loss = false;
+  a.test_correct = 50;
+  b.rank = 1;
+  b.samples = 30;
+  b.loss_sum = 90;
+  b.correct = 15;
+  b.evaluated = true;
+  b.test_n = 100;
+  b.test_loss_sum = 20;
+  b.has_test_acc = false;
+  b.test_correct = 0;
+  Json e = combine_epoch({WorkerEpochReport::from_json(Json::parse(a.to_json().dump(), "a")),
+                          WorkerEpochReport::from_json(Json::parse(b.to_json().dump(), "b"))});
+  EXPECT_DOUBLE_EQ(e.at("train_loss").as_number(), 100.0 / 40);
+  EXPECT_DOUBLE_EQ(e.at("train_acc").as_number(), 15.0 / 30);
+  EXPECT_DOUBLE_EQ(e.at("test_loss").as_number(), 20.0 / 100);
+  EXPECT_DOUBLE_EQ(e.at("test_acc").as_number(), 50.0 / 100);
+  EXPECT_EQ(e.at("samples").as_int(), 40);
+
+  a.has_train_loss = false;
+  a.evaluated = false;
+  Json only_a = combine_epoch({a});
+  for (const char* figure : {"train_loss", "train_acc", "test_loss", "test_acc"}) {
+    EXPECT_TRUE(only_a.at(figure).is_null()) << figure << ": " << only_a.dump();
+  }
+
+  b.loss_sum = std::numeric_limits<double>::quiet_NaN();
+  b.test_loss_sum = std::numeric_limits<double>::infinity();
+  const WorkerEpochReport back = WorkerEpochReport::from_json(Json::parse(b.to_json().dump(), "b"));
+  EXPECT_TRUE(std::isnan(back.loss_sum));
+  Json diverged = combine_epoch({a, back});
+  EXPECT_NE(diverged.dump().find("\"train_loss\":\"nan\""), std::string::npos) << diverged.dump();
+  EXPECT_NE(diverged.dump().find("\"test_loss\":\"inf\""), std::string::npos) << diverged.dump();
 }
 
 // The job's epoch line carries each worker's measured phases and their mean.

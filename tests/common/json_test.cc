@@ -28,10 +28,22 @@ TEST(Json, DumpsSpacedWithASpaceAfterEachColonAndComma) {
   EXPECT_EQ(Json::parse(j.dump_spaced(), "x").dump(), j.dump());
 }
 
-TEST(Json, NonFiniteIsNull) {
+// JSON has no NaN: a non-finite number is written as a string that reads back as that number, so that a diverged
+// loss is recorded as such (null means "not measured").
+TEST(Json, NonFiniteNumbersAreStringsThatReadBack) {
   Json j = Json::object();
   j.set("x", std::numeric_limits<double>::quiet_NaN());
-  EXPECT_EQ(j.dump(), R"({"x":null})");
+  j.set("p", std::numeric_limits<double>::infinity()).set("m", -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(j.dump(), R"({"x":"nan","p":"inf","m":"-inf"})");
+  Json back = Json::parse(j.dump(), "x");
+  EXPECT_TRUE(std::isnan(back.at("x").as_number()));
+  EXPECT_EQ(back.at("p").as_number(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(back.at("m").as_number(), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(back.at("x").is_numeric());
+  EXPECT_FALSE(back.at("x").is_number());
+  EXPECT_FALSE(Json("nano").is_numeric());
+  EXPECT_THROW(Json("nano").as_number(), pshard::Error);
+  EXPECT_THROW(back.at("x").as_int(), pshard::Error);
 }
 
 TEST(Json, ParsesBack) {

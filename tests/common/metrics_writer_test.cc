@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "common/error.h"
@@ -45,8 +46,9 @@ TEST(MetricsWriter, WritesJsonLinesAndEpochCsv) {
 }
 
 TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
-  // A diverged run: the writer prints NaN as null; the reader keeps the step as NaN (a gap in a
-  // chart) instead of rejecting the run, but a missing loss is still an error naming the line.
+  // A diverged run: the writer prints NaN as "nan" (JSON has no NaN); the reader keeps the step as NaN (a gap
+  // in a chart) instead of rejecting the run, and reads the null of older runs the same way, but a missing loss is
+  // still an error naming the line.
   std::string dir = "/tmp/pshard_metrics_nan_test_" + std::to_string(::getpid());
   {
     pshard::MetricsWriter m(dir);
@@ -59,17 +61,22 @@ TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
                 .set("loss", std::nan(""))
                 .set("wall_s", 0.2));
   }
-  EXPECT_NE(read_all(dir + "/metrics.jsonl").find("\"loss\":null"), std::string::npos);
+  EXPECT_NE(read_all(dir + "/metrics.jsonl").find("\"loss\":\"nan\""), std::string::npos);
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app)
+      << "{\"event\":\"step\",\"epoch\":1,\"step\":8,\"loss\":\"-inf\",\"wall_s\":0.3}\n"
+      << "{\"event\":\"step\",\"epoch\":1,\"step\":9,\"loss\":null,\"wall_s\":0.4}\n";
   pshard::RunMetrics run = pshard::read_run(dir);
-  ASSERT_EQ(run.steps.size(), 2u);
+  ASSERT_EQ(run.steps.size(), 4u);
   EXPECT_EQ(run.steps[0].loss, 2.5);
   EXPECT_TRUE(std::isnan(run.steps[1].loss));
-  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"event\":\"step\",\"epoch\":1,\"step\":8,\"wall_s\":1}\n";
+  EXPECT_EQ(run.steps[2].loss, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(run.steps[3].loss));
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"event\":\"step\",\"epoch\":1,\"step\":10,\"wall_s\":1}\n";
   try {
     pshard::read_run(dir);
     FAIL() << "a step without a loss was accepted";
   } catch (const pshard::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:3: field 'loss': missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:5: field 'loss': missing"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
 }

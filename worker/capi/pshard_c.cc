@@ -132,6 +132,28 @@ struct pshard_client {
   double wait_s = 0;
   pshard::KvTraffic reported_traffic;
 
+  // How far this worker got, to tell a worker that finished the job from one that leaves before its end: the
+  // run's length (train.epochs x steps_per_epoch; 0: unknown), the steps it pushed (the highest step + 1) and the
+  // highest epoch it reported.
+  int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;
+  std::atomic<int64_t> steps_pushed{0};
+  std::atomic<int64_t> epochs_reported{0};
+
+  // Why leaving now, with exit status 0, is leaving before the end of the job ("" when it finished, or when
+  // neither the run's length nor any report tells).
+  std::string left_early() const {
+    const int64_t total = epochs * steps_per_epoch, pushed = steps_pushed.load(), reported = epochs_reported.load();
+    if (!kv || reported >= epochs || (total > 0 && pushed >= total)) return "";
+    if (total == 0 && reported == 0) return "";
+    std::string at = total > 0
+                         ? "after step " + std::to_string(pushed) + " of " + std::to_string(total) +
+                               " (train.epochs = " + std::to_string(epochs) + " x " + std::to_string(steps_per_epoch) +
+                               " steps per epoch)"
+                         : "after epoch " + std::to_string(reported) + " of train.epochs = " + std::to_string(epochs);
+    return "it left before the end of the job, " + at;
+  }
+
   // The timeline (trace.steps; null when off) and the traced requests in flight: what, when issued.
   std::unique_ptr<pshard::Tracer> tracer;
   struct TracedRequest {
@@ -198,6 +220,13 @@ template <typename T>
 T* require(T* p, const char* what) {
   if (p == nullptr) throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: ") + what + " is NULL"};
   return p;
+}
+
+// v = max(v, x), from any thread.
+void raise_to(std::atomic<int64_t>& v, int64_t x) {
+  int64_t now = v.load();
+  while (now < x && !v.compare_exchange_weak(now, x)) {
+  }
 }
 
 // Rank 0's tensors, one key ("fc1.weight[256,784]") per line, in the run directory: the servers only compare layout
@@ -329,13 +358,22 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
   if (c == nullptr) return PSHARD_OK;
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     std::unique_ptr<pshard_client> owned(c);
+    const std::string early = exit_status == 0 ? owned->left_early() : "";
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
     const std::string run_dir = optional_env("PSHARD_RUN_DIR");
     if (owned->tracer && !run_dir.empty()) {
       pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
                                owned->cluster->clock_offset());
     }
-    owned->cluster->leave(exit_status, reason ? reason : "");
+    // A worker that leaves before the end of the job did not finish it, whatever status it gives: the job's
+    // failure policy decides (abort: the job fails naming it; continue: it counts as a dead worker).
+    std::string why = reason ? reason : "";
+    if (!early.empty()) {
+      exit_status = 1;
+      why = early + (why.empty() ? "" : " (" + why + ")");
+      PSHARD_LOG(kError) << why;
+    }
+    owned->cluster->leave(exit_status, why);
     // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
     // before it.
     owned->cluster.reset();
@@ -455,6 +493,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const pshard::Config& cfg = c->cfg;
     const uint32_t world = c->cluster->map().num_workers;
     const int64_t epochs = cfg.get_int("train.epochs");
+    c->epochs = epochs;
+    c->steps_per_epoch = steps_per_epoch;
     const int64_t total_steps = steps_per_epoch * epochs;
     const pshard::optim::LrScheduleParams sp = pshard::optim::LrScheduleParams::from_config(cfg);
     if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
@@ -544,6 +584,7 @@ int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* wei
     *out =
         c->track(c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step),
                  "pushPull", tensor, step);
+    raise_to(c->steps_pushed, step + 1);
     return PSHARD_OK;
   });
 }
@@ -656,24 +697,43 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     require(c, "client");
     require(report, "report");
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: report an epoch after pshard_start"};
-    if (report->epoch < 1 || report->step < 0 || report->samples < 0) {
+    const int64_t epochs = c->cfg.get_int("train.epochs");
+    if (report->epoch < 1 || report->epoch > epochs || report->step < 0 || report->samples < 0) {
       throw Failure{PSHARD_ERR_ARGUMENT,
-                    "pshard: an epoch report needs epoch >= 1, step >= 0 and samples >= 0, got epoch " +
-                        std::to_string(report->epoch) + ", step " + std::to_string(report->step) + ", samples " +
-                        std::to_string(report->samples)};
+                    "pshard: an epoch report needs epoch in 1..train.epochs = " + std::to_string(epochs) +
+                        ", step >= 0 and samples >= 0, got epoch " + std::to_string(report->epoch) + ", step " +
+                        std::to_string(report->step) + ", samples " + std::to_string(report->samples)};
+    }
+    const uint32_t figures = report->figures;
+    const bool train_acc = (figures & PSHARD_TRAIN_ACC) != 0, test_loss = (figures & PSHARD_TEST_LOSS) != 0,
+               test_acc = (figures & PSHARD_TEST_ACC) != 0;
+    if ((figures & ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC)) != 0 ||
+        (train_acc && (report->correct < 0 || report->correct > report->samples)) ||
+        ((test_loss || test_acc) && report->test_samples < 0) ||
+        (test_acc && (report->test_correct < 0 || report->test_correct > report->test_samples))) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    "pshard: epoch report " + std::to_string(report->epoch) + ": figures " + std::to_string(figures) +
+                        " with correct " + std::to_string(report->correct) + " of " + std::to_string(report->samples) +
+                        " samples, test_correct " + std::to_string(report->test_correct) + " of " +
+                        std::to_string(report->test_samples) +
+                        " test samples (a measured count must be in 0..its samples; a test figure needs "
+                        "test_samples >= 0)"};
     }
     pshard::WorkerEpochReport r;
     r.rank = c->rank();
     r.epoch = report->epoch;
     r.step = report->step;
     r.samples = report->samples;
-    r.loss_sum = report->loss_sum;
-    r.classification = report->correct >= 0;
-    r.correct = std::max<int64_t>(report->correct, 0);
+    r.has_train_loss = (figures & PSHARD_TRAIN_LOSS) != 0;
+    r.loss_sum = r.has_train_loss ? report->loss_sum : 0.0;
+    r.has_train_acc = train_acc;
+    r.correct = train_acc ? report->correct : 0;
     r.evaluated = report->test_samples >= 0;
     r.test_n = std::max<int64_t>(report->test_samples, 0);
-    r.test_loss_sum = report->test_loss_sum;
-    r.test_correct = std::max<int64_t>(report->test_correct, 0);
+    r.has_test_loss = test_loss;
+    r.test_loss_sum = test_loss ? report->test_loss_sum : 0.0;
+    r.has_test_acc = test_acc;
+    r.test_correct = test_acc ? report->test_correct : 0;
     r.epoch_s = report->epoch_s;
     r.eval_s = report->eval_s;
     // The phases add up to epoch_s: what the caller measured, the library's waits, and the remainder as other.
@@ -697,6 +757,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     pshard::Json j = r.to_json();
     j.set("event", "worker_epoch");
     c->cluster->report(j);
+    raise_to(c->epochs_reported, report->epoch);
     return PSHARD_OK;
   });
 }

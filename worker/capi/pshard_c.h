@@ -44,7 +44,8 @@
 extern "C" {
 #endif
 
-#define PSHARD_C_API_VERSION 1
+/* 2: pshard_epoch_report gained `figures` (which figures were measured). */
+#define PSHARD_C_API_VERSION 2
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -81,7 +82,11 @@ const char* pshard_status_name(int status);
 int pshard_connect(pshard_client** out);
 
 /* Leaves the job (exit_status 0: finished; else `reason`, may be NULL, is what the coordinator's abort quotes),
- * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op. */
+ * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op.
+ * Leaving with 0 before the end of the job is leaving as failed (the job's cluster.failure_policy decides: abort
+ * ends the job naming this worker, continue goes on without it): when steps_per_epoch was given, before pushing
+ * step train.epochs x steps_per_epoch - 1; otherwise, after reporting some epoch but not epoch train.epochs.
+ * Reporting epoch train.epochs is always finishing. `reason` then says why the program left, if it knows. */
 int pshard_close(pshard_client* c, int exit_status, const char* reason);
 
 /* This worker's rank (0..size-1), the number of workers, and the rank among the workers on this host. */
@@ -137,17 +142,25 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms);
 /* One training step's loss; rank 0 writes a "step" event every train.log_every steps (other ranks: no-op). */
 int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double loss);
 
+/* pshard_epoch_report.figures: the figures this worker measured. A figure not named is absent (null in metrics,
+ * never a zero); each figure of the "epoch" event combines the ranks that measured it. */
+#define PSHARD_TRAIN_LOSS 1u /* loss_sum */
+#define PSHARD_TRAIN_ACC 2u  /* correct */
+#define PSHARD_TEST_LOSS 4u  /* test_loss_sum (needs test_samples >= 0) */
+#define PSHARD_TEST_ACC 8u   /* test_correct (needs test_samples >= 0) */
+
 /* What this worker measured in one epoch; the coordinator combines every rank's report of an epoch into the
  * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
  * since the last report (comm_wait_s) are added by the library; the rest of epoch_s that data_s, forward_s and
- * backward_s do not account for is other_s (docs/METRICS.md). Negative counts mean "not measured" (null in
- * metrics). */
+ * backward_s do not account for is other_s (docs/METRICS.md). A loss may be NaN or infinite (a diverged run): it
+ * is recorded as "nan", "inf" or "-inf". ARGUMENT for an epoch outside 1..train.epochs, a negative count of a
+ * measured figure, or a test figure without test_samples. */
 typedef struct pshard_epoch_report {
-  int64_t epoch;        /* 1-based */
+  int64_t epoch;        /* 1-based, at most train.epochs */
   int64_t step;         /* global steps done after this epoch */
   int64_t samples;      /* training samples this worker processed this epoch */
   double loss_sum;      /* sum of per-sample training losses */
-  int64_t correct;      /* training argmax hits; < 0: not a classification task */
+  int64_t correct;      /* training argmax hits */
   int64_t test_samples; /* test samples this worker evaluated; < 0: no evaluation */
   double test_loss_sum;
   int64_t test_correct;
@@ -156,6 +169,7 @@ typedef struct pshard_epoch_report {
   double data_s;     /* of epoch_s: waiting for batches (< 0: not measured) */
   double forward_s;  /* of epoch_s: forward passes and the loss (< 0: not measured) */
   double backward_s; /* of epoch_s: backward passes, pushes issued included (< 0: not measured) */
+  uint32_t figures;  /* PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | ...: what loss_sum ... test_correct measured */
 } pshard_epoch_report;
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);

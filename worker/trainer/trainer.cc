@@ -102,7 +102,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     WorkerEpochReport report;
     report.rank = options_.rank;
     report.epoch = epoch;
-    report.classification = classification;
+    report.has_train_acc = classification;
+    report.has_test_acc = classification;
     const SyncStats comm_before = sync_.stats();
     const auto epoch_start = clock.flush();
     const std::vector<double> epoch_phases_before = totals.seconds();

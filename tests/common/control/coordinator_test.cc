@@ -392,7 +392,7 @@ TEST(Coordinator, SilentWorkerUnderPolicyContinueIsReportedAndTheJobGoesOn) {
     f.push_back(std::async(std::launch::async, [c] { c->barrier("after-death", milliseconds(3000)); }));
   }
   for (auto& x : f) EXPECT_NO_THROW(x.get());
-  // Workers leave -> the server is told to shut down -> the job ends with 0.
+  // Workers leave -> the server is told to shut down -> the job ran to its end, but without worker 2.
   nodes[1]->leave(0);
   nodes[2]->leave(0);
   ClusterEvent e;
@@ -401,7 +401,31 @@ TEST(Coordinator, SilentWorkerUnderPolicyContinueIsReportedAndTheJobGoesOn) {
   nodes[0]->leave(0);
   auto r = coord.wait_for(milliseconds(3000));
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->exit_code, 0) << r->reason;
+  EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
+}
+
+// Under policy continue a worker that leaves with a failure status (a program that left before the end of the job)
+// is a dead worker: the others go on, and the job ends as one that lost a worker, not as a success.
+TEST(Coordinator, AWorkerLeavingWithAFailureUnderPolicyContinueIsALostWorker) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  nodes[2]->leave(1, "it left before the end of the job, after step 5 of 40");
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
+  EXPECT_EQ(e.node.rank, 1u);
+  nodes[1]->leave(0);
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
 }
 
 // What a server says of a worker that holds a step up while its heartbeats go on (server/kv/stall_watch.h).

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <zmq.hpp>
 
@@ -364,6 +365,49 @@ TEST_F(KvBadInput, RepliesToAPeerThatDoesNotReadAreDroppedAndCounted) {
   // The server still answers a peer that reads.
   send_raw(protocol::encode_header(request(MessageType::PING, {})), {});
   EXPECT_EQ(receive().type, MessageType::PONG);
+}
+
+// A NaN or an infinity in a pushed gradient, float32 or decoded from a codec, is refused with an error that names
+// the worker, the tensor's slice, the step and the element; the weights stay as they were.
+TEST_F(KvBadInput, NonFiniteGradientsAreRefusedNamingTheWorkerAndTheTensor) {
+  send_raw(protocol::encode_header(request(MessageType::INIT, own())), values(own(), 1.0f));
+  ASSERT_EQ(receive().type, MessageType::ACK);
+  const auto before = pull_all();
+  const uint32_t slice = own()[0];
+  auto grads = values({slice}, 0.5f);
+  grads[0][3] = std::numeric_limits<float>::quiet_NaN();
+  send_raw(protocol::encode_header(request(MessageType::PUSH, {slice}, 0)), grads);
+  protocol::Message r = receive();
+  ASSERT_EQ(r.type, MessageType::ERROR);
+  EXPECT_EQ(r.error_code, ErrorCode::NON_FINITE_GRADIENT) << protocol::error_code_name(r.error_code);
+  const std::string& why = r.error_message;
+  EXPECT_NE(why.find("worker 0 pushed a non-finite gradient for " + layout.describe(slice) + " at step 0"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("element 3 is nan"), std::string::npos) << why;
+
+  // bf16: an infinity (0xff80: -inf) in the slice's last element.
+  protocol::Message m = request(MessageType::PUSH, {slice}, 0);
+  m.keys[0].encoding = protocol::Encoding::BF16;
+  std::vector<uint16_t> halves(m.keys[0].length, 0x3f00);  // 0.5
+  halves.back() = 0xff80;
+  std::vector<std::vector<float>> coded(1, std::vector<float>(halves.size() / 2));
+  std::memcpy(coded[0].data(), halves.data(), halves.size() * sizeof(uint16_t));
+  send_raw(protocol::encode_header(m), coded);
+  r = receive();
+  ASSERT_EQ(r.type, MessageType::ERROR);
+  EXPECT_EQ(r.error_code, ErrorCode::NON_FINITE_GRADIENT) << protocol::error_code_name(r.error_code);
+  EXPECT_NE(r.error_message.find("element " + std::to_string(halves.size() - 1) + " is -inf"), std::string::npos)
+      << r.error_message;
+  EXPECT_EQ(pull_all(), before);  // neither push counted
+
+  // A finite push of the same step is still taken (sgd, lr 1).
+  send_raw(protocol::encode_header(request(MessageType::PUSH, {slice}, 0)), values({slice}, 0.5f));
+  EXPECT_EQ(receive().type, MessageType::ACK);
+  send_raw(protocol::encode_header(request(MessageType::PULL, {slice}, 1)), {});
+  std::vector<std::vector<float>> after;
+  ASSERT_EQ(receive(&after).type, MessageType::WEIGHTS);
+  EXPECT_FLOAT_EQ(after[0][3], before[0][3] - values({slice}, 0.5f)[0][3]);
 }
 
 }  // namespace

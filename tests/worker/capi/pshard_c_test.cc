@@ -262,8 +262,16 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
     e.data_s = 0.05;
     e.forward_s = 0.1;
     e.backward_s = -1;  // not measured
+    e.figures = PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC;
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_OK);
     e.epoch = 0;
+    EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
+    e.epoch = 2;  // beyond train.epochs = 1
+    EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
+    EXPECT_NE(std::string(pshard_last_error()).find("epoch in 1..train.epochs = 1"), std::string::npos)
+        << pshard_last_error();
+    e.epoch = 1;
+    e.test_correct = 11;  // more hits than test samples
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
     EXPECT_EQ(pshard_report_epoch(c, nullptr), PSHARD_ERR_ARGUMENT);
     // Both reports are in before anyone leaves (a leaving worker's epoch would be waited for no more).

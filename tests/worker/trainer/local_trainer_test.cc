@@ -76,7 +76,8 @@ TEST(LocalTrainer, EpochReportsAddUp) {
     EXPECT_EQ(r.samples, 81 * 100);  // floor(8192 / 100) full batches
     EXPECT_EQ(r.test_n, 1024);
     EXPECT_TRUE(r.evaluated);
-    EXPECT_FALSE(r.classification);
+    EXPECT_FALSE(r.has_train_acc);
+    EXPECT_FALSE(r.has_test_acc);
   }
   EXPECT_EQ(run.epochs[1].step, 162);
   EXPECT_LT(run.epochs[1].loss_sum, run.epochs[0].loss_sum);

@@ -1,0 +1,117 @@
+"""Every figure a script gives ps.report() reaches metrics.jsonl and `pshard report`, and only those: test accuracy
+alone is recorded (not null), figures never given are null (not zero), an epoch outside 0..train.epochs-1 is refused
+with a clear error, and a rank that never reports makes the job's end name it while the other ranks' epochs and the
+summary are still written."""
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import support
+
+STEPS = 6
+CONFIG = """
+[optimizer]
+name = "sgd"
+lr = 0.05
+momentum = 0.0
+
+[train]
+batch_size = 8
+epochs = 2
+
+[cluster]
+mode = "sync"
+heartbeat_interval_ms = 200
+heartbeat_timeout_ms = 4000
+"""
+
+
+def worker(case, out_dir):
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(0)
+    net = torch.nn.Linear(6, 3)
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    for epoch in range(2):
+        for _ in range(STEPS):
+            loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if case == "test-acc-only":
+            ps.report(epoch=epoch, test_acc=0.5 + 0.25 * ps.rank())  # the mean over the 2 ranks: 0.625
+        elif ps.rank() == 0:
+            ps.report(epoch=epoch, train_loss=2.0 + epoch)
+        else:  # "silent": rank 1 never reports; its bad epoch numbers are refused
+            errors = []
+            for bad in (-1, 2):
+                try:
+                    ps.report(epoch=bad, train_loss=1.0)
+                    errors.append("accepted epoch=%d" % bad)
+                except ps.PshardError as e:
+                    errors.append(str(e))
+            with open(os.path.join(out_dir, "errors.json"), "w") as f:
+                json.dump(errors, f)
+    ps.shutdown()
+
+
+def lines(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_acc_only():
+    out = support.fresh_dir("test-acc-only-out")
+    status, output, run_dir = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", "test-acc-only", out],
+                                             90, "test-acc-only")
+    support.expect(status == 0, "test-acc-only: the job failed (%d)" % status, output)
+    events = lines(run_dir)
+    epochs = [e for e in events if e["event"] == "epoch"]
+    support.expect([e["epoch"] for e in epochs] == [1, 2], "test-acc-only: epoch lines %s" % epochs, output)
+    for e in epochs + [events[-1]]:
+        support.expect(abs(e["test_acc"] - 0.625) < 1e-6, "test-acc-only: test_acc is %r in %s" % (e["test_acc"], e),
+                       output)
+        for never_given in ("train_loss", "train_acc", "test_loss"):
+            support.expect(e[never_given] is None, "test-acc-only: %s is %r, not null" % (never_given, e[never_given]),
+                           output)
+    support.expect(events[-1]["event"] == "summary", "test-acc-only: no summary", output)
+    code, text = support.run([support.PSHARD_BIN, "report", run_dir], 60)
+    support.expect(code == 0, "pshard report failed", text)
+    with open(os.path.join(run_dir, "report", "report.md")) as f:
+        row = [line for line in f if line.startswith("| run")][1]
+    cells = [c.strip() for c in row.split("|")]
+    support.expect(cells[13] == "0.625" and cells[11] == "n/a", "report.md's row: %s" % row, text)
+    print("test_acc alone: 0.625 in every epoch line, the summary and pshard report; the other figures null")
+
+
+def silent_rank():
+    out = support.fresh_dir("silent-out")
+    status, output, run_dir = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", "silent", out], 90,
+                                             "silent")
+    support.expect(status == 0, "silent: the job failed (%d)" % status, output)
+    with open(os.path.join(out, "errors.json")) as f:
+        errors = json.load(f)
+    support.expect("epoch=-1 is out of range: epochs count from 0 to train.epochs - 1 = 1" in errors[0],
+                   "silent: epoch -1: %s" % errors[0], output)
+    support.expect("epoch=2 is out of range" in errors[1], "silent: epoch 2: %s" % errors[1], output)
+    support.expect("worker 1 never reported an epoch" in output, "silent: the silent rank is not named", output)
+    events = lines(run_dir)
+    epochs = [e for e in events if e["event"] == "epoch"]
+    support.expect([(e["epoch"], e["train_loss"], e.get("missing_workers")) for e in epochs] ==
+                   [(1, 2.0, [1]), (2, 3.0, [1])], "silent: epoch lines %s" % epochs, output)
+    support.expect(events[-1]["event"] == "summary" and events[-1]["train_loss"] == 3.0,
+                   "silent: summary %s" % events[-1], output)
+    print("a rank that never reports: named at the end; rank 0's epochs and the summary are written")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(sys.argv[2], sys.argv[3])
+    else:
+        test_acc_only()
+        silent_rank()
+        support.passed()
