@@ -13,23 +13,22 @@
 namespace pshard::models {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 constexpr size_t kGradTable = 4096;  // distinct gradient values per tensor, repeated
-
-// Sleeps `ms_at_batch` scaled from `batch` samples to `n`.
-void wait_scaled(double ms_at_batch, int64_t n, int64_t batch) {
-  const double ms = ms_at_batch * static_cast<double>(n) / static_cast<double>(batch);
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-}
 
 }  // namespace
 
 ProfileLayer::ProfileLayer(Backend& backend, std::vector<int64_t> in_shape, std::vector<int64_t> out_shape,
-                           std::vector<ParamDecl> params, double forward_ms, double backward_ms, int64_t batch)
+                           std::vector<ParamDecl> params, double forward_ms, double backward_ms, int64_t batch,
+                           std::shared_ptr<ProfilePace> pace, bool first)
     : Layer(backend, std::move(in_shape), std::move(out_shape)),
       params_(std::move(params)),
       forward_ms_(forward_ms),
       backward_ms_(backward_ms),
-      batch_(batch) {
+      batch_(batch),
+      pace_(std::move(pace)),
+      first_(first) {
+  if (!pace_) throw Error("ProfileLayer: no pace");
   if (!(forward_ms >= 0 && backward_ms >= 0 && std::isfinite(forward_ms) && std::isfinite(backward_ms))) {
     throw Error("ProfileLayer: times must be finite and >= 0 ms, got forward " + std::to_string(forward_ms) +
                 ", backward " + std::to_string(backward_ms));
@@ -50,13 +49,23 @@ void ProfileLayer::reset_state(uint64_t seed) {
   grads_written_ = false;
 }
 
+void ProfileLayer::wait(double ms_at_batch, int64_t n) {
+  const double ms = ms_at_batch * static_cast<double>(n) / static_cast<double>(batch_);
+  const double shortened = ms - pace_->late_ms;
+  const auto start = Clock::now();
+  if (shortened > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(shortened));
+  const double slept = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  pace_->late_ms = std::max(0.0, pace_->late_ms + slept - ms);
+}
+
 void ProfileLayer::forward(const Tensor& x, const Tensor& y, bool) {
-  wait_scaled(forward_ms_, x.dim(0), batch_);
+  if (first_) pace_->late_ms = 0;
+  wait(forward_ms_, x.dim(0));
   backend_.fill(y.data(), y.numel(), 0.0f);
 }
 
 void ProfileLayer::backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor* dx) {
-  wait_scaled(backward_ms_, x.dim(0), batch_);
+  wait(backward_ms_, x.dim(0));
   if (!grads_written_) write_grads();
   if (dx) backend_.fill(dx->data(), dx->numel(), 0.0f);
 }

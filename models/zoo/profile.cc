@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 
 #include "common/error.h"
@@ -243,6 +244,7 @@ std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
   }
   // The activations are placeholders: one number per sample between layers, the logits after the last.
   std::vector<Model::NamedLayer> layers;
+  auto pace = std::make_shared<ProfilePace>();  // one for the layers of this model
   std::vector<int64_t> in = spec.input_shape;
   for (size_t l = 0; l < profile.layers.size(); ++l) {
     const ModelProfile::Layer& pl = profile.layers[l];
@@ -256,7 +258,7 @@ std::vector<Model::NamedLayer> build(const ModelSpec& spec, Backend& backend) {
     std::vector<int64_t> out =
         l + 1 == profile.layers.size() ? std::vector<int64_t>{profile.classes} : std::vector<int64_t>{1};
     layers.push_back({pl.name, std::make_unique<ProfileLayer>(backend, in, out, std::move(decls), pl.forward_ms,
-                                                              pl.backward_ms, profile.batch)});
+                                                              pl.backward_ms, profile.batch, pace, l == 0)});
     in = out;
   }
   return layers;

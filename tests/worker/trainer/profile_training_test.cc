@@ -81,21 +81,23 @@ TEST(ProfileTraining, EachLayerWaitsBeforeItsForwardAndPushesAfterItsBackward) {
       EXPECT_EQ(c[i].a, steps ? step : one_step[i].second.first);
       EXPECT_EQ(c[i].b, one_step[i].second.second);
     }
-    // Between the waits for layers l and l + 1 lies layer l's forward sleep, and nothing else of note.
-    for (int l = 0; l < 2; ++l) {
-      const double gap = ms_between(c[1 + l].at, c[2 + l].at);
-      EXPECT_GE(gap, forward_ms[l]) << "layer " << l;
-      EXPECT_LT(gap, forward_ms[l] + slack_ms) << "layer " << l;
+    // Measured from the wait for layer 0: the wait for layer l comes after the forward sleeps of layers 0 .. l - 1,
+    // and layer l's gradients after all forward sleeps and the backward sleeps of layers 2 .. l (the sleeps are
+    // paced, ProfilePace: from the first layer's forward on, at least the sum of the times has passed).
+    const Clock::time_point t0 = c[1].at;
+    double expected = 0;
+    for (int l = 1; l < 3; ++l) {
+      expected += forward_ms[l - 1];
+      const double at = ms_between(t0, c[1 + l].at);
+      EXPECT_GE(at, expected) << "wait for layer " << l;
+      EXPECT_LT(at, expected + slack_ms) << "wait for layer " << l;
     }
-    // After the last wait: layer 2's forward, the loss, layer 2's backward, then its gradients.
-    const double last = ms_between(c[3].at, c[4].at);
-    EXPECT_GE(last, forward_ms[2] + backward_ms[2]);
-    EXPECT_LT(last, forward_ms[2] + backward_ms[2] + slack_ms);
-    // Each earlier layer's gradients follow the later layer's by that layer's backward sleep.
-    for (int l = 1; l >= 0; --l) {
-      const double gap = ms_between(c[4 + (1 - l)].at, c[5 + (1 - l)].at);
-      EXPECT_GE(gap, backward_ms[l]) << "layer " << l;
-      EXPECT_LT(gap, backward_ms[l] + slack_ms) << "layer " << l;
+    expected += forward_ms[2];
+    for (int l = 2; l >= 0; --l) {
+      expected += backward_ms[l];
+      const double at = ms_between(t0, c[4 + (2 - l)].at);
+      EXPECT_GE(at, expected) << "gradients of layer " << l;
+      EXPECT_LT(at, expected + slack_ms) << "gradients of layer " << l;
     }
     // The first wait is not preceded by any compute of its step.
     EXPECT_LT(ms_between(c[0].at, c[1].at), slack_ms);
