@@ -18,6 +18,7 @@ namespace {
 
 const std::string kProfiles = PSHARD_TEST_PROFILES;  // tests/models/profiles
 const std::string kThreeLayers = kProfiles + "/three_layers.json";
+const std::string kShipped = PSHARD_SHIPPED_PROFILES;  // profiles/ (scripts/make_profiles.py)
 
 ModelSpec profile_spec(const std::string& file, int64_t classes = 10) {
   ModelSpec s;
@@ -170,6 +171,38 @@ TEST(ProfileFile, AMissingFileIsAnErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no_such_profile.json: cannot open"), std::string::npos) << e.what();
   }
+}
+
+TEST(ShippedProfiles, EachHasItsArchitecturesParameterCount) {
+  struct Shipped {
+    const char* file;
+    int64_t params, classes, batch;
+    size_t layers;
+  };
+  // torchvision's resnet50() and vgg16(); resnet18(num_classes=10) with a 3x3 stem; HuggingFace's BertModel with
+  // its pooler (bert-base-uncased: 109,482,240).
+  for (const Shipped& s :
+       {Shipped{"resnet50.json", 25557032, 1000, 64, 107}, Shipped{"vgg16.json", 138357544, 1000, 64, 16},
+        Shipped{"resnet18_cifar.json", 11173962, 10, 128, 41}, Shipped{"bert_base.json", 109482240, 2, 32, 50}}) {
+    SCOPED_TRACE(s.file);
+    const ModelProfile p = read_model_profile(kShipped + "/" + s.file);
+    EXPECT_EQ(p.num_params(), s.params);
+    EXPECT_EQ(p.classes, s.classes);
+    EXPECT_EQ(p.batch, s.batch);
+    EXPECT_EQ(p.layers.size(), s.layers);
+    EXPECT_NEAR(p.forward_ms() + p.backward_ms(), p.step_ms, 1e-3);
+    EXPECT_NEAR(p.backward_ms(), 2 * p.forward_ms(), 1e-3);
+    EXPECT_NE(p.source.find("scripts/make_profiles.py"), std::string::npos);
+  }
+  // The model built from one has the same tensors: ResNet-50's 161 (53 convolutions, 53 batch norms x 2, fc x 2).
+  CpuBackend cpu(1);
+  ModelSpec spec = profile_spec(kShipped + "/resnet50.json", 1000);
+  auto model = Model::create(spec, cpu);
+  EXPECT_EQ(model->num_params_elems(), 25557032);
+  EXPECT_EQ(model->params().size(), 161u);
+  EXPECT_EQ(model->params().front().name, "conv1.weight");
+  EXPECT_EQ(model->params().back().name, "fc.bias");
+  EXPECT_EQ(model->params()[3].name, "layer1.0.conv1.weight");  // after conv1.weight, bn1.weight, bn1.bias
 }
 
 TEST(ProfileModel, LayersAndTensorsAreTheProfiles) {
