@@ -35,6 +35,7 @@ ModelSpec ModelSpec::from_config(const Config& cfg, std::vector<int64_t> input_s
   s.hidden = cfg.get_int_list("model.hidden");
   s.dropout = static_cast<float>(cfg.get_double("model.dropout"));
   s.shortcut = cfg.get_string("model.shortcut");
+  s.profile = cfg.get_string("model.profile");
   s.input_shape = std::move(input_shape);
   s.num_classes = num_classes;
   s.target_dim = target_dim;

@@ -26,8 +26,9 @@ struct ModelSpec {
   int64_t num_classes = 0;           // 0 = regression (MSE on target_dim outputs)
   int64_t target_dim = 1;            // regression outputs
   std::string shortcut = "pad";      // resnet20: pad (option A) | projection (option B)
+  std::string profile;               // profile: the profile file (models/zoo/profile.h)
 
-  // model.name, model.hidden, model.dropout, model.shortcut from cfg.
+  // model.name, model.hidden, model.dropout, model.shortcut, model.profile from cfg.
   static ModelSpec from_config(const Config& cfg, std::vector<int64_t> input_shape, int64_t num_classes,
                                int64_t target_dim);
 };

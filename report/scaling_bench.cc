@@ -1,14 +1,42 @@
 // The command-line front of `pshard bench scaling`, built on the sweep runner and the report.
 #include "report/scaling_bench.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "common/error.h"
 #include "common/util/args.h"
+#include "models/zoo/profile.h"
 #include "report/sweep.h"
 
 namespace pshard::report {
+
+std::vector<std::string> profile_overrides(const std::string& profile_path, std::string* description) {
+  char* resolved = ::realpath(profile_path.c_str(), nullptr);
+  if (!resolved) throw Error("model profile " + profile_path + ": cannot open: " + std::strerror(errno));
+  const std::string path = resolved;
+  std::free(resolved);
+  const models::ModelProfile profile = models::read_model_profile(path);  // refused here, not in every run
+  if (description) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "profile %s (%s): %lld parameters in %zu layers, forward %.1f + backward %.1f ms per step at batch "
+                  "%lld (scaled to train.batch_size)",
+                  profile.name.c_str(), path.c_str(), static_cast<long long>(profile.num_params()),
+                  profile.layers.size(), profile.forward_ms(), profile.backward_ms(),
+                  static_cast<long long>(profile.batch));
+    *description = buf;
+  }
+  return {"model.name=profile",
+          "model.profile=" + path,
+          "data.name=synthetic-images",
+          "data.image_shape=[1, 1, 1]",
+          "data.classes=" + std::to_string(profile.classes),
+          "train.eval=false"};
+}
 
 int run_scaling_bench(const std::vector<std::string>& args) {
   ArgParser p("pshard bench scaling",
@@ -18,6 +46,9 @@ int run_scaling_bench(const std::vector<std::string>& args) {
   p.add_option("servers", "S", "parameter servers of every run", false, "1");
   p.add_option("simulate-compute", "MS",
                "replace forward/backward by a fixed sleep of MS per step (sets train.simulate_compute_ms)");
+  p.add_option("profile", "FILE",
+               "train a profile model (profiles/*.json): a real architecture's tensors, with each layer's compute "
+               "replaced by a wait of its time (sets model.name = profile, model.profile and tiny synthetic data)");
   p.add_option("config", "FILE", "experiment config (TOML)", true);
   p.add_multi("set", "KEY=VALUE", "override a config key in every run");
   p.add_option("out", "DIR", "folder of the runs (default runs/scaling-<timestamp>)");
@@ -37,6 +68,16 @@ int run_scaling_bench(const std::vector<std::string>& args) {
   o.sets = p.get_all("set");
   o.servers = p.get_int("servers");
   if (o.servers < 1) throw Error("pshard bench scaling: --servers must be >= 1");
+  std::string profile_description;
+  if (p.has("profile")) {
+    if (p.has("simulate-compute")) {
+      throw Error(
+          "pshard bench scaling: --profile and --simulate-compute exclude each other (a profile model "
+          "already waits each layer's time)");
+    }
+    const std::vector<std::string> sets = profile_overrides(p.get("profile"), &profile_description);
+    o.sets.insert(o.sets.begin(), sets.begin(), sets.end());  // before the --set values, which may override them
+  }
   if (p.has("simulate-compute")) {
     double ms = p.get_double("simulate-compute");
     if (!(ms >= 0)) throw Error("pshard bench scaling: --simulate-compute must be >= 0 ms");
@@ -57,6 +98,7 @@ int run_scaling_bench(const std::vector<std::string>& args) {
 
   std::printf("bench scaling: %zu runs (workers %s, %lld server%s) into %s\n", points.size(), p.get("workers").c_str(),
               static_cast<long long>(o.servers), o.servers == 1 ? "" : "s", o.out_dir.c_str());
+  if (!profile_description.empty()) std::printf("%s\n", profile_description.c_str());
   std::fflush(stdout);
   SweepResult r = run_sweep(points, o, [](const std::string& line) {
     std::printf("%s\n", line.c_str());

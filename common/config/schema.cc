@@ -31,6 +31,9 @@ std::vector<ConfigKey> kSchema = {
     {"model.dropout", T::kDouble, "0.0", 0, 0.99, "", "dropout probability (mlp, lenet)"},
     {"model.shortcut", T::kString, "pad", 0, 0, "pad|projection",
      "resnet20 shortcut where the shape changes: pad (option A, zero-padded identity) or projection (1x1 conv + BN)"},
+    {"model.profile", T::kString, "", 0, 0, "",
+     "profile model: JSON file of a real architecture's layers, parameter shapes and forward/backward ms at a batch "
+     "(profiles/*.json; path relative to the working directory); times scale with train.batch_size / its batch"},
 
     // data
     {"data.name", T::kString, "fashion-mnist", 0, 0,

@@ -14,6 +14,7 @@ const std::vector<ModelInfo>& registered_models() {
       zoo::mlp(),       // mlp.cc
       zoo::lenet(),     // lenet.cc
       zoo::resnet20(),  // resnet20.cc
+      zoo::profile(),   // profile.cc
   };
   return table;
 }

@@ -15,6 +15,7 @@ ModelInfo softmax();   // softmax.cc
 ModelInfo mlp();       // mlp.cc
 ModelInfo lenet();     // lenet.cc
 ModelInfo resnet20();  // resnet20.cc
+ModelInfo profile();   // profile.cc
 
 // Softmax cross-entropy with classes, MSE for regression (mlp.cc).
 std::unique_ptr<Loss> loss_for(const ModelSpec& spec, Backend& backend);

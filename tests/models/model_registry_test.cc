@@ -17,11 +17,13 @@ namespace {
 
 using testing::random_vector;
 
-// A spec for `m` on its example input: 10 classes, or one regression target.
+// A spec for `m` on its example input: 10 classes, or one regression target (the profile model reads a 3-layer
+// profile of 10 classes).
 ModelSpec spec_for(const ModelInfo& m, bool classes) {
   ModelSpec s;
   s.name = m.name;
   s.hidden = {32};
+  s.profile = std::string(PSHARD_TEST_PROFILES) + "/three_layers.json";
   s.input_shape = m.example_input;
   s.num_classes = classes ? 10 : 0;
   s.target_dim = classes ? 0 : 1;

@@ -50,9 +50,12 @@ TrainingSetup make_training_setup(const Config& cfg) {
 int64_t model_bytes(const models::Model& model) { return model.num_params_elems() * 4; }
 
 std::string describe_setup(const Config& cfg, const TrainingSetup& setup) {
-  char buf[256];
+  // A profile model names its file: the architecture is there, not in model.name.
+  std::string model = cfg.get_string("model.name");
+  if (model == "profile") model += " " + cfg.get_string("model.profile");
+  char buf[1024];
   std::snprintf(buf, sizeof buf, "%s, %lld parameters (%.2f MiB) in %zu tensors, %s; data %s: %lld train / %lld test",
-                cfg.get_string("model.name").c_str(), static_cast<long long>(setup.model->num_params_elems()),
+                model.c_str(), static_cast<long long>(setup.model->num_params_elems()),
                 model_bytes(*setup.model) / 1048576.0, setup.model->params().size(), setup.backend->describe().c_str(),
                 cfg.get_string("data.name").c_str(), static_cast<long long>(setup.data.train.size()),
                 static_cast<long long>(setup.data.test.size()));
