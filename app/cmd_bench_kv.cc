@@ -5,6 +5,7 @@
 
 #include "app/bench.h"
 #include "bench/kv_bench.h"
+#include "common/transport/shm_channel.h"
 #include "common/util/args.h"
 
 namespace pshard::app {
@@ -27,6 +28,8 @@ int run_bench_kv(const std::vector<std::string>& args) {
   p.add_option("optimizer", "NAME", "update rule on the servers", false, "sgd");
   p.add_option("server-threads", "N", "cluster.server_threads", false, "2");
   p.add_flag("curve", "CurveZMQ on every socket (security.curve; keys in a temporary 0700 directory)");
+  p.add_option("transport", "T", "cluster.transport: auto, tcp or shm (auto and shm: through shared memory)", false,
+               "auto");
   p.add_flag("json", "print one JSON object on stdout");
   // Internal: how the benchmark starts its own worker processes.
   p.add_option("worker-rank", "R", "(internal) run as benchmark worker R");
@@ -47,6 +50,8 @@ int run_bench_kv(const std::vector<std::string>& args) {
   o.optimizer = p.get("optimizer");
   o.server_threads = p.get_int("server-threads");
   o.curve = p.flag("curve");
+  o.transport = p.get("transport");
+  (void)transport::parse_payload_transport(o.transport);  // a bad value is refused before anything starts
 
   if (p.has("worker-rank")) {
     bench::KvBenchWorkerOptions w;

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
+#include "common/transport/shm_channel.h"
 #include "common/util/host.h"
 #include "common/util/log.h"
 #include "launcher/job_plan.h"
@@ -211,6 +212,7 @@ int run_kv_bench_worker(const KvBenchWorkerOptions& options) {
   const char* token = std::getenv("PSHARD_JOB_TOKEN");
   o.job_token = token ? token : "";
   o.curve = curve;
+  o.transport = transport::parse_payload_transport(b.transport);
   o.request_timeout = std::chrono::milliseconds(120000);
   KvClient kv(o);
   const auto& tensors = o.tensors;
@@ -272,6 +274,8 @@ int run_kv_bench_worker(const KvBenchWorkerOptions& options) {
       .set("block_bytes", block_bytes)
       .set("block_seconds", block_seconds)
       .set("minor_faults_per_round", rounds > 0 ? static_cast<double>(faults) / rounds : 0.0)
+      .set("shm_bytes", kv.traffic().shm_bytes_sent + kv.traffic().shm_bytes_recv)
+      .set("socket_bytes", kv.traffic().bytes_sent + kv.traffic().bytes_recv)
       .set("rtt_p50_us", pct(0.5))
       .set("rtt_p99_us", pct(0.99));
   std::ofstream(options.result_path) << j.dump() << "\n";
@@ -291,8 +295,9 @@ Json run_kv_bench(const KvBenchOptions& options) {
   std::filesystem::create_directories(dir);
   const std::string config = (dir / "bench.toml").string();
   std::ofstream(config) << "[cluster]\nmode = \"sync\"\nslice_bytes = " << slice_bytes
-                        << "\nserver_threads = " << options.server_threads << "\n[optimizer]\nname = \""
-                        << options.optimizer << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
+                        << "\nserver_threads = " << options.server_threads << "\ntransport = \"" << options.transport
+                        << "\"\n[optimizer]\nname = \"" << options.optimizer
+                        << "\"\nlr = 0.001\n[log]\nlevel = \"warn\"\n[security]\ncurve = "
                         << (options.curve ? "true" : "false") << "\n";
   const std::string key_dir = (dir / "keys").string();
   std::string worker_key_dir;  // "": plaintext
@@ -348,7 +353,9 @@ Json run_kv_bench(const KvBenchOptions& options) {
               "--result",
               (dir / ("worker" + std::to_string(w) + ".json")).string(),
               "--key-dir",
-              worker_key_dir};
+              worker_key_dir,
+              "--transport",
+              options.transport};
     c.env = plan.node_env(-1);
     workers.add(c);
   }
@@ -362,7 +369,7 @@ Json run_kv_bench(const KvBenchOptions& options) {
     throw Error("bench kv: " + wr.failure);
   }
 
-  double faults = 0, p50 = 0, p99 = 0;
+  double faults = 0, p50 = 0, p99 = 0, shm_total = 0, socket_total = 0;
   uint64_t total_bytes = 0;
   std::vector<double> block_bytes, block_seconds;  // per block: summed over workers, the slowest worker's
   for (int64_t w = 0; w < W; ++w) {
@@ -380,6 +387,8 @@ Json run_kv_bench(const KvBenchOptions& options) {
       block_seconds[b] = std::max(block_seconds[b], seconds[b].as_number());
     }
     faults = std::max(faults, j.at("minor_faults_per_round").as_number());
+    shm_total += j.at("shm_bytes").as_number();
+    socket_total += j.at("socket_bytes").as_number();
     if (w == 0) {
       p50 = j.at("rtt_p50_us").as_number();
       p99 = j.at("rtt_p99_us").as_number();
@@ -415,6 +424,8 @@ Json run_kv_bench(const KvBenchOptions& options) {
       .set("slice_kib", K)
       .set("optimizer", options.optimizer)
       .set("curve", options.curve)
+      .set("transport", options.transport)
+      .set("shm_bytes_fraction", shm_total + socket_total > 0 ? shm_total / (shm_total + socket_total) : 0.0)
       .set("rounds", rounds)
       .set("push_pull_gbps", kv.median)
       .set("push_pull_gbps_min", kv.min)
@@ -441,6 +452,8 @@ std::string format_kv_bench(const Json& r) {
           static_cast<long long>(r.at("model_mib").as_int()), static_cast<long long>(r.at("slice_kib").as_int()),
           r.at("optimizer").as_string().c_str(), static_cast<long long>(r.at("rounds").as_int()),
           r.at("curve").as_bool() ? ", CurveZMQ" : "");
+  appendf(text, "  transport      %s (%.1f %% of the payload bytes through shared memory)\n",
+          r.at("transport").as_string().c_str(), 100.0 * r.at("shm_bytes_fraction").as_number());
   appendf(text, "  push+pull      %.3f GB/s (median of %lld blocks of rounds; %.3f-%.3f)\n",
           r.at("push_pull_gbps").as_number(),
           static_cast<long long>(std::min<int64_t>(kBlocks, r.at("rounds").as_int())),

@@ -19,25 +19,26 @@
 namespace pshard::bench {
 
 struct KvBenchOptions {
-  int64_t servers = 1;            // server processes, >= 1
-  int64_t workers = 1;            // worker processes, >= 1
-  int64_t model_mib = 64;         // model size in MiB (float32 tensors of at most 4 MiB), >= 1
-  int64_t slice_kib = 1024;       // cluster.slice_bytes in KiB, >= 1
-  int64_t rounds = 0;             // measured rounds; <= 0: enough to move about 4 GiB per worker
-  int64_t rtt_iters = 2000;       // sequential 4 KiB push_pulls for the latency percentiles
-  std::string optimizer = "sgd";  // update rule on the servers (optim)
-  int64_t server_threads = 2;     // cluster.server_threads
-  bool curve = false;             // CurveZMQ on every socket (keys in a temporary 0700 directory)
+  int64_t servers = 1;             // server processes, >= 1
+  int64_t workers = 1;             // worker processes, >= 1
+  int64_t model_mib = 64;          // model size in MiB (float32 tensors of at most 4 MiB), >= 1
+  int64_t slice_kib = 1024;        // cluster.slice_bytes in KiB, >= 1
+  int64_t rounds = 0;              // measured rounds; <= 0: enough to move about 4 GiB per worker
+  int64_t rtt_iters = 2000;        // sequential 4 KiB push_pulls for the latency percentiles
+  std::string optimizer = "sgd";   // update rule on the servers (optim)
+  int64_t server_threads = 2;      // cluster.server_threads
+  bool curve = false;              // CurveZMQ on every socket (keys in a temporary 0700 directory)
+  std::string transport = "auto";  // cluster.transport of servers and workers: auto and shm share memory (one host)
 };
 
-// Runs the benchmark: the servers, then the workers (BSP push_pull of every tensor per round, timed in up to 8
-// blocks of rounds), the servers' peak RSS, then 5 raw TCP loopback streams that carry the bytes the workers moved
-// between them. Returns one JSON object: servers, workers, model_mib, slice_kib, optimizer, curve, rounds,
-// push_pull_gbps (the median block), push_pull_gbps_min/max, tcp_baseline_gbps (the median stream),
-// tcp_baseline_gbps_min/max, ratio (push_pull_gbps / tcp_baseline_gbps),
-// rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), rtt_4k_zmq_us_p50 (a bare ZeroMQ DEALER/ROUTER 4 KiB ping-pong between
-// this process and an echo process, rtt_iters round trips after the workers finished), rtt_ratio (rtt_4k_us_p50 /
-// rtt_4k_zmq_us_p50; null with rtt_iters 0), worker_minor_faults_per_round (the most of any worker),
+// Runs the benchmark (`transport` in the result, and which way the payloads went: shm_bytes_fraction): the servers,
+// then the workers (BSP push_pull of every tensor per round, timed in up to 8 blocks of rounds), the servers' peak RSS,
+// then 5 raw TCP loopback streams that carry the bytes the workers moved between them. Returns one JSON object:
+// servers, workers, model_mib, slice_kib, optimizer, curve, rounds, push_pull_gbps (the median block),
+// push_pull_gbps_min/max, tcp_baseline_gbps (the median stream), tcp_baseline_gbps_min/max, ratio (push_pull_gbps /
+// tcp_baseline_gbps), rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), rtt_4k_zmq_us_p50 (a bare ZeroMQ DEALER/ROUTER 4 KiB
+// ping-pong between this process and an echo process, rtt_iters round trips after the workers finished), rtt_ratio
+// (rtt_4k_us_p50 / rtt_4k_zmq_us_p50; null with rtt_iters 0), worker_minor_faults_per_round (the most of any worker),
 // server_peak_rss_mib, server_rss_bound_mib (arrays, one per server) and server_rss_within_bound.
 // Throws pshard::Error for bad options or when a process fails. Children's output goes to stderr.
 Json run_kv_bench(const KvBenchOptions& options);
