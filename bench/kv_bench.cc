@@ -162,6 +162,42 @@ constexpr int kTcpStreams = 5;
 struct Spread {
   double median = 0, min = 0, max = 0;
 };
+// One thread's memcpy of `bytes` (already-touched buffers), best of 5: the memory speed the servers' sum and update
+// are held against.
+double memcpy_gbps_of(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    a[i] = b[bytes - 1 - static_cast<size_t>(i)];  // keep the copies observable
+  }
+  return best;
+}
+
+// Asks every server to shut down (so that each writes its statistics), as a client of the job; false when they did
+// not take it.
+bool shut_down_servers(const std::vector<std::string>& endpoints, const std::string& token, const std::string& key_dir,
+                       int64_t model_mib, uint64_t slice_bytes) {
+  KvClientOptions o;
+  o.servers = endpoints;
+  o.tensors = bench_tensors(model_mib);
+  o.slice_bytes = slice_bytes;
+  o.job_token = token;
+  o.curve = key_dir.empty() ? transport::CurveKeys{} : transport::read_curve_keys(key_dir);
+  o.request_timeout = std::chrono::milliseconds(10000);
+  try {
+    KvClient kv(o);
+    kv.wait(kv.shutdown_servers());
+    return true;
+  } catch (const Error& e) {
+    PSHARD_LOG(kWarn) << "bench kv: the servers did not take the shutdown (" << e.what()
+                      << "); they are stopped without their statistics";
+    return false;
+  }
+}
+
 Spread spread_of(std::vector<double> v) {
   if (v.empty()) return {};
   std::sort(v.begin(), v.end());
@@ -312,6 +348,7 @@ Json run_kv_bench(const KvBenchOptions& options) {
   plan.job_token = new_job_token();
   plan.num_servers = static_cast<uint32_t>(S);
   plan.num_workers = static_cast<uint32_t>(W);
+  plan.run_dir = dir.string();  // standalone servers leave server-R.stats.json there at a clean shutdown
   std::vector<int> ports = pick_free_ports(static_cast<int>(S));
   std::vector<std::string> endpoints;
   LocalJob::Options jo;
@@ -362,8 +399,26 @@ Json run_kv_bench(const KvBenchOptions& options) {
   LocalJob::Result wr = workers.run();
   std::vector<int64_t> rss_kib;
   for (int64_t pid : servers.pids()) rss_kib.push_back(peak_rss_kib(pid));
-  servers.stop("benchmark finished");
-  servers.wait();
+  bool shut_down = false;
+  if (wr.exit_code == 0 && shut_down_servers(endpoints, plan.job_token, worker_key_dir, M, slice_bytes)) {
+    shut_down = servers.wait_for(std::chrono::seconds(10)).has_value();  // each writes its statistics, then exits
+  }
+  if (!shut_down) {
+    servers.stop("benchmark finished");
+    servers.wait();
+  }
+  // The servers' own figures: how fast they summed and updated, per thread-second of that work.
+  double grad_bytes = 0, update_s = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const std::string path = (dir / ("server-" + std::to_string(s) + ".stats.json")).string();
+    std::ifstream f(path);
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const Json st = Json::parse(line, path);
+    grad_bytes += st.at("bytes_received").as_number() + st.at("shm_bytes_received").as_number();
+    update_s += st.at("aggregate_s").as_number() + st.at("update_s").as_number();
+  }
+  const double memcpy_gbps = memcpy_gbps_of(static_cast<size_t>(M) << 20);
   if (wr.exit_code != 0) {
     std::filesystem::remove_all(dir);
     throw Error("bench kv: " + wr.failure);
@@ -434,6 +489,9 @@ Json run_kv_bench(const KvBenchOptions& options) {
       .set("tcp_baseline_gbps_min", tcp.min)
       .set("tcp_baseline_gbps_max", tcp.max)
       .set("ratio", kv.median / tcp.median)
+      .set("server_update_gbps", update_s > 0 ? Json(grad_bytes / update_s / 1e9) : Json())
+      .set("memcpy_gbps", memcpy_gbps)
+      .set("server_update_to_memcpy", update_s > 0 ? Json(grad_bytes / update_s / 1e9 / memcpy_gbps) : Json())
       .set("rtt_4k_us_p50", p50)
       .set("rtt_4k_us_p99", p99)
       .set("rtt_4k_zmq_us_p50", zmq_p50)
@@ -461,6 +519,11 @@ std::string format_kv_bench(const Json& r) {
   appendf(text, "  tcp loopback   %.3f GB/s (median of %d streams; %.3f-%.3f)\n  ratio          %.3f\n",
           r.at("tcp_baseline_gbps").as_number(), kTcpStreams, r.at("tcp_baseline_gbps_min").as_number(),
           r.at("tcp_baseline_gbps_max").as_number(), r.at("ratio").as_number());
+  if (r.at("server_update_gbps").is_number()) {
+    appendf(text, "  server sum+update %.3f GB/s of gradients per thread, memcpy %.3f GB/s (one thread): %.2f\n",
+            r.at("server_update_gbps").as_number(), r.at("memcpy_gbps").as_number(),
+            r.at("server_update_to_memcpy").as_number());
+  }
   appendf(text, "  4 KiB push_pull round trip: p50 %.1f us, p99 %.1f us\n", r.at("rtt_4k_us_p50").as_number(),
           r.at("rtt_4k_us_p99").as_number());
   if (r.at("rtt_ratio").is_number()) {

@@ -39,7 +39,10 @@ struct KvBenchOptions {
 // tcp_baseline_gbps), rtt_4k_us_p50, rtt_4k_us_p99 (worker 0), rtt_4k_zmq_us_p50 (a bare ZeroMQ DEALER/ROUTER 4 KiB
 // ping-pong between this process and an echo process, rtt_iters round trips after the workers finished), rtt_ratio
 // (rtt_4k_us_p50 / rtt_4k_zmq_us_p50; null with rtt_iters 0), worker_minor_faults_per_round (the most of any worker),
-// server_peak_rss_mib, server_rss_bound_mib (arrays, one per server) and server_rss_within_bound.
+// server_peak_rss_mib, server_rss_bound_mib (arrays, one per server), server_rss_within_bound, transport,
+// shm_bytes_fraction, server_update_gbps (gradient bytes the servers summed and applied per second of their threads'
+// aggregate and update phases), memcpy_gbps (one thread's memcpy of the model, in this process) and
+// server_update_to_memcpy.
 // Throws pshard::Error for bad options or when a process fails. Children's output goes to stderr.
 Json run_kv_bench(const KvBenchOptions& options);
 

@@ -17,8 +17,10 @@
 #include "common/run/run_settings.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
+#include "common/util/binary_file.h"
 #include "common/util/env.h"
 #include "common/util/host.h"
+#include "common/util/json.h"
 #include "common/util/log.h"
 #include "server/kv/kv_server.h"
 
@@ -98,6 +100,18 @@ std::string restore_file(const std::string& dir, const KvServerOptions& opt, int
 
 }  // namespace
 
+// RUN_DIR/server-R.stats.json: the server_phases event of docs/METRICS.md and the payload bytes it moved.
+static void write_standalone_stats(const std::string& run_dir, uint32_t rank, const KvServerStats& st) {
+  Json j = st.phases_json(rank);
+  j.set("updates", st.updates)
+      .set("bytes_received", st.bytes_received)
+      .set("bytes_sent", st.bytes_sent)
+      .set("shm_bytes_received", st.shm_bytes_received)
+      .set("shm_bytes_sent", st.shm_bytes_sent);
+  binary::write_file_atomically(run_dir + "/server-" + std::to_string(rank) + ".stats.json", j.dump() + "\n",
+                                "server statistics");
+}
+
 int run_server_process(const ServerProcessOptions& o) {
   Config cfg = Config::from_file(o.config_path, o.overrides);
   const log::Level level = log::level_from_string(cfg.get_string("log.level"));
@@ -141,6 +155,9 @@ int run_server_process(const ServerProcessOptions& o) {
     std::fflush(stdout);
     while (!server.wait_for_shutdown(std::chrono::hours(1))) {
     }
+    server.stop();
+    // A standalone server has no coordinator to report to: with a run directory, its figures stay there.
+    if (!o.run_dir.empty()) write_standalone_stats(o.run_dir, opt.rank, server.stats());
     return 0;
   }
 

@@ -20,6 +20,7 @@ Json WorkerEpochReport::to_json() const {
   phases.set_fields(j);
   j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
   j.set("fp32_bytes_sent", fp32_bytes_sent).set("fp32_bytes_recv", fp32_bytes_recv);
+  j.set("shm_bytes_sent", shm_bytes_sent).set("shm_bytes_recv", shm_bytes_recv);
   return j;
 }
 
@@ -71,6 +72,8 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.bytes_recv = static_cast<uint64_t>(count("bytes_recv", kMaxCount));
   r.fp32_bytes_sent = static_cast<uint64_t>(count("fp32_bytes_sent", kMaxCount));
   r.fp32_bytes_recv = static_cast<uint64_t>(count("fp32_bytes_recv", kMaxCount));
+  r.shm_bytes_sent = static_cast<uint64_t>(count("shm_bytes_sent", kMaxCount));
+  r.shm_bytes_recv = static_cast<uint64_t>(count("shm_bytes_recv", kMaxCount));
   r.wall_s = number("wall_s");
   r.lr = number("lr");
   return r;
@@ -95,7 +98,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   int64_t samples = 0;
   double epoch_s = 0, eval_s = 0, wall_s = 0;
   WorkerPhaseSeconds phases;
-  uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0;
+  uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0, shm_sent = 0, shm_recv = 0;
   Json workers = Json::array();
   for (const WorkerEpochReport& r : reports) {
     samples += r.samples;
@@ -112,9 +115,14 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     recv += r.bytes_recv;
     fp32_sent += r.fp32_bytes_sent;
     fp32_recv += r.fp32_bytes_recv;
+    shm_sent += r.shm_bytes_sent;
+    shm_recv += r.shm_bytes_recv;
     Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
     r.phases.set_fields(w);
-    workers.push(w.set("bytes_sent", r.bytes_sent).set("bytes_recv", r.bytes_recv));
+    workers.push(w.set("bytes_sent", r.bytes_sent)
+                     .set("bytes_recv", r.bytes_recv)
+                     .set("shm_bytes_sent", r.shm_bytes_sent)
+                     .set("shm_bytes_recv", r.shm_bytes_recv));
   }
   const WorkerEpochReport& first = reports.front();
   double n = static_cast<double>(reports.size());
@@ -128,6 +136,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   phases.set_fields(e);
   e.set("bytes_sent", sent).set("bytes_recv", recv).set("wall_s", wall_s).set("lr", first.lr);
   e.set("fp32_bytes_sent", fp32_sent).set("fp32_bytes_recv", fp32_recv);
+  e.set("shm_bytes_sent", shm_sent).set("shm_bytes_recv", shm_recv);
   e.set("samples", samples);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
@@ -146,6 +155,8 @@ void RunTotals::add_epoch(const Json& epoch_event) {
   bytes_recv_ += num("bytes_recv");
   fp32_bytes_sent_ += num("fp32_bytes_sent");
   fp32_bytes_recv_ += num("fp32_bytes_recv");
+  shm_bytes_sent_ += num("shm_bytes_sent");
+  shm_bytes_recv_ += num("shm_bytes_recv");
 }
 
 Json RunTotals::summary(double wall_s) const {
@@ -159,6 +170,7 @@ Json RunTotals::summary(double wall_s) const {
   phases_.set_fields(s);
   s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
   s.set("fp32_bytes_sent", fp32_bytes_sent_).set("fp32_bytes_recv", fp32_bytes_recv_);
+  s.set("shm_bytes_sent", shm_bytes_sent_).set("shm_bytes_recv", shm_bytes_recv_);
   return s;
 }
 

@@ -33,6 +33,8 @@ struct WorkerEpochReport {
   uint64_t bytes_recv = 0;
   uint64_t fp32_bytes_sent = 0;  // the same payloads as float32 (what no compression would have moved)
   uint64_t fp32_bytes_recv = 0;
+  uint64_t shm_bytes_sent = 0;  // payload bytes through shared memory (cluster.transport), not in bytes_sent/recv
+  uint64_t shm_bytes_recv = 0;
   double wall_s = 0;  // since the start of training, at the end of the epoch
   double lr = 0;      // learning rate of the last step of the epoch
 
@@ -60,6 +62,7 @@ class RunTotals {
   double samples_ = 0, train_s_ = 0;
   WorkerPhaseSeconds phases_;
   double bytes_sent_ = 0, bytes_recv_ = 0, fp32_bytes_sent_ = 0, fp32_bytes_recv_ = 0;
+  double shm_bytes_sent_ = 0, shm_bytes_recv_ = 0;
 };
 
 }  // namespace pshard

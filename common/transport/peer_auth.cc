@@ -237,7 +237,8 @@ HandshakeWatch::HandshakeWatch(zmq::context_t& ctx, zmq::socket_t& socket, Mecha
     : mechanism_(mechanism), monitor_(ctx, zmq::socket_type::pair) {
   const std::string ep = monitor_endpoint(this, "handshake-watch");
   if (zmq_socket_monitor(socket.handle(), ep.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
     throw Error(std::string("cannot monitor a socket's handshakes: ") + zmq_strerror(zmq_errno()));
   }
   monitor_.set(zmq::sockopt::linger, 0);
@@ -258,8 +259,14 @@ std::string HandshakeWatch::refusal() {
                            "): it is not the job's (another job's key directory?)"
                      : "refused this process's job token (status " + std::to_string(value) +
                            "): PSHARD_JOB_TOKEN is not this job's (a process of another job, or a stale token?)";
-    } else {
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
       refusal_ = "refused the connection: " + protocol_failure(value, mechanism_name(mechanism_));
+    } else if (++broken_handshakes_ >= kBrokenHandshakesToRefusal) {
+      // The peer closed the connection in the handshake: when it noticed the other mechanism before we did, or
+      // dropped us. Once may be the network; every time is a refusal.
+      refusal_ = "closed the connection in every handshake (" + std::string(zmq_strerror(static_cast<int>(value))) +
+                 "): " + protocol_failure(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH, mechanism_name(mechanism_)) +
+                 ", or it does not accept this process";
     }
   }
   return refusal_;

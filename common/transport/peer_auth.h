@@ -87,9 +87,11 @@ class HandshakeWatch {
   std::string refusal();
 
  private:
+  static constexpr int kBrokenHandshakesToRefusal = 3;
   Mechanism mechanism_;
   zmq::socket_t monitor_;
   std::string refusal_;
+  int broken_handshakes_ = 0;  // handshakes the peer closed without saying why
 };
 
 }  // namespace pshard::transport

@@ -200,6 +200,8 @@ def run_pshard_launch(args, profile, world, work):
            "--set", "train.epochs=1", "--set", "train.eval=false", "--set", "optimizer.name=momentum",
            "--set", "optimizer.lr=%r" % args.lr, "--set", "optimizer.momentum=%r" % args.momentum,
            "--set", "lr_schedule.name=constant"]
+    for kv in args.pshard_set:
+        cmd += ["--set", kv]
     s = run_pshard(cmd, os.path.join(work, "pshard-%d" % world), args.timeout + 60)
     return {"workers": world, "samples_per_s": s["samples_per_s"], "load1": s["load1"]}
 
@@ -224,6 +226,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pshard", default="", help="the pshard executable: also run pshard launch, side by side")
     ap.add_argument("--servers", type=int, default=1, help="pshard servers")
+    ap.add_argument("--pshard-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override of every pshard run, e.g. cluster.transport=tcp (repeatable)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take before it counts as failed")
     ap.add_argument("--json", action="store_true", help="one JSON object per worker count instead of the table")
     ap.add_argument("--world", type=int, default=0, help=argparse.SUPPRESS)  # set for the rank processes

@@ -25,6 +25,8 @@ WorkerEpochReport sample() {
   r.bytes_recv = 1 << 21;
   r.fp32_bytes_sent = 1 << 21;
   r.fp32_bytes_recv = 1 << 22;
+  r.shm_bytes_sent = 3 << 20;
+  r.shm_bytes_recv = 5 << 20;
   r.lr = 0.05;
   return r;
 }
@@ -48,6 +50,14 @@ TEST(WorkerEpochReport, RoundTripsThroughJson) {
   EXPECT_EQ(back.bytes_recv, uint64_t(1) << 21);
   EXPECT_EQ(back.fp32_bytes_sent, uint64_t(1) << 21);
   EXPECT_EQ(back.fp32_bytes_recv, uint64_t(1) << 22);
+  EXPECT_EQ(back.shm_bytes_sent, uint64_t(3) << 20);
+  EXPECT_EQ(back.shm_bytes_recv, uint64_t(5) << 20);
+  // The epoch line adds them up over the workers, apart from the socket bytes.
+  WorkerEpochReport other = sample();
+  other.rank = 3;
+  const Json e = combine_epoch({sample(), other});
+  EXPECT_EQ(e.at("shm_bytes_sent").as_number(), 2.0 * (3 << 20));
+  EXPECT_EQ(e.at("bytes_sent").as_number(), 2.0 * (1 << 20));
 }
 
 // A figure a worker did not measure is absent, never a zero: each figure of the epoch line combines the workers

@@ -751,6 +751,8 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.bytes_recv = now.bytes_recv - before.bytes_recv;
     r.fp32_bytes_sent = now.fp32_bytes_sent - before.fp32_bytes_sent;
     r.fp32_bytes_recv = now.fp32_bytes_recv - before.fp32_bytes_recv;
+    r.shm_bytes_sent = now.shm_bytes_sent - before.shm_bytes_sent;
+    r.shm_bytes_recv = now.shm_bytes_recv - before.shm_bytes_recv;
     c->reported_traffic = now;
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));

@@ -31,6 +31,8 @@ SyncStats KvSync::stats() const {
   s.bytes_recv = t.bytes_recv;
   s.fp32_bytes_sent = t.fp32_bytes_sent;
   s.fp32_bytes_recv = t.fp32_bytes_recv;
+  s.shm_bytes_sent = t.shm_bytes_sent;
+  s.shm_bytes_recv = t.shm_bytes_recv;
   return s;
 }
 

@@ -16,7 +16,9 @@ struct SyncStats {
   uint64_t bytes_sent = 0;       // payload bytes pushed (and init), as sent: after compression
   uint64_t bytes_recv = 0;       // payload bytes pulled, as received
   uint64_t fp32_bytes_sent = 0;  // the same payloads as float32 (cluster.compression = none)
-  uint64_t fp32_bytes_recv = 0;  // (cluster.pull_precision = fp32)
+  uint64_t fp32_bytes_recv = 0;
+  uint64_t shm_bytes_sent = 0;  // payload bytes through shared memory (not in bytes_sent/recv)
+  uint64_t shm_bytes_recv = 0;  // (cluster.pull_precision = fp32)
 };
 
 // The trainer calls these in this order every step:

@@ -198,6 +198,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     report.bytes_sent = comm.bytes_sent - comm_before.bytes_sent;
     report.bytes_recv = comm.bytes_recv - comm_before.bytes_recv;
     report.fp32_bytes_sent = comm.fp32_bytes_sent - comm_before.fp32_bytes_sent;
+    report.shm_bytes_sent = comm.shm_bytes_sent - comm_before.shm_bytes_sent;
+    report.shm_bytes_recv = comm.shm_bytes_recv - comm_before.shm_bytes_recv;
     report.fp32_bytes_recv = comm.fp32_bytes_recv - comm_before.fp32_bytes_recv;
     if (options_.eval) {
       const auto eval_start = Clock::now();

@@ -279,7 +279,8 @@ TEST(Flood, GarbageAndOversizedFramesLeaveMemoryLogAndModelBounded) {
   EXPECT_NE(attacked_log.find("coordinator: control message from an unregistered peer"), std::string::npos)
       << attacked_log;
   // The peers without the token were refused in the handshake, each kind once or twice.
-  EXPECT_NE(attacked_log.find("another ZeroMQ security mechanism than PLAIN"), std::string::npos) << attacked_log;
+  // (The peer without a token: refused for its mechanism, or, when it closed first, for the broken handshake.)
+  EXPECT_NE(attacked_log.find("server 0: refused a connection on"), std::string::npos) << attacked_log;
   EXPECT_NE(attacked_log.find("its job token is not this job's"), std::string::npos) << attacked_log;
   EXPECT_LT(refusal_lines, 50u) << attacked_log;
   EXPECT_TRUE(read_file(run + "/model.bin") == reference) << "the attacked run's model differs";
