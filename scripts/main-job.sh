@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+PSHARD_BUILD_TARGET=pshard scripts/build.sh  # only what it runs; scripts/test.sh builds the rest
 exec build/bin/pshard launch --servers 2 --workers 2 --config configs/fmnist_mlp_sync.toml --set run.name=main "$@"

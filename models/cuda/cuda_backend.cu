@@ -7,6 +7,7 @@
 #include "models/cuda/check.h"
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/cuda_libraries.h"
+#include "models/cuda_arch.h"
 #include "models/device.h"
 
 namespace pshard::models {
@@ -65,6 +66,10 @@ void CudaBackend::init() {
   cudaDeviceProp prop{};
   PSHARD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = prop.name;
+  // A GPU the build has no code for would fail at the first kernel with "no kernel image": say so now, by name.
+  if (const std::string why = cuda_arch_mismatch(prop.major, prop.minor, cuda_build_archs()); !why.empty()) {
+    throw Error("cuda backend: device " + std::to_string(device_) + " (" + name_ + "): " + why);
+  }
   PSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
   PSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
