@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <zmq.hpp>
 
@@ -22,6 +23,7 @@
 #include "common/util/host.h"
 #include "common/util/json.h"
 #include "common/util/log.h"
+#include "server/checkpoint/checkpointer.h"
 #include "server/kv/kv_server.h"
 
 namespace pshard {
@@ -150,6 +152,8 @@ int run_server_process(const ServerProcessOptions& o) {
     log::configure("server " + std::to_string(opt.rank), level);
     opt.run_id = run_id();
     if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
+    std::unique_ptr<Checkpointer> checkpointer;  // stopped after the server
+    opt.prepare_store = server_checkpoints(opt, checkpointer);
     KvServer server(opt);
     std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
     std::fflush(stdout);
@@ -192,6 +196,9 @@ int run_server_process(const ServerProcessOptions& o) {
     };
     const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) opt.tracer = std::make_shared<Tracer>(window, "server " + std::to_string(opt.rank));
+    // The server's checkpoints (a restore, and the steps it closes); the checkpointer outlives the server's threads.
+    std::unique_ptr<Checkpointer> checkpointer;
+    opt.prepare_store = server_checkpoints(opt, checkpointer);
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                       << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
@@ -221,6 +228,8 @@ int run_server_process(const ServerProcessOptions& o) {
       }
     }
     server.stop();
+    if (checkpointer) checkpointer->stop();  // after the slices' threads: writes what is complete
+    const uint64_t checkpoints_failed = checkpointer ? checkpointer->failed() : 0;
     const KvServerStats st = server.stats();
     PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
                       << " updates, " << st.errors << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/"
@@ -235,8 +244,8 @@ int run_server_process(const ServerProcessOptions& o) {
       return 1;
     }
     cluster.leave(0);
-    if (st.checkpoints_failed > 0) {
-      PSHARD_LOG(kError) << st.checkpoints_failed << " checkpoint(s) could not be written (see above): the run's "
+    if (checkpoints_failed > 0) {
+      PSHARD_LOG(kError) << checkpoints_failed << " checkpoint(s) could not be written (see above): the run's "
                          << "records are incomplete";
       return kExitRecordsIncomplete;
     }

@@ -53,6 +53,24 @@ bool carries_payloads(MessageType type) {
          type == MessageType::WEIGHTS;
 }
 
+bool reads_weights(MessageType type) {
+  return type == MessageType::PULL || type == MessageType::PUSH_PULL || type == MessageType::JOIN;
+}
+
+MessageType reply_type(MessageType type) {
+  if (reads_weights(type)) return MessageType::WEIGHTS;
+  return type == MessageType::PING ? MessageType::PONG : MessageType::ACK;
+}
+
+Message reply_header(const Message& request, uint32_t server_rank) {
+  Message m;
+  m.type = reply_type(request.type);
+  m.request_id = request.request_id;
+  m.sender_role = Role::SERVER;
+  m.sender_rank = server_rank;
+  return m;
+}
+
 const char* type_name(MessageType type) {
   switch (type) {
     case MessageType::INVALID: return "invalid";
@@ -276,7 +294,7 @@ Decoded decode(const FrameView* frames, size_t count) {
       }
     }
   }
-  const bool reads = m.type == MessageType::PULL || m.type == MessageType::PUSH_PULL || m.type == MessageType::JOIN;
+  const bool reads = reads_weights(m.type);
   if (m.pull_encoding != Encoding::NONE && !(reads && encoding_allowed(MessageType::WEIGHTS, m.pull_encoding))) {
     return fail(std::move(d), ErrorCode::BAD_ENCODING,
                 std::string("pull encoding ") + encoding_text(m.pull_encoding) + " is not allowed in " +

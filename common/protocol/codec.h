@@ -92,6 +92,17 @@ Decoded decode(const FrameView* frames, size_t count);
 
 // True for types that carry one payload frame per key.
 bool carries_payloads(MessageType type);
+// True for the requests answered with the weights of their keys: pull, pushPull and join.
+bool reads_weights(MessageType type);
+// The type of a server's answer to a request of `type` that it did not refuse: weights for reads_weights(), pong
+// for ping, ack for the rest (init, push, shutdown).
+MessageType reply_type(MessageType type);
+// A server's answer to `request` without keys: reply_type(request.type), its request id, and the server as sender.
+//
+//   Message m = reply_header(request, rank);
+//   m.step = store.max_version();
+//   send(encode_header(m));
+Message reply_header(const Message& request, uint32_t server_rank);
 const char* type_name(MessageType type);      // "push", ...; "unknown(17)" style not needed: "unknown"
 const char* error_code_name(ErrorCode code);  // "wrongLength", ...
 

@@ -9,6 +9,16 @@
 
 namespace pshard {
 
+std::function<void(SliceStore&)> server_checkpoints(const KvServerOptions& opt,
+                                                    std::unique_ptr<Checkpointer>& checkpointer) {
+  return [opt, &checkpointer](SliceStore& store) {
+    if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store);
+    if (opt.checkpoint_dir.empty()) return;
+    checkpointer = std::make_unique<Checkpointer>(opt, store);
+    store.on_step_closed = [c = checkpointer.get()](const Slice& s, bool asked) { c->step_closed(s, asked); };
+  };
+}
+
 Checkpointer::Checkpointer(const KvServerOptions& opt, const SliceStore& store)
     : opt_(opt), store_(store), writer_([this] { write_loop(); }) {}
 
@@ -27,10 +37,29 @@ void Checkpointer::step_closed(const Slice& s, bool asked) {
     std::vector<CheckpointSlice>& snap = snapshots_[s.version()];
     snap.push_back(std::move(c));
     if (snap.size() < store_.local_slices()) return;
-    to_write_.emplace_back(s.version(), std::move(snap));
+    to_write_.push_back(header(s.version()));
+    to_write_.back().slices = std::move(snap);
     snapshots_.erase(s.version());
   }
   cv_.notify_all();
+}
+
+// Read here, on a slice's thread, so that the writer never touches the store (which may be gone before it stops).
+ServerCheckpoint Checkpointer::header(int64_t step) const {
+  ServerCheckpoint c;
+  c.run_id = opt_.run_id;
+  c.settings_hash = opt_.settings_hash;
+  c.server_rank = opt_.rank;
+  c.num_servers = opt_.num_servers;
+  c.num_workers = opt_.num_workers;
+  c.step = step;
+  c.run_total_steps = store_.run_total_steps();
+  c.slice_bytes = opt_.slice_bytes;
+  c.layout_fingerprint = store_.layout()->fingerprint();
+  c.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
+  c.optimizer = opt_.optimizer->name();
+  c.tensors = store_.layout()->tensors();
+  return c;
 }
 
 void Checkpointer::stop() {
@@ -45,28 +74,14 @@ void Checkpointer::stop() {
 
 void Checkpointer::write_loop() {
   for (;;) {
-    std::pair<int64_t, std::vector<CheckpointSlice>> job;
+    ServerCheckpoint c;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !to_write_.empty(); });
       if (to_write_.empty()) return;
-      job = std::move(to_write_.front());
+      c = std::move(to_write_.front());
       to_write_.pop_front();
     }
-    ServerCheckpoint c;
-    c.run_id = opt_.run_id;
-    c.settings_hash = opt_.settings_hash;
-    c.server_rank = opt_.rank;
-    c.num_servers = opt_.num_servers;
-    c.num_workers = opt_.num_workers;
-    c.step = job.first;
-    c.run_total_steps = store_.run_total_steps();
-    c.slice_bytes = opt_.slice_bytes;
-    c.layout_fingerprint = store_.layout()->fingerprint();
-    c.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
-    c.optimizer = opt_.optimizer->name();
-    c.tensors = store_.layout()->tensors();
-    c.slices = std::move(job.second);
     std::sort(c.slices.begin(), c.slices.end(),
               [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
     const std::string path = checkpoint_path(opt_.checkpoint_dir, opt_.rank, c.step);

@@ -5,7 +5,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -13,7 +15,7 @@
 #include <vector>
 
 #include "common/checkpoint/checkpoint_file.h"
-#include "server/kv/kv_server.h"
+#include "server/kv/server_options.h"
 #include "server/kv/slice_store.h"
 
 namespace pshard {
@@ -21,7 +23,8 @@ namespace pshard {
 // A step is a checkpoint step when it is a multiple of checkpoint_every_steps or a push of it asked for one. Each
 // slice copies its state on its own thread when it closes such a step (so no slice waits for another); once every
 // slice of this server is in, the writer thread writes checkpoint_dir/server-R.step-K.ckpt atomically and keeps the
-// newest checkpoint_keep files of this run (opt.run_id). A failed write is logged and the run goes on.
+// newest checkpoint_keep files of this run (opt.run_id). A failed write is logged and the run goes on. The owner of a
+// KvServer owns its checkpointer (server_checkpoints()).
 //
 //   Checkpointer ckpt(options, store);  // options.checkpoint_dir is set
 //   store.on_step_closed = [&](const Slice& s, bool asked) { ckpt.step_closed(s, asked); };
@@ -29,8 +32,9 @@ namespace pshard {
 //   ckpt.stop();  // after the slices' threads: writes what is complete, joins the writer
 class Checkpointer {
  public:
-  Checkpointer(const KvServerOptions& opt, const SliceStore& store);  // keeps both references; starts the writer
-  ~Checkpointer();                                                    // stop()
+  // Keeps a copy of `opt` and a reference to `store`, used on the slices' threads only; starts the writer.
+  Checkpointer(const KvServerOptions& opt, const SliceStore& store);
+  ~Checkpointer();  // stop()
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
@@ -43,13 +47,14 @@ class Checkpointer {
 
  private:
   void write_loop();
+  ServerCheckpoint header(int64_t step) const;  // the file's fields but the slices
 
-  const KvServerOptions& opt_;
+  const KvServerOptions opt_;
   const SliceStore& store_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<int64_t, std::vector<CheckpointSlice>> snapshots_;  // by step, until every local slice is in
-  std::deque<std::pair<int64_t, std::vector<CheckpointSlice>>> to_write_;
+  std::deque<ServerCheckpoint> to_write_;
   bool stop_ = false;
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> failed_{0};
@@ -60,5 +65,19 @@ class Checkpointer {
 // into `store`. Throws an Error naming the file when it is corrupt, belongs to another run (opt.run_id), was written
 // with other fixed settings (opt.settings_hash) or for another job shape.
 void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store);
+
+// The checkpoints of the server that `opt` builds, as its KvServerOptions::prepare_store: the store restored from
+// opt.restore_path when it is set, and with opt.checkpoint_dir a checkpointer, made in `checkpointer`, on the steps the
+// store closes. The checkpointer outlives the server's threads: stop it after KvServer::stop() (it never touches the
+// store afterwards).
+//
+//   std::unique_ptr<Checkpointer> checkpointer;
+//   opt.prepare_store = server_checkpoints(opt, checkpointer);
+//   KvServer server(opt);
+//   ...
+//   server.stop();
+//   if (checkpointer) checkpointer->stop();
+std::function<void(SliceStore&)> server_checkpoints(const KvServerOptions& opt,
+                                                    std::unique_ptr<Checkpointer>& checkpointer);
 
 }  // namespace pshard

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/metrics/trace.h"
 #include "common/protocol/codec.h"
 
 namespace pshard {
@@ -41,6 +43,43 @@ struct Request {
   bool finish_key() { return remaining.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 };
 using RequestPtr = std::shared_ptr<Request>;
+
+// A traced span's arguments that say whose request it was.
+inline TraceArgs request_trace_args(const protocol::Message& m) {
+  return TraceArgs().set("worker", m.sender_rank).set("step", m.step).set("type", protocol::type_name(m.type));
+}
+
+// A span of a traced request (trace.steps) named `name`, from its construction to the end of its scope, whichever
+// way the scope returns; `slice` adds the slice among its arguments. Costs one test when the step is not traced.
+//
+//   RequestSpan span(tracer, reply_name, request.msg);
+class RequestSpan {
+ public:
+  RequestSpan(Tracer* tracer, TraceName name, const protocol::Message& m, std::optional<TraceName> slice = {})
+      : tracer_(tracer), name_(name), m_(m), slice_(slice) {
+    if (tracer_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~RequestSpan() {
+    if (!tracer_ || !tracer_->traces(m_.step)) return;
+    TraceArgs args = request_trace_args(m_);
+    if (slice_) args.set("slice", *slice_);
+    tracer_->span(name_, "server", t0_, std::chrono::steady_clock::now(), args);
+  }
+  RequestSpan(const RequestSpan&) = delete;
+  RequestSpan& operator=(const RequestSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  TraceName name_;
+  const protocol::Message& m_;
+  std::optional<TraceName> slice_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// "push from worker 3": a request in a refusal's log line.
+inline std::string request_what(const protocol::Message& m) {
+  return std::string(protocol::type_name(m.type)) + " from worker " + std::to_string(m.sender_rank);
+}
 
 // A read of key `key` of `req` that its slice's policy does not let through yet.
 struct Waiter {

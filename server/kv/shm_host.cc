@@ -97,6 +97,47 @@ std::shared_ptr<transport::SharedSegment> ShmHost::push_segment(uint32_t rank) {
   return rank < pushes_.size() ? pushes_[rank] : nullptr;
 }
 
+namespace {
+
+// A push slot of a worker's segment, held by the payload frame that points into it.
+struct PushSlotHold {
+  std::shared_ptr<transport::SharedSegment> segment;
+  transport::SlotHead* head;
+};
+
+// The server has used the gradient: the worker may write the slot again.
+void release_push_slot(void*, void* hint) {
+  auto* hold = static_cast<PushSlotHold*>(hint);
+  hold->head->busy.store(0, std::memory_order_release);
+  delete hold;
+}
+
+}  // namespace
+
+bool ShmHost::push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_ids,
+                            const std::vector<protocol::KeyRef>& keys,
+                            std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::string& why) {
+  std::shared_ptr<transport::SharedSegment> segment = push_segment(rank);
+  if (!segment) {
+    why = "worker " + std::to_string(rank) + " has no push segment on this server";
+    return false;
+  }
+  payloads.clear();
+  for (size_t k = 0; k < slice_ids.size(); ++k) {
+    transport::SlotHead* head = table().head(segment->data(), slice_ids[k]);
+    if (head == nullptr) {
+      why = "slice " + std::to_string(slice_ids[k]) + " has no slot in worker " + std::to_string(rank) +
+            "'s push segment";
+      payloads.clear();
+      return false;
+    }
+    const size_t bytes = keys[k].length * sizeof(float);
+    payloads.push_back(std::make_shared<zmq::message_t>(transport::SlotTable::values(head), bytes, &release_push_slot,
+                                                        new PushSlotHold{segment, head}));
+  }
+  return true;
+}
+
 void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t generation) {
   transport::SlotHead* head = table_.head(weights_.data(), id);
   if (head == nullptr) return;

@@ -7,8 +7,10 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/shm_segment.h"
 
@@ -18,11 +20,11 @@ namespace pshard {
 // endpoint) with "token", "rank" and "fingerprint" lines and its push segment; the server checks the token, the
 // rank and the layout, maps the segment only when its size is exactly what the layout needs, and answers "ok" with
 // its weights segment. Until the server knows the layout (worker 0's init) it answers "retry". Then:
-//   - a push with sharedMemory names slots of the sender's push segment: push_payload() makes them the request's
+//   - a push with sharedMemory names slots of the sender's push segment: push_payloads() makes them the request's
 //     payloads without copying, and marks each slot free again when the server has used it;
 //   - a read with sharedMemory is answered through the weights segment: publish() copies a slice's weights into its
 //     slot once per update of the slice (whatever the number of readers), and the reply carries no payload.
-// Thread-safety: the channel runs on its own thread; install() and push_payload() on the socket thread; publish() on
+// Thread-safety: the channel runs on its own thread; install() and push_payloads() on the socket thread; publish() on
 // the thread that owns the slice.
 class ShmHost {
  public:
@@ -36,6 +38,11 @@ class ShmHost {
   // Worker `rank`'s push segment (null: it has none here). The caller keeps the pointer while it uses the segment.
   std::shared_ptr<transport::SharedSegment> push_segment(uint32_t rank);
   const transport::SlotTable& table() const { return table_; }
+  // Worker `rank`'s push of slices `slice_ids` (keys[k].length floats each) as `payloads`: frames that point into
+  // its push segment, each marking its slot free again when destroyed (the server has used the gradient). False
+  // with `why` (and no payloads) when the worker has no push segment here or a slice has no slot in it.
+  bool push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_ids, const std::vector<protocol::KeyRef>& keys,
+                     std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::string& why);
 
   // Copies `values` (n floats, update `generation` of the slice) into global slice `id`'s weights slot unless it
   // already holds that generation.

@@ -14,8 +14,8 @@
 #include "common/protocol/codec.h"
 #include "common/transport/buffer_pool.h"
 #include "server/consistency/consistency_policy.h"
-#include "server/kv/kv_server.h"
-#include "server/kv/request.h"
+#include "server/kv/server_options.h"
+#include "server/kv/slice_requests.h"
 #include "server/kv/slice_weights.h"
 
 namespace pshard {
@@ -48,8 +48,8 @@ class Slice final : public ConsistencySlice {
   std::vector<float> opt_state;  // length() x the optimizer's state_floats()
   int64_t updates = 0;           // optimizer applications (Adam's t)
   std::unique_ptr<ConsistencyPolicy> policy;
-  std::vector<Waiter> waiting;  // reads the policy has not let through yet (the server answers them)
-  struct TraceNames {           // "SLICE", "aggregate SLICE", "update SLICE", kept by the tracer (trace.steps)
+  SliceRequests requests{*this};  // its requests, and the reads the policy has not let through yet
+  struct TraceNames {             // "SLICE", "aggregate SLICE", "update SLICE", kept by the tracer (trace.steps)
     uint32_t slice = 0, aggregate = 0, update = 0;
   } trace_names;
 
@@ -70,10 +70,11 @@ class Slice final : public ConsistencySlice {
 //   SliceStore store(options, /*update_threads=*/2);
 //   if (!store.install(init_message, code, why)) refuse(code, why);
 //   Slice* s = store.slice(id);  // null: another server's slice
-//   run_on(store.owner(id), [&] { s->policy->on_push(...); });
+//   run_on(store.owner(id), [&] { finished = s->requests.run(req, key, thread); });
 class SliceStore {
  public:
   SliceStore(const KvServerOptions& opt, int update_threads);  // keeps a reference to `opt`
+  const KvServerOptions& options() const { return opt_; }
 
   // Worker 0's first init: the layout it describes, if it is the one this server was started for.
   bool install(const protocol::Message& init, protocol::ErrorCode& code, std::string& why);
@@ -88,6 +89,14 @@ class SliceStore {
   size_t size() const { return slices_.size(); }               // slices in the layout, this server's or not
   Slice* slice(uint32_t id) { return slices_[id].get(); }      // null for another server's slice
   int owner(uint32_t id) const { return owner_[id]; }          // -1: the socket thread, else an update thread
+  // f(slice) for each slice of this server that thread `owner` owns (-1: the socket thread); none before install.
+  template <class F>
+  void for_each_owned(int owner, F&& f) {
+    if (!installed()) return;
+    for (uint32_t id = 0; id < slices_.size(); ++id) {
+      if (slices_[id] && owner_[id] == owner) f(*slices_[id]);
+    }
+  }
   size_t local_slices() const { return local_slices_; }
   int64_t run_total_steps() const { return run_total_steps_; }  // from the init or the checkpoint
   int64_t max_version() const { return max_version_.load(std::memory_order_relaxed); }  // highest BSP step here

@@ -46,11 +46,12 @@ StallWatch::StallWatch(uint32_t server_rank, std::chrono::milliseconds warn_afte
       give_up_after_(give_up_after),
       on_stall_(std::move(on_stall)) {}
 
-std::vector<RequestPtr> StallWatch::check(Slice& s, Clock::time_point now, const DeadWorkers& dead) {
+std::vector<RequestPtr> StallWatch::check(const Slice& s, std::vector<Waiter>& waiting, Clock::time_point now,
+                                          const DeadWorkers& dead) {
   std::vector<RequestPtr> finished;
-  if (s.waiting.empty()) return finished;
+  if (waiting.empty()) return finished;
   const Waiter* oldest = nullptr;
-  for (const Waiter& w : s.waiting) {
+  for (const Waiter& w : waiting) {
     if (!oldest || w.since < oldest->since) oldest = &w;
   }
   const auto waited = now - oldest->since;
@@ -72,7 +73,7 @@ std::vector<RequestPtr> StallWatch::check(Slice& s, Clock::time_point now, const
   }
 
   std::vector<Waiter> still;
-  for (Waiter& w : s.waiting) {
+  for (Waiter& w : waiting) {
     if (now - w.since < give_up_after_) {
       still.push_back(std::move(w));
       continue;
@@ -82,7 +83,7 @@ std::vector<RequestPtr> StallWatch::check(Slice& s, Clock::time_point now, const
                                                   " (given up before the workers' cluster.request_timeout_ms)");
     if (w.req->finish_key()) finished.push_back(std::move(w.req));
   }
-  s.waiting.swap(still);
+  waiting.swap(still);
   return finished;
 }
 

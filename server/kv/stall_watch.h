@@ -48,7 +48,7 @@ std::string describe_workers(const std::vector<uint32_t>& ranks);
 // stuck (once, until it pushes again).
 //
 //   StallWatch watch(rank, 5s, 50s, 55s, [&](const StallReport& r) { r.stuck ? accuse(r) : warn(r); });
-//   for (RequestPtr& r : watch.check(slice, Clock::now(), dead)) reply(*r);   // on the slice's thread
+//   for (RequestPtr& r : watch.check(slice, waiting, Clock::now(), dead)) reply(*r);   // on the slice's thread
 //   watch.pushed(rank, Clock::now()); watch.check_pushes(Clock::now(), dead);  // async: on the socket thread
 //
 // check() runs on every thread that owns slices; the reports are serialised here.
@@ -60,10 +60,11 @@ class StallWatch {
   StallWatch(uint32_t server_rank, std::chrono::milliseconds warn_after, std::chrono::milliseconds stuck_after,
              std::chrono::milliseconds give_up_after, std::function<void(const StallReport&)> on_stall);
 
-  // Looks at the reads waiting at `s` at `now` (on the slice's owner thread): reports a stall or the stuck workers
-  // when due, fails the reads that waited too long (removing them from s.waiting) and returns the requests that are
-  // finished by it.
-  std::vector<RequestPtr> check(Slice& s, Clock::time_point now, const DeadWorkers& dead);
+  // Looks at the reads `waiting` at `s` at `now` (on the slice's owner thread, SliceRequests::check_stalls): reports
+  // a stall or the stuck workers when due, fails the reads that waited too long (removing them from `waiting`) and
+  // returns the requests that are finished by it.
+  std::vector<RequestPtr> check(const Slice& s, std::vector<Waiter>& waiting, Clock::time_point now,
+                                const DeadWorkers& dead);
 
   // Async mode, on the socket thread: worker `rank` pushed at `now`.
   void pushed(uint32_t rank, Clock::time_point now);
@@ -85,6 +86,23 @@ class StallWatch {
   // Async mode (socket thread only): each worker's last push, and whether it was reported stuck since.
   std::vector<Clock::time_point> last_push_;
   std::vector<char> judged_;
+};
+
+// Every thread that owns slices looks at their waiting reads this often (StallWatch::check).
+//
+//   StallTick tick;
+//   if (tick.due()) check_the_slices();
+class StallTick {
+ public:
+  bool due() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return false;
+    next_ = now + std::chrono::milliseconds(100);
+    return true;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point next_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace pshard

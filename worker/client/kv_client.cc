@@ -254,7 +254,7 @@ struct KvClient::Impl {
     // A whole tensor travels one way: encoded when it is at least compression_min_bytes.
     const uint64_t tensor_bytes = spec.numel * sizeof(float);
     const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
-    const bool reads = type == MessageType::PULL || type == MessageType::PUSH_PULL || type == MessageType::JOIN;
+    const bool reads = protocol::reads_weights(type);
     const protocol::Encoding push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
     std::map<uint32_t, std::vector<uint32_t>> by_server;
     for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
@@ -636,12 +636,8 @@ struct KvClient::Impl {
                       m.error_message);
       return;
     }
-    const bool wants_weights =
-        p.type == MessageType::PULL || p.type == MessageType::PUSH_PULL || p.type == MessageType::JOIN;
-    const MessageType expected = wants_weights                 ? MessageType::WEIGHTS
-                                 : p.type == MessageType::PING ? MessageType::PONG
-                                                               : MessageType::ACK;
-    if (m.type != expected) {
+    const bool wants_weights = protocol::reads_weights(p.type);
+    if (m.type != protocol::reply_type(p.type)) {
       p.op->part_done(who + " answered " + p.what + " with '" + protocol::type_name(m.type) + "'");
       return;
     }

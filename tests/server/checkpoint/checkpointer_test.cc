@@ -1,10 +1,13 @@
 // A BSP server writes a checkpoint of every slice at each checkpoint step (every_steps, or a push that asks), a
 // server restored from one goes on from its weights and step, and an async server writes none.
+#include "server/checkpoint/checkpointer.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,15 +71,20 @@ void train(KvClient& kv, std::vector<float>& w, int64_t from, int64_t to) {
 
 TEST(Checkpointer, WritesEveryStepsAndAskedStepsWithEverySlice) {
   TempDir dir;
-  KvServer server(options(Consistency::kBsp, dir.path));
+  KvServerOptions o = options(Consistency::kBsp, dir.path);
+  std::unique_ptr<Checkpointer> checkpointer;
+  o.prepare_store = server_checkpoints(o, checkpointer);
+  KvServer server(o);
+  ASSERT_NE(checkpointer, nullptr);
   auto kv = client(server);
   std::vector<float> w(40, 0.0f);
   kv->wait(kv->init("w", w.data(), w.size()));
   train(*kv, w, 0, 4);  // closes steps 0..3: versions 2 and 4 are checkpoint steps
   kv->request_checkpoint(4);
   train(*kv, w, 4, 5);  // version 5, asked for
-  server.stop();        // writes what is complete
-  EXPECT_EQ(server.stats().checkpoints, 3u);
+  server.stop();
+  checkpointer->stop();  // writes what is complete
+  EXPECT_EQ(checkpointer->written(), 3u);
   for (int64_t step : {2, 4, 5}) {
     const ServerCheckpoint c = read_checkpoint(checkpoint_path(dir.path, 0, step));
     EXPECT_EQ(c.step, step);
@@ -95,7 +103,10 @@ TEST(Checkpointer, WritesEveryStepsAndAskedStepsWithEverySlice) {
 TEST(Checkpointer, ARestoredServerGoesOnFromTheCheckpointsWeightsAndStep) {
   TempDir dir;
   {
-    KvServer server(options(Consistency::kBsp, dir.path));
+    KvServerOptions o = options(Consistency::kBsp, dir.path);
+    std::unique_ptr<Checkpointer> checkpointer;
+    o.prepare_store = server_checkpoints(o, checkpointer);
+    KvServer server(o);
     auto kv = client(server);
     std::vector<float> w(40, 0.5f);
     kv->wait(kv->init("w", w.data(), w.size()));
@@ -103,6 +114,8 @@ TEST(Checkpointer, ARestoredServerGoesOnFromTheCheckpointsWeightsAndStep) {
   }
   KvServerOptions o = options(Consistency::kBsp, dir.path);
   o.restore_path = checkpoint_path(dir.path, 0, 2);
+  std::unique_ptr<Checkpointer> checkpointer;
+  o.prepare_store = server_checkpoints(o, checkpointer);
   KvServer server(o);
   auto kv = client(server);
   EXPECT_EQ(kv->servers_step(), 2);
@@ -122,15 +135,19 @@ TEST(Checkpointer, ARestoredServerGoesOnFromTheCheckpointsWeightsAndStep) {
 
 TEST(Checkpointer, AnAsyncServerWritesNone) {
   TempDir dir;
-  KvServer server(options(Consistency::kAsp, dir.path));
+  KvServerOptions o = options(Consistency::kAsp, dir.path);
+  std::unique_ptr<Checkpointer> checkpointer;
+  o.prepare_store = server_checkpoints(o, checkpointer);
+  KvServer server(o);
   auto kv = client(server);
   std::vector<float> w(40, 0.0f);
   kv->wait(kv->init("w", w.data(), w.size()));
   kv->request_checkpoint(0);
   train(*kv, w, 0, 4);
   server.stop();
+  checkpointer->stop();
   EXPECT_EQ(w[0], -4.0f);
-  EXPECT_EQ(server.stats().checkpoints, 0u);
+  EXPECT_EQ(checkpointer->written(), 0u);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path));
 }
 
