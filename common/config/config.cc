@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "common/config/schema.h"
 #include "common/error.h"
+#include "common/util/binary_file.h"
 
 namespace pshard {
 namespace {
@@ -240,11 +240,8 @@ Config Config::from_string(const std::string& toml_text, const std::string& orig
 }
 
 Config Config::from_file(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("config " + path + ": cannot open file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return from_string(buf.str(), path, overrides);
+  // A FIFO, a device or a file of more than 16 MiB is no config: refused without blocking or reading it all.
+  return from_string(binary::read_file(path, "config", uint64_t{16} << 20), path, overrides);
 }
 
 void Config::set(const std::string& assignment) {
