@@ -327,7 +327,9 @@ struct LocalJob::Impl {
     } else if (WIFSIGNALED(status)) {
       c.exit.signal = WTERMSIG(status);
     }
-    if (stopping) ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);  // leftovers of its process group
+    // Leftovers of its process group (what a Python worker spawned and left running) end with it, whether the job is
+    // stopping or the child ended on its own: nothing a child started outlives pshard launch.
+    ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);
     if (c.exit.failed()) {
       if (c.spec.may_fail && !stopping && !c.restart_argv.empty() && c.max_restarts > 0) {
         write_all(opt.err_fd, "[launch] " + c.exit.describe() + ": starting it again (" +

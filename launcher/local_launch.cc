@@ -265,10 +265,12 @@ int run_local_launch(const LocalLaunchOptions& o) {
                            "trace.steps");  // a bad window fails here, not in every child
   std::string run_dir;
   std::string run_id;
+  RunDirClaim claim;         // held until the launch returns: a second launch in the same directory is refused
   int64_t resume_step = -1;  // -1: a fresh start
   if (!o.resume_dir.empty()) {
-    run_dir = std::filesystem::absolute(o.resume_dir).string();
+    run_dir = std::filesystem::absolute(without_trailing_slash(o.resume_dir)).string();
     if (!std::filesystem::is_directory(run_dir)) throw Error("pshard launch --resume: no run directory " + run_dir);
+    claim = RunDirClaim::take(run_dir, "pshard launch --resume");
     run_id = read_run_id(run_dir);
     if (run_id.empty()) {
       throw Error("pshard launch --resume: " + run_dir + "/" + kRunIdFile +
@@ -276,6 +278,14 @@ int run_local_launch(const LocalLaunchOptions& o) {
                   "cannot be resumed)");
     }
     check_resume_settings(run_dir, cfg);
+    const std::string codec = cfg.get_string("cluster.compression");
+    if (cfg.get_bool("cluster.error_feedback") && (codec == "topk" || codec == "randomk" || codec == "onebit")) {
+      std::fprintf(stderr,
+                   "[launch] warning: the workers' error-feedback residuals (cluster.compression = %s) are not in "
+                   "checkpoints: they start again at zero, so the resumed run is not bitwise the uninterrupted one "
+                   "(docs/OPERATIONS.md, \"Resuming a run\")\n",
+                   codec.c_str());
+    }
     resume_step = newest_resumable_step(run_dir + "/checkpoints", static_cast<uint32_t>(servers), run_id);
     if (resume_step < 0) {
       throw Error("pshard launch --resume: " + run_dir + "/checkpoints holds no checkpoint of run " + run_id +
@@ -283,11 +293,13 @@ int run_local_launch(const LocalLaunchOptions& o) {
                   "0, and is --servers the same as in the run?)");
     }
   } else {
-    std::string moved_to;
-    const std::string chosen = choose_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard launch",
-                                                  "`pshard launch --resume " + o.run_dir + "`", &moved_to);
-    run_dir = std::filesystem::absolute(chosen).string();
-    if (!moved_to.empty()) std::fprintf(stderr, "[launch] --start-over: moved the old run to %s\n", moved_to.c_str());
+    NewRunDir chosen = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard launch",
+                                         "`pshard launch --resume " + without_trailing_slash(o.run_dir) + "`");
+    run_dir = std::filesystem::absolute(chosen.path).string();
+    claim = std::move(chosen.claim);
+    if (!chosen.moved_to.empty()) {
+      std::fprintf(stderr, "[launch] --start-over: moved the old run to %s\n", chosen.moved_to.c_str());
+    }
     std::printf("run directory: %s\n", run_dir.c_str());
     std::fflush(stdout);
     run_id = new_run_id();
@@ -304,8 +316,18 @@ int run_local_launch(const LocalLaunchOptions& o) {
                  "restarted job starts over from step 0\n");
   }
   TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
-  for (;;) {
-    LocalJob::Result r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, terminal);
+  for (bool first = true;; first = false) {
+    LocalJob::Result r;
+    try {
+      r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, terminal);
+    } catch (const Error&) {
+      // Refused before any process started (e.g. a key directory others may read): a new run leaves its directory
+      // as it found it, so that the corrected command may use it.
+      if (first && resume_step < 0 && !std::filesystem::exists(run_dir + "/metrics.jsonl")) {
+        for (const char* name : {kRunIdFile, "config.toml"}) std::remove((run_dir + "/" + name).c_str());
+      }
+      throw;
+    }
     // Success, records incomplete (the job itself finished) or Ctrl-C: nothing to restart.
     if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code > 128) return r.exit_code;
     const ChildExit* cause = likely_cause(r);

@@ -603,6 +603,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     const std::string suffix = runs.size() == 1 ? "" : "-" + r.name;
     const std::string name = "trace" + suffix + ".json";
     const Timeline t = read_trace_dir(r.dir);
+    for (const std::string& why : t.skipped) std::fprintf(stderr, "pshard report: warning: %s\n", why.c_str());
     write_timeline(t, path(name));
     res.timelines.push_back(path(name));
     std::ostringstream text;
@@ -614,6 +615,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
            << (p.clock_rtt_us ? " (+- " + md(*p.clock_rtt_us / 2) + ")" : "");
     }
     text << ".\n\n";
+    for (const std::string& why : t.skipped) text << "Left out of the timeline: " << md_cell(why) << ".\n\n";
     TraceSummary summary{text.str(), ""};
     const std::string spans_csv = "timeline_step" + suffix + ".csv";
     const int64_t step = write_step_spans_csv(t, path(spans_csv));

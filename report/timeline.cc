@@ -18,11 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+  return binary::read_file(path, "trace file", binary::kMaxTextFileBytes);
 }
 
 // coordinator first, then servers, then workers, each by rank.
@@ -80,19 +76,30 @@ Timeline read_trace_dir(const std::string& run_dir) {
     Json doc;
   };
   std::vector<File> files;
+  std::vector<std::string> skipped;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(run_dir + "/trace", ec)) {
     if (e.path().extension() != ".json") continue;
     const std::string path = e.path().string();
-    Json doc = Json::parse(read_all(path), path);
-    if (!doc.is_object() || !doc.has("pshard_process") || !doc.has("traceEvents")) {
-      throw Error(path + ": not a pshard trace (no 'pshard_process' and 'traceEvents')");
+    // One process's file cut short (it was killed, or the disk filled up) costs that process's row, not the timeline.
+    try {
+      Json doc = Json::parse(read_all(path), path);
+      if (!doc.is_object() || !doc.has("pshard_process") || !doc.has("traceEvents") ||
+          !doc.at("pshard_process").is_string() || !doc.at("traceEvents").is_array()) {
+        throw Error(path + ": not a pshard trace (no 'pshard_process' and 'traceEvents')");
+      }
+      for (size_t i = 0; i < doc.at("traceEvents").elements().size(); ++i) {
+        (void)event_from(doc.at("traceEvents").elements()[i], path + ": traceEvents[" + std::to_string(i) + "]");
+      }
+      files.push_back({order_of(doc.at("pshard_process").as_string()), path, std::move(doc)});
+    } catch (const Error& err) {
+      skipped.push_back(std::string(err.what()) + " (skipped: the timeline lacks this process)");
     }
-    files.push_back({order_of(doc.at("pshard_process").as_string()), path, std::move(doc)});
   }
   if (ec) throw Error(run_dir + "/trace: cannot list: " + ec.message());
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.order < b.order; });
   Timeline t;
+  t.skipped = std::move(skipped);
   int pid = 0;
   for (const File& f : files) {
     TraceProcess p;

@@ -37,14 +37,15 @@ struct TraceEvent {
 struct Timeline {
   std::vector<TraceProcess> processes;  // by pid
   std::vector<TraceEvent> events;
+  std::vector<std::string> skipped;  // read_trace_dir: why each file it left out was unreadable (naming it)
   // The process of `pid`, or nullptr.
   const TraceProcess* process(int pid) const;
 };
 
 // True when RUN_DIR/trace holds at least one *.json.
 bool has_trace(const std::string& run_dir);
-// Every RUN_DIR/trace/*.json, ordered coordinator, servers, workers (by rank). A file that is not a
-// pshard trace is an Error naming it.
+// Every RUN_DIR/trace/*.json, ordered coordinator, servers, workers (by rank). A file that cannot be read or is not
+// a pshard trace (torn by a kill or a full disk, a FIFO) is left out, its reason in `skipped`.
 Timeline read_trace_dir(const std::string& run_dir);
 // Writes `t` as one Chrome trace (JSON object format) with process and thread names.
 void write_timeline(const Timeline& t, const std::string& path);

@@ -169,6 +169,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
   copt.coordinator = o.coordinator;
   copt.role = NodeRole::kWorker;
   copt.requested_rank = o.rank >= 0 ? o.rank : env_count("PSHARD_RANK").value_or(-1);
+  copt.replaces_live = o.join;
   const char* token = std::getenv("PSHARD_JOB_TOKEN");
   copt.job_token = token ? token : "";
   copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));

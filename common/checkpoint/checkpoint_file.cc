@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <set>
 
@@ -181,12 +180,8 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
 }
 
 std::string read_checkpoint_run_id(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint " + path + ": cannot open: " + std::strerror(errno));
-  std::string head(sizeof kMagic + 2 * sizeof(uint32_t) + kMaxRunIdBytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  binary::Reader r("checkpoint " + path, std::move(head));
+  binary::Reader r("checkpoint " + path,
+                   binary::read_file_prefix(path, "checkpoint", sizeof kMagic + 2 * sizeof(uint32_t) + kMaxRunIdBytes));
   char magic[sizeof kMagic];
   for (char& ch : magic) ch = r.get<char>("the magic number");
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");

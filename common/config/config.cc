@@ -3,15 +3,17 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "common/config/schema.h"
 #include "common/error.h"
+#include "common/metrics/trace.h"
+#include "common/util/binary_file.h"
 
 namespace pshard {
 namespace {
@@ -36,6 +38,32 @@ std::string format_double(double v) {
 
 void check_range(const ConfigKey& k, double v, const std::string& origin) {
   if (!in_range(k, v)) fail(origin, k.key, "value " + format_double(v) + " is out of range " + range_text(k));
+}
+
+// At most this many values in one synthetic image (64 MiB of float32): a larger sample cannot be a batch's.
+constexpr int64_t kMaxSampleValues = int64_t{1} << 24;
+
+// What each key's own range cannot say: values that are only wrong together, checked once every file and --set
+// is in, so that every entry point (config --check, launch, train, the servers, the workers) refuses them alike.
+void check_together(const Config& cfg, const std::string& origin) {
+  if (cfg.get_string("lr_schedule.name") == "cosine" &&
+      cfg.get_double("lr_schedule.min_lr") > cfg.get_double("optimizer.lr")) {
+    fail(origin, "lr_schedule.min_lr",
+         format_double(cfg.get_double("lr_schedule.min_lr")) + " is above optimizer.lr = " +
+             format_double(cfg.get_double("optimizer.lr")) + ": the cosine schedule decays from lr down to min_lr");
+  }
+  int64_t values = 1;  // each dimension is at most 65536 (its range): no product below overflows
+  std::string shape;
+  for (int64_t d : cfg.get_int_list("data.image_shape")) {
+    shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    values = std::min(values * d, kMaxSampleValues + 1);
+  }
+  if (values > kMaxSampleValues) {
+    fail(origin, "data.image_shape",
+         "[" + shape + "] holds more than " + std::to_string(kMaxSampleValues) +
+             " values per sample (64 MiB of float32): lower the shape");
+  }
+  (void)TraceWindow::parse(cfg.get_string("trace.steps"), "config " + origin + ": key 'trace.steps'");
 }
 
 bool parse_int(const std::string& text, int64_t* out) {
@@ -236,15 +264,13 @@ Config Config::from_string(const std::string& toml_text, const std::string& orig
   }
   collect(table, "", origin, &cfg.values_, &cfg.explicit_);
   for (const std::string& o : overrides) cfg.set(o);
+  check_together(cfg, origin);
   return cfg;
 }
 
 Config Config::from_file(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("config " + path + ": cannot open file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return from_string(buf.str(), path, overrides);
+  // A FIFO, a device or a file of more than 16 MiB is no config: refused without blocking or reading it all.
+  return from_string(binary::read_file(path, "config", uint64_t{16} << 20), path, overrides);
 }
 
 void Config::set(const std::string& assignment) {

@@ -74,7 +74,7 @@ std::vector<ConfigKey> kSchema = {
 
     // optimizer (applied on the servers; by `pshard train` locally)
     {"optimizer.name", T::kString, "sgd", 0, 0, "", "update rule"},
-    {"optimizer.lr", T::kDouble, "0.01", 0, kInf, "", "base learning rate"},
+    {"optimizer.lr", T::kDouble, "0.01", 0, 1e6, "", "base learning rate"},
     {"optimizer.momentum", T::kDouble, "0.9", 0, 1, "", "momentum / nesterov / lars momentum"},
     {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay", true},
     {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay", true},
@@ -92,7 +92,7 @@ std::vector<ConfigKey> kSchema = {
     {"lr_schedule.step_size", T::kInt, "1000", 1, 1e12, "", "step: decay every this many steps"},
     {"lr_schedule.gamma", T::kDouble, "0.1", 0, 1, "", "step: multiply the lr by this at each decay"},
     {"lr_schedule.total_steps", T::kInt, "0", 0, 1e12, "", "cosine: steps to decay over (0: the whole run)"},
-    {"lr_schedule.min_lr", T::kDouble, "0.0", 0, kInf, "", "cosine: final learning rate"},
+    {"lr_schedule.min_lr", T::kDouble, "0.0", 0, 1e6, "", "cosine: final learning rate (at most optimizer.lr)"},
     {"lr_schedule.scaling", T::kString, "none", 0, 0, "none|linear",
      "linear: lr x global batch / reference batch (linear scaling rule)"},
     {"lr_schedule.reference_batch", T::kInt, "64", 1, 1 << 30, "", "batch size the base lr was tuned for"},
@@ -155,7 +155,7 @@ std::vector<ConfigKey> kSchema = {
     // timeline (docs/METRICS.md, "Timeline")
     {"trace.steps", T::kString, "", 0, 0, "",
      "trace the steps FIRST-LAST (e.g. \"100-120\"): every process writes RUN_DIR/trace/*.json (Chrome trace events), "
-     "`pshard report` merges them into trace.json; empty: no trace"},
+     "`pshard report` merges them into trace.json; at most 1000 steps; empty: no trace"},
 
     // security (docs/OPERATIONS.md, "Security")
     {"security.curve", T::kBool, "false", 0, 0, "",

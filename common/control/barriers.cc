@@ -31,4 +31,34 @@ void Barriers::release_complete() {
   }
 }
 
+std::optional<std::string> Barriers::stalemate() const {
+  for (NodeRole role : {NodeRole::kServer, NodeRole::kWorker}) {
+    std::map<std::string, std::string> waiting;  // barrier -> who waits in it ("worker 0, worker 2")
+    bool all_waiting = true, any_live = false;
+    for (const auto& [id, p] : peers_) {
+      if (p.state != Peer::State::kLive || p.info.role != role) continue;
+      any_live = true;
+      bool in_one = false;
+      for (const auto& [key, ids] : entered_) {
+        if (key.first != role || !ids.count(id)) continue;
+        in_one = true;
+        std::string& who = waiting[key.second];
+        who += (who.empty() ? "" : ", ") + std::string(role_name(role)) + " " + std::to_string(p.info.rank);
+      }
+      all_waiting = all_waiting && in_one;
+    }
+    if (!any_live || !all_waiting || waiting.size() < 2) continue;
+    std::string why = std::string("the ") + role_name(role) +
+                      "s wait in different barriers, so none can be released (every live one waits, each barrier "
+                      "needs all of them): ";
+    bool first = true;
+    for (const auto& [name, who] : waiting) {
+      why += (first ? "'" : ", '") + name + "' (" + who + ")";
+      first = false;
+    }
+    return why + "; every rank must call its barriers with the same names in the same order";
+  }
+  return std::nullopt;
+}
+
 }  // namespace pshard::coordinator_detail

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,6 +22,10 @@ class Barriers {
   void enter(const std::string& name, const std::string& id);
   // Sends barrierRelease for every barrier that all live nodes have entered.
   void release_complete();
+  // After release_complete(): when every live node of a role waits in a barrier and none of them can be released (the
+  // nodes named their barriers differently), why, naming each barrier and who waits in it, e.g. "the workers wait in
+  // different barriers, so none can be released: 'epoch 1' (worker 0), 'epoch 2' (worker 1)"; else nullopt.
+  std::optional<std::string> stalemate() const;
 
  private:
   const Peers& peers_;

@@ -263,6 +263,7 @@ struct ClusterClient::Impl {
       r.setPid(::getpid());
       r.setJobToken(opt.job_token);
       r.setLayoutFingerprint(opt.layout_fingerprint);
+      r.setReplacesLive(opt.replaces_live);
       send(sock, b);
     }
     auto last_heard = Clock::now();

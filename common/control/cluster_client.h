@@ -52,6 +52,10 @@ class ClusterClient {
     std::string job_token;            // must equal the coordinator's token, else registration is refused
     transport::CurveKeys curve;       // empty: plaintext; else CurveZMQ with the job's keys
     uint64_t layout_fingerprint = 0;  // hash of the slice assignment; the coordinator checks all non-zero values agree
+    // Workers: this process restarts its rank (pshard worker --join) and takes over from a registration that still
+    // looks live. False (a program's ps.init(), a child process that inherited the job's environment): the
+    // registration is refused while the requested rank's worker is alive.
+    bool replaces_live = false;
     std::chrono::milliseconds heartbeat_interval{500};
     std::chrono::milliseconds heartbeat_timeout{5000};  // coordinator silent this long -> kAbort event locally
     std::chrono::milliseconds rendezvous_timeout{60000};

@@ -45,6 +45,9 @@ struct Register {
   pid @4 :Int64;                # see Node.pid
   jobToken @5 :Text;            # per-job secret (env PSHARD_JOB_TOKEN); must equal the coordinator's
   layoutFingerprint @6 :UInt64; # hash of the slice assignment; 0 = not known by this node; all non-zero values must agree
+  replacesLive @7 :Bool;        # workers: this process was restarted in place of its rank's process (pshard worker
+                                # --join), so it may take over the rank while the old registration still looks live;
+                                # false: a live worker of the requested rank refuses this registration
 }
 
 # coordinator -> node: registration refused; the node must exit.

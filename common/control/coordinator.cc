@@ -157,6 +157,15 @@ struct Coordinator::Impl {
   // A worker registering while the job runs (failure policy continue) takes over a dead worker's rank.
   void rejoin(const Peer& p) {
     if (Peer* old = rendezvous.replaced_by(p)) {
+      if (!p.replaces_live) {
+        // A second process with the rank's environment (a child that called ps.init()), not a restart: the live
+        // worker keeps its rank.
+        rendezvous.refuse(p, "worker rank " + std::to_string(old->info.rank) + " is alive (" + cc::describe(old->info) +
+                                 "): a second process cannot join the job with its rank; call ps.init() once per " +
+                                 "worker (not in a child process), and only a restarted worker (pshard worker " +
+                                 "--join) takes over a rank");
+        return;
+      }
       on_node_failed(*old,
                      "replaced by a new process (pid " + std::to_string(p.info.pid) + ") that registered for its rank");
     }
@@ -180,6 +189,14 @@ struct Coordinator::Impl {
   void on_barrier(Peer& p, const std::string& name) {
     if (phase != Phase::kRunning && phase != Phase::kShuttingDown) return;
     barriers.enter(name, p.id);
+    abort_if_barriers_stalled();
+  }
+
+  // Nodes that named their barriers differently would wait forever (or until each one's timeout, without a word on
+  // why): once every live node of a role waits and none can go on, the job ends naming the barriers.
+  void abort_if_barriers_stalled() {
+    if (phase != Phase::kRunning) return;
+    if (std::optional<std::string> why = barriers.stalemate()) abort_job(*why, nullptr);
   }
 
   bool workers_all_done(uint32_t* left_ok) const {
@@ -266,6 +283,7 @@ struct Coordinator::Impl {
     liveness.announce_dead(p, std::string(verdict) == "dead" ? why : verdict + (": " + why));
     // The dead worker no longer holds up a barrier or an epoch line.
     barriers.release_complete();
+    abort_if_barriers_stalled();
     metrics.flush_epochs();
     maybe_shutdown();
   }
@@ -320,6 +338,7 @@ struct Coordinator::Impl {
     p.state = Peer::State::kLeft;
     PSHARD_LOG(kInfo) << cc::describe(p.info) << " left";
     barriers.release_complete();
+    abort_if_barriers_stalled();
     maybe_shutdown();
     maybe_finish_shutdown();
   }

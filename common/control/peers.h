@@ -22,6 +22,7 @@ struct Peer {
   NodeInfo info;   // rank valid once State >= kLive
   int64_t requested_rank = -1;
   uint64_t fingerprint = 0;
+  bool replaces_live = false;  // Register.replacesLive: a restarted worker that may take over a live-looking rank
   Clock::time_point registered_at;
   Clock::time_point last_seen;
   State state = State::kRegistered;

@@ -41,6 +41,7 @@ std::optional<Peer> Rendezvous::read(const std::string& id, control::Register::R
   p.info.endpoint = r.getEndpoint().cStr();
   p.requested_rank = r.getRequestedRank();
   p.fingerprint = r.getLayoutFingerprint();
+  p.replaces_live = r.getReplacesLive();
   p.registered_at = p.last_seen = Clock::now();
   try {
     p.info.role = cc::from_wire(r.getRole());

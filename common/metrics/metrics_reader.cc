@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 #include "common/util/json.h"
 
 namespace pshard {
@@ -48,12 +50,11 @@ void flatten(const toml::table& table, const std::string& prefix, std::map<std::
 
 std::map<std::string, std::string> read_config(const std::string& path) {
   std::map<std::string, std::string> out;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
-  std::stringstream buf;
-  buf << in.rdbuf();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return out;
+  const std::string text = binary::read_file(path, "config", uint64_t{16} << 20);
   try {
-    flatten(toml::parse(buf.str(), path), "", &out);
+    flatten(toml::parse(text, path), "", &out);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
     msg << path << ":" << e.source().begin.line << ": " << e.description();
@@ -202,8 +203,8 @@ SummaryRecord read_summary(const LineReader& r) {
 }  // namespace
 
 bool is_run_dir(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  return static_cast<bool>(in);
+  std::error_code ec;  // exists, not opened: a FIFO must not block here (read_run refuses it with its name)
+  return std::filesystem::exists(dir + "/metrics.jsonl", ec);
 }
 
 RunMetrics read_run(const std::string& dir) {
@@ -215,8 +216,9 @@ RunMetrics read_run(const std::string& dir) {
   run.name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
 
   std::string path = trimmed + "/metrics.jsonl";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open (is " + dir + " a run directory?)");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error(path + ": cannot open (is " + dir + " a run directory?)");
+  std::istringstream in(binary::read_file(path, "metrics file", binary::kMaxTextFileBytes));
   run.config = read_config(trimmed + "/config.toml");
 
   std::string line;

@@ -31,6 +31,11 @@ TraceWindow TraceWindow::parse(const std::string& text, const std::string& what)
                 "' is not a window of steps FIRST-LAST with FIRST <= LAST, like \"100-120\" "
                 "(empty: no trace)");
   }
+  if (w.last - w.first + 1 > kMaxSteps) {
+    throw Error(what + ": '" + text + "' is " + std::to_string(w.last - w.first + 1) + " steps, more than the " +
+                std::to_string(kMaxSteps) + " a trace may hold (each process keeps the window's spans in memory): " +
+                "trace a shorter window, like \"100-120\"");
+  }
   return w;
 }
 

@@ -27,7 +27,9 @@ struct TraceWindow {
 
   bool empty() const { return last < first; }
   bool contains(int64_t step) const { return step >= first && step <= last; }
-  // "A-B" with 0 <= A <= B, or "" (empty). Anything else is a pshard::Error naming `what`.
+  // At most this many steps: every process keeps a window's spans in memory until it writes its trace file.
+  static constexpr int64_t kMaxSteps = 1000;
+  // "A-B" with 0 <= A <= B and B - A < kMaxSteps, or "" (empty). Anything else is a pshard::Error naming `what`.
   static TraceWindow parse(const std::string& text, const std::string& what);
 };
 

@@ -2,6 +2,7 @@
 // aside (docs/OPERATIONS.md, "Run directories").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,16 +22,54 @@ void write_run_id(const std::string& run_dir, const std::string& run_id);
 // The id in RUN_DIR/run-id; "" when the file is missing (a directory of an older pshard).
 std::string read_run_id(const std::string& run_dir);
 
-// The directory of a new run, never one that holds another run's files:
-// - `explicit_dir` empty: the first of runs/<run_name>, runs/<run_name>.1, runs/<run_name>.2, ... that holds no run;
-// - `explicit_dir` holding a run: with `start_over` its files are moved to EXPLICIT.old-N (the first free N) and the
-//   directory is used (`moved_to`, when given, gets EXPLICIT.old-N); without, an Error that names `resume_hint` (how to
-//   continue that run; "" when the command cannot) and --start-over.
-// `command` names the command in the error ("pshard launch"). Returns the path as given (not made absolute).
+// A run directory held by one process: RUN_DIR/.claim is locked (flock) while this object lives and names the
+// holder (pid and host). Another claim of the directory, from any process, is refused while this one holds it. The lock
+// ends with the process however it ends (exit, crash, SIGKILL), so a dead launch leaves no claim to clean up.
 //
-//   std::string dir = choose_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "");
-std::string choose_new_run_dir(const std::string& explicit_dir, const std::string& run_name, bool start_over,
-                               const std::string& command, const std::string& resume_hint,
-                               std::string* moved_to = nullptr);
+//   RunDirClaim claim = RunDirClaim::take(run_dir, "pshard launch --resume");  // held until `claim` is destroyed
+class RunDirClaim {
+ public:
+  RunDirClaim() = default;
+  RunDirClaim(RunDirClaim&& other) noexcept;
+  RunDirClaim& operator=(RunDirClaim&& other) noexcept;
+  RunDirClaim(const RunDirClaim&) = delete;
+  RunDirClaim& operator=(const RunDirClaim&) = delete;
+  ~RunDirClaim();
+
+  // Creates DIR if needed and claims it, or an Error "COMMAND: the run directory DIR is in use by process PID on
+  // host H (another launch or training run); wait for it to end or choose another directory".
+  static RunDirClaim take(const std::string& dir, const std::string& command);
+  // The same, but nullopt (and `holder`, when given, describes the holder) when another process holds DIR.
+  static std::optional<RunDirClaim> try_take(const std::string& dir, std::string* holder = nullptr);
+
+  bool held() const { return fd_ >= 0; }
+  void release();
+
+ private:
+  explicit RunDirClaim(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// DIR without trailing slashes ("runs/x/" -> "runs/x"; "/" stays "/"), so that DIR.old-N is a sibling of DIR.
+std::string without_trailing_slash(const std::string& dir);
+
+// The directory of a new run, never one that holds another run's files or that another process claimed (RunDirClaim):
+// - `explicit_dir` empty: the first of runs/<run_name>, runs/<run_name>.1, runs/<run_name>.2, ... that holds no run and
+//   is not claimed;
+// - `explicit_dir` claimed by another process: an Error naming it and the holder;
+// - `explicit_dir` holding a run: with `start_over` its files are moved to EXPLICIT.old-N (the first free N) and the
+//   directory is used (`moved_to` gets EXPLICIT.old-N); without, an Error that names `resume_hint` (how to
+//   continue that run; "" when the command cannot) and --start-over.
+// `command` names the command in the error ("pshard launch"). The directory exists and is claimed on return; `path` is
+// the path as given (less trailing slashes, not made absolute).
+//
+//   NewRunDir dir = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "");
+struct NewRunDir {
+  std::string path;
+  std::string moved_to;  // --start-over: where the old run went; "" when nothing moved
+  RunDirClaim claim;
+};
+NewRunDir claim_new_run_dir(const std::string& explicit_dir, const std::string& run_name, bool start_over,
+                            const std::string& command, const std::string& resume_hint);
 
 }  // namespace pshard

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "common/config/config.h"
@@ -116,8 +116,7 @@ CurveKeys read_curve_keys(const std::string& key_dir) {
                 "600 " +
                 path + ")");
   }
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the CurveZMQ key file " + path);
+  std::istringstream in(binary::read_file(path, "CurveZMQ key file", 64 << 10));
   std::map<std::string, std::string> values;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {

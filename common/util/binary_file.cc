@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -64,7 +65,10 @@ const char* file_kind(mode_t mode) {
 }
 }  // namespace
 
-std::string read_file(const std::string& path, const std::string& label) {
+namespace {
+
+// read_file and read_file_prefix: at most `limit` bytes; more than that is an Error when `whole` is set.
+std::string read_regular(const std::string& path, const std::string& label, uint64_t limit, bool whole) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read, and never
   // more than the size they had when opened (a device such as /dev/zero never ends).
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -75,7 +79,13 @@ std::string read_file(const std::string& path, const std::string& label) {
     ::close(fd);
     throw Error(label + " " + path + ": not a regular file (" + why + "): refusing to read it");
   }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (whole && size > limit) {
+    ::close(fd);
+    throw Error(label + " " + path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                " bytes a " + label + " may have: refusing to read it");
+  }
+  std::string bytes(static_cast<size_t>(std::min(size, limit)), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
@@ -91,6 +101,24 @@ std::string read_file(const std::string& path, const std::string& label) {
   ::close(fd);
   bytes.resize(got);
   return bytes;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, const std::string& label, uint64_t max_bytes) {
+  return read_regular(path, label, max_bytes, true);
+}
+
+std::string read_file_prefix(const std::string& path, const std::string& label, uint64_t n) {
+  return read_regular(path, label, n, false);
+}
+
+void require_regular_file(const std::string& path, const std::string& label) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error(label + " " + path + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(label + " " + path + ": not a regular file (" + file_kind(st.st_mode) + "): refusing to read it");
+  }
 }
 
 namespace {

@@ -56,8 +56,18 @@ class Reader {
 
 // The whole file, if PATH is (or links to) a regular file: a directory, FIFO or device is an Error
 // "<label> PATH: not a regular file (a FIFO): refusing to read it" (opening never blocks, and no
-// more than the file's size is read); "<label> PATH: cannot open: <reason>" when it cannot be read.
-std::string read_file(const std::string& path, const std::string& label);
+// more than the file's size is read); "<label> PATH: cannot open: <reason>" when it cannot be read;
+// "<label> PATH: N bytes, more than the M bytes a <label> may have" when it is larger than `max_bytes`.
+// Every reader of a file a user may hand us goes through here (configs, metrics, traces, key files).
+//
+//   std::istringstream lines(binary::read_file(path, "metrics file", binary::kMaxTextFileBytes));
+inline constexpr uint64_t kMaxTextFileBytes = uint64_t{4} << 30;  // metrics and trace files: 4 GiB
+std::string read_file(const std::string& path, const std::string& label, uint64_t max_bytes = UINT64_MAX);
+// The first `n` bytes (fewer when the file is shorter), with read_file's refusals of what is not a regular file.
+std::string read_file_prefix(const std::string& path, const std::string& label, uint64_t n);
+// For files read in pieces (data sets): an Error as read_file's unless PATH is (or links to) a regular
+// file; "<label> PATH: cannot open: <reason>" when it does not exist. Never blocks.
+void require_regular_file(const std::string& path, const std::string& label);
 
 // Replaces PATH with `bytes` so that a crash leaves either the old file or the new one: writes
 // DIR/.NAME.tmp.PID created with permissions `mode` (less the umask; 0600 for secrets: never

@@ -7,6 +7,7 @@ import atexit
 import ctypes
 import sys
 
+from . import _lib
 from ._lib import PshardError, check, lib
 
 __all__ = ["PshardError", "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
@@ -101,16 +102,16 @@ def config(key):
         buf = ctypes.create_string_buffer(n + 1)
         check(lib().pshard_config_get(client(), key.encode(), buf, len(buf)), "pshard.config")
     text = buf.value.decode()
-    if text in ("true", "false"):
+    kind = check(lib().pshard_config_type(key.encode()), "pshard.config")
+    if kind == _lib.CONFIG_BOOL:
         return text == "true"
-    if text.startswith("["):
+    if kind == _lib.CONFIG_INT:
+        return int(text)
+    if kind == _lib.CONFIG_DOUBLE:
+        return float(text)
+    if kind == _lib.CONFIG_INT_LIST:
         return [int(x) for x in text[1:-1].split(",") if x.strip()]
-    for parse in (int, float):
-        try:
-            return parse(text)
-        except ValueError:
-            pass
-    return text
+    return text  # a string stays one, whatever it looks like ("true", "3")
 
 
 def barrier(name="barrier", timeout_s=None):

@@ -15,6 +15,12 @@ ERR_TIMEOUT = -7
 ERR_ABORTED = -8
 ERR_INTERNAL = -9
 FLOAT32 = 0
+# pshard_config_type (pshard_c.h)
+CONFIG_STRING = 0
+CONFIG_INT = 1
+CONFIG_DOUBLE = 2
+CONFIG_BOOL = 3
+CONFIG_INT_LIST = 4
 # pshard_epoch_report.figures (pshard_c.h)
 TRAIN_LOSS = 1
 TRAIN_ACC = 2
@@ -84,6 +90,7 @@ def _declare(lib):
         "pshard_size": (c.c_int, [client]),
         "pshard_local_rank": (c.c_int, [client]),
         "pshard_config_get": (c.c_int, [client, c.c_char_p, c.c_char_p, c.c_size_t]),
+        "pshard_config_type": (c.c_int, [c.c_char_p]),
         "pshard_barrier": (c.c_int, [client, c.c_char_p, c.c_int64]),
         "pshard_add_tensor": (c.c_int, [client, c.c_char_p, c.c_int, c.POINTER(c.c_int64), c.c_int]),
         "pshard_start": (c.c_int, [client, c.c_char_p, c.c_int64, c.c_int64]),

@@ -16,8 +16,11 @@ The optimizer (and learning-rate schedule) runs on the servers, from the job con
 [lr_schedule]; the script's own torch.optim is not used.
 """
 import ctypes
+import errno
 import glob
+import io
 import os
+import pickle
 import time
 
 import torch
@@ -445,6 +448,53 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     opt.step_started = time.monotonic_ns()  # the next step's data phase starts here, not at the last step()
 
 
+def _disk_full_note(path):
+    """ ": the disk holding it is full" when the file system of `path` has no block left for this user, else ""."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+        return ": the disk holding it is full" if st.f_bavail == 0 else ""
+    except OSError:
+        return ""
+
+
+def _write_file(path, obj):
+    """torch.save of `obj` to PATH.tmp, then renamed to PATH. torch.save given a path does not check its writes (a full
+    disk leaves an empty or cut file behind, found only when read back): the bytes go through Python's own file
+    calls, so a full disk is an error here, naming the file."""
+    data = io.BytesIO()
+    torch.save(obj, data)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else e.strerror
+        raise PshardError("pshard: cannot write %s (%d bytes): %s" % (tmp, len(data.getbuffer()), why),
+                          "PSHARD_ERR_ENVIRONMENT") from e
+
+
+def _read_file(path):
+    """torch.load of a file _write_file wrote; an empty or cut file is an error naming it (not "EOFError: Ran out of
+    input")."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data:
+            raise EOFError("the file is empty")
+        return torch.load(io.BytesIO(data))
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        raise PshardError("pshard: cannot read %s (%d bytes): %s%s" % (
+            path, os.path.getsize(path) if os.path.exists(path) else 0, e, _disk_full_note(path)),
+            "PSHARD_ERR_ENVIRONMENT") from e
+
+
 def _average_buffers(model, epoch):
     """Floating-point buffers that are not parameters (BatchNorm running statistics) become the mean over the
     workers: each rank writes its buffers into the run directory (shared by all nodes, as `pshard task` requires),
@@ -456,11 +506,10 @@ def _average_buffers(model, epoch):
     folder = os.path.join(run_dir, "buffers")
     os.makedirs(folder, exist_ok=True)
     mine = os.path.join(folder, "epoch%d-rank%d.pt" % (epoch, rank()))
-    torch.save({n: b.detach().cpu() for n, b in buffers}, mine + ".tmp")
-    os.replace(mine + ".tmp", mine)
+    _write_file(mine, {n: b.detach().cpu() for n, b in buffers})
     barrier("buffers of epoch %d written" % epoch)
     # The ranks alive now (a worker lost under failure_policy = continue wrote nothing).
-    states = [torch.load(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
+    states = [_read_file(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
     with torch.no_grad():
         for n, b in buffers:
             b.copy_(sum(st[n] for st in states) / len(states))

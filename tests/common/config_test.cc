@@ -59,6 +59,34 @@ TEST(Config, OutOfRangeIsAnError) {
   EXPECT_NE(e.find("out of range"), std::string::npos) << e;
 }
 
+// Values a server, a schedule or an allocation would refuse later are refused where every command reads its config,
+// with the key named: `pshard config --check` says what `pshard launch` would.
+TEST(Config, ValuesThatFailLaterAreRefusedWhenTheConfigIsRead) {
+  auto refused = [](const std::vector<std::string>& overrides) -> std::string {
+    try {
+      Config::from_string("", "t.toml", overrides);
+    } catch (const pshard::Error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(refused({"optimizer.lr=1e300"}).find("key 'optimizer.lr': value 1.0000000000000001e+300 is out of range"),
+            std::string::npos)
+      << refused({"optimizer.lr=1e300"});
+  EXPECT_EQ(refused({"lr_schedule.name=cosine", "optimizer.lr=0.1", "lr_schedule.min_lr=0.5"}),
+            "config t.toml: key 'lr_schedule.min_lr': 0.5 is above optimizer.lr = 0.10000000000000001: the cosine "
+            "schedule decays from lr down to min_lr");
+  EXPECT_EQ(refused({"lr_schedule.name=cosine", "optimizer.lr=0.5", "lr_schedule.min_lr=0.1"}), "(accepted)");
+  EXPECT_EQ(refused({"data.image_shape=[65536,65536,65536]"}),
+            "config t.toml: key 'data.image_shape': [65536, 65536, 65536] holds more than 16777216 values per sample "
+            "(64 MiB of float32): lower the shape");
+  EXPECT_EQ(refused({"data.image_shape=[3,224,224]"}), "(accepted)");
+  EXPECT_NE(refused({"trace.steps=0-5000"}).find("key 'trace.steps': '0-5000' is 5001 steps, more than the 1000"),
+            std::string::npos)
+      << refused({"trace.steps=0-5000"});
+  EXPECT_EQ(refused({"trace.steps=100-1099"}), "(accepted)");
+}
+
 TEST(Config, BadChoiceIsAnError) {
   std::string e = error_of("[log]\nlevel = \"loud\"\n");
   EXPECT_NE(e.find("key 'log.level': 'loud' is not one of debug|info|warn|error"), std::string::npos) << e;

@@ -13,7 +13,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -234,6 +236,31 @@ TEST(LocalJob, AMayFailChildDoesNotStopTheJobButIsReported) {
   EXPECT_FALSE(r.children[1].stopped);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.failure.find("worker 1"), std::string::npos) << r.failure;
+}
+
+// A child that leaves a process of its own running (a Python worker's helper) does not leave it behind the job.
+TEST(LocalJob, WhatAChildLeftRunningEndsWithIt) {
+  TempFile out, pid_file;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"worker 0", {"/bin/sh", "-c", "sleep 60 & echo $! > " + pid_file.path + "; exit 0"}, {}});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 0) << r.failure << out.read();
+  const int64_t left = std::atoll(pid_file.read().c_str());
+  ASSERT_GT(left, 0) << out.read();
+  // Ended: no such process, or a zombie its new parent has not reaped yet.
+  auto ended = [&] {
+    if (gone(left)) return true;
+    std::ifstream stat("/proc/" + std::to_string(left) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
+  };
+  const auto deadline = Clock::now() + milliseconds(3000);
+  while (!ended() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(ended()) << "the child's background process " << left << " outlived the job";
+  if (!ended()) ::kill(static_cast<pid_t>(left), SIGKILL);
 }
 
 TEST(LocalJob, AnEndsJobChildGivesTheOthersAGracePeriodThenStopsThem) {

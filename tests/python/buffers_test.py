@@ -63,9 +63,34 @@ def main():
     print("report(): BatchNorm running statistics averaged over 2 workers")
 
 
+def full_disk():
+    """The buffer files on a full disk (/dev/full refuses every write with ENOSPC) or cut short by one: the error names
+    the file and the full disk, not "EOFError: Ran out of input"."""
+    import pshard.torch as ps
+    d = support.fresh_dir("buffers-full")
+    full = os.path.join(d, "epoch1-rank0.pt")
+    os.symlink("/dev/full", full + ".tmp")
+    try:
+        ps._write_file(full, {"x": torch.zeros(1000)})
+        raise AssertionError("a write to a full disk did not raise")
+    except ps.PshardError as e:
+        support.expect(full + ".tmp" in str(e) and "the disk is full" in str(e), "write: %s" % e)
+    empty = os.path.join(d, "epoch1-rank1.pt")
+    open(empty, "wb").close()
+    try:
+        ps._read_file(empty)
+        raise AssertionError("an empty buffer file did not raise")
+    except ps.PshardError as e:
+        support.expect(empty in str(e) and "empty" in str(e), "read: %s" % e)
+    ps._write_file(os.path.join(d, "ok.pt"), {"x": torch.ones(3)})
+    support.expect(float(ps._read_file(os.path.join(d, "ok.pt"))["x"].sum()) == 3.0, "a round trip failed")
+    print("buffer files: a full disk and an empty file are errors naming the file")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(sys.argv[2])
     else:
+        full_disk()
         main()
         support.passed()

@@ -394,6 +394,22 @@ int pshard_local_rank(const pshard_client* c) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int { return static_cast<int>(require(c, "client")->local_rank); });
 }
 
+int pshard_config_type(const char* key) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(key, "key");
+    const pshard::ConfigKey* k = pshard::find_config_key(key);
+    if (k == nullptr) throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: unknown config key '") + key + "'"};
+    switch (k->type) {
+      case pshard::ConfigType::kString: return PSHARD_CONFIG_STRING;
+      case pshard::ConfigType::kInt: return PSHARD_CONFIG_INT;
+      case pshard::ConfigType::kDouble: return PSHARD_CONFIG_DOUBLE;
+      case pshard::ConfigType::kBool: return PSHARD_CONFIG_BOOL;
+      case pshard::ConfigType::kIntList: return PSHARD_CONFIG_INT_LIST;
+    }
+    return PSHARD_CONFIG_STRING;
+  });
+}
+
 int pshard_config_get(const pshard_client* c, const char* key, char* buf, size_t len) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     require(c, "client");

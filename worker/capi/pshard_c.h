@@ -98,6 +98,16 @@ int pshard_local_rank(const pshard_client* c);
  * terminating NUL into buf[0..len); returns the text's length (without NUL), which may be >= len (then the text
  * was cut: call again with a bigger buffer). ARGUMENT for an unknown key. */
 int pshard_config_get(const pshard_client* c, const char* key, char* buf, size_t len);
+/* The type of config key `key`, so that a binding reads pshard_config_get's text as what it is (a string "true" is
+ * no boolean): PSHARD_CONFIG_STRING, _INT, _DOUBLE, _BOOL or _INT_LIST; ARGUMENT for an unknown key. */
+enum {
+  PSHARD_CONFIG_STRING = 0,
+  PSHARD_CONFIG_INT = 1,
+  PSHARD_CONFIG_DOUBLE = 2,
+  PSHARD_CONFIG_BOOL = 3,
+  PSHARD_CONFIG_INT_LIST = 4
+};
+int pshard_config_type(const char* key);
 
 /* Blocks until every live node of the job entered barrier `name`; timeout_ms < 0: no limit but the job's end. */
 int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms);

@@ -10,10 +10,12 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 
 namespace pshard::data {
 
 ByteSource::ByteSource(const std::string& path) : path_(path) {
+  binary::require_regular_file(path, "data file");  // a FIFO would block gzopen, a device never end
   {
     std::ifstream probe(path, std::ios::binary);
     if (!probe) throw Error(path + ": cannot open: " + std::strerror(errno));

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 
 namespace pshard::data {
 namespace {
@@ -248,12 +249,14 @@ void write_packed(const std::string& path, const Dataset& data) {
 }
 
 PackedInfo read_packed_info(const std::string& path) {
+  binary::require_regular_file(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   return read_header(in, path).info;
 }
 
 Dataset read_packed(const std::string& path, int64_t max_samples) {
+  binary::require_regular_file(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   Header h = read_header(in, path);

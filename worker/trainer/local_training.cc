@@ -22,10 +22,11 @@ int run_local_training(const LocalTrainingOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("train", log::level_from_string(cfg.get_string("log.level")));
-  std::string moved_to;
-  const std::string run_dir =
-      choose_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "", &moved_to);
-  if (!moved_to.empty()) std::printf("pshard train: --start-over: moved the old run to %s\n", moved_to.c_str());
+  const NewRunDir chosen = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "");
+  const std::string& run_dir = chosen.path;
+  if (!chosen.moved_to.empty()) {
+    std::printf("pshard train: --start-over: moved the old run to %s\n", chosen.moved_to.c_str());
+  }
   std::printf("run directory: %s\n", run_dir.c_str());
   write_run_id(run_dir, new_run_id());
 

@@ -428,6 +428,84 @@ TEST(Coordinator, AWorkerLeavingWithAFailureUnderPolicyContinueIsALostWorker) {
   EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
 }
 
+// Under policy continue, a second process with a live worker's rank (a child that inherited the job's environment and
+// called ps.init()) is refused with a reason naming the rank, and the live worker keeps it; a restarted worker
+// (pshard worker --join) does take the rank over.
+TEST(Coordinator, ASecondRegistrationOfALiveWorkersRankIsRefusedUnlessItIsARestart) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  try {
+    ClusterClient child(client_options(coord.endpoint(), NodeRole::kWorker, 0));
+    ADD_FAILURE() << "a second process took over the live worker 0";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("worker rank 0 is alive (worker 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("a second process cannot join the job with its rank"), std::string::npos) << what;
+  }
+  ClusterEvent e;
+  EXPECT_FALSE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(300), &e)) << e.reason;
+  EXPECT_EQ(nodes[1]->rank(), 0u);
+  EXPECT_FALSE(nodes[1]->stopping());
+
+  ClusterClient::Options restarted = client_options(coord.endpoint(), NodeRole::kWorker, 0);
+  restarted.replaces_live = true;
+  ClusterClient again(restarted);
+  EXPECT_EQ(again.rank(), 0u);
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
+  EXPECT_EQ(e.node.rank, 0u);
+  EXPECT_NE(e.reason.find("replaced by a new process"), std::string::npos) << e.reason;
+  nodes[1].reset();
+  again.leave(0);
+  nodes[2]->leave(0);
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  nodes[0]->leave(0);
+  ASSERT_TRUE(coord.wait_for(milliseconds(3000)).has_value());
+}
+
+// Workers that name their barriers differently would each wait until its own timeout, told nothing: once every live
+// worker waits and no barrier can be released, the coordinator ends the job naming the barriers and who waits where.
+TEST(Coordinator, BarriersNamedDifferentlyByTheRanksAbortTheJobNamingThem) {
+  Coordinator coord(coord_options(1, 3));
+  coord.start();
+  auto nodes = join_all(
+      {client_options(coord.endpoint(), NodeRole::kServer, 0), client_options(coord.endpoint(), NodeRole::kWorker, 0),
+       client_options(coord.endpoint(), NodeRole::kWorker, 1), client_options(coord.endpoint(), NodeRole::kWorker, 2)});
+  const auto start = Clock::now();
+  std::vector<std::future<std::string>> waits;
+  const char* names[] = {"epoch 1", "epoch 2", "epoch 1"};
+  for (int w = 0; w < 3; ++w) {
+    ClusterClient* c = nodes[1 + w].get();
+    const std::string name = names[w];
+    waits.push_back(std::async(std::launch::async, [c, name]() -> std::string {
+      try {
+        c->barrier(name, milliseconds(20000));
+        return "released";
+      } catch (const Error& e) {
+        return e.what();
+      }
+    }));
+  }
+  const std::string want =
+      "the workers wait in different barriers, so none can be released (every live one waits, each barrier needs all "
+      "of them): 'epoch 1' (worker 0, worker 2), 'epoch 2' (worker 1)";
+  for (auto& f : waits) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_NE(f.get().find(want), std::string::npos);
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // not the barriers' own 20 s timeout
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_NE(r->reason.find(want), std::string::npos) << r->reason;
+}
+
 // What a server says of a worker that holds a step up while its heartbeats go on (server/kv/stall_watch.h).
 const char* const kStuckAccount =
     "fc1.weight[slice 0]: the read for step 3 waited 6.4 s for the push of worker 1, which did not come";

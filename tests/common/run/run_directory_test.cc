@@ -3,6 +3,7 @@
 #include "common/run/run_directory.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -40,36 +41,87 @@ class RunDirectoryTest : public ::testing::Test {
 };
 
 TEST_F(RunDirectoryTest, WithoutADirectoryTheFirstFreeNameIsChosen) {
-  EXPECT_EQ(choose_new_run_dir("", "mlp", false, "pshard launch", ""), "runs/mlp");
+  EXPECT_EQ(claim_new_run_dir("", "mlp", false, "pshard launch", "").path, "runs/mlp");
   touch("runs/mlp/metrics.jsonl");
-  EXPECT_EQ(choose_new_run_dir("", "mlp", false, "pshard launch", ""), "runs/mlp.1");
+  EXPECT_EQ(claim_new_run_dir("", "mlp", false, "pshard launch", "").path, "runs/mlp.1");
   touch("runs/mlp.1/checkpoints/server-0.step-00000010.ckpt");
   fs::create_directories("runs/mlp.2/keys");  // a directory without run files is free
-  EXPECT_EQ(choose_new_run_dir("", "mlp", false, "pshard launch", ""), "runs/mlp.2");
+  EXPECT_EQ(claim_new_run_dir("", "mlp", false, "pshard launch", "").path, "runs/mlp.2");
   EXPECT_TRUE(fs::exists("runs/mlp/metrics.jsonl"));  // nothing moved
 }
 
 TEST_F(RunDirectoryTest, AUsedDirectoryIsRefusedOrMovedAside) {
-  EXPECT_EQ(choose_new_run_dir("d", "mlp", false, "pshard launch", "`pshard launch --resume d`"), "d");
+  EXPECT_EQ(claim_new_run_dir("d", "mlp", false, "pshard launch", "`pshard launch --resume d`").path, "d");
   touch("d/config.toml");
   touch("d/model.bin");
   try {
-    choose_new_run_dir("d", "mlp", false, "pshard launch", "`pshard launch --resume d`");
+    claim_new_run_dir("d", "mlp", false, "pshard launch", "`pshard launch --resume d`");
     ADD_FAILURE() << "a used directory was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "pshard launch: --run-dir d already holds a run (config.toml, model.bin): continue it with `pshard "
               "launch --resume d`, or add --start-over to move its files to d.old-1 and start a new run there");
   }
-  std::string moved;
-  EXPECT_EQ(choose_new_run_dir("d", "mlp", true, "pshard launch", "", &moved), "d");
-  EXPECT_EQ(moved, "d.old-1");
+  NewRunDir moved = claim_new_run_dir("d", "mlp", true, "pshard launch", "");
+  EXPECT_EQ(moved.path, "d");
+  EXPECT_EQ(moved.moved_to, "d.old-1");
   EXPECT_TRUE(fs::exists("d.old-1/model.bin"));
-  EXPECT_FALSE(fs::exists("d"));
+  EXPECT_TRUE(run_files_in("d").empty());
+  moved.claim.release();
   touch("d/metrics.csv");
-  EXPECT_EQ(choose_new_run_dir("d", "mlp", true, "pshard train", "", &moved), "d");
-  EXPECT_EQ(moved, "d.old-2");  // the first free name: nothing is overwritten
+  moved = claim_new_run_dir("d", "mlp", true, "pshard train", "");
+  EXPECT_EQ(moved.path, "d");
+  EXPECT_EQ(moved.moved_to, "d.old-2");  // the first free name: nothing is overwritten
   EXPECT_TRUE(fs::exists("d.old-1/model.bin"));
+}
+
+TEST_F(RunDirectoryTest, StartOverAcceptsATrailingSlash) {
+  touch("d/metrics.jsonl");
+  const NewRunDir moved = claim_new_run_dir("d/", "mlp", true, "pshard launch", "");
+  EXPECT_EQ(moved.path, "d");
+  EXPECT_EQ(moved.moved_to, "d.old-1");
+  EXPECT_TRUE(fs::exists("d.old-1/metrics.jsonl"));
+}
+
+TEST_F(RunDirectoryTest, AClaimedDirectoryIsRefusedNamingItsHolder) {
+  const NewRunDir first = claim_new_run_dir("d", "mlp", false, "pshard launch", "");
+  // flock() locks belong to an open file: a second claim from this same process conflicts like another process's.
+  try {
+    claim_new_run_dir("d", "mlp", false, "pshard launch", "");
+    ADD_FAILURE() << "a claimed directory was accepted twice";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("pshard launch: the run directory d is in use by process " + std::to_string(::getpid()) +
+                        " on host "),
+              std::string::npos)
+        << what;
+  }
+  try {
+    claim_new_run_dir("d/", "mlp", true, "pshard train", "");  // --start-over does not move a claimed run either
+    ADD_FAILURE() << "a claimed directory was moved aside";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is in use by process"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists("d.old-1"));
+  // Without --run-dir, a claimed runs/<name> is passed over like a used one.
+  const NewRunDir a = claim_new_run_dir("", "mlp", false, "pshard launch", "");
+  const NewRunDir b = claim_new_run_dir("", "mlp", false, "pshard launch", "");
+  EXPECT_EQ(a.path, "runs/mlp");
+  EXPECT_EQ(b.path, "runs/mlp.1");
+}
+
+TEST_F(RunDirectoryTest, AClaimEndsWithItsHolder) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RunDirClaim held = RunDirClaim::take("d", "pshard launch");
+    ::_exit(0);  // no destructor runs: the lock ends with the process
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  RunDirClaim again = RunDirClaim::take("d", "pshard launch");
+  EXPECT_TRUE(again.held());
 }
 
 TEST_F(RunDirectoryTest, RunIdRoundTrip) {

@@ -1,6 +1,7 @@
 // Every row of docs/BAD_INPUT.md that a user types: the pshard executable exits non-zero, within a
 // bounded time, with one error line naming what was wrong.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -115,12 +116,66 @@ TEST_F(CliBadInput, RecordsOnAFullDisk) {
           "pshard report: warning: " + torn + "/metrics.jsonl:2: the last line is cut short"});
 }
 
+// Files a user hands over that are no files: a FIFO would block a reader forever, /dev/zero would grow it without
+// end. Every reader refuses them at once, naming the file; one torn trace file costs only its own process's row.
+TEST_F(CliBadInput, FifosAndDevicesAreRefused) {
+  const std::string fifo = dir_ + "/fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string good_metrics = "{\"event\":\"epoch\",\"epoch\":1,\"step\":10,\"test_acc\":0.5}\n";
+  auto run_dir = [&](const std::string& name) {
+    const std::string d = dir_ + "/" + name;
+    EXPECT_EQ(std::system(("mkdir -p " + d + "/trace").c_str()), 0);
+    return d;
+  };
+  const std::string fifo_metrics = run_dir("fifo-metrics");
+  ASSERT_EQ(::mkfifo((fifo_metrics + "/metrics.jsonl").c_str(), 0600), 0);
+  const std::string zero_metrics = run_dir("zero-metrics");
+  ASSERT_EQ(::symlink("/dev/zero", (zero_metrics + "/metrics.jsonl").c_str()), 0);
+  const std::string fifo_config = run_dir("fifo-config");
+  std::ofstream(fifo_config + "/metrics.jsonl") << good_metrics;
+  ASSERT_EQ(::mkfifo((fifo_config + "/config.toml").c_str(), 0600), 0);
+  const std::vector<Case> cases = {
+      {{"train", "--config", fifo}, 1, "config " + fifo + ": not a regular file (a FIFO): refusing to read it"},
+      {{"config", "--check", "/dev/zero"},
+       1,
+       "config /dev/zero: not a regular file (a character device): refusing to read it"},
+      {{"report", fifo_metrics, "--out", dir_ + "/r1"},
+       1,
+       "metrics file " + fifo_metrics + "/metrics.jsonl: not a regular file (a FIFO): refusing to read it"},
+      {{"report", zero_metrics, "--out", dir_ + "/r2"},
+       1,
+       "metrics file " + zero_metrics + "/metrics.jsonl: not a regular file (a character device)"},
+      {{"report", fifo_config, "--out", dir_ + "/r3"},
+       1,
+       "config " + fifo_config + "/config.toml: not a regular file (a FIFO)"},
+  };
+  for (const Case& c : cases) expect(c);
+
+  const std::string torn = run_dir("torn-trace");
+  std::ofstream(torn + "/metrics.jsonl") << good_metrics;
+  std::ofstream(torn + "/trace/coordinator.json")
+      << "{\"pshard_process\":\"coordinator\",\"traceEvents\":[{\"name\":\"step 1\",\"cat\":\"step\",\"ph\":\"X\","
+         "\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":5}]}\n";
+  std::ofstream(torn + "/trace/worker-0.json") << "{\"pshard_process\":\"worker 0\",\"traceEvents\":[{\"name\":";
+  ASSERT_EQ(::mkfifo((torn + "/trace/worker-1.json").c_str(), 0600), 0);
+  expect({{"report", torn, "--out", dir_ + "/r4"}, 0, "pshard report: warning: " + torn + "/trace/worker-0.json"});
+  expect({{"report", torn, "--out", dir_ + "/r5"},
+          0,
+          "pshard report: warning: trace file " + torn + "/trace/worker-1.json: not a regular file (a FIFO)"});
+  std::ifstream merged(dir_ + "/r5/trace.json");
+  std::stringstream text;
+  text << merged.rdbuf();
+  EXPECT_NE(text.str().find("\"coordinator\""), std::string::npos) << text.str();
+}
+
 TEST_F(CliBadInput, ConfigsAndOverrides) {
   const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
   // model.name's choices are the model zoo's names, checked when the config is read (launch: before any process).
   const std::string bad_model = "key 'model.name': 'resnet21' is not one of " + models::join_model_names("|");
   const std::vector<Case> cases = {
-      {{"train", "--config", dir_ + "/missing.toml"}, 1, "config " + dir_ + "/missing.toml: cannot open file"},
+      {{"train", "--config", dir_ + "/missing.toml"},
+       1,
+       "config " + dir_ + "/missing.toml: cannot open: No such file or directory"},
       {{"train", "--config", dir_ + "/syntax.toml"}, 1, "syntax.toml: line 2"},
       {{"train", "--config", cfg, "--set", "foo.bar=1"}, 1, "key 'foo.bar': unknown key"},
       {{"train", "--config", cfg, "--set", "train.epochs=abc"},

@@ -142,6 +142,55 @@ TEST(RunDirectory, ALaunchIntoAUsedRunDirIsRefusedOrMovesTheOldRunAside) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// Two launches given the same new --run-dir: the first claims it, the second is refused naming the directory and the
+// launch that holds it, and the first's files are its own.
+TEST(RunDirectory, ASecondLaunchIntoAClaimedRunDirIsRefused) {
+  const std::string dir = fresh_dir("rundir-claim");
+  const std::string d = dir + "/d";
+  // 4 epochs of 64 steps, 10 ms of simulated compute per step: about 3 s.
+  BackgroundJob first(launch(linreg(4, " --set train.simulate_compute_ms=10") + " --run-dir " + d), dir + "/1.log");
+  ASSERT_TRUE(first.started());
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!fs::exists(d + "/metrics.jsonl") && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(fs::exists(d + "/metrics.jsonl")) << read_file(dir + "/1.log");
+  for (const std::string& extra : {std::string(), std::string(" --start-over")}) {
+    const int rc = run_with_timeout(launch(linreg(1) + " --run-dir " + d + extra), 60, dir + "/2.log");
+    const std::string log = read_file(dir + "/2.log");
+    EXPECT_NE(rc, 0) << log;
+    EXPECT_TRUE(has(log, "pshard launch: error: the run directory " + d + " is in use by process ")) << log;
+  }
+  const int rc =
+      run_with_timeout(pshard_bin() + " launch --servers 1 --workers 1 --timeout 60 --resume " + d, 60, dir + "/3.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(has(read_file(dir + "/3.log"), "the run directory " + d + " is in use by process "))
+      << read_file(dir + "/3.log");
+  std::optional<int> status = first.wait(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value()) << read_file(dir + "/1.log");
+  EXPECT_EQ(*status, 0) << read_file(dir + "/1.log");
+  EXPECT_FALSE(fs::exists(d + ".old-1"));
+  EXPECT_TRUE(has(read_file(d + "/config.toml"), "epochs = 4"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// A launch refused before any process started leaves the directory free for the corrected command.
+TEST(RunDirectory, ALaunchRefusedAtStartLeavesTheRunDirFree) {
+  const std::string dir = fresh_dir("rundir-refused");
+  const std::string d = dir + "/d";
+  fs::create_directories(dir + "/keys");
+  fs::permissions(dir + "/keys", fs::perms::all);  // 0777: anyone could replace the key file
+  int rc = run_with_timeout(
+      launch(linreg(1, " --set security.curve=true --set security.key_dir=" + dir + "/keys") + " --run-dir " + d), 60,
+      dir + "/1.log");
+  ASSERT_NE(rc, 0) << read_file(dir + "/1.log");
+  ASSERT_TRUE(has(read_file(dir + "/1.log"), "has mode 0777")) << read_file(dir + "/1.log");
+  rc = run_with_timeout(launch(linreg(1) + " --run-dir " + d + "/"), 90, dir + "/2.log");
+  EXPECT_EQ(rc, 0) << read_file(dir + "/2.log");
+  EXPECT_TRUE(fs::exists(d + "/model.bin"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 TEST(RunDirectory, WithoutRunDirEachRunGetsAFreshDirectory) {
   const std::string dir = fresh_dir("rundir-default");
   for (const std::string cmd : {"launch", "train"}) {

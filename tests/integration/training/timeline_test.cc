@@ -136,7 +136,7 @@ TEST(Timeline, BadWindowIsRefusedBeforeAnyProcessStarts) {
                                   60, dir + "/launch.log");
   EXPECT_NE(rc, 0);
   const std::string log = read_file(dir + "/launch.log");
-  EXPECT_NE(log.find("trace.steps: '9-3' is not a window of steps"), std::string::npos) << log;
+  EXPECT_NE(log.find("key 'trace.steps': '9-3' is not a window of steps"), std::string::npos) << log;
   pshard::testing::remove_dir_if_passed(dir);
 }
 
