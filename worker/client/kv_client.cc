@@ -62,7 +62,10 @@ struct Part {
   std::vector<protocol::KeyRef> keys;
   std::vector<uint32_t> ids;   // global slice id of each key
   bool shared_memory = false;  // payloads and weights through the server's shared memory (ShmLink)
-  std::vector<float*> dests;   // pull/pushPull: where each key's weights go
+  // zpush through shared memory: gradients still to copy into the push slots (by the copier thread, before it sends
+  // the part), as (slice id, source).
+  std::vector<std::pair<uint32_t, const float*>> slot_copies;
+  std::vector<float*> dests;  // pull/pushPull: where each key's weights go
   std::vector<zmq::message_t> frames;
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
@@ -131,6 +134,15 @@ struct KvClient::Impl {
   // not there yet does not mean that the server is on another host.
   std::unique_ptr<std::atomic<bool>[]> heard;
 
+  // The copier: zpush's copies into the push slots run on this thread, not on the caller's, as the kernel's copy of a
+  // TCP payload runs on ZeroMQ's I/O thread: a trainer's backward goes on while its gradients are copied.
+  std::mutex copy_mu;
+  std::condition_variable copy_cv;
+  std::deque<std::pair<std::shared_ptr<Op>, std::vector<Part>>> copy_queue;  // copy_mu
+  bool copy_stopping = false;                                                // copy_mu
+  std::atomic<bool> abandon_copies{false};  // the client closes: a copy waiting for a busy slot gives up
+  std::thread copier;
+
   explicit Impl(KvClientOptions o)
       : opt(std::move(o)),
         layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
@@ -157,9 +169,17 @@ struct KvClient::Impl {
       for (ShmLink& l : links) l.state = ShmLink::State::kUntried;
     }
     io = std::thread([this] { io_loop(); });
+    copier = std::thread([this] { copy_loop(); });
   }
 
   ~Impl() {
+    abandon_copies = true;
+    {
+      std::lock_guard<std::mutex> lock(copy_mu);
+      copy_stopping = true;
+    }
+    copy_cv.notify_all();
+    if (copier.joinable()) copier.join();
     {
       std::lock_guard<std::mutex> lock(io_mu);
       stopping = true;
@@ -227,6 +247,7 @@ struct KvClient::Impl {
     ShmLink& l = links[s];
     transport::SlotHead* head = l.table.head(l.push.data(), id);
     for (int spins = 0; head->busy.load(std::memory_order_acquire) != 0; ++spins) {
+      if (abandon_copies.load()) throw Error("worker " + std::to_string(opt.rank) + ": the client closed");
       if (Clock::now() > deadline) {
         throw Error("worker " + std::to_string(opt.rank) + ": " + server_name(s) +
                     " has not used the previous push of " + layout.describe(id) +
@@ -309,7 +330,11 @@ struct KvClient::Impl {
           // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
           fp32_bytes_sent += bytes;
           if (p.shared_memory) {
-            write_push_slot(server, id, grad + s.offset, s.length, deadline);
+            if (copy) {
+              write_push_slot(server, id, grad + s.offset, s.length, deadline);  // push(): the caller reuses grad
+            } else {
+              p.slot_copies.emplace_back(id, grad + s.offset);
+            }
             shm_bytes_sent += bytes;
           } else if (push_encoding != protocol::Encoding::NONE) {
             zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
@@ -336,17 +361,62 @@ struct KvClient::Impl {
       }
       parts.push_back(std::move(p));
     }
+    for (const Part& p : parts) {
+      if (p.slot_copies.empty()) continue;
+      const Handle h = register_op(op);  // the copier copies and sends all the parts, in order
+      {
+        std::lock_guard<std::mutex> lock(copy_mu);
+        copy_queue.emplace_back(op, std::move(parts));
+      }
+      copy_cv.notify_one();
+      return h;
+    }
     return dispatch(op, parts);
+  }
+
+  void copy_loop() {
+    for (;;) {
+      std::pair<std::shared_ptr<Op>, std::vector<Part>> job;
+      {
+        std::unique_lock<std::mutex> lock(copy_mu);
+        copy_cv.wait(lock, [&] { return copy_stopping || !copy_queue.empty(); });
+        if (copy_queue.empty()) return;  // stopping, nothing left
+        job = std::move(copy_queue.front());
+        copy_queue.pop_front();
+      }
+      std::vector<Part> ready;
+      for (Part& p : job.second) {
+        try {
+          for (const auto& [id, src] : p.slot_copies) {
+            write_push_slot(p.server, id, src, layout.slice(id).length, p.deadline);
+          }
+          p.slot_copies.clear();
+          ready.push_back(std::move(p));
+        } catch (const Error& e) {
+          p.op->part_done(e.what());
+        }
+      }
+      send_parts(ready);
+    }
   }
 
   // Registers the request's handle and sends its parts: itself when the sockets are free (after any parts queued
   // before, to keep the order), else through the poller's queue.
   Handle dispatch(const std::shared_ptr<Op>& op, std::vector<Part>& parts) {
+    const Handle h = register_op(op);
+    send_parts(parts);
+    return h;
+  }
+
+  Handle register_op(const std::shared_ptr<Op>& op) {
     const Handle h = next_handle++;
-    {
-      std::lock_guard<std::mutex> lock(ops_mu);
-      ops[h] = op;
-    }
+    std::lock_guard<std::mutex> lock(ops_mu);
+    ops[h] = op;
+    return h;
+  }
+
+  void send_parts(std::vector<Part>& parts) {
+    if (parts.empty()) return;
     bool queued = false;
     {
       std::lock_guard<std::mutex> lock(io_mu);
@@ -360,12 +430,11 @@ struct KvClient::Impl {
     }
     if (queued) {
       wake.notify();
-      return h;
+      return;
     }
     send_queued();
     for (Part& p : parts) send_part(p);
     release();
-    return h;
   }
 
   // The poller lets go of the sockets. Requests still in flight wait for the next caller that waits, or for the I/O
