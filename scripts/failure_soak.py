@@ -6,8 +6,9 @@ Each trial starts `pshard launch` (2 servers x 3 workers, Fashion-MNIST MLP, syn
 after the cluster map was written, SIGKILLs one process and measures when the job ends:
   - worker kills cycle through cluster.failure_policy = abort / continue / continue with
     cluster.restart_workers (the killed worker is restarted and rejoins); a trial passes when the job ends
-    within heartbeat timeout + 10 s of the kill (abort), completes every epoch (continue), or completes
-    with exit 0 and every worker finished (rejoin);
+    within heartbeat timeout + 10 s of the kill (abort), completes every epoch with the two survivors finished, the
+    model saved and launch's exit 1 naming the lost worker (continue: an early abort fails it), or completes with
+    exit 0 and every worker finished (rejoin);
   - server kills use cluster.server_failure_policy = restart; a trial passes when the job completes
     (exit 0, every epoch, test accuracy above --min-acc).
   - freeze trials SIGSTOP a server under cluster.server_failure_policy = restart: the coordinator declares
@@ -55,6 +56,23 @@ def summary_of(run_dir):
         if e.get("event") == "summary":
             return e
     return None
+
+
+def continued_without(run_dir, s, victim, killed, rc, epochs):
+    """What cluster.failure_policy = continue promises: the job trains every epoch with the survivors and saves the
+    model; when the victim died before the end, launch says so and exits 1 (never "every process exited
+    successfully"). An abort that ends the job early fails this check."""
+    if s is None or s.get("epochs") != epochs or not os.path.exists(os.path.join(run_dir, "model.bin")):
+        return False
+    finished = set(s.get("workers_finished", []))
+    survivors = {0, 1, 2} - {victim}
+    if not survivors <= finished:
+        return False
+    if not killed or victim in finished:  # the victim was gone or done before the kill landed
+        return rc == 0
+    with open(run_dir + ".log", errors="replace") as f:
+        said = "not every worker did" in f.read()
+    return rc == 1 and said
 
 
 def pid_of(run_dir, role, rank):
@@ -122,7 +140,7 @@ def trial(args, kind, policy, rng, workdir, index):
     elif kind == "worker" and policy == "rejoin":
         ok = ended and job.returncode == 0 and completed and len(s.get("workers_finished", [])) == 3
     elif kind == "worker":
-        ok = ended and (killed_at is None or completed or after_kill <= HEARTBEAT_TIMEOUT_S + 10)
+        ok = ended and continued_without(run_dir, s, victim_rank, killed_at is not None, job.returncode, args.epochs)
     else:
         ok = ended and job.returncode == 0 and acc is not None and acc >= args.min_acc
     hang = not ended
