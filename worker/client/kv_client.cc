@@ -192,7 +192,7 @@ struct KvClient::Impl {
   std::string server_name(uint32_t s) const { return "server " + std::to_string(s) + " (" + opt.servers[s] + ")"; }
 
   // Whether payloads to server `s` go through shared memory: the first time (and while the server does not know the
-  // layout yet, every 50 ms) it asks the server's channel for its weights segment, giving it this worker's push
+  // layout yet, every 5 ms) it asks the server's channel for its weights segment, giving it this worker's push
   // segment. No channel: the server is on another host (auto: TCP; shm: an error).
   bool shared_memory_to(uint32_t s) {
     std::lock_guard<std::mutex> lock(links_mu);
@@ -222,13 +222,13 @@ struct KvClient::Impl {
     if (!transport::shm_channel_call(transport::shm_channel_address(opt.job_token, opt.servers[s]), request,
                                      l.push.fd(), &reply, &fd, std::chrono::milliseconds(2000), &error)) {
       if (heard[s].load()) return give_up(error);
-      l.state = ShmLink::State::kRetry;  // the server may not listen yet
-      l.next_try = Clock::now() + std::chrono::milliseconds(50);
+      l.state = ShmLink::State::kRetry;  // the server may not listen yet: ask again at the next request (a connect
+      l.next_try = Clock::now();         // to an abstract name nobody holds fails at once)
       return false;
     }
-    if (reply.rfind("retry", 0) == 0) {
+    if (reply.rfind("retry", 0) == 0) {  // the server has no layout yet (worker 0's init is on its way)
       l.state = ShmLink::State::kRetry;
-      l.next_try = Clock::now() + std::chrono::milliseconds(50);
+      l.next_try = Clock::now() + std::chrono::milliseconds(5);
       return false;
     }
     if (reply.rfind("ok", 0) != 0 || fd < 0) {
