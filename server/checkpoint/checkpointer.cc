@@ -1,7 +1,10 @@
 // Checkpointer: snapshots on the slices' threads, files on a writer thread; restore_checkpoint.
 #include "server/checkpoint/checkpointer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
@@ -19,8 +22,33 @@ std::function<void(SliceStore&)> server_checkpoints(const KvServerOptions& opt,
   };
 }
 
+namespace {
+
+// A server killed while it wrote a checkpoint left DIR/.server-R.step-K.ckpt.tmp.PID behind: never read (only the
+// rename publishes a checkpoint), but it holds a whole checkpoint's bytes. Server R's files are written by server R
+// alone, so every such file of its rank but this process's own is stale, whichever host wrote it.
+void remove_stale_temporaries(const std::string& dir, uint32_t rank) {
+  const std::string prefix = ".server-" + std::to_string(rank) + ".step-";
+  const std::string own = ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.find(".ckpt.tmp.") == std::string::npos) continue;
+    if (name.size() >= own.size() && name.compare(name.size() - own.size(), own.size(), own) == 0) continue;
+    std::error_code removed;
+    if (std::filesystem::remove(e.path(), removed)) {
+      PSHARD_LOG(kInfo) << "server " << rank << ": removed " << e.path().string()
+                        << ", left by a server killed while it wrote that checkpoint";
+    }
+  }
+}
+
+}  // namespace
+
 Checkpointer::Checkpointer(const KvServerOptions& opt, const SliceStore& store)
-    : opt_(opt), store_(store), writer_([this] { write_loop(); }) {}
+    : opt_(opt), store_(store), writer_([this] { write_loop(); }) {
+  remove_stale_temporaries(opt_.checkpoint_dir, opt_.rank);
+}
 
 Checkpointer::~Checkpointer() { stop(); }
 

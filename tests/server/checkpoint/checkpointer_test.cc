@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,24 @@ TEST(Checkpointer, ARestoredServerGoesOnFromTheCheckpointsWeightsAndStep) {
   }
   train(*kv, w, 2, 3);
   for (float v : w) EXPECT_EQ(v, -2.5f);
+}
+
+// A server killed while writing a checkpoint leaves DIR/.server-R.step-K.ckpt.tmp.PID: the next server of that rank
+// removes its rank's, and leaves the other ranks' (another server may be writing them right now).
+TEST(Checkpointer, AServerRemovesTheTemporariesAKilledServerOfItsRankLeft) {
+  TempDir dir;
+  const std::string stale = dir.path + "/.server-0.step-00000100.ckpt.tmp.4242";
+  const std::string other_rank = dir.path + "/.server-1.step-00000100.ckpt.tmp.4243";
+  const std::string not_ours = dir.path + "/.server-0.notes.tmp.4244";
+  for (const std::string& f : {stale, other_rank, not_ours}) std::ofstream(f) << "partial";
+  KvServerOptions o = options(Consistency::kBsp, dir.path);
+  std::unique_ptr<Checkpointer> checkpointer;
+  o.prepare_store = server_checkpoints(o, checkpointer);
+  KvServer server(o);
+  ASSERT_NE(checkpointer, nullptr);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(other_rank));
+  EXPECT_TRUE(std::filesystem::exists(not_ours));
 }
 
 TEST(Checkpointer, AnAsyncServerWritesNone) {
