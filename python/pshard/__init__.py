@@ -13,6 +13,9 @@ from ._lib import PshardError, check, lib
 __all__ = ["PshardError", "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
            "client"]
 
+# The pshard version this package belongs to; `pshard --version` says the same (scripts/build_wheel.py checks).
+__version__ = "0.1.0"
+
 _client = None
 
 
