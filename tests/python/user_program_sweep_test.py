@@ -93,6 +93,13 @@ def scaling():
         support.expect(all(cells[i] not in ("", "n/a") for i in (3, 4, 5, 7, 9, 10, 11)),
                        "bench scaling: a scaling row lacks figures: %s" % row, text)
     support.expect(os.path.isfile(os.path.join(out, "report", "report.md")), "bench scaling: no report.md", text)
+    # --simulate-compute replaces pshard's own workers' compute: refused with a program, before anything runs.
+    status, text = support.run([support.PSHARD_BIN, "bench", "scaling", "--workers", "1", "--simulate-compute", "5",
+                                "--config", cfg, "--out", os.path.join(d, "refused"), "--", support.PYTHON,
+                                os.path.abspath(__file__), "worker", seen_dir], 60, cwd=d)
+    support.expect(status != 0 and "a program after -- computes itself" in text and
+                   not os.path.exists(os.path.join(d, "refused")),
+                   "bench scaling --simulate-compute -- CMD: status %d" % status, text)
     print("bench scaling -- python3 ...: 1 and 2 workers, their settings in sweep_point.json, a scaling table with "
           "the program's phases")
 
