@@ -34,6 +34,9 @@ int run_sweep_command(const std::vector<std::string>& args) {
   p.add_flag("resume", "skip combinations whose run directory already has a summary (finish an interrupted sweep)");
   p.add_flag("no-report", "do not write OUT/report");
   p.add_flag("dry-run", "print the commands and exit");
+  p.allow_command(
+      "run this program as every worker (pshard launch ... -- CMD, 1 worker unless --workers or a workers axis), "
+      "e.g. python3 train.py with pshard.torch; it reads each run's values with ps.config() (PSHARD_SET)");
   if (!p.parse(args)) return 0;
 
   std::vector<report::GridAxis> axes;
@@ -51,6 +54,7 @@ int run_sweep_command(const std::vector<std::string>& args) {
   o.run_timeout_s = p.get_double("run-timeout");
   o.resume = p.flag("resume");
   o.report = !p.flag("no-report");
+  o.command = p.command();
 
   if (p.flag("dry-run")) {
     for (const report::SweepPoint& pt : points) {

@@ -22,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kMB = 1e6;
+constexpr double kMiB = 1024.0 * 1024.0;  // GPU memory, as nvidia-smi shows it
 
 // A number for a CSV cell ("" when unknown) or a Markdown cell ("n/a").
 std::string num(double v, int digits = 6, const char* missing = "") {
@@ -105,21 +106,36 @@ std::string cfg(const RunMetrics& r, const std::string& key, const std::string& 
 
 void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs,
                     const std::vector<std::string>& labels) {
-  CsvFile f(path, {"run", "dir", "label", "model", "optimizer", "mode", "workers", "servers", "batch_size",
-                   "global_batch", "epochs", "steps", "train_loss", "train_acc", "test_loss", "test_acc",
-                   "samples_per_s", "wall_s", "finished"});
+  CsvFile f(path,
+            {"run",       "dir",        "label",         "model",  "optimizer", "mode",         "workers",
+             "servers",   "batch_size", "global_batch",  "epochs", "steps",     "train_loss",   "train_acc",
+             "test_loss", "test_acc",   "samples_per_s", "wall_s", "finished",  "gpu_util_pct", "gpu_mem_peak_mib"});
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
-    f.row({r.name, r.dir, labels[i], s.model.empty() ? cfg(r, "model.name", "") : s.model,
-           s.optimizer.empty() ? cfg(r, "optimizer.name", "") : s.optimizer, s.mode, std::to_string(s.workers),
-           std::to_string(s.servers), s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
-           s.global_batch ? std::to_string(s.global_batch) : "", std::to_string(r.epochs.size()),
-           r.epochs.empty() ? "" : std::to_string(r.epochs.back().step), opt(s.train_loss), opt(s.train_acc),
-           opt(s.test_loss), opt(s.test_acc), opt(s.samples_per_s), opt(s.wall_s),
+    f.row({r.name,
+           r.dir,
+           labels[i],
+           s.model.empty() ? cfg(r, "model.name", "") : s.model,
+           s.optimizer.empty() ? cfg(r, "optimizer.name", "") : s.optimizer,
+           s.mode,
+           std::to_string(s.workers),
+           std::to_string(s.servers),
+           s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
+           s.global_batch ? std::to_string(s.global_batch) : "",
+           std::to_string(r.epochs.size()),
+           r.epochs.empty() ? "" : std::to_string(r.epochs.back().step),
+           opt(s.train_loss),
+           opt(s.train_acc),
+           opt(s.test_loss),
+           opt(s.test_acc),
+           opt(s.samples_per_s),
+           opt(s.wall_s),
            r.summary            ? "yes"
            : !r.aborted.empty() ? "aborted"
-                                : "no"});
+                                : "no",
+           opt(s.gpu_util_pct),
+           s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : ""});
   }
   f.close();
 }
@@ -132,6 +148,8 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
                                             "wall_s",   "train_loss",    "train_acc", "test_loss",
                                             "test_acc", "samples_per_s", "epoch_s"};
   for (const char* n : WorkerPhaseSeconds::names()) epoch_columns.push_back(n);
+  epoch_columns.push_back("gpu_util_pct");
+  epoch_columns.push_back("gpu_mem_peak_mib");
   CsvFile epochs(epochs_path, epoch_columns);
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const StepRecord& s : runs[i].steps) {
@@ -145,6 +163,8 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
                                       opt(e.train_acc),       opt(e.test_loss), opt(e.test_acc),
                                       opt(e.samples_per_s),   opt(e.epoch_s)};
       for (size_t p = 0; p < WorkerPhaseSeconds::kCount; ++p) row.push_back(e.phases ? num(e.phases->s[p]) : "");
+      row.push_back(opt(e.gpu_util_pct));
+      row.push_back(e.gpu_mem_peak_bytes ? num(*e.gpu_mem_peak_bytes / kMiB) : "");
       epochs.row(row);
     }
   }
@@ -669,10 +689,12 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
   }
   m << "## Runs\n\n"
     << "Final values are those of the last epoch; accuracy is a fraction (0..1); samples/s counts training samples "
-       "of all workers per training second; wall time includes evaluation.\n\n"
+       "of all workers per training second; wall time includes evaluation; GPU util is the mean NVML utilisation of "
+       "the workers' GPUs over the training time, GPU mem the highest memory use of one of them (n/a: no worker "
+       "sampled a GPU).\n\n"
     << "| run | label | model | optimizer | mode | W | S | batch/worker | epochs | steps | train loss | test loss | "
-       "test acc | samples/s | wall (s) |\n"
-    << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       "test acc | samples/s | wall (s) | GPU util (%) | GPU mem (MiB) |\n"
+    << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
@@ -688,7 +710,8 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
       << " | " << (last ? std::to_string(last->step) : "0") << " | " << (last ? opt(last->train_loss, 4, "n/a") : "n/a")
       << " | " << (last ? opt(last->test_loss, 4, "n/a") : "n/a") << " | "
       << (last ? opt(last->test_acc, 4, "n/a") : "n/a") << " | " << opt(s.samples_per_s, 4, "n/a") << " | "
-      << opt(s.wall_s, 4, "n/a") << " |\n";
+      << opt(s.wall_s, 4, "n/a") << " | " << opt(s.gpu_util_pct, 3, "n/a") << " | "
+      << (s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "n/a") << " |\n";
   }
   m << "\n## Convergence\n\n";
   m << png_line(plots, "loss_vs_step.png", "training loss vs step")

@@ -54,6 +54,9 @@ int run_scaling_bench(const std::vector<std::string>& args) {
   p.add_option("out", "DIR", "folder of the runs (default runs/scaling-<timestamp>)");
   p.add_option("run-timeout", "SEC", "stop a run that takes longer", false, "86400");
   p.add_flag("resume", "skip worker counts whose run already finished");
+  p.allow_command(
+      "run this program as every worker (pshard launch ... -- CMD), e.g. python3 train.py with pshard.torch: the "
+      "tables use the phases it reports");
   if (!p.parse(args)) return 0;
 
   std::vector<int64_t> workers = parse_int_list(p.get("workers"), "--workers");
@@ -67,7 +70,13 @@ int run_scaling_bench(const std::vector<std::string>& args) {
   o.config = p.get("config");
   o.sets = p.get_all("set");
   o.servers = p.get_int("servers");
+  o.command = p.command();
   if (o.servers < 1) throw Error("pshard bench scaling: --servers must be >= 1");
+  if (!o.command.empty() && (p.has("profile") || p.has("simulate-compute"))) {
+    throw Error(
+        "pshard bench scaling: --profile and --simulate-compute replace pshard's own workers' compute; a "
+        "program after -- computes itself");
+  }
   std::string profile_description;
   if (p.has("profile")) {
     if (p.has("simulate-compute")) {

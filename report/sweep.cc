@@ -117,6 +117,11 @@ void write_summary(SweepResult* result, const SweepOptions& o) {
   int best = best_run(runs);
   md << "# pshard sweep\n\nConfig `" << o.config << "`";
   for (const std::string& s : o.sets) md << " `--set " << s << "`";
+  if (!o.command.empty()) {
+    md << ", workers running `";
+    for (size_t i = 0; i < o.command.size(); ++i) md << (i ? " " : "") << o.command[i];
+    md << "`";
+  }
   md << "; " << runs.size() << " runs, one after another, each in its own directory under `" << o.out_dir
      << "`. Final values are those of the summary line (last epoch); accuracy is a fraction, samples/s counts "
         "training samples of all workers, wall includes evaluation, seconds is the whole process.\n\n";
@@ -150,6 +155,19 @@ void write_summary(SweepResult* result, const SweepOptions& o) {
   out << md.str();
   out.close();
   if (!out) throw Error(result->summary_md + ": write failed");
+}
+
+// RUN_DIR/sweep_point.json, after the run (a file there before it would move aside with --start-over). No run
+// file (run_files_in): a directory that holds only it takes a run.
+void write_settings(const std::string& dir, const Json& settings) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir + ": cannot create: " + ec.message());
+  const std::string path = dir + "/sweep_point.json";
+  std::ofstream out(path, std::ios::trunc);
+  out << settings.dump_spaced() << "\n";
+  out.close();
+  if (!out) throw Error(path + ": write failed");
 }
 
 std::string tail_of(const std::string& path, size_t lines) {
@@ -241,6 +259,7 @@ std::vector<SweepPoint> expand_grid(const std::vector<GridAxis>& axes) {
 std::vector<std::string> run_command(const SweepOptions& o, const SweepPoint& point, const std::string& pshard,
                                      const std::string& run_dir) {
   int64_t workers = point.workers > 0 ? point.workers : o.workers;
+  if (workers <= 0 && !o.command.empty()) workers = 1;  // a program runs as pshard launch's workers
   int64_t servers = point.servers > 0 ? point.servers : (o.servers > 0 ? o.servers : 1);
   if (workers <= 0 && (point.servers > 0 || o.servers > 0)) {
     throw Error("sweep: --servers (or a servers axis) needs --workers or a workers axis (pshard launch)");
@@ -258,7 +277,24 @@ std::vector<std::string> run_command(const SweepOptions& o, const SweepPoint& po
   }
   cmd.insert(cmd.end(), {"--set", "run.name=" + point.name, "--run-dir", run_dir});
   cmd.insert(cmd.end(), o.extra_args.begin(), o.extra_args.end());
+  if (!o.command.empty()) {
+    cmd.push_back("--");
+    cmd.insert(cmd.end(), o.command.begin(), o.command.end());
+  }
   return cmd;
+}
+
+Json sweep_point_json(const SweepOptions& o, const SweepPoint& point, const std::vector<std::string>& argv) {
+  Json values = Json::object();
+  for (const auto& [key, value] : point.values) values.set(key, value);
+  Json command = Json::array();
+  for (const std::string& a : argv) command.push(a);
+  const int64_t workers = point.workers > 0 ? point.workers : (o.workers > 0 ? o.workers : (o.command.empty() ? 0 : 1));
+  const int64_t servers = workers > 0 ? (point.servers > 0 ? point.servers : (o.servers > 0 ? o.servers : 1)) : 0;
+  Json j = Json::object();
+  j.set("run", point.name).set("values", values).set("workers", workers).set("servers", servers);
+  j.set("command", command);
+  return j;
 }
 
 SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions& o,
@@ -305,7 +341,8 @@ SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions&
     // A combination run again (a repeated sweep, or an unfinished one under --resume): pshard refuses a run
     // directory that holds a run, so its old files are moved to DIR.old-N.
     if (!run_files_in(r.dir).empty()) {
-      cmd.insert(cmd.end() - static_cast<std::ptrdiff_t>(o.extra_args.size()), "--start-over");
+      const size_t after = o.extra_args.size() + (o.command.empty() ? 0 : o.command.size() + 1);
+      cmd.insert(cmd.end() - static_cast<std::ptrdiff_t>(after), "--start-over");
     }
     std::string line;
     for (const std::string& a : cmd) line += (line.empty() ? "" : " ") + a;
@@ -313,6 +350,7 @@ SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions&
     std::remove(r.log.c_str());
     { std::ofstream(r.log) << "$ " << line << "\n"; }
     ChildResult c = run_child(cmd, r.log, o.run_timeout_s);
+    write_settings(r.dir, sweep_point_json(o, r.point, cmd));
     r.exit_code = c.exit_code;
     r.timed_out = c.timed_out;
     r.seconds = c.seconds;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_reader.h"
+#include "common/util/json.h"
 #include "report/report.h"
 
 namespace pshard::report {
@@ -52,9 +53,12 @@ struct SweepOptions {
   bool report = true;                   // run `pshard report` over the finished runs into OUT/report
   std::string pshard;                   // the pshard executable; empty: this process's executable
   std::vector<std::string> extra_args;  // appended to every train/launch command line
+  // `-- CMD ARGS`: every run is `pshard launch ... -- CMD ARGS` (1 worker unless --workers or a workers axis), the
+  // user's program as each worker; it reads the run's values through PSHARD_SET and ps.config().
+  std::vector<std::string> command;
 };
 
-// The command line of one run.
+// The command line of one run: `pshard train` or `pshard launch`, the overrides, then `-- CMD` when given.
 std::vector<std::string> run_command(const SweepOptions& options, const SweepPoint& point, const std::string& pshard,
                                      const std::string& run_dir);
 
@@ -78,8 +82,13 @@ struct SweepResult {
 };
 
 // Checks every combination's config (Error before anything runs), then runs
-// the points one after another, writes the summary table and the report.
+// the points one after another, writes each run's settings to RUN_DIR/sweep_point.json
+// (sweep_point_json), the summary table and the report.
 // `progress` receives one line per event ("[2/6] lr=0.01 ... done in 3.1 s").
+// RUN_DIR/sweep_point.json of a run: {"run": NAME, "values": {KEY: VALUE...}, "workers": W, "servers": S,
+// "command": [ARGV of the run]}, the values as given to --grid (strings).
+Json sweep_point_json(const SweepOptions& options, const SweepPoint& point, const std::vector<std::string>& argv);
+
 SweepResult run_sweep(const std::vector<SweepPoint>& points, const SweepOptions& options,
                       const std::function<void(const std::string&)>& progress);
 

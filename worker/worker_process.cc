@@ -115,9 +115,13 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     if (start_step > 0) start.set("start_step", start_step);  // a resumed run
     cluster.report(start);
   }
+  // A CUDA worker's GPU utilisation and memory, sampled through NVML while it trains (none without NVML).
+  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
   // Every worker logs its steps: the step-time spread across workers shows stragglers.
   t.run([&](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
-        [&](const WorkerEpochReport& r) {
+        [&](const WorkerEpochReport& epoch) {
+          WorkerEpochReport r = epoch;
+          r.take_gpu_usage(gpu.get());
           Json j = r.to_json();
           j.set("event", "worker_epoch");
           cluster.report(j);

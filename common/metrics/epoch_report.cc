@@ -8,6 +8,15 @@
 
 namespace pshard {
 
+void WorkerEpochReport::take_gpu_usage(GpuSampler* sampler) {
+  if (!sampler) return;
+  const std::optional<GpuUsage> u = sampler->take();
+  if (!u) return;
+  has_gpu = true;
+  gpu_util_pct = u->util_pct;
+  gpu_mem_peak_bytes = u->mem_peak_bytes;
+}
+
 Json WorkerEpochReport::to_json() const {
   Json j = Json::object();
   j.set("rank", rank).set("epoch", epoch).set("step", step).set("samples", samples);
@@ -21,6 +30,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("bytes_sent", bytes_sent).set("bytes_recv", bytes_recv).set("wall_s", wall_s).set("lr", lr);
   j.set("fp32_bytes_sent", fp32_bytes_sent).set("fp32_bytes_recv", fp32_bytes_recv);
   j.set("shm_bytes_sent", shm_bytes_sent).set("shm_bytes_recv", shm_bytes_recv);
+  if (has_gpu) j.set("gpu_util_pct", gpu_util_pct).set("gpu_mem_peak_bytes", gpu_mem_peak_bytes);
   return j;
 }
 
@@ -76,6 +86,14 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.shm_bytes_recv = static_cast<uint64_t>(count("shm_bytes_recv", kMaxCount));
   r.wall_s = number("wall_s");
   r.lr = number("lr");
+  r.has_gpu = j.has("gpu_util_pct");  // optional: a worker without NVML leaves both out
+  if (r.has_gpu) {
+    r.gpu_util_pct = number("gpu_util_pct");
+    if (!(r.gpu_util_pct >= 0 && r.gpu_util_pct <= 100)) {
+      throw Error("worker epoch report: field 'gpu_util_pct': " + Json(r.gpu_util_pct).dump() + " is not in [0, 100]");
+    }
+    r.gpu_mem_peak_bytes = static_cast<uint64_t>(count("gpu_mem_peak_bytes", kMaxCount));
+  }
   return r;
 }
 
@@ -100,7 +118,11 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   WorkerPhaseSeconds phases;
   uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0, shm_sent = 0, shm_recv = 0;
   Json workers = Json::array();
+  Mean gpu_util;
+  uint64_t gpu_mem_peak = 0;
   for (const WorkerEpochReport& r : reports) {
+    gpu_util.add(r.has_gpu, r.gpu_util_pct, 1);
+    if (r.has_gpu) gpu_mem_peak = std::max(gpu_mem_peak, r.gpu_mem_peak_bytes);
     samples += r.samples;
     train_loss.add(r.has_train_loss, r.loss_sum, r.samples);
     train_acc.add(r.has_train_acc, static_cast<double>(r.correct), r.samples);
@@ -119,6 +141,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     shm_recv += r.shm_bytes_recv;
     Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
     r.phases.set_fields(w);
+    if (r.has_gpu) w.set("gpu_util_pct", r.gpu_util_pct).set("gpu_mem_peak_bytes", r.gpu_mem_peak_bytes);
     workers.push(w.set("bytes_sent", r.bytes_sent)
                      .set("bytes_recv", r.bytes_recv)
                      .set("shm_bytes_sent", r.shm_bytes_sent)
@@ -138,6 +161,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   e.set("fp32_bytes_sent", fp32_sent).set("fp32_bytes_recv", fp32_recv);
   e.set("shm_bytes_sent", shm_sent).set("shm_bytes_recv", shm_recv);
   e.set("samples", samples);
+  if (gpu_util.n > 0) e.set("gpu_util_pct", gpu_util.value()).set("gpu_mem_peak_bytes", gpu_mem_peak);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
 }
@@ -157,6 +181,13 @@ void RunTotals::add_epoch(const Json& epoch_event) {
   fp32_bytes_recv_ += num("fp32_bytes_recv");
   shm_bytes_sent_ += num("shm_bytes_sent");
   shm_bytes_recv_ += num("shm_bytes_recv");
+  if (epoch_event.has("gpu_util_pct") && epoch_event.at("gpu_util_pct").is_number()) {
+    has_gpu_ = true;
+    const double s = std::max(num("epoch_s"), 1e-9);
+    gpu_util_weighted_ += num("gpu_util_pct") * s;
+    gpu_util_s_ += s;
+    gpu_mem_peak_ = std::max(gpu_mem_peak_, num("gpu_mem_peak_bytes"));
+  }
 }
 
 Json RunTotals::summary(double wall_s) const {
@@ -171,6 +202,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
   s.set("fp32_bytes_sent", fp32_bytes_sent_).set("fp32_bytes_recv", fp32_bytes_recv_);
   s.set("shm_bytes_sent", shm_bytes_sent_).set("shm_bytes_recv", shm_bytes_recv_);
+  if (has_gpu_) s.set("gpu_util_pct", gpu_util_weighted_ / gpu_util_s_).set("gpu_mem_peak_bytes", gpu_mem_peak_);
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/metrics/gpu_sampler.h"
 #include "common/metrics/phases.h"
 #include "common/util/json.h"
 
@@ -37,6 +38,14 @@ struct WorkerEpochReport {
   uint64_t shm_bytes_recv = 0;
   double wall_s = 0;  // since the start of training, at the end of the epoch
   double lr = 0;      // learning rate of the last step of the epoch
+  // The worker's GPU as NVML sampled it over the epoch (GpuSampler); has_gpu false (the fields absent from the JSON)
+  // where no NVML answered: a CPU worker, or no driver.
+  bool has_gpu = false;
+  double gpu_util_pct = 0;          // mean utilisation, percent
+  uint64_t gpu_mem_peak_bytes = 0;  // highest memory use of the GPU
+
+  // Fills the gpu fields from what `sampler` gathered since its last take (nothing when it is null or has nothing).
+  void take_gpu_usage(GpuSampler* sampler);
 
   Json to_json() const;
   // Strict: a missing or mistyped field is a pshard::Error naming it.
@@ -45,7 +54,8 @@ struct WorkerEpochReport {
 
 // The `epoch` event of docs/METRICS.md from the reports of every worker for
 // the same epoch (any order). Each figure combines the workers that measured it
-// (null when none did); a non-finite one makes the combined figure non-finite.
+// (null when none did); a non-finite one makes the combined figure non-finite. gpu_util_pct (mean over the workers
+// that sampled a GPU) and gpu_mem_peak_bytes (the highest of theirs) are there only when some worker sampled one.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
 // Totals over the run, fed with every combined `epoch` event; summary()
@@ -63,6 +73,9 @@ class RunTotals {
   WorkerPhaseSeconds phases_;
   double bytes_sent_ = 0, bytes_recv_ = 0, fp32_bytes_sent_ = 0, fp32_bytes_recv_ = 0;
   double shm_bytes_sent_ = 0, shm_bytes_recv_ = 0;
+  double gpu_util_weighted_ = 0, gpu_util_s_ = 0;  // utilisation weighted by epoch_s, over the epochs that have it
+  double gpu_mem_peak_ = 0;
+  bool has_gpu_ = false;
 };
 
 }  // namespace pshard

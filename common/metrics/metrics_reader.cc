@@ -153,6 +153,8 @@ EpochRecord read_epoch(const LineReader& r) {
   e.fp32_bytes_sent = r.opt_number("fp32_bytes_sent");
   e.fp32_bytes_recv = r.opt_number("fp32_bytes_recv");
   e.wall_s = r.opt_number("wall_s");
+  e.gpu_util_pct = r.opt_number("gpu_util_pct");
+  e.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
   return e;
 }
 
@@ -185,6 +187,8 @@ SummaryRecord read_summary(const LineReader& r) {
       s.servers_phases.push_back(rec);
     }
   }
+  s.gpu_util_pct = r.opt_number("gpu_util_pct");
+  s.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
   s.bytes_sent = r.opt_number("bytes_sent");
   s.bytes_recv = r.opt_number("bytes_recv");
   s.epochs = r.opt_integer("epochs", 0);

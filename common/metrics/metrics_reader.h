@@ -32,6 +32,7 @@ struct EpochRecord {
   std::optional<WorkerPhaseSeconds> phases;  // mean over workers
   std::optional<double> bytes_sent, bytes_recv, wall_s;
   std::optional<double> fp32_bytes_sent, fp32_bytes_recv;  // absent in runs recorded before compression existed
+  std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
 };
 
 // One server's `server_phases` entry of the summary.
@@ -46,7 +47,8 @@ struct ServerPhasesRecord {
 struct SummaryRecord {
   std::optional<double> test_acc, test_loss, train_loss, train_acc;
   std::optional<double> samples_per_s, wall_s, lr, bytes_sent, bytes_recv;
-  std::optional<WorkerPhaseSeconds> phases;  // totals over the run, mean over workers
+  std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
+  std::optional<WorkerPhaseSeconds> phases;                // totals over the run, mean over workers
   std::vector<ServerPhasesRecord> servers_phases;
   int64_t epochs = 0, steps = 0;
   int64_t batch_size = 0, global_batch = 0, model_bytes = 0;

@@ -80,6 +80,28 @@ TEST(SweepGrid, ProcessCountAxesSelectPshardLaunch) {
   EXPECT_EQ(run_command(o, local, "pshard", "d")[3], "2");
 }
 
+TEST(SweepGrid, AProgramAfterDashDashRunsAsLaunchWorkers) {
+  SweepOptions o;
+  o.config = "c.toml";
+  o.command = {"python3", "train.py", "--fast"};
+  SweepPoint lr = expand_grid({parse_grid_axis("optimizer.lr=0.5")})[0];
+  // No workers given: one worker of pshard launch runs the program.
+  const std::vector<std::string> cmd = run_command(o, lr, "pshard", "d");
+  EXPECT_EQ(cmd, (std::vector<std::string>{"pshard", "launch", "--servers", "1", "--workers", "1", "--config", "c.toml",
+                                           "--set", "optimizer.lr=0.5", "--set", "run.name=1_lr=0.5", "--run-dir", "d",
+                                           "--", "python3", "train.py", "--fast"}));
+  const Json settings = sweep_point_json(o, lr, cmd);
+  EXPECT_EQ(settings.at("run").as_string(), "1_lr=0.5");
+  EXPECT_EQ(settings.at("values").at("optimizer.lr").as_string(), "0.5");
+  EXPECT_EQ(settings.at("workers").as_int(), 1);
+  EXPECT_EQ(settings.at("servers").as_int(), 1);
+  EXPECT_EQ(settings.at("command").size(), cmd.size());
+  SweepPoint w = expand_grid({parse_grid_axis("workers=4"), parse_grid_axis("servers=2")})[0];
+  EXPECT_EQ(sweep_point_json(o, w, {}).at("workers").as_int(), 4);
+  EXPECT_EQ(sweep_point_json(o, w, {}).at("servers").as_int(), 2);
+  EXPECT_EQ(run_command(o, w, "pshard", "d")[5], "4");
+}
+
 TEST(SweepGrid, TooManyOrRepeatedAxesAreErrors) {
   EXPECT_THROW(expand_grid({}), Error);
   EXPECT_THROW(expand_grid({parse_grid_axis("optimizer.lr=1,2"), parse_grid_axis("optimizer.lr=3")}), Error);

@@ -131,6 +131,8 @@ struct pshard_client {
   std::mutex wait_mu;
   double wait_s = 0;
   pshard::KvTraffic reported_traffic;
+  // The GPU this worker uses, sampled through NVML from pshard_start (null: no GPU in view, or no NVML).
+  std::unique_ptr<pshard::GpuSampler> gpu;
 
   // How far this worker got, to tell a worker that finished the job from one that leaves before its end: the
   // run's length (train.epochs x steps_per_epoch; 0: unknown), the steps it pushed (the highest step + 1) and the
@@ -555,6 +557,9 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                              .set("epochs", epochs)
                              .set("steps_per_epoch", steps_per_epoch));
     }
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    c->gpu = pshard::make_gpu_sampler(cfg.get_string("train.device") == "cuda" ||
+                                      (visible && *visible && std::string(visible) != "-1"));
     c->connected_at = Clock::now();
     return PSHARD_OK;
   });
@@ -772,6 +777,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     c->reported_traffic = now;
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
+    r.take_gpu_usage(c->gpu.get());
     pshard::Json j = r.to_json();
     j.set("event", "worker_epoch");
     c->cluster->report(j);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "common/config/config.h"
 #include "common/error.h"
@@ -40,8 +41,11 @@ int run_local_training(const LocalTrainingOptions& o) {
   MetricsWriter metrics(run_dir);
   metrics.write_file("config.toml", cfg.to_toml());
   RunTotals totals;
+  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
   t.run([&](const StepEvent& s) { metrics.write(s.to_json()); },
-        [&](const WorkerEpochReport& r) {
+        [&](const WorkerEpochReport& epoch) {
+          WorkerEpochReport r = epoch;
+          r.take_gpu_usage(gpu.get());
           Json e = combine_epoch({r});
           metrics.write(e);
           totals.add_epoch(e);
