@@ -707,6 +707,19 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   return o;
 }
 
+KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterClient& cluster,
+                                             const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
+                                             int64_t run_total_steps) {
+  KvClientOptions o = from_config(cfg);
+  o.rank = cluster.rank();
+  for (const NodeInfo& s : cluster.map().servers) o.servers.push_back(s.endpoint);
+  o.tensors = std::move(tensors);
+  o.job_token = registered.job_token;
+  o.curve = registered.curve;
+  o.run_total_steps = run_total_steps;
+  return o;
+}
+
 KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 KvClient::~KvClient() = default;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/compression/settings.h"
+#include "common/control/cluster_client.h"
 #include "common/keys/slice_layout.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
@@ -35,6 +36,14 @@ struct KvClientOptions {
   // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
   // token, keys, run length) is the caller's.
   static KvClientOptions from_config(const Config& cfg);
+  // A worker's client after its rendezvous: from_config(cfg), the worker's rank and the servers from `cluster`, the
+  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length.
+  //
+  //   ClusterClient cluster(copt);
+  //   KvClient kv(KvClientOptions::from_config(cfg, cluster, copt, tensors, steps_per_epoch * epochs));
+  static KvClientOptions from_config(const Config& cfg, const ClusterClient& cluster,
+                                     const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
+                                     int64_t run_total_steps);
 };
 
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
