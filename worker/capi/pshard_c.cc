@@ -250,10 +250,12 @@ std::string first_difference(const pshard_client* c) {
 }
 
 // A failed request: the job's abort, when there is one, is the cause worth naming.
-int request_failed(pshard_client* c, const std::string& what) {
+int request_failed(pshard_client* c, const std::exception& e) {
   const std::string reason = c->aborted();
   if (!reason.empty()) return fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
-  if (what.find("layoutMismatch") != std::string::npos && c->rank() != 0) {
+  const std::string what = e.what();
+  const auto* refused = dynamic_cast<const pshard::KvError*>(&e);
+  if (refused != nullptr && refused->code() == pshard::protocol::ErrorCode::LAYOUT_MISMATCH && c->rank() != 0) {
     return fail(PSHARD_ERR_SERVER, "pshard: the tensors of rank " + std::to_string(c->rank()) +
                                        " (names, shapes, order) differ from rank 0's" + first_difference(c) + ": " +
                                        what);
@@ -412,7 +414,7 @@ int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms) {
     try {
       c->cluster->barrier(name, limit);
     } catch (const std::exception& e) {
-      if (!c->aborted().empty()) return request_failed(c, e.what());
+      if (!c->aborted().empty()) return request_failed(c, e);
       throw;
     }
     return PSHARD_OK;
@@ -568,7 +570,7 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
         done = c->kv->wait_for(r, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::max<Clock::duration>(slice, Clock::duration::zero())));
       } catch (const std::exception& e) {
-        status = request_failed(c, e.what());
+        status = request_failed(c, e);
         break;
       }
       if (done) break;
@@ -597,7 +599,7 @@ int pshard_poll(pshard_client* c, pshard_request r) {
     try {
       if (c->kv->wait_for(r, std::chrono::milliseconds(0))) status = PSHARD_OK;
     } catch (const std::exception& e) {
-      status = request_failed(c, e.what());
+      status = request_failed(c, e);
     }
     if (status != PSHARD_PENDING) c->finished(r);
     return status;

@@ -9,7 +9,9 @@
 
 #include "common/compression/settings.h"
 #include "common/control/cluster_client.h"
+#include "common/error.h"
 #include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
 
@@ -46,6 +48,20 @@ struct KvClientOptions {
                                      int64_t run_total_steps);
 };
 
+// A request a server refused with an error reply: the message names the worker, the server, the request and the
+// protocol's error code ("worker 1: server 0 (tcp://...) refused push of 'fc1.weight': badStep: ..."); code() is that
+// code, for callers that act on it.
+//
+//   try { kv.wait(h); } catch (const KvError& e) { if (e.code() == protocol::ErrorCode::BAD_STEP) ... }
+class KvError : public Error {
+ public:
+  KvError(const std::string& what, protocol::ErrorCode code) : Error(what), code_(code) {}
+  protocol::ErrorCode code() const { return code_; }
+
+ private:
+  protocol::ErrorCode code_;
+};
+
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
 // (after compression) and as float32 (what cluster.compression = none and pull_precision = fp32 would have moved).
 // Sent bytes are the payload frames a call built, counted when it returns; received bytes are counted as each reply
@@ -69,8 +85,8 @@ struct KvTraffic {
 // topk/randomk/onebit), and pull replies decoded back to float32, so callers always see float32.
 //
 // Every call returns at once; wait(h) blocks until the request is done and throws
-// pshard::Error on failure (a server's error reply, or a timeout naming the server's rank and
-// endpoint and the tensor).
+// pshard::Error on failure: KvError for a server's error reply, Error for a timeout (naming the
+// server's rank and endpoint and the tensor) or a lost connection.
 //
 //   KvClient kv(opt);
 //   if (rank == 0) kv.wait(kv.init("fc1.weight", w.data(), w.size()));
