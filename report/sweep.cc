@@ -13,7 +13,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/run/run_directory.h"
-#include "report/child_process.h"
+#include "common/util/child_process.h"
 #include "report/report.h"
 
 namespace pshard::report {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/util/child_process.h"
 
 namespace pshard {
 namespace {
