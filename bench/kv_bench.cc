@@ -22,6 +22,7 @@
 #include "common/transport/buffer_pool.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
+#include "common/util/child_process.h"
 #include "common/util/host.h"
 #include "common/util/log.h"
 #include "launcher/job_plan.h"

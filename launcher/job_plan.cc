@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/util/binary_file.h"
+#include "common/util/child_process.h"
 #include "common/util/host.h"
 #include "launcher/gpu_assignment.h"
 

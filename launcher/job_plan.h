@@ -13,7 +13,8 @@
 namespace pshard {
 
 // What every process of a job shares, and how each one is started. A launcher fills it in once
-// and asks it for the processes it runs; nothing else builds a pshard command line.
+// and asks it for the processes it runs; nothing else builds a pshard command line. The processes
+// read the environment it exports through NodeEnv (common/run/node_env.h).
 //
 //   JobPlan plan;
 //   plan.config_path = "/abs/configs/fmnist_mlp.toml";

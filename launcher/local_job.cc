@@ -2,11 +2,8 @@
 // their pipes, reaps them, and applies the stop rules.
 #include "launcher/local_job.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -551,39 +548,6 @@ std::vector<int64_t> LocalJob::pids() const {
   std::vector<int64_t> out;
   for (const auto& c : impl_->children) out.push_back(c->exit.pid);
   return out;
-}
-
-int pick_free_port(const std::string& host) { return pick_free_ports(1, host).at(0); }
-
-std::vector<int> pick_free_ports(int count, const std::string& host) {
-  std::vector<int> fds, ports;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    throw Error("launcher: cannot pick a port on '" + host + "': not an IPv4 address");
-  }
-  for (int i = 0; i < count; ++i) {  // all sockets stay open until the end, so the ports are distinct
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw Error("launcher: socket() failed: " + std::string(strerror(errno)));
-    fds.push_back(fd);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      for (int f : fds) ::close(f);
-      throw Error("launcher: cannot bind a free port on " + host + ": " + strerror(errno));
-    }
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int f : fds) ::close(f);
-  return ports;
-}
-
-std::string self_executable() {
-  std::vector<char> buf(4096);
-  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) throw Error("launcher: cannot read /proc/self/exe: " + std::string(strerror(errno)));
-  return std::string(buf.data(), static_cast<size_t>(n));
 }
 
 }  // namespace pshard

@@ -100,13 +100,4 @@ class LocalJob {
   std::unique_ptr<Impl> impl_;
 };
 
-// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
-// close). Another process may take it before you bind: use it promptly.
-int pick_free_port(const std::string& host = "127.0.0.1");
-// `count` distinct such ports.
-std::vector<int> pick_free_ports(int count, const std::string& host = "127.0.0.1");
-
-// Path of the running executable (/proc/self/exe), to start sibling processes.
-std::string self_executable();
-
 }  // namespace pshard

@@ -18,6 +18,7 @@
 #include "common/run/run_directory.h"
 #include "common/run/run_settings.h"
 #include "common/transport/curve.h"
+#include "common/util/child_process.h"
 #include "common/util/host.h"
 #include "launcher/gpu_assignment.h"
 #include "launcher/job_plan.h"

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/util/child_process.h"
 #include "common/util/json.h"
-#include "report/child_process.h"
 
 namespace pshard::report {
 namespace {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "report/csv.h"
 #include "report/phase_tables.h"
 #include "report/plots.h"
 #include "report/timeline.h"
@@ -44,40 +45,12 @@ std::string opt(const std::optional<double>& v, int digits = 6, const char* miss
   return v ? num(*v, digits, missing) : missing;
 }
 
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 std::string md_cell(std::string s) {
   for (char& c : s) {
     if (c == '|') c = '/';
   }
   return s;
 }
-
-class CsvFile {
- public:
-  CsvFile(const std::string& path, const std::vector<std::string>& columns) : path_(path), out_(path, std::ios::trunc) {
-    if (!out_) throw Error(path + ": cannot write");
-    row(columns);
-  }
-  void row(const std::vector<std::string>& cells) {
-    for (size_t i = 0; i < cells.size(); ++i) out_ << (i ? "," : "") << csv_cell(cells[i]);
-    out_ << "\n";
-  }
-  ~CsvFile() = default;
-  void close() {
-    out_.close();
-    if (!out_) throw Error(path_ + ": write failed");
-  }
-
- private:
-  std::string path_;
-  std::ofstream out_;
-};
 
 std::string timestamp(const char* format) {
   std::time_t now = std::time(nullptr);
@@ -570,54 +543,47 @@ std::string default_report_dir(const std::vector<std::string>& run_dirs) {
   return "reports/" + timestamp("%Y%m%d-%H%M%S");
 }
 
-ReportResult write_report(const std::vector<std::string>& run_dirs, const ReportOptions& options) {
-  if (run_dirs.empty()) throw Error("report: no run directories given");
-  if (options.plot_width < 100 || options.plot_height < 100 || options.plot_width > 10000 ||
-      options.plot_height > 10000) {
-    throw Error("report: plot size " + std::to_string(options.plot_width) + "x" + std::to_string(options.plot_height) +
-                " is outside 100..10000 pixels");
-  }
-  ReportResult res;
-  for (const std::string& d : run_dirs) {
-    res.runs.push_back(read_run(d));
-    if (!res.runs.back().torn_last_line.empty()) {
-      std::fprintf(stderr, "pshard report: warning: %s\n", res.runs.back().torn_last_line.c_str());
-    }
-  }
-  res.out_dir = options.out_dir.empty() ? default_report_dir(run_dirs) : options.out_dir;
-  std::error_code ec;
-  fs::create_directories(res.out_dir, ec);
-  if (ec) throw Error(res.out_dir + ": cannot create the report folder: " + ec.message());
+namespace {
 
-  const std::vector<RunMetrics>& runs = res.runs;
-  res.labels = run_labels(runs);
-  res.scaling = scaling_groups(runs);
-  res.batch = batch_rows(runs);
-  res.step_times = step_time_rows(runs);
+// ---- the report's parts -----------------------------------------------------
 
-  auto path = [&](const std::string& name) { return res.out_dir + "/" + name; };
-  write_runs_csv(path("runs.csv"), runs, res.labels);
-  write_convergence_csvs(path("convergence_steps.csv"), path("convergence_epochs.csv"), runs, res.labels);
-  res.csvs = {path("runs.csv"), path("convergence_steps.csv"), path("convergence_epochs.csv")};
-  if (!res.scaling.empty()) {
-    write_scaling_csv(path("scaling.csv"), res.scaling, runs, res.labels);
-    res.csvs.push_back(path("scaling.csv"));
-  }
-  if (!res.batch.empty()) {
-    write_batch_csv(path("batch.csv"), res.batch, runs, res.labels);
-    res.csvs.push_back(path("batch.csv"));
-  }
-  if (!res.step_times.empty()) {
-    write_step_times_csv(path("step_times.csv"), runs, res.labels);
-    res.csvs.push_back(path("step_times.csv"));
-  }
+// OUT/NAME.
+std::string out_path(const ReportResult& res, const std::string& name) { return res.out_dir + "/" + name; }
 
-  // Every run that traced steps: its merged trace.json, and a picture of its middle traced step.
-  struct TraceSummary {
-    std::string text, png;
-  };
+// The CSV tables: runs and convergence always, scaling, batch and step times when there are rows for them; their
+// paths go to res->csvs.
+void write_tables(ReportResult* res) {
+  const std::vector<RunMetrics>& runs = res->runs;
+  auto path = [&](const std::string& name) { return out_path(*res, name); };
+  write_runs_csv(path("runs.csv"), runs, res->labels);
+  write_convergence_csvs(path("convergence_steps.csv"), path("convergence_epochs.csv"), runs, res->labels);
+  res->csvs = {path("runs.csv"), path("convergence_steps.csv"), path("convergence_epochs.csv")};
+  if (!res->scaling.empty()) {
+    write_scaling_csv(path("scaling.csv"), res->scaling, runs, res->labels);
+    res->csvs.push_back(path("scaling.csv"));
+  }
+  if (!res->batch.empty()) {
+    write_batch_csv(path("batch.csv"), res->batch, runs, res->labels);
+    res->csvs.push_back(path("batch.csv"));
+  }
+  if (!res->step_times.empty()) {
+    write_step_times_csv(path("step_times.csv"), runs, res->labels);
+    res->csvs.push_back(path("step_times.csv"));
+  }
+}
+
+// What report.md says of one run's timeline, and the chart of its middle traced step ("" when none).
+struct TraceSummary {
+  std::string text, png;
+};
+
+// Every run that traced steps: its merged trace.json (res->timelines), and a picture of its middle traced step
+// (its CSV to res->csvs, its chart to *step_charts).
+std::vector<TraceSummary> write_timelines(ReportResult* res, const ReportOptions& options,
+                                          std::vector<PlotChart>* step_charts) {
+  const std::vector<RunMetrics>& runs = res->runs;
+  auto path = [&](const std::string& name) { return out_path(*res, name); };
   std::vector<TraceSummary> traces;
-  std::vector<PlotChart> step_charts;
   for (const RunMetrics& r : runs) {
     if (!has_trace(r.dir)) continue;
     const std::string suffix = runs.size() == 1 ? "" : "-" + r.name;
@@ -625,7 +591,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     const Timeline t = read_trace_dir(r.dir);
     for (const std::string& why : t.skipped) std::fprintf(stderr, "pshard report: warning: %s\n", why.c_str());
     write_timeline(t, path(name));
-    res.timelines.push_back(path(name));
+    res->timelines.push_back(path(name));
     std::ostringstream text;
     text << "`" << name << "` (" << md_cell(r.name) << "): " << t.events.size() << " events of " << t.processes.size()
          << " processes; clock offsets to the coordinator:";
@@ -640,7 +606,7 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     const std::string spans_csv = "timeline_step" + suffix + ".csv";
     const int64_t step = write_step_spans_csv(t, path(spans_csv));
     if (step >= 0) {
-      res.csvs.push_back(path(spans_csv));
+      res->csvs.push_back(path(spans_csv));
       int lanes = 0;
       for (const TraceEvent& e : t.events) lanes += e.ph == "M" && e.name == "thread_name" ? 1 : 0;
       PlotChart c;
@@ -651,25 +617,36 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
       PlotLayer l = layer(spans_csv, "start_ms", "dur_ms", "lane", "what");
       c.panels = {
           panel("spans on the coordinator's clock, from the start of the step", "time (ms)", "", {l}, "timeline")};
-      step_charts.push_back(c);
+      step_charts->push_back(c);
       summary.png = c.png;
     }
     traces.push_back(summary);
   }
+  return traces;
+}
 
+// Every chart (convergence, scaling, batch, step times, then the traced steps), drawn into OUT; what was drawn, or
+// why not, goes to res.
+PlotOutcome draw_report_charts(ReportResult* res, const ReportOptions& options,
+                               const std::vector<PlotChart>& step_charts) {
   ReportOptions o = options;
-  std::vector<PlotChart> charts = convergence_charts(runs, o);
-  std::vector<PlotChart> sc = scaling_charts(res.scaling, o);
+  std::vector<PlotChart> charts = convergence_charts(res->runs, o);
+  std::vector<PlotChart> sc = scaling_charts(res->scaling, o);
   charts.insert(charts.end(), sc.begin(), sc.end());
-  if (!res.batch.empty()) charts.push_back(batch_chart(o));
-  if (!res.step_times.empty()) charts.push_back(step_time_chart(o));
+  if (!res->batch.empty()) charts.push_back(batch_chart(o));
+  if (!res->step_times.empty()) charts.push_back(step_time_chart(o));
   charts.insert(charts.end(), step_charts.begin(), step_charts.end());
-  PlotOutcome plots = draw_charts(charts, res.out_dir, options.python, options.plot_script);
-  res.plots_drawn = plots.drawn;
-  res.plots_note = plots.note;
-  res.pngs = plots.pngs;
+  PlotOutcome plots = draw_charts(charts, res->out_dir, options.python, options.plot_script);
+  res->plots_drawn = plots.drawn;
+  res->plots_note = plots.note;
+  res->pngs = plots.pngs;
+  return plots;
+}
 
-  // report.md
+// The text of report.md.
+std::string report_markdown(const ReportResult& res, const PlotOutcome& plots,
+                            const std::vector<TraceSummary>& traces) {
+  const std::vector<RunMetrics>& runs = res.runs;
   std::ostringstream m;
   m << "# pshard report\n\n"
     << "Generated " << timestamp("%Y-%m-%d %H:%M:%S") << " by `pshard report` from " << runs.size() << " run"
@@ -774,9 +751,42 @@ ReportResult write_report(const std::vector<std::string>& run_dirs, const Report
     }
     m << "\n" << png_line(plots, "throughput_vs_batch.png", "throughput vs batch size");
   }
-  res.report_md = path("report.md");
+  return m.str();
+}
+
+}  // namespace
+
+ReportResult write_report(const std::vector<std::string>& run_dirs, const ReportOptions& options) {
+  if (run_dirs.empty()) throw Error("report: no run directories given");
+  if (options.plot_width < 100 || options.plot_height < 100 || options.plot_width > 10000 ||
+      options.plot_height > 10000) {
+    throw Error("report: plot size " + std::to_string(options.plot_width) + "x" + std::to_string(options.plot_height) +
+                " is outside 100..10000 pixels");
+  }
+  ReportResult res;
+  for (const std::string& d : run_dirs) {
+    res.runs.push_back(read_run(d));
+    if (!res.runs.back().torn_last_line.empty()) {
+      std::fprintf(stderr, "pshard report: warning: %s\n", res.runs.back().torn_last_line.c_str());
+    }
+  }
+  res.out_dir = options.out_dir.empty() ? default_report_dir(run_dirs) : options.out_dir;
+  std::error_code ec;
+  fs::create_directories(res.out_dir, ec);
+  if (ec) throw Error(res.out_dir + ": cannot create the report folder: " + ec.message());
+
+  res.labels = run_labels(res.runs);
+  res.scaling = scaling_groups(res.runs);
+  res.batch = batch_rows(res.runs);
+  res.step_times = step_time_rows(res.runs);
+
+  write_tables(&res);
+  std::vector<PlotChart> step_charts;
+  const std::vector<TraceSummary> traces = write_timelines(&res, options, &step_charts);
+  const PlotOutcome plots = draw_report_charts(&res, options, step_charts);
+  res.report_md = out_path(res, "report.md");
   std::ofstream f(res.report_md, std::ios::trunc);
-  f << m.str();
+  f << report_markdown(res, plots, traces);
   f.close();
   if (!f) throw Error(res.report_md + ": write failed");
   return res;

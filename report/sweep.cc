@@ -13,7 +13,8 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/run/run_directory.h"
-#include "report/child_process.h"
+#include "common/util/child_process.h"
+#include "report/csv.h"
 #include "report/report.h"
 
 namespace pshard::report {
@@ -64,13 +65,6 @@ std::string num(const std::optional<double>& v, int digits) {
     std::snprintf(buf, sizeof buf, "%.*g", digits, *v);
   }
   return buf;
-}
-
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 std::string status_of(const SweepRunResult& r) {

@@ -14,6 +14,7 @@
 #include "common/config/config.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
+#include "common/run/node_env.h"
 #include "common/run/run_directory.h"
 #include "common/run/run_settings.h"
 #include "common/transport/buffer_pool.h"
@@ -119,9 +120,8 @@ int run_server_process(const ServerProcessOptions& o) {
   const log::Level level = log::level_from_string(cfg.get_string("log.level"));
   log::configure("server", level);
   transport::retain_freed_memory();
-  const char* token_env = std::getenv("PSHARD_JOB_TOKEN");
-  const std::string token = token_env ? token_env : "";
-  const int64_t requested_rank = o.rank >= 0 ? o.rank : env_count("PSHARD_RANK").value_or(-1);
+  const NodeEnv env = NodeEnv::from_environment();
+  const int64_t requested_rank = o.rank >= 0 ? o.rank : env.rank;
   const std::string bind = concrete_endpoint(o.bind);
 
   KvServerOptions opt = KvServerOptions::from_config(cfg);
@@ -130,15 +130,14 @@ int run_server_process(const ServerProcessOptions& o) {
   opt.settings_hash = fixed_settings_hash(cfg);
   // The run id: PSHARD_RUN_ID from the launcher, else RUN_DIR/run-id (pshard task: task 0 writes it before it
   // starts the coordinator, so it is there once the rendezvous is done). Read after the rendezvous.
-  auto run_id = [&o] {
-    const char* env = std::getenv("PSHARD_RUN_ID");
-    if (env != nullptr && *env != '\0') return std::string(env);
+  auto run_id = [&o, &env] {
+    if (!env.run_id.empty()) return env.run_id;
     return o.run_dir.empty() ? std::string() : read_run_id(o.run_dir);
   };
   if (o.restore_step >= 0 && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
   const int64_t restore_step = o.restore_step;
   opt.bind = bind;
-  opt.job_token = token;
+  opt.job_token = env.job_token;
   opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));
   Outcome outcome;
 
@@ -165,17 +164,11 @@ int run_server_process(const ServerProcessOptions& o) {
     return 0;
   }
 
-  ClusterClient::Options copt;
-  copt.coordinator = o.coordinator;
-  copt.role = NodeRole::kServer;
+  ClusterClient::Options copt = ClusterClient::Options::from_config(cfg, NodeRole::kServer, o.coordinator, env);
   copt.requested_rank = requested_rank;
   copt.endpoint = advertised(bind);
-  copt.job_token = token;
   copt.curve = opt.curve;
   copt.layout_fingerprint = 0;  // servers learn the tensor list from worker 0's init (then check every request)
-  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
   ClusterClient cluster(copt);
   // An error after the rendezvous (e.g. an unreadable checkpoint) is told to the coordinator, whose
   // abort then names it.

@@ -16,9 +16,10 @@
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
+#include "common/metrics/start_event.h"
 #include "common/metrics/trace.h"
+#include "common/run/node_env.h"
 #include "common/transport/curve.h"
-#include "common/util/env.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
 #include "worker/trainer/kv_sync.h"
@@ -60,13 +61,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
 
-  KvClientOptions kopt = KvClientOptions::from_config(cfg);
-  kopt.rank = rank;
-  for (const NodeInfo& s : cluster.map().servers) kopt.servers.push_back(s.endpoint);
-  kopt.tensors = tensors;
-  kopt.job_token = copt.job_token;
-  kopt.curve = copt.curve;
-  kopt.run_total_steps = total_steps;
+  const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps);
   // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
   // weights into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that
   // thread (~KvClient) before the buffers are freed (~KvSync).
@@ -101,19 +96,11 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   if (rank == 0 && !join) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
-    Json start = Json::object()
-                     .set("event", "start")
-                     .set("model", cfg.get_string("model.name"))
-                     .set("optimizer", cfg.get_string("optimizer.name"))
-                     .set("lr", cfg.get_double("optimizer.lr"))
-                     .set("batch_size", opts.batch_size)
-                     .set("global_batch", global_batch)
-                     .set("model_bytes", trainer::model_bytes(*setup.model))
-                     .set("mode", cfg.get_string("cluster.mode"))
-                     .set("epochs", opts.epochs)
-                     .set("steps_per_epoch", t.steps_per_epoch());
-    if (start_step > 0) start.set("start_step", start_step);  // a resumed run
-    cluster.report(start);
+    StartEvent start =
+        StartEvent::from_config(cfg, cfg.get_string("model.name"), opts.batch_size, world, t.steps_per_epoch());
+    start.model_bytes = static_cast<uint64_t>(trainer::model_bytes(*setup.model));
+    start.start_step = start_step;  // > 0: a resumed run
+    cluster.report(start.to_json());
   }
   // A CUDA worker's GPU utilisation and memory, sampled through NVML while it trains (none without NVML).
   std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
@@ -169,20 +156,14 @@ int run_worker_process(const WorkerProcessOptions& o) {
   }
   const uint64_t slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
 
-  ClusterClient::Options copt;
-  copt.coordinator = o.coordinator;
-  copt.role = NodeRole::kWorker;
-  copt.requested_rank = o.rank >= 0 ? o.rank : env_count("PSHARD_RANK").value_or(-1);
+  ClusterClient::Options copt =
+      ClusterClient::Options::from_config(cfg, NodeRole::kWorker, o.coordinator, NodeEnv::from_environment());
+  if (o.rank >= 0) copt.requested_rank = o.rank;
   copt.replaces_live = o.join;
-  const char* token = std::getenv("PSHARD_JOB_TOKEN");
-  copt.job_token = token ? token : "";
   copt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));
   // The assignment is a function of (tensors, slice_bytes, S); S comes from the
   // cluster map, so agreeing on the first two means agreeing on the layout.
   copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
-  copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-  copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
   ClusterClient cluster(copt);
   // An error after the rendezvous is told to the coordinator, whose abort then names it.
   try {

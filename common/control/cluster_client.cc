@@ -16,6 +16,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/config/config.h"
 #include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/transport/bounds.h"
@@ -389,6 +390,19 @@ struct ClusterClient::Impl {
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
   }
 };
+
+ClusterClient::Options ClusterClient::Options::from_config(const Config& cfg, NodeRole role,
+                                                           const std::string& coordinator, const NodeEnv& env) {
+  Options o;
+  o.coordinator = coordinator;
+  o.role = role;
+  o.requested_rank = env.rank;
+  o.job_token = env.job_token;
+  o.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
+  o.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
+  o.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+  return o;
+}
 
 ClusterClient::ClusterClient(const Options& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;

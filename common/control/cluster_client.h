@@ -11,10 +11,13 @@
 
 #include "common/control/cluster_map.h"
 #include "common/metrics/trace.h"
+#include "common/run/node_env.h"
 #include "common/transport/curve.h"
 #include "common/util/json.h"
 
 namespace pshard {
+
+class Config;
 
 // Something the coordinator tells every node while the job runs.
 struct ClusterEvent {
@@ -31,11 +34,10 @@ struct ClusterEvent {
 // Registers this process with the coordinator and keeps it alive with
 // heartbeats from a background thread that owns the coordinator socket.
 //
-//   ClusterClient::Options opt;
-//   opt.coordinator = "tcp://127.0.0.1:47000";
-//   opt.role = NodeRole::kServer;
+//   ClusterClient::Options opt = ClusterClient::Options::from_config(cfg, NodeRole::kServer,
+//                                                                   "tcp://127.0.0.1:47000",
+//                                                                   NodeEnv::from_environment());
 //   opt.endpoint = "tcp://127.0.0.1:47011";       // where peers reach this server
-//   opt.job_token = getenv("PSHARD_JOB_TOKEN");
 //   ClusterClient cluster(opt);                    // blocks until every node registered
 //   cluster.on_event([&](const ClusterEvent& e) { ... });   // runs on the client's thread: keep it short
 //   cluster.barrier("init", std::chrono::seconds(60));
@@ -59,6 +61,13 @@ class ClusterClient {
     std::chrono::milliseconds heartbeat_interval{500};
     std::chrono::milliseconds heartbeat_timeout{5000};  // coordinator silent this long -> kAbort event locally
     std::chrono::milliseconds rendezvous_timeout{60000};
+
+    // A node of `role` joining the job at `coordinator`: the heartbeat and rendezvous timings from the config
+    // (cluster.heartbeat_interval_ms, cluster.heartbeat_timeout_ms, cluster.rendezvous_timeout_ms), the job token and
+    // the requested rank from the node's environment (PSHARD_JOB_TOKEN, PSHARD_RANK). What only the caller knows is
+    // the caller's: its CurveZMQ keys, its endpoint (servers), its layout fingerprint (workers), a rank asked for on
+    // its command line.
+    static Options from_config(const Config& cfg, NodeRole role, const std::string& coordinator, const NodeEnv& env);
   };
 
   // Registers and waits for the full cluster map. Throws pshard::Error when

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/util/child_process.h"
 
 namespace pshard {
 namespace {

@@ -23,10 +23,11 @@
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
 #include "common/metrics/epoch_report.h"
+#include "common/metrics/start_event.h"
 #include "common/metrics/trace.h"
+#include "common/run/node_env.h"
 #include "common/transport/curve.h"
 #include "common/util/binary_file.h"
-#include "common/util/env.h"
 #include "common/util/log.h"
 #include "optim/lr_schedule.h"
 #include "worker/client/kv_client.h"
@@ -64,51 +65,32 @@ int guarded(int error_status, F&& body) {
   }
 }
 
-std::string require_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
+// The job plan's variables (common/run/node_env.h); a malformed count is an ENVIRONMENT error.
+pshard::NodeEnv read_node_env() {
+  try {
+    return pshard::NodeEnv::from_environment();
+  } catch (const Error& e) {
+    throw Failure{PSHARD_ERR_ENVIRONMENT, e.what()};
+  }
+}
+
+// `value` of the variable `name`, which this program cannot run without.
+const std::string& require_env(const std::string& value, const char* name) {
+  if (value.empty()) {
     throw Failure{PSHARD_ERR_ENVIRONMENT,
                   std::string("pshard: ") + name +
                       " is not set: start this program with `pshard launch ... -- CMD` or `pshard task/slurm ... -- "
                       "CMD` (docs/PYTHON.md)"};
   }
-  return v;
-}
-
-std::string optional_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-// PSHARD_SET: the launch's --set overrides, one per line.
-std::vector<std::string> env_overrides() {
-  std::vector<std::string> out;
-  std::stringstream lines(optional_env("PSHARD_SET"));
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
-
-int64_t env_int(const char* name, bool required) {
-  try {
-    std::optional<int64_t> v = pshard::env_count(name);
-    if (!v) {
-      if (required) require_env(name);
-      return -1;
-    }
-    return *v;
-  } catch (const Error& e) {
-    throw Failure{PSHARD_ERR_ENVIRONMENT, e.what()};
-  }
+  return value;
 }
 
 }  // namespace
 
 struct pshard_client {
   pshard::Config cfg = pshard::Config::defaults();
+  pshard::NodeEnv env;  // the job's PSHARD_* variables; rank 0 writes its tensor list into run_dir (kTensorListFile)
   pshard::ClusterClient::Options copt;
-  std::string run_dir;  // PSHARD_RUN_DIR: rank 0 writes its tensor list there (kTensorListFile)
   std::unique_ptr<pshard::ClusterClient> cluster;
   std::unique_ptr<pshard::KvClient> kv;
   int64_t local_rank = 0;
@@ -236,11 +218,11 @@ void raise_to(std::atomic<int64_t>& v, int64_t x) {
 constexpr const char* kTensorListFile = "tensors.txt";
 
 void write_tensor_list(const pshard_client* c) {
-  if (c->run_dir.empty()) return;
+  if (c->env.run_dir.empty()) return;
   std::string text;
   for (const pshard::TensorSpec& t : c->tensors) text += t.name + "\n";
   try {
-    pshard::binary::write_file_atomically(c->run_dir + "/" + kTensorListFile, text, "tensor list");
+    pshard::binary::write_file_atomically(c->env.run_dir + "/" + kTensorListFile, text, "tensor list");
   } catch (const std::exception& e) {
     PSHARD_LOG(kWarn) << e.what() << " (a rank whose model differs will not be told which tensor)";
   }
@@ -251,7 +233,7 @@ void write_tensor_list(const pshard_client* c) {
 std::string first_difference(const pshard_client* c) {
   std::vector<std::string> theirs;
   try {
-    std::stringstream lines(pshard::binary::read_file(c->run_dir + "/" + kTensorListFile, "tensor list"));
+    std::stringstream lines(pshard::binary::read_file(c->env.run_dir + "/" + kTensorListFile, "tensor list"));
     for (std::string line; std::getline(lines, line);) theirs.push_back(line);
   } catch (const std::exception&) {
     return "";
@@ -270,10 +252,12 @@ std::string first_difference(const pshard_client* c) {
 }
 
 // A failed request: the job's abort, when there is one, is the cause worth naming.
-int request_failed(pshard_client* c, const std::string& what) {
+int request_failed(pshard_client* c, const std::exception& e) {
   const std::string reason = c->aborted();
   if (!reason.empty()) return fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
-  if (what.find("layoutMismatch") != std::string::npos && c->rank() != 0) {
+  const std::string what = e.what();
+  const auto* refused = dynamic_cast<const pshard::KvError*>(&e);
+  if (refused != nullptr && refused->code() == pshard::protocol::ErrorCode::LAYOUT_MISMATCH && c->rank() != 0) {
     return fail(PSHARD_ERR_SERVER, "pshard: the tensors of rank " + std::to_string(c->rank()) +
                                        " (names, shapes, order) differ from rank 0's" + first_difference(c) + ": " +
                                        what);
@@ -309,33 +293,26 @@ int pshard_connect(pshard_client** out) {
     require(out, "out");
     *out = nullptr;
     auto c = std::make_unique<pshard_client>();
-    const std::string coordinator = require_env("PSHARD_COORDINATOR");
-    const std::string config_path = require_env("PSHARD_CONFIG");
-    const int64_t rank = env_int("PSHARD_RANK", false);
-    c->local_rank = std::max<int64_t>(env_int("PSHARD_LOCAL_RANK", false), 0);
+    c->env = read_node_env();
+    const std::string& coordinator = require_env(c->env.coordinator, "PSHARD_COORDINATOR");
+    const std::string& config_path = require_env(c->env.config_path, "PSHARD_CONFIG");
+    c->local_rank = std::max<int64_t>(c->env.local_rank, 0);
     try {
-      c->cfg = pshard::Config::from_file(config_path, env_overrides());
+      c->cfg = pshard::Config::from_file(config_path, c->env.overrides);
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
     const pshard::Config& cfg = c->cfg;
     pshard::log::configure("worker", pshard::log::level_from_string(cfg.get_string("log.level")));
-    c->run_dir = optional_env("PSHARD_RUN_DIR");
-    c->copt.coordinator = coordinator;
-    c->copt.role = pshard::NodeRole::kWorker;
-    c->copt.requested_rank = rank;
-    c->copt.job_token = optional_env("PSHARD_JOB_TOKEN");
+    c->copt = pshard::ClusterClient::Options::from_config(cfg, pshard::NodeRole::kWorker, coordinator, c->env);
     try {
-      c->copt.curve = pshard::transport::job_curve_keys(
-          cfg, pshard::transport::curve_key_dir(cfg, optional_env("PSHARD_KEY_DIR"), optional_env("PSHARD_RUN_DIR")));
+      c->copt.curve =
+          pshard::transport::job_curve_keys(cfg, pshard::transport::curve_key_dir(cfg, c->env.key_dir, c->env.run_dir));
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
     // 0: the tensors are declared after the rendezvous; the servers check every request against rank 0's list.
     c->copt.layout_fingerprint = 0;
-    c->copt.heartbeat_interval = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_interval_ms"));
-    c->copt.heartbeat_timeout = std::chrono::milliseconds(cfg.get_int("cluster.heartbeat_timeout_ms"));
-    c->copt.rendezvous_timeout = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
     c->log_every = cfg.get_int("train.log_every");
     try {
       c->cluster = std::make_unique<pshard::ClusterClient>(c->copt);
@@ -362,7 +339,7 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
     std::unique_ptr<pshard_client> owned(c);
     const std::string early = exit_status == 0 ? owned->left_early() : "";
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
-    const std::string run_dir = optional_env("PSHARD_RUN_DIR");
+    const std::string& run_dir = owned->env.run_dir;
     if (owned->tracer && !run_dir.empty()) {
       pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
                                owned->cluster->clock_offset());
@@ -455,7 +432,7 @@ int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms) {
     try {
       c->cluster->barrier(name, limit);
     } catch (const std::exception& e) {
-      if (!c->aborted().empty()) return request_failed(c, e.what());
+      if (!c->aborted().empty()) return request_failed(c, e);
       throw;
     }
     return PSHARD_OK;
@@ -521,18 +498,13 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "(DistributedOptimizer(model, steps_per_epoch=N)) or set lr_schedule.total_steps"};
     }
     try {
-      c->schedule = std::make_unique<pshard::optim::LrSchedule>(static_cast<float>(cfg.get_double("optimizer.lr")), sp,
-                                                                batch_size * world, std::max<int64_t>(total_steps, 1));
+      c->schedule = std::make_unique<pshard::optim::LrSchedule>(
+          pshard::optim::LrSchedule::from_config(cfg, batch_size * world, std::max<int64_t>(total_steps, 1)));
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
-    pshard::KvClientOptions kopt = pshard::KvClientOptions::from_config(cfg);
-    kopt.rank = c->rank();
-    for (const pshard::NodeInfo& s : c->cluster->map().servers) kopt.servers.push_back(s.endpoint);
-    kopt.tensors = c->tensors;
-    kopt.job_token = c->copt.job_token;
-    kopt.curve = c->copt.curve;
-    kopt.run_total_steps = total_steps;
+    const pshard::KvClientOptions kopt =
+        pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps);
     c->kv = std::make_unique<pshard::KvClient>(kopt);
     // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.
     const pshard::TraceWindow window = pshard::TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -545,17 +517,10 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
       for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
-      c->cluster->report(pshard::Json::object()
-                             .set("event", "start")
-                             .set("model", model ? model : "custom")
-                             .set("optimizer", cfg.get_string("optimizer.name"))
-                             .set("lr", cfg.get_double("optimizer.lr"))
-                             .set("batch_size", batch_size)
-                             .set("global_batch", batch_size * world)
-                             .set("model_bytes", model_bytes)
-                             .set("mode", cfg.get_string("cluster.mode"))
-                             .set("epochs", epochs)
-                             .set("steps_per_epoch", steps_per_epoch));
+      pshard::StartEvent start =
+          pshard::StartEvent::from_config(cfg, model ? model : "custom", batch_size, world, steps_per_epoch);
+      start.model_bytes = model_bytes;
+      c->cluster->report(start.to_json());
     }
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     c->gpu = pshard::make_gpu_sampler(cfg.get_string("train.device") == "cuda" ||
@@ -626,7 +591,7 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
         done = c->kv->wait_for(r, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::max<Clock::duration>(slice, Clock::duration::zero())));
       } catch (const std::exception& e) {
-        status = request_failed(c, e.what());
+        status = request_failed(c, e);
         break;
       }
       if (done) break;
@@ -655,7 +620,7 @@ int pshard_poll(pshard_client* c, pshard_request r) {
     try {
       if (c->kv->wait_for(r, std::chrono::milliseconds(0))) status = PSHARD_OK;
     } catch (const std::exception& e) {
-      status = request_failed(c, e.what());
+      status = request_failed(c, e);
     }
     if (status != PSHARD_PENDING) c->finished(r);
     return status;

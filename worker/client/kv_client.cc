@@ -40,14 +40,18 @@ namespace {
 struct Op {
   std::mutex mu;
   std::condition_variable cv;
-  int remaining = 0;      // per-server parts not yet answered
-  int borrowed = 0;       // zero-copy frames ZeroMQ still holds
-  int64_t max_step = -1;  // ping: the highest step a pong reported
-  std::string error;      // first failure
+  int remaining = 0;                                           // per-server parts not yet answered
+  int borrowed = 0;                                            // zero-copy frames ZeroMQ still holds
+  int64_t max_step = -1;                                       // ping: the highest step a pong reported
+  std::string error;                                           // first failure
+  protocol::ErrorCode error_code = protocol::ErrorCode::NONE;  // its code, when it was a server's error reply
 
-  void part_done(const std::string& failure) {
+  void part_done(const std::string& failure, protocol::ErrorCode code = protocol::ErrorCode::NONE) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!failure.empty() && error.empty()) error = failure;
+    if (!failure.empty() && error.empty()) {
+      error = failure;
+      error_code = code;
+    }
     --remaining;
     cv.notify_all();
   }
@@ -505,7 +509,10 @@ struct KvClient::Impl {
     // ZeroMQ drops its reference to a zero-copy frame right after sending it; wait for that so
     // the caller may free the buffer (bounded: after a timeout the frame may sit in a dead queue).
     op->cv.wait_for(lock, std::chrono::seconds(1), [&] { return op->borrowed == 0; });
-    if (!op->error.empty()) throw Error(op->error);
+    if (!op->error.empty()) {
+      if (op->error_code != protocol::ErrorCode::NONE) throw KvError(op->error, op->error_code);
+      throw Error(op->error);
+    }
     return true;
   }
 
@@ -701,8 +708,9 @@ struct KvClient::Impl {
     }
     const protocol::Message& m = d.message;
     if (m.type == MessageType::ERROR) {
-      p.op->part_done(who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " +
-                      m.error_message);
+      p.op->part_done(
+          who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " + m.error_message,
+          m.error_code);
       return;
     }
     const bool wants_weights = protocol::reads_weights(p.type);
@@ -769,6 +777,19 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   o.compression = compression::Settings::from_config(cfg);
   o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
+  return o;
+}
+
+KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterClient& cluster,
+                                             const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
+                                             int64_t run_total_steps) {
+  KvClientOptions o = from_config(cfg);
+  o.rank = cluster.rank();
+  for (const NodeInfo& s : cluster.map().servers) o.servers.push_back(s.endpoint);
+  o.tensors = std::move(tensors);
+  o.job_token = registered.job_token;
+  o.curve = registered.curve;
+  o.run_total_steps = run_total_steps;
   return o;
 }
 

@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "common/compression/settings.h"
+#include "common/control/cluster_client.h"
+#include "common/error.h"
 #include "common/keys/slice_layout.h"
+#include "common/protocol/codec.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
 
@@ -35,6 +38,28 @@ struct KvClientOptions {
   // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
   // token, keys, run length) is the caller's.
   static KvClientOptions from_config(const Config& cfg);
+  // A worker's client after its rendezvous: from_config(cfg), the worker's rank and the servers from `cluster`, the
+  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length.
+  //
+  //   ClusterClient cluster(copt);
+  //   KvClient kv(KvClientOptions::from_config(cfg, cluster, copt, tensors, steps_per_epoch * epochs));
+  static KvClientOptions from_config(const Config& cfg, const ClusterClient& cluster,
+                                     const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
+                                     int64_t run_total_steps);
+};
+
+// A request a server refused with an error reply: the message names the worker, the server, the request and the
+// protocol's error code ("worker 1: server 0 (tcp://...) refused push of 'fc1.weight': badStep: ..."); code() is that
+// code, for callers that act on it.
+//
+//   try { kv.wait(h); } catch (const KvError& e) { if (e.code() == protocol::ErrorCode::BAD_STEP) ... }
+class KvError : public Error {
+ public:
+  KvError(const std::string& what, protocol::ErrorCode code) : Error(what), code_(code) {}
+  protocol::ErrorCode code() const { return code_; }
+
+ private:
+  protocol::ErrorCode code_;
 };
 
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
@@ -60,8 +85,8 @@ struct KvTraffic {
 // topk/randomk/onebit), and pull replies decoded back to float32, so callers always see float32.
 //
 // Every call returns at once; wait(h) blocks until the request is done and throws
-// pshard::Error on failure (a server's error reply, or a timeout naming the server's rank and
-// endpoint and the tensor).
+// pshard::Error on failure: KvError for a server's error reply, Error for a timeout (naming the
+// server's rank and endpoint and the tensor) or a lost connection.
 //
 //   KvClient kv(opt);
 //   if (rank == 0) kv.wait(kv.init("fc1.weight", w.data(), w.size()));

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/error.h"
@@ -38,6 +40,115 @@ double seconds_between(Clock::time_point t0, Clock::time_point t1) {
 }
 
 void sleep_ms(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
+
+// Where a step's or an epoch's measurements start: the sync's traffic (epochs only), the clock, the phase totals.
+struct Mark {
+  SyncStats comm;
+  Clock::time_point at;
+  std::vector<double> phases;
+};
+
+Mark mark(PhaseClock& clock, const PhaseTotals& totals) {
+  Mark m;
+  m.at = clock.flush();
+  m.phases = totals.seconds();
+  return m;
+}
+
+Mark mark(const ParameterSync& sync, PhaseClock& clock, const PhaseTotals& totals) {
+  const SyncStats comm = sync.stats();  // read before the clock, as the epoch's figures always were
+  Mark m = mark(clock, totals);
+  m.comm = comm;
+  return m;
+}
+
+WorkerEpochReport new_epoch_report(uint32_t rank, int64_t epoch, bool classification) {
+  WorkerEpochReport report;
+  report.rank = rank;
+  report.epoch = epoch;
+  report.has_train_acc = classification;
+  report.has_test_acc = classification;
+  return report;
+}
+
+// One step's forward and backward (or, with train.simulate_compute_ms, sleeps that stand in for them), waiting for
+// each layer's weights and handing over each layer's gradients as the sync asks, so communication overlaps compute.
+models::StepResult compute_step(models::Model& model, ParameterSync& sync, double simulate_compute_ms,
+                                const data::Batch& batch, StepTrace& trace) {
+  const int num_layers = model.num_layers();
+  const std::vector<models::ParamRef>& params = model.params();
+  models::StepResult r;
+  if (simulate_compute_ms > 0) {
+    // Communication studies: the same pushes and pulls, compute replaced by sleeps (a backward
+    // costs about twice a forward). The pulls are waited for before the "forward", as a real
+    // forward would wait for its first layer.
+    {
+      ScopedPhase forward(WorkerPhase::kForward);
+      for (int l = 0; l < num_layers; ++l) sync.wait_layer(l);
+      sleep_ms(simulate_compute_ms / 3);
+    }
+    {
+      ScopedPhase backward(WorkerPhase::kBackward);
+      sleep_ms(simulate_compute_ms * 2 / 3);
+      sync.grads_ready(0, static_cast<int>(params.size()));
+    }
+    r.n = batch.n;
+    return r;
+  }
+  {
+    ScopedPhase forward(WorkerPhase::kForward);
+    r = model.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
+                      batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
+                        trace.layer_done(StepTrace::Pass::kForward, layer - 1);
+                        sync.wait_layer(layer);
+                        trace.layer_start();
+                      });
+    trace.layer_done(StepTrace::Pass::kForward, num_layers - 1);
+  }
+  ScopedPhase backward(WorkerPhase::kBackward);
+  trace.layer_start();
+  model.backward([&](int first, int count) {
+    trace.layer_done(StepTrace::Pass::kBackward, params[static_cast<size_t>(first)].layer);
+    sync.grads_ready(first, count);
+    trace.layer_start();
+  });
+  return r;
+}
+
+// The `step` event of a step that ended now; its time and phases when it was logged (`begun` holds their start).
+StepEvent step_event(uint32_t rank, int64_t epoch, int64_t step, const models::StepResult& r, const ParameterSync& sync,
+                     const std::optional<Mark>& begun, PhaseClock& clock, const PhaseTotals& totals,
+                     Clock::time_point run_start) {
+  StepEvent ev;
+  ev.rank = rank;
+  ev.epoch = epoch;
+  ev.step = step;
+  ev.loss = r.n ? r.loss_sum / static_cast<double>(r.n) : 0.0;
+  ev.lr = sync.lr_at(step);
+  if (begun) {
+    ev.step_s = seconds_between(begun->at, clock.flush());
+    ev.phases = WorkerPhaseSeconds::between(begun->phases, totals.seconds());
+  }
+  ev.wall_s = seconds_since(run_start);
+  return ev;
+}
+
+// The training part of the epoch that began at `begun` ended after `step`: its wall time, phases, last lr and traffic.
+void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t step, const ParameterSync& sync, PhaseClock& clock,
+               const PhaseTotals& totals, StepTrace& trace) {
+  report->epoch_s = seconds_between(begun.at, clock.flush());
+  trace.end_epoch();
+  report->phases = WorkerPhaseSeconds::between(begun.phases, totals.seconds());
+  report->step = step;
+  report->lr = sync.lr_at(step - 1);
+  const SyncStats comm = sync.stats();
+  report->bytes_sent = comm.bytes_sent - begun.comm.bytes_sent;
+  report->bytes_recv = comm.bytes_recv - begun.comm.bytes_recv;
+  report->fp32_bytes_sent = comm.fp32_bytes_sent - begun.comm.fp32_bytes_sent;
+  report->fp32_bytes_recv = comm.fp32_bytes_recv - begun.comm.fp32_bytes_recv;
+  report->shm_bytes_sent = comm.shm_bytes_sent - begun.comm.shm_bytes_sent;
+  report->shm_bytes_recv = comm.shm_bytes_recv - begun.comm.shm_bytes_recv;
+}
 
 }  // namespace
 
@@ -79,9 +190,6 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                              options_.seed);
   data::BatchLoader loader(data_.train, sampler, options_.batch_size, options_.prefetch);
   const bool classification = data_.train.num_classes > 0;
-  const int num_layers = model_.num_layers();
-  const int num_params = static_cast<int>(model_.params().size());
-  const std::vector<models::ParamRef>& params = model_.params();
   const auto start = Clock::now();
   // Everything on this thread between two ScopedPhases counts as other; the phases of an epoch are
   // read at the same instants as its wall time, so they add up to it.
@@ -99,14 +207,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   const int64_t first_epoch = at_end ? options_.epochs : step / steps_per_epoch_ + 1;
   data::Batch batch;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
-    WorkerEpochReport report;
-    report.rank = options_.rank;
-    report.epoch = epoch;
-    report.has_train_acc = classification;
-    report.has_test_acc = classification;
-    const SyncStats comm_before = sync_.stats();
-    const auto epoch_start = clock.flush();
-    const std::vector<double> epoch_phases_before = totals.seconds();
+    WorkerEpochReport report = new_epoch_report(options_.rank, epoch, classification);
+    const Mark epoch_start = mark(sync_, clock, totals);
     loader.start_epoch(epoch - 1);
     const int64_t skip = epoch == first_epoch ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
@@ -115,52 +217,13 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
       const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
       trace.begin_step(step);
-      Clock::time_point step_start;
-      std::vector<double> step_phases_before;
-      if (logged) {
-        step_start = clock.flush();
-        step_phases_before = totals.seconds();
-      }
+      const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(clock, totals)) : std::nullopt;
       {
         ScopedPhase data(WorkerPhase::kData);
         if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
       }
       sync_.begin_step(step);
-      models::StepResult r;
-      if (options_.simulate_compute_ms > 0) {
-        // Communication studies: the same pushes and pulls, compute replaced by sleeps (a backward
-        // costs about twice a forward). The pulls are waited for before the "forward", as a real
-        // forward would wait for its first layer.
-        {
-          ScopedPhase forward(WorkerPhase::kForward);
-          for (int l = 0; l < num_layers; ++l) sync_.wait_layer(l);
-          sleep_ms(options_.simulate_compute_ms / 3);
-        }
-        {
-          ScopedPhase backward(WorkerPhase::kBackward);
-          sleep_ms(options_.simulate_compute_ms * 2 / 3);
-          sync_.grads_ready(0, num_params);
-        }
-        r.n = batch.n;
-      } else {
-        {
-          ScopedPhase forward(WorkerPhase::kForward);
-          r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
-                             batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
-                               trace.layer_done(StepTrace::Pass::kForward, layer - 1);
-                               sync_.wait_layer(layer);
-                               trace.layer_start();
-                             });
-          trace.layer_done(StepTrace::Pass::kForward, num_layers - 1);
-        }
-        ScopedPhase backward(WorkerPhase::kBackward);
-        trace.layer_start();
-        model_.backward([&](int first, int count) {
-          trace.layer_done(StepTrace::Pass::kBackward, params[static_cast<size_t>(first)].layer);
-          sync_.grads_ready(first, count);
-          trace.layer_start();
-        });
-      }
+      const models::StepResult r = compute_step(model_, sync_, options_.simulate_compute_ms, batch, trace);
       sync_.end_step(step);
       trace.end_step(step);
       report.samples += r.n;
@@ -168,18 +231,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       report.correct += r.correct;
       const bool diverged = !std::isfinite(r.loss_sum);
       if ((logged || diverged) && on_step) {
-        StepEvent ev;
-        ev.rank = options_.rank;
-        ev.epoch = epoch;
-        ev.step = step;
-        ev.loss = r.n ? r.loss_sum / static_cast<double>(r.n) : 0.0;
-        ev.lr = sync_.lr_at(step);
-        if (logged) {
-          ev.step_s = seconds_between(step_start, clock.flush());
-          ev.phases = WorkerPhaseSeconds::between(step_phases_before, totals.seconds());
-        }
-        ev.wall_s = seconds_since(start);
-        on_step(ev);
+        on_step(step_event(options_.rank, epoch, step, r, sync_, step_start, clock, totals, start));
       }
       // Nothing useful comes after a non-finite loss (the weights are NaN from here on), so a
       // diverged run stops now with the reason instead of burning its remaining epochs.
@@ -189,18 +241,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                     "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
       }
     }
-    report.epoch_s = seconds_between(epoch_start, clock.flush());
-    trace.end_epoch();
-    report.phases = WorkerPhaseSeconds::between(epoch_phases_before, totals.seconds());
-    report.step = step;
-    report.lr = sync_.lr_at(step - 1);
-    const SyncStats comm = sync_.stats();
-    report.bytes_sent = comm.bytes_sent - comm_before.bytes_sent;
-    report.bytes_recv = comm.bytes_recv - comm_before.bytes_recv;
-    report.fp32_bytes_sent = comm.fp32_bytes_sent - comm_before.fp32_bytes_sent;
-    report.shm_bytes_sent = comm.shm_bytes_sent - comm_before.shm_bytes_sent;
-    report.shm_bytes_recv = comm.shm_bytes_recv - comm_before.shm_bytes_recv;
-    report.fp32_bytes_recv = comm.fp32_bytes_recv - comm_before.fp32_bytes_recv;
+    end_epoch(&report, epoch_start, step, sync_, clock, totals, trace);
     if (options_.eval) {
       const auto eval_start = Clock::now();
       sync_.sync_all();

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/util/child_process.h"
 #include "models/zoo/registry.h"
-#include "report/child_process.h"
 #include "tests/support/run_helpers.h"
 
 namespace pshard {
@@ -43,7 +43,7 @@ class CliBadInput : public ::testing::Test {
     for (const std::string& a : c.args) cmd += " " + a;
     const std::string log = dir_ + "/out.log";
     std::remove(log.c_str());
-    report::ChildResult r = report::run_child(argv, log, 60);
+    ChildResult r = run_child(argv, log, 60);
     std::ifstream in(log);
     std::stringstream out;
     out << in.rdbuf();
@@ -94,7 +94,7 @@ TEST_F(CliBadInput, RecordsOnAFullDisk) {
   const std::string log = dir_ + "/full.log";
   const std::string cmd = "trap '' XFSZ; ulimit -f 4; exec " + pshard_bin() + " train --config " + source_dir() +
                           "/configs/linreg_sgd.toml --set train.epochs=1 --set train.log_every=1 --run-dir " + run;
-  report::ChildResult r = report::run_child({"/bin/sh", "-c", cmd}, log, 60);
+  ChildResult r = run_child({"/bin/sh", "-c", cmd}, log, 60);
   std::ifstream in(log);
   std::stringstream out;
   out << in.rdbuf();

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "common/util/child_process.h"
 #include "launcher/local_job.h"
 
 namespace pshard {

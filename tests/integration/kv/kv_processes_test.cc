@@ -13,6 +13,7 @@
 
 #include "common/control/cluster_client.h"
 #include "common/error.h"
+#include "common/util/child_process.h"
 #include "launcher/local_job.h"
 #include "optim/optimizer.h"
 #include "tests/support/run_helpers.h"

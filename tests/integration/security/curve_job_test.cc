@@ -16,6 +16,7 @@
 #include "common/protocol/codec.h"
 #include "common/transport/curve.h"
 #include "common/transport/frames.h"
+#include "common/util/child_process.h"
 #include "launcher/local_job.h"
 #include "optim/optimizer.h"
 #include "server/kv/kv_server.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "common/metrics/metrics_reader.h"
-#include "report/child_process.h"
+#include "common/util/child_process.h"
 #include "tests/support/report_fixtures.h"
 #include "tests/support/run_helpers.h"
 

@@ -52,7 +52,8 @@ void run_join(uint64_t inline_slice_bytes) {
   try {
     r1->wait(r1->join("w", w1.data(), w1.size(), 1));
     ADD_FAILURE() << "a join at a step the slices passed was accepted";
-  } catch (const Error& e) {
+  } catch (const KvError& e) {  // a server's refusal, with its code
+    EXPECT_EQ(e.code(), protocol::ErrorCode::BAD_STEP) << e.what();
     EXPECT_NE(std::string(e.what()).find("badStep"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("already at step 3"), std::string::npos) << e.what();
   }

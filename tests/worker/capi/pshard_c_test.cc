@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/util/child_process.h"
 #include "common/util/host.h"
 #include "common/util/json.h"
 #include "launcher/job_plan.h"

@@ -1,9 +1,12 @@
-// posix_spawn + bounded waitpid for report, sweep and bench child processes.
-#include "report/child_process.h"
+// posix_spawn + bounded waitpid, /proc/self/exe and free ports (see child_process.h).
+#include "common/util/child_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +19,7 @@
 
 extern char** environ;
 
-namespace pshard::report {
+namespace pshard {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -82,4 +85,30 @@ std::string self_executable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-}  // namespace pshard::report
+int pick_free_port(const std::string& host) { return pick_free_ports(1, host).at(0); }
+
+std::vector<int> pick_free_ports(int count, const std::string& host) {
+  std::vector<int> fds, ports;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    throw Error("launcher: cannot pick a port on '" + host + "': not an IPv4 address");
+  }
+  for (int i = 0; i < count; ++i) {  // all sockets stay open until the end, so the ports are distinct
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw Error("launcher: socket() failed: " + std::string(strerror(errno)));
+    fds.push_back(fd);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      for (int f : fds) ::close(f);
+      throw Error("launcher: cannot bind a free port on " + host + ": " + strerror(errno));
+    }
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int f : fds) ::close(f);
+  return ports;
+}
+
+}  // namespace pshard

@@ -1,10 +1,12 @@
-// Runs another program (pshard train/launch, python3) to completion, with a time limit.
+// Child processes of pshard: running a program to completion with a time limit, the path of this executable (to
+// start pshard again), and free TCP ports for the processes of a local job. Used by the launcher, `pshard report`,
+// `pshard sweep`, the benchmarks and the tests.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace pshard::report {
+namespace pshard {
 
 struct ChildResult {
   int exit_code = 0;       // the program's exit status; 128 + signal when it was killed
@@ -22,7 +24,13 @@ struct ChildResult {
 //   if (r.exit_code != 0) ...
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, double timeout_s);
 
-// The path of the running executable (/proc/self/exe), for re-invoking pshard.
+// The path of the running executable (/proc/self/exe), for starting pshard again (job processes, sweep runs).
 std::string self_executable();
 
-}  // namespace pshard::report
+// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
+// close). Another process may take it before you bind: use it promptly.
+int pick_free_port(const std::string& host = "127.0.0.1");
+// `count` distinct such ports.
+std::vector<int> pick_free_ports(int count, const std::string& host = "127.0.0.1");
+
+}  // namespace pshard
