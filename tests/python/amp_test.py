@@ -7,7 +7,8 @@ accumulation, clipping"):
   without that step, momentum included), the scale backs off, and the job goes on;
 - backward_passes_per_step=4 with the loss divided by 4 equals single-process PyTorch with 4x the batch (1e-5);
 - clip_grad_norm= equals torch.nn.utils.clip_grad_norm_ before single-process SGD (1 worker, 1e-6);
-- wrong options, and a GradScaler's unscale_()/step() on the optimizer, are refused."""
+- wrong options are refused, and a GradScaler's step(opt) without grad_scaler= stops the job in its first step,
+  before any gradient reached the servers."""
 import os
 import sys
 
@@ -76,6 +77,27 @@ def scaler(init_scale, growth_interval):
     return ScaleRule(init_scale, growth_interval)
 
 
+def real_scaler():
+    """A torch GradScaler that scales: torch.amp.GradScaler("cpu"), or torch 1.13's CUDA one made to act enabled
+    on the CPU (it disables itself without CUDA), for what it does to an optimizer in unscale_() and step()."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    available = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True
+    try:
+        s = torch.cuda.amp.GradScaler(init_scale=2.0 ** 16)
+    finally:
+        torch.cuda.is_available = available
+    s._scale, s._growth_tracker = torch.full((1,), 2.0 ** 16), torch.zeros(1, dtype=torch.int32)
+    module = sys.modules[type(s).__module__]
+
+    class Replicator(module._MultiDeviceReplicator):  # its per-device copies of the scale, without the CUDA check
+        def __init__(self, master):
+            self.master, self._per_device_tensors = master, {}
+    module._MultiDeviceReplicator = Replicator
+    return s
+
+
 def scale_loss(s, loss):
     return s.scale(loss) if hasattr(s, "scale") else loss * s.get_scale()
 
@@ -113,6 +135,11 @@ def worker(case, out_dir):
     if case == "autocast":
         refused(ps, lambda: opt.param_groups, "grad_scaler=scaler")
     x, y = data(STEPS * 4 * BATCH * w)
+    if case == "misuse":  # a GradScaler not given to the optimizer: its step() stops the job in the first step
+        s = real_scaler()
+        F.cross_entropy(net(x[:BATCH]), y[:BATCH]).mul(2.0 ** 16).backward()
+        s.step(opt)
+        raise AssertionError("scaler.step(opt) was not refused")
     poison = []
 
     def inf_in(grad):
@@ -188,6 +215,14 @@ def main():
     job("autocast", 2, 1, out)
     print("autocast bf16 on the CPU: trains through DistributedOptimizer unchanged (the loss decreases); wrong "
           "options and param_groups refused")
+
+    status, output, _ = support.launch(CONFIG, 1, 1, [os.path.abspath(__file__), "worker", "misuse", out], 60,
+                                       "misuse")
+    support.expect(status != 0 and "a GradScaler cannot unscale_() or step() it" in output and
+                   "DistributedOptimizer(model, grad_scaler=scaler)" in output, "misuse: not refused", output)
+    support.expect(" 0 updates" in output and "scaler.step(opt) was not refused" not in output,
+                   "misuse: a gradient reached the server", output)
+    print("a GradScaler's step(opt) without grad_scaler=: refused in the first step, before any gradient was pushed")
 
     plain, scaled = job("plain", 2, 2, out), job("scaled", 2, 2, out)
     for r in range(2):
