@@ -7,8 +7,8 @@ accumulation, clipping"):
   without that step, momentum included), the scale backs off, and the job goes on;
 - backward_passes_per_step=4 with the loss divided by 4 equals single-process PyTorch with 4x the batch (1e-5);
 - clip_grad_norm= equals torch.nn.utils.clip_grad_norm_ before single-process SGD (1 worker, 1e-6);
-- wrong options are refused, and a GradScaler's step(opt) without grad_scaler= stops the job in its first step,
-  before any gradient reached the servers."""
+- wrong options and another count of backward() calls per step() are refused, and a GradScaler's step(opt)
+  without grad_scaler= stops the job in its first step, before any gradient reached the servers."""
 import os
 import sys
 
@@ -126,15 +126,33 @@ def worker(case, out_dir):
     if case in ("scaled", "inf"):
         s = scaler(2.0 ** 16, 3)
         kwargs["grad_scaler"] = s
-    if case == "accum":
-        kwargs["backward_passes_per_step"] = 4
+    if case in ("accum", "passes"):
+        kwargs["backward_passes_per_step"] = 4 if case == "accum" else 2
     if case == "clip":
         kwargs["clip_grad_norm"] = 0.5
     steps = STEPS - 1 if case == "without-inf-step" else 4 * STEPS if case == "autocast" else STEPS
-    opt = ps.DistributedOptimizer(net, steps_per_epoch=steps, **kwargs)
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=None if case == "passes" else steps, **kwargs)
     if case == "autocast":
         refused(ps, lambda: opt.param_groups, "grad_scaler=scaler")
     x, y = data(STEPS * 4 * BATCH * w)
+    if case == "passes":  # backward_passes_per_step = 2: another count of backward() calls per step() is refused
+        def backward(t):
+            F.cross_entropy(net(x[t * BATCH:(t + 1) * BATCH]), y[t * BATCH:(t + 1) * BATCH]).backward()
+        backward(0)
+        refused(ps, opt.step, "step() after 1 backward passes; this DistributedOptimizer takes "
+                "backward_passes_per_step = 2")
+        backward(1)
+        assert opt.step() is True
+        for t in range(2, 4):
+            backward(t)
+        try:
+            backward(4)
+        except Exception as e:  # raised by the gradient hook, through autograd
+            assert "got a gradient from backward pass 3 before step(), with backward_passes_per_step = 2" in str(e), e
+        else:
+            raise AssertionError("a third backward() of a step was not refused")
+        ps.shutdown()
+        return
     if case == "misuse":  # a GradScaler not given to the optimizer: its step() stops the job in the first step
         s = real_scaler()
         F.cross_entropy(net(x[:BATCH]), y[:BATCH]).mul(2.0 ** 16).backward()
@@ -224,10 +242,16 @@ def main():
                    "misuse: a gradient reached the server", output)
     print("a GradScaler's step(opt) without grad_scaler=: refused in the first step, before any gradient was pushed")
 
+    status, output, _ = support.launch(CONFIG, 1, 1, [os.path.abspath(__file__), "worker", "passes", out], 60,
+                                       "passes")
+    support.expect(status == 0, "passes: the job failed (status %d)" % status, output)
+    print("backward_passes_per_step=2: step() after 1 pass and a third backward() refused")
+
     plain, scaled = job("plain", 2, 2, out), job("scaled", 2, 2, out)
     for r in range(2):
         d = max_diff(plain[r]["state"], scaled[r]["state"])
-        support.expect(d <= 1e-6, "rank %d: loss x 2^16 with grad_scaler differs from unscaled training by %.3g" % (r, d))
+        support.expect(d <= 1e-6, "rank %d: loss x 2^16 with grad_scaler differs from unscaled training by %.3g"
+                       % (r, d))
         support.expect(max_diff(plain[0]["state"], model().state_dict()) > 1e-3, "the model did not train")
         # growth_interval 3: 8 applied steps double the scale twice.
         support.expect(scaled[r]["scale"] == 2.0 ** 18 and scaled[r]["skipped"] == 0,
