@@ -19,6 +19,7 @@ import ctypes
 import errno
 import glob
 import io
+import math
 import os
 import pickle
 import time
@@ -31,6 +32,10 @@ from . import init, is_initialized, shutdown, rank, size, local_rank, config, ba
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "PshardError"]
+
+
+# What DistributedOptimizer(grad_scaler=) uses of a scaler: the scale, and its rule for changing it.
+_SCALER_METHODS = ("get_scale", "update", "get_growth_factor", "get_backoff_factor", "get_growth_interval")
 
 
 def _wait(request, what):
@@ -95,9 +100,16 @@ class DistributedOptimizer:
     batch_size: samples per step on this worker (default: the config's train.batch_size), used for the metrics
     and the linear scaling rule; steps_per_epoch: the run's length is train.epochs x steps_per_epoch, which a
     cosine schedule needs (a clear error at start when it is needed and missing).
+
+    grad_scaler (a torch GradScaler), backward_passes_per_step (k backward() calls per step(): their summed
+    gradient is pushed) and clip_grad_norm (clip_grad_norm_ of this worker's whole gradient before the push) push
+    a step whole from step() instead of from the hooks: unscaled by the scaler's scale, skipped on every worker when
+    some worker's gradients are not finite (step() returns False), then clipped (docs/PYTHON.md, "Mixed precision,
+    accumulation, clipping"). The job's first step is always pushed from step().
     """
 
-    def __init__(self, model, steps_per_epoch=None, batch_size=None, name=None):
+    def __init__(self, model, steps_per_epoch=None, batch_size=None, name=None, grad_scaler=None,
+                 backward_passes_per_step=1, clip_grad_norm=None):
         if not is_initialized():
             raise PshardError("pshard: call ps.init() before DistributedOptimizer(model)")
         if _state.optimizer is not None:
@@ -111,6 +123,7 @@ class DistributedOptimizer:
             if p.dtype != torch.float32:
                 raise PshardError("pshard: parameter '%s' is %s; the servers hold float32 parameters (model.float())"
                                   % (n, p.dtype), "PSHARD_ERR_ARGUMENT")
+        self._whole_options(grad_scaler, backward_passes_per_step, clip_grad_norm)
         self.batch_size = int(batch_size if batch_size is not None else config("train.batch_size"))
         self.steps_per_epoch = int(steps_per_epoch or 0)
         c = self.client = client()
@@ -169,6 +182,47 @@ class DistributedOptimizer:
         self.step_started = time.monotonic_ns()
         self.tracing = lib().pshard_traces(c, 0) == 1
         _state.optimizer = self
+
+    def _whole_options(self, scaler, passes, max_norm):
+        """The options that need the whole gradient of a step before anything is pushed (docs/PYTHON.md, "Mixed
+        precision, accumulation, clipping"): a loss scaler, several backward passes per step, clipping by norm."""
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+            raise PshardError("pshard: backward_passes_per_step=%r: give the number of backward() calls per step() "
+                              "(an int >= 1)" % (passes,), "PSHARD_ERR_ARGUMENT")
+        if max_norm is not None and not (isinstance(max_norm, (int, float)) and not isinstance(max_norm, bool)
+                                         and math.isfinite(max_norm) and max_norm > 0):
+            raise PshardError("pshard: clip_grad_norm=%r: give the largest total norm of a step's gradient (a finite "
+                              "number > 0), or None for no clipping" % (max_norm,), "PSHARD_ERR_ARGUMENT")
+        if scaler is not None:
+            missing = [m for m in _SCALER_METHODS if not callable(getattr(scaler, m, None))]
+            if missing:
+                raise PshardError("pshard: grad_scaler=%s lacks %s: give a torch.cuda.amp.GradScaler or "
+                                  "torch.amp.GradScaler (or an object with its methods %s)"
+                                  % (type(scaler).__name__, ", ".join(missing), ", ".join(_SCALER_METHODS)),
+                                  "PSHARD_ERR_ARGUMENT")
+            if size() > 1 and not os.environ.get("PSHARD_RUN_DIR"):
+                raise PshardError("pshard: grad_scaler with %d workers needs the run directory (PSHARD_RUN_DIR, set "
+                                  "by pshard launch/task/slurm) where the workers tell each other of a step to skip"
+                                  % size(), "PSHARD_ERR_ENVIRONMENT")
+        self.scaler = scaler
+        self.passes_per_step = passes
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.whole = scaler is not None or passes > 1 or max_norm is not None
+        self.seen = [0] * len(self.params)  # whole-gradient steps: the gradients each parameter got this step
+        self.growth_tracker = 0  # steps applied since the scale last changed
+        self.votes = 0  # the finiteness votes taken (the same count on every rank)
+        self.skipped_steps = 0
+        self.last_grad_norm = None  # clip_grad_norm: the total norm of the last step's gradient, before clipping
+
+    @property
+    def param_groups(self):
+        """torch.optim's param_groups, which a GradScaler reads in scaler.unscale_(opt) and scaler.step(opt): refused,
+        because a scaled gradient must never reach the servers."""
+        raise PshardError("pshard: DistributedOptimizer has no param_groups: a GradScaler cannot unscale_() or step() "
+                          "it. Give the scaler to the optimizer, DistributedOptimizer(model, grad_scaler=scaler), and "
+                          "call opt.step() instead of scaler.unscale_(opt), scaler.step(opt) and scaler.update(): "
+                          "opt.step() unscales, skips a step whose gradients are not finite on any worker, and "
+                          "updates the scale (clip with clip_grad_norm=)", "PSHARD_ERR_ARGUMENT")
 
     # ---- start ---------------------------------------------------------------------------------------------------
     def _start_weights(self):
@@ -238,6 +292,9 @@ class DistributedOptimizer:
             if self.forward_at is not None:
                 self.phase_s["forward"] += (self.backward_at - self.forward_at - self.outside_ns) * 1e-9
             self.outside_ns = 0
+        if self.whole or self.step_count == 0:
+            self._grad_seen(i)
+            return
         if self.taken[i] == self.step_count:
             raise PshardError("pshard: parameter '%s' got a second gradient before step(): pshard pushes one "
                               "gradient per parameter per step (no accumulation over several backward())"
@@ -263,6 +320,24 @@ class DistributedOptimizer:
             # weights, and p.grad may be written before that: torch 1.13's Module.zero_grad() zeroes it in place.
             self.grads[i].copy_(grad.detach())
             self._push(i)
+
+    def _grad_seen(self, i):
+        """A gradient of a step that is pushed whole, from step(): counted here, read from p.grad in step(). The first
+        step of every job is such a step, so that a misuse found at its step() (a GradScaler's unscale_()) stops the
+        job before any gradient reached the servers."""
+        if self.pending[i] is not None:
+            raise PshardError("pshard: parameter '%s' was used before its new weights were loaded: it is read "
+                              "outside the forward of the modules that hold it (call opt.synchronize() after "
+                              "step() when a model does that)" % self.params[i][0])
+        if self.params[i][1].grad is None:
+            return
+        if self.seen[i] >= self.passes_per_step:
+            raise PshardError("pshard: parameter '%s' got a gradient from backward pass %d before step(), with "
+                              "backward_passes_per_step = %d (accumulate k passes with "
+                              "DistributedOptimizer(model, backward_passes_per_step=k))"
+                              % (self.params[i][0], self.seen[i] + 1, self.passes_per_step))
+        self.seen[i] += 1
+        self.pushed += 1
 
     def _push(self, i):
         """Issues parameter i's push_pull of this step: grads[i] in, its weights of the next step out into weights[i]
@@ -340,7 +415,10 @@ class DistributedOptimizer:
 
     def step(self):
         """Ends the step: every gradient is pushed (zeros for a parameter without one), and returns. The new weights
-        are loaded lazily, each just before its module's next forward."""
+        are loaded lazily, each just before its module's next forward. Returns True; False when a grad_scaler's step
+        was skipped because some worker's gradients were not finite (nothing was pushed, on any worker)."""
+        if self.whole or self.step_count == 0:
+            return self._step_whole()
         self._push_copied(block=True)
         if self.pushed == 0:
             raise PshardError("pshard: step() without backward(): no parameter got a gradient since the last step "
@@ -353,6 +431,97 @@ class DistributedOptimizer:
                 self._complete((i,))
                 self.grads[i].zero_()
                 self._push(i)
+        self._step_done()
+        return True
+
+    def _step_whole(self):
+        """step() of a step pushed whole: the gradients autograd accumulated over backward_passes_per_step passes,
+        unscaled by the grad_scaler's scale (a step whose gradients are not finite on some worker is skipped on
+        every worker, and the scale changes by the scaler's rule), clipped to clip_grad_norm, then pushed."""
+        passes = max(self.seen)
+        if passes == 0:
+            raise PshardError("pshard: step() without backward(): no parameter got a gradient since the last step "
+                              "(call loss.backward() first)")
+        if passes != self.passes_per_step:
+            raise PshardError("pshard: step() after %d backward passes; this DistributedOptimizer takes "
+                              "backward_passes_per_step = %d (every step the same number, on every worker)"
+                              % (passes, self.passes_per_step))
+        self._complete(range(len(self.params)))  # the buffers of the last push are free once its weights are in
+        for i, (_, p) in enumerate(self.params):
+            if self.seen[i] == 0 or p.grad is None:  # no gradient this step (an unused branch): zeros
+                self.grads[i].zero_()
+            else:
+                self.grads[i].copy_(p.grad.detach())
+        applied = True
+        if self.scaler is not None:
+            scale = float(self.scaler.get_scale())
+            inv = torch.tensor(1.0 / scale, dtype=torch.float64).float()  # as GradScaler.unscale_: float32 1/scale
+            finite = True
+            for g in self.grads:
+                g.mul_(inv)
+                finite = finite and bool(torch.isfinite(g).all())
+            applied = self._agree_finite(finite)
+            self._update_scale(applied)
+        if not applied:
+            self.skipped_steps += 1
+            self.seen = [0] * len(self.params)
+            self.pushed = 0
+            self.forward_at = self.backward_at = None
+            self.outside_ns = 0
+            self.epoch_steps += 1  # its samples were trained on (and count in the metrics); the servers' step stays
+            self.step_started = time.monotonic_ns()
+            return False
+        if self.max_norm is not None:
+            # torch.nn.utils.clip_grad_norm_'s arithmetic on the step's whole gradient (of this worker).
+            norm = torch.norm(torch.stack([torch.norm(g, 2.0) for g in self.grads]), 2.0)
+            self.last_grad_norm = float(norm)
+            coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
+            for g in self.grads:
+                g.mul_(coef)
+        for i in range(len(self.params)):
+            self._push(i)
+        self.seen = [0] * len(self.params)
+        self._step_done()
+        return True
+
+    def _agree_finite(self, finite):
+        """Whether every worker's unscaled gradients of this step are finite, the same answer on every worker: a
+        worker whose are not leaves a file in RUN_DIR/amp; after a barrier every worker looks for one."""
+        vote = self.votes
+        self.votes += 1
+        if size() == 1:
+            return finite
+        folder = os.path.join(os.environ["PSHARD_RUN_DIR"], "amp")
+        os.makedirs(folder, exist_ok=True)
+        if not finite:
+            with open(os.path.join(folder, "vote%d-rank%d" % (vote, rank())), "w") as f:
+                f.write("not finite\n")
+        barrier("pshard.torch: finite gradients, vote %d" % vote)
+        try:  # every worker has read the last vote (it entered this one's barrier after): its file can go
+            os.remove(os.path.join(folder, "vote%d-rank%d" % (vote - 1, rank())))
+        except OSError:
+            pass
+        return not glob.glob(os.path.join(folder, "vote%d-rank*" % vote))
+
+    def _update_scale(self, applied):
+        """GradScaler.update()'s rule, from the job-wide answer: a skipped step multiplies the scale by the backoff
+        factor; growth_interval applied steps in a row multiply it by the growth factor."""
+        s = self.scaler
+        if callable(getattr(s, "is_enabled", None)) and not s.is_enabled():
+            return
+        scale = float(s.get_scale())
+        if not applied:
+            scale *= float(s.get_backoff_factor())
+            self.growth_tracker = 0
+        else:
+            self.growth_tracker += 1
+            if self.growth_tracker >= int(s.get_growth_interval()):
+                scale *= float(s.get_growth_factor())
+                self.growth_tracker = 0
+        s.update(scale)
+
+    def _step_done(self):
+        step = self.step_count
         now = time.monotonic_ns()
         marks = None
         if self.forward_at is not None and self.backward_at is not None:
