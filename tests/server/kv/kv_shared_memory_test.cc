@@ -232,7 +232,7 @@ TEST(KvSharedMemory, ShmToAServerOnAnotherHostIsAnErrorAndAutoFallsBackToTcp) {
   KvClientOptions o = job.client(0);
   o.transport = PayloadTransport::kShm;
   KvClient kv(o);
-  kv.wait(kv.zpull(kTensors[0].name, w.data(), w.size(), 0));  // hears from the server over TCP first
+  kv.wait(kv.zpull(kTensors[0].name, w.data(), w.size(), 0));   // hears from the server over TCP first
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // past the channel's next try
   try {
     kv.wait(kv.zpull(kTensors[0].name, w.data(), w.size(), 0));
