@@ -162,17 +162,21 @@ class Runner:
         self.benchmarks.append(rec)
         return rec, out
 
-    def row(self, rid, pshard, anchor, ratio, rec, note=""):
-        machine = "%s, load %.2f" % (self.args.machine_short, rec["load1_before"])
+    def row(self, rid, pshard, anchor, ratio, rec, note="", loads=None):
+        """loads: the load averages before each run of a measure that several runs make (default: rec's)."""
+        loads = sorted(loads or [rec["load1_before"]])
+        shown = "%.2f" % loads[0] if loads[0] == loads[-1] else "%.2f-%.2f" % (loads[0], loads[-1])
+        machine = "%s, load %s" % (self.args.machine_short, shown)
         self.rows[rid] = {"pshard": pshard, "anchor": anchor, "ratio": ratio, "command": rec["command"],
                           "machine_load": machine, "load1_before": rec["load1_before"], "benchmark": rec["name"],
                           "note": note}
 
 
 def bench_kv(r, pshard):
-    results = {}
+    results, loads = {}, {}
     for transport in ("tcp", "shm"):
         runs = []
+        loads[transport] = []
         for i in range(r.args.kv_runs):
             cmd = [pshard, "bench", "kv", "--servers", "1", "--workers", "1", "--model-mib", "64", "--slice-kib",
                    "1024", "--rtt-iters", "20000", "--transport", transport, "--json"]
@@ -181,6 +185,7 @@ def bench_kv(r, pshard):
             rec["results"] = got
             if rec["rc"] == 0 and got:
                 runs.append(got[-1])
+                loads[transport].append(rec["load1_before"])
         results[transport] = (runs, rec)
     for transport, (runs, rec) in results.items():
         if not runs:
@@ -190,20 +195,20 @@ def bench_kv(r, pshard):
         ratios = [x["ratio"] for x in runs]
         r.row("kv_gbps_" + transport, fmt_range(gb), "raw TCP loopback stream, median of 5: " + fmt_range(tcp),
               "**%.2f** (median; %s)" % (statistics.median(ratios), fmt_range(ratios)), rec,
-              note="%d runs" % len(runs))
+              note="%d runs" % len(runs), loads=loads[transport])
         p50 = [x["rtt_4k_us_p50"] for x in runs]
         zmq = [x["rtt_4k_zmq_us_p50"] for x in runs]
         rr = [x["rtt_ratio"] for x in runs if x.get("rtt_ratio")]
         r.row("kv_rtt_" + transport, fmt_range(p50), "bare ZeroMQ DEALER/ROUTER ping-pong: " + fmt_range(zmq),
               "**%.2f** (median; %s)" % (statistics.median(rr), fmt_range(rr)) if rr else "-", rec,
-              note="%d runs" % len(runs))
+              note="%d runs" % len(runs), loads=loads[transport])
         if transport == "tcp":
             rss = [max(as_list(x["server_peak_rss_mib"])) for x in runs]  # one figure per server
             bound = min(as_list(runs[0]["server_rss_bound_mib"]))
             r.row("kv_server_rss", fmt_range(rss),
                   "bound: 1.25 x (weights + state + one aggregation buffer) + 100 MiB = %s" % fmt_num(bound),
                   "within" if all(all(as_list(x["server_rss_within_bound"])) for x in runs) else "**over the bound**", rec,
-                  note="%d runs" % len(runs))
+                  note="%d runs" % len(runs), loads=loads[transport])
     tcp_runs = results.get("tcp", ([], None))[0]
     cmd = [pshard, "bench", "kv", "--servers", "1", "--workers", "1", "--model-mib", "64", "--slice-kib", "1024",
            "--rounds", "16", "--rtt-iters", "200", "--transport", "tcp", "--curve", "--json"]

@@ -132,11 +132,11 @@ def render(doc, source):
     lines = [
         "Report %s: %s to %s UTC, commit %s%s, %d s; %s, %d cores, %.0f GiB; load average %.2f at the start "
         "(each row: the 1-minute load just before its benchmark). Kernels: pshard %s; PyTorch %s (%s), "
-        "OpenBLAS %s, OPENBLAS_CORETYPE=%s."
+        "%s, OPENBLAS_CORETYPE=%s."
         % (source, doc["started_utc"], doc["finished_utc"][11:], doc["commit"],
            " (with uncommitted changes)" if doc.get("commit_dirty") else "", doc["seconds"], m["cpu_model"],
            m["cores"], m["memory_gib"], doc["load1_at_start"], "; ".join(onednn) or "oneDNN (no info lines)",
-           k.get("pytorch_version", "?"), "; ".join(torch_cfg), k.get("pytorch_openblas") or "not found",
+           k.get("pytorch_version", "?"), "; ".join(torch_cfg), k.get("pytorch_openblas") or "OpenBLAS not found",
            k.get("OPENBLAS_CORETYPE") or "unset"),
         "",
         "| " + " | ".join(HEADER) + " |",
