@@ -12,21 +12,50 @@
 #      libgomp is not instrumented) and tests/tsan.supp lists what is not ours,
 #   6. builds the libFuzzer targets with clang into build-fuzz/ and fuzzes
 #      each for 15 s (docs/FUZZING.md).
+# Each configuration is configured and built once: build/ in full (every label runs there), build-asan/ and
+# build-tsan/ only the targets their ctest selections need (scripts/test-targets.sh), build-fuzz/ only the fuzz
+# targets. Each ctest phase ends with its ten slowest tests (docs/TESTING.md, "Suite time").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+logs="${PSHARD_TEST_LOGS:-$PWD/build-test-logs}"
+mkdir -p "$logs"
+
+# ctest_phase NAME BUILD_DIR CTEST_ARGS...: runs ctest in BUILD_DIR (output to the terminal and to
+# $logs/NAME.log), then prints the phase's ten slowest tests; returns ctest's status.
+ctest_phase() {
+  local name="$1" dir="$2" rc=0
+  shift 2
+  local t0
+  t0=$(date +%s)
+  (cd "$dir" && ctest "$@") 2>&1 | tee "$logs/$name.log" || rc=$?
+  echo "== $name: $(( $(date +%s) - t0 )) s; the ten slowest tests:"
+  sed -nE 's/^.* Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$logs/$name.log" | sort -rn | head -10 |
+    awk '{ printf "   %8.1f s  %s\n", $1, $2 }'
+  return "$rc"
+}
+# build_for_tests BUILD_DIR CTEST_SELECTION...: builds the targets that the selected tests need.
+build_for_tests() {
+  local dir="$1"
+  shift
+  # shellcheck disable=SC2046
+  cmake --build "$dir" -j "$(nproc)" --target $(scripts/test-targets.sh "$dir" "$@")
+}
 
 scripts/install-deps.sh
 scripts/check-format.sh
 
 scripts/build.sh
 # slurm tests need root (network namespaces, daemons); they skip otherwise.
-(cd build && ctest --output-on-failure --timeout 1500 -j 1)
+ctest_phase release build --output-on-failure --timeout 1500 -j 1
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPSHARD_SANITIZE=ON -DPSHARD_CUDA=OFF
-cmake --build build-asan -j "$(nproc)"
-(cd build-asan && export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 &&
-  ctest --output-on-failure -L unit -j 2 && ctest --output-on-failure -R '^pshard_c_test$')
+asan_select=(-R '^pshard_c_test$')
+build_for_tests build-asan -L unit
+build_for_tests build-asan "${asan_select[@]}"
+(export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 &&
+  ctest_phase asan-unit build-asan --output-on-failure -L unit -j 2 &&
+  ctest_phase asan-c-api build-asan --output-on-failure "${asan_select[@]}")
 
 # The in-process multi-threaded tests, and the quick multi-process ones (their pshard children
 # are TSan-built too). The training runs (distributed_equivalence, worker_failure,
@@ -37,11 +66,12 @@ tsan_integration="kv_bad_input_test|kv_consistency_test|kv_join_test|local_job_t
 tsan_integration+="|kv_processes_test|curve_job_test|sweep_integration_test|checkpointer_test|kv_compression_test"
 tsan_integration+="|pshard_c_test|kv_client_threads_test"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPSHARD_SANITIZE=thread -DPSHARD_CUDA=OFF
-cmake --build build-tsan -j "$(nproc)"
+build_for_tests build-tsan -L unit
+build_for_tests build-tsan -R "^($tsan_integration)\$"
 (export OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 \
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" && cd build-tsan &&
-  ctest --output-on-failure -L unit -j 2 &&
-  ctest --output-on-failure -j 2 -R "^($tsan_integration)\$")
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" &&
+  ctest_phase tsan-unit build-tsan --output-on-failure -L unit -j 2 &&
+  ctest_phase tsan-integration build-tsan --output-on-failure -j 2 -R "^($tsan_integration)\$")
 
 scripts/fuzz.sh 15
 
