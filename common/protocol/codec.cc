@@ -238,8 +238,9 @@ Decoded decode(const FrameView* frames, size_t count) {
     }
     for (size_t i = 0; i < m.keys.size(); ++i) {
       if (m.keys[i].encoding != Encoding::NONE) {
-        return fail(std::move(d), ErrorCode::BAD_ENCODING,
-                    key_name(i, m.keys[i]) + ": shared memory holds float32 only (encoding none)");
+        // The text first: fail() takes `d`, and with it the keys `m` refers to.
+        std::string why = key_name(i, m.keys[i]) + ": shared memory holds float32 only (encoding none)";
+        return fail(std::move(d), ErrorCode::BAD_ENCODING, std::move(why));
       }
     }
     if (m.pull_encoding != Encoding::NONE) {

@@ -116,6 +116,46 @@ TEST(ProtocolCodec, RejectsTruncatedAndGarbageHeaders) {
   EXPECT_FALSE(decode(nullptr, 0).ok);
 }
 
+// Payloads in shared memory: a push or a weights reply with no payload frames is whole; frames with it, a message
+// type that cannot have it, a codec (shared memory holds float32) and an fp16 pull are refused, naming the key.
+TEST(ProtocolCodec, SharedMemoryMessagesCarryNoFramesAndHoldFloat32Only) {
+  Message m = push_message(2, 4);
+  m.shared_memory = true;
+  std::string h = encode_header(m);
+  FrameView header[] = {{h.data(), h.size()}};
+  Decoded d = decode(header, 1);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_TRUE(d.message.shared_memory);
+  EXPECT_TRUE(d.message.payloads.empty());
+
+  Frames f = frames_of(m, 4);
+  auto v = f.views();
+  EXPECT_EQ(decode(v.data(), v.size()).code, ErrorCode::WRONG_PAYLOAD_COUNT);
+
+  m.keys[1].encoding = Encoding::BF16;  // found by fuzz_kv_message: the error text named a key already moved away
+  h = encode_header(m);
+  FrameView coded[] = {{h.data(), h.size()}};
+  d = decode(coded, 1);
+  EXPECT_EQ(d.code, ErrorCode::BAD_ENCODING);
+  EXPECT_NE(d.error.find("shared memory holds float32 only"), std::string::npos) << d.error;
+  EXPECT_EQ(d.message.request_id, 99u);
+
+  Message init = push_message(1, 4);
+  init.type = MessageType::INIT;
+  init.shared_memory = true;
+  h = encode_header(init);
+  FrameView i[] = {{h.data(), h.size()}};
+  EXPECT_EQ(decode(i, 1).code, ErrorCode::BAD_HEADER);
+
+  Message pull = push_message(1, 4);
+  pull.type = MessageType::PULL;
+  pull.shared_memory = true;
+  pull.pull_encoding = Encoding::FP16;
+  h = encode_header(pull);
+  FrameView pv[] = {{h.data(), h.size()}};
+  EXPECT_EQ(decode(pv, 1).code, ErrorCode::BAD_ENCODING);
+}
+
 TEST(ProtocolCodec, RejectsWrongPayloadCountAndSize) {
   Message m = push_message(2, 4);
   Frames f = frames_of(m, 4);
