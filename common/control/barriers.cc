@@ -33,7 +33,7 @@ void Barriers::release_complete() {
 
 std::optional<std::string> Barriers::stalemate() const {
   for (NodeRole role : {NodeRole::kServer, NodeRole::kWorker}) {
-    std::map<std::string, std::string> waiting;  // barrier -> who waits in it ("worker 0, worker 2")
+    std::map<std::string, std::set<uint32_t>> waiting;  // barrier -> the ranks that wait in it (named in rank order)
     bool all_waiting = true, any_live = false;
     for (const auto& [id, p] : peers_) {
       if (p.state != Peer::State::kLive || p.info.role != role) continue;
@@ -42,8 +42,7 @@ std::optional<std::string> Barriers::stalemate() const {
       for (const auto& [key, ids] : entered_) {
         if (key.first != role || !ids.count(id)) continue;
         in_one = true;
-        std::string& who = waiting[key.second];
-        who += (who.empty() ? "" : ", ") + std::string(role_name(role)) + " " + std::to_string(p.info.rank);
+        waiting[key.second].insert(p.info.rank);
       }
       all_waiting = all_waiting && in_one;
     }
@@ -52,7 +51,10 @@ std::optional<std::string> Barriers::stalemate() const {
                       "s wait in different barriers, so none can be released (every live one waits, each barrier "
                       "needs all of them): ";
     bool first = true;
-    for (const auto& [name, who] : waiting) {
+    for (const auto& [name, ranks] : waiting) {
+      std::string who;
+      for (uint32_t r : ranks)
+        who += (who.empty() ? "" : ", ") + std::string(role_name(role)) + " " + std::to_string(r);
       why += (first ? "'" : ", '") + name + "' (" + who + ")";
       first = false;
     }
