@@ -1,9 +1,7 @@
-// LocalJob: fork/exec of the children, and one Boost.Asio thread that reads
+// LocalJob: starts the children (common/util/child_process.h), and one Boost.Asio thread that reads
 // their pipes, reaps them, and applies the stop rules.
 #include "launcher/local_job.h"
 
-#include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,13 +11,11 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 
 #include "common/error.h"
-
-extern char** environ;
+#include "common/util/child_process.h"
 
 namespace pshard {
 namespace {
@@ -53,22 +49,6 @@ void write_all(int fd, const std::string& text) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-}
-
-// `name` itself when it holds a '/', else the first executable PATH/name (the shell's rule); `name` when none is
-// found, so that execve's ENOENT names it.
-std::string find_in_path(const std::string& name, const std::string& path) {
-  if (name.find('/') != std::string::npos) return name;
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos) end = path.size();
-    const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
-    const std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    begin = end + 1;
-  }
-  return name;
 }
 
 }  // namespace
@@ -187,91 +167,23 @@ struct LocalJob::Impl {
       c.exit.start_error = "empty command line";
       return;
     }
-    // Everything the child needs is prepared before fork(): after it, only
-    // async-signal-safe calls are allowed.
-    std::vector<std::string> env_strings;
-    std::map<std::string, size_t> env_index;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      env_index[kv.substr(0, kv.find('='))] = env_strings.size();
-      env_strings.push_back(kv);
-    }
-    for (const std::string& kv : c.spec.env) {
-      std::string key = kv.substr(0, kv.find('='));
-      auto it = env_index.find(key);
-      if (it != env_index.end()) {
-        env_strings[it->second] = kv;
-      } else {
-        env_index[key] = env_strings.size();
-        env_strings.push_back(kv);
-      }
-    }
-    // A program named without a '/' (`pshard launch ... -- python3 train.py`) is looked up in the child's PATH here,
-    // before fork: execvpe may allocate, which a child of a threaded process must not.
-    auto path = env_index.find("PATH");
-    const std::string program =
-        find_in_path(c.spec.argv.at(0), path == env_index.end() ? "" : env_strings[path->second].substr(5));
-    std::vector<char*> argv, envp;
-    for (const std::string& a : c.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    int out_pipe[2], err_pipe[2], exec_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    const pid_t parent = ::getpid();
-
-    pid_t pid = ::fork();
-    if (pid < 0) throw Error("launcher: fork failed for " + c.spec.name + ": " + strerror(errno));
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      if (devnull >= 0) ::dup2(devnull, 0);
-      ::dup2(out_pipe[1], 1);
-      ::dup2(err_pipe[1], 2);
-      ::execve(program.c_str(), argv.data(), envp.data());
-      int e = errno;
-      ssize_t ignored = ::write(exec_pipe[1], &e, sizeof e);
-      (void)ignored;
-      ::_exit(127);
-    }
-    ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works even before the child ran
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    ::close(exec_pipe[1]);
-    if (devnull >= 0) ::close(devnull);
-    int child_errno = 0;
-    ssize_t n;
-    do {
-      n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
-    } while (n < 0 && errno == EINTR);
-    ::close(exec_pipe[0]);
+    SpawnRequest request;
+    request.argv = c.spec.argv;
+    request.env = c.spec.env;
+    request.output = ChildOutput::kPipes;
+    request.stdin_null = true;
+    request.own_process_group = true;                 // stop_all signals the group: the child and whatever it started
+    request.die_with_parent = true;                   // a launcher killed with SIGKILL leaves no orphans
+    const SpawnedChild child = spawn_child(request);  // an Error "cannot execute ..." becomes the start error
     {
       std::lock_guard<std::mutex> lock(mu);  // pids() reads it
-      c.exit.pid = pid;
+      c.exit.pid = child.pid;
     }
-    c.out = std::make_unique<asio::posix::stream_descriptor>(io, out_pipe[0]);
-    c.err = std::make_unique<asio::posix::stream_descriptor>(io, err_pipe[0]);
+    c.out = std::make_unique<asio::posix::stream_descriptor>(io, child.stdout_fd);
+    c.err = std::make_unique<asio::posix::stream_descriptor>(io, child.stderr_fd);
     open_pipes += 2;
     read_pipe(&c, false);
     read_pipe(&c, true);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
-      c.exit.start_error = "cannot execute " + c.spec.argv[0] + ": " + strerror(child_errno);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      c.reaped = true;
-      return;
-    }
     c.exit.started = true;
   }
 
