@@ -98,10 +98,17 @@
 #define PSHARD_KERNEL_SET_OPS(X) PSHARD_GEMM_OPS(X) PSHARD_CONV_OPS(X) PSHARD_POOL_OPS(X) PSHARD_BATCHNORM_OPS(X)
 
 // Every compute operation of Backend.
-#define PSHARD_BACKEND_COMPUTE_OPS(X)                                                                                \
-  PSHARD_GEMM_OPS(X)                                                                                                 \
-  PSHARD_ELEMENTWISE_OPS(X) PSHARD_CONV_OPS(X) PSHARD_POOL_OPS(X) PSHARD_BATCHNORM_OPS(X) PSHARD_LOSS_FORWARD_OPS(X) \
-      PSHARD_LOSS_BACKWARD_OPS(X) PSHARD_SHORTCUT_OPS(X)
+// clang-format off
+#define PSHARD_BACKEND_COMPUTE_OPS(X) \
+  PSHARD_GEMM_OPS(X)                  \
+  PSHARD_ELEMENTWISE_OPS(X)           \
+  PSHARD_CONV_OPS(X)                  \
+  PSHARD_POOL_OPS(X)                  \
+  PSHARD_BATCHNORM_OPS(X)             \
+  PSHARD_LOSS_FORWARD_OPS(X)          \
+  PSHARD_LOSS_BACKWARD_OPS(X)         \
+  PSHARD_SHORTCUT_OPS(X)
+// clang-format on
 
 // Declarations made from the lists: a pure virtual method, its override, and a plain function.
 #define PSHARD_PURE_OP(name, params) virtual void name params = 0;
