@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -78,7 +79,7 @@ std::string ChildExit::describe() const {
 struct LocalJob::Impl {
   struct Child {
     ChildSpec spec;
-    std::vector<std::string> restart_argv;  // add_restartable()
+    std::optional<ChildSpec> restart;  // add_restartable(): how it is started again
     int max_restarts = 0;
     ChildExit exit;
     bool reaped = false;
@@ -240,12 +241,14 @@ struct LocalJob::Impl {
     // stopping or the child ended on its own: nothing a child started outlives pshard launch.
     ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);
     if (c.exit.failed()) {
-      if (c.spec.may_fail && !stopping && !c.restart_argv.empty() && c.max_restarts > 0) {
+      if (c.spec.may_fail && !stopping && c.restart && c.max_restarts > 0) {
         write_all(opt.err_fd, "[launch] " + c.exit.describe() + ": starting it again (" +
                                   std::to_string(c.max_restarts - 1) + " restarts left)\n");
         c.exit.restarted = true;
-        ChildSpec again = c.spec;
-        again.argv = c.restart_argv;
+        ChildSpec again = *c.restart;
+        again.name = c.spec.name;
+        again.role = c.spec.role;
+        again.may_fail = true;
         const int left = c.max_restarts - 1;
         // Not inside the reap loop, which iterates over `children`.
         ++pending_restarts;
@@ -254,7 +257,7 @@ struct LocalJob::Impl {
           if (stopping) return;
           auto n = std::make_unique<Child>();
           n->spec = again;
-          n->restart_argv = again.argv;
+          n->restart = again;
           n->max_restarts = left;
           n->exit.name = again.name;
           n->exit.role = again.role;
@@ -439,10 +442,10 @@ std::optional<LocalJob::Result> LocalJob::wait_for(std::chrono::milliseconds tim
   return impl_->result;
 }
 
-void LocalJob::add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts) {
+void LocalJob::add_restartable(const ChildSpec& child, const ChildSpec& restart, int max_restarts) {
   add(child);
   impl_->children.back()->spec.may_fail = true;
-  impl_->children.back()->restart_argv = std::move(restart_argv);
+  impl_->children.back()->restart = restart;
   impl_->children.back()->max_restarts = max_restarts;
 }
 

@@ -85,9 +85,9 @@ class LocalJob {
   LocalJob& operator=(const LocalJob&) = delete;
 
   void add(const ChildSpec& child);  // before start()
-  // A may_fail child that, when it fails, is started again (same name) with `restart_argv`, at most
-  // `max_restarts` times in all; each run is its own ChildExit in Result::children.
-  void add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts);
+  // A may_fail child that, when it fails, is started again (same name and role) as `restart` says (its argv and
+  // env), at most `max_restarts` times in all; each run is its own ChildExit in Result::children.
+  void add_restartable(const ChildSpec& child, const ChildSpec& restart, int max_restarts);
   void start();   // spawns every child (returns once all were spawned)
   Result wait();  // until every child ended
   std::optional<Result> wait_for(std::chrono::milliseconds timeout);

@@ -164,8 +164,13 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ChildSpec c = plan.worker_process(w);
     c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
     if (restart_workers) {
-      std::vector<std::string> again = c.argv;
-      again.push_back("--join");
+      // Started again, it rejoins the running job: pshard's worker with --join, a program with PSHARD_REJOIN=1.
+      ChildSpec again = c;
+      if (o.worker_program.empty()) {
+        again.argv.push_back("--join");
+      } else {
+        again.env.push_back("PSHARD_REJOIN=1");
+      }
       job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
     } else {
       job.add(c);
@@ -224,20 +229,12 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   return r;
 }
 
-// `-- CMD`: the user's program trains from step 0 and cannot be told where to continue, so the settings that
-// restart workers or resume a run mid-way are refused before anything starts.
-void check_worker_program(const LocalLaunchOptions& o, const Config& cfg) {
+// `-- CMD`: the program names the workers' executable. Where it starts comes from the environment: PSHARD_START_STEP
+// (--resume, and a job restarted from a checkpoint after a server failed) and PSHARD_REJOIN (a worker restarted by
+// cluster.restart_workers), docs/PYTHON.md.
+void check_worker_program(const LocalLaunchOptions& o) {
   const std::string what = "pshard launch -- " + o.worker_program.front() + ": ";
   if (!o.worker_exe.empty()) throw Error(what + "--worker-exe and a command after -- both name the workers' program");
-  if (!o.resume_dir.empty()) throw Error(what + "--resume is for pshard's own workers (a program cannot be resumed)");
-  if (cfg.get_bool("cluster.restart_workers")) {
-    throw Error(what + "cluster.restart_workers = true is for pshard's own workers (a program cannot rejoin)");
-  }
-  if (cfg.get_string("cluster.server_failure_policy") == "restart") {
-    throw Error(what +
-                "cluster.server_failure_policy = restart is for pshard's own workers (a program cannot be "
-                "restarted from a checkpoint)");
-  }
 }
 
 }  // namespace
@@ -261,7 +258,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
-  if (!o.worker_program.empty()) check_worker_program(o, cfg);
+  if (!o.worker_program.empty()) check_worker_program(o);
   (void)TraceWindow::parse(cfg.get_string("trace.steps"),
                            "trace.steps");  // a bad window fails here, not in every child
   std::string run_dir;

@@ -68,10 +68,8 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   std::optional<trainer::KvSync> sync;
   KvClient kv(kopt);
   if (join) {
-    // A step boundary the running workers have not reached yet, so that every slice can still
-    // count this worker from it; the servers refuse the join (badStep) if they got there first.
-    constexpr int64_t kJoinMargin = 20;
-    start_step = std::min(kv.servers_step() + kJoinMargin, total_steps);
+    // The servers refuse the join (badStep) if they got there first.
+    start_step = std::min(kv.servers_step() + kRejoinMargin, total_steps);
     opts.start_step = start_step;
     PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
     // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.

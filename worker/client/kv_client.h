@@ -19,6 +19,10 @@ namespace pshard {
 
 class Config;
 
+// A restarted worker rejoins this many steps past the highest step any server reached (servers_step()): a step
+// boundary the running workers have not reached yet, so that every slice can still count it from there.
+constexpr int64_t kRejoinMargin = 20;
+
 struct KvClientOptions {
   uint32_t rank = 0;                 // this worker's rank (worker 0 sends the inits)
   std::vector<std::string> servers;  // ROUTER endpoint of each server, index = server rank
