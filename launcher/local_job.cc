@@ -59,8 +59,9 @@ bool ChildExit::failed() const {
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
   if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
-  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result).
-  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete : signal != 0;
+  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result). kExitStopped: it
+  // stopped at a checkpoint on SIGTERM, as the job's other processes do.
+  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete && exit_code != kExitStopped : signal != 0;
 }
 
 std::string ChildExit::describe() const {
@@ -186,6 +187,26 @@ struct LocalJob::Impl {
     read_pipe(&c, false);
     read_pipe(&c, true);
     c.exit.started = true;
+  }
+
+  // --- signals to this process (Options::handle_signals) ---------------------------------------------------------
+  void on_signal(int sig) {
+    if (sig == SIGTERM && opt.forward_sigterm && !stopping) {
+      // Every child gets it and decides (checkpoint.on_sigterm = checkpoint: the workers stop at the next step
+      // boundary, the others wait for them); the job then ends as usual. A second signal stops it at once.
+      write_all(opt.err_fd, "[launch] SIGTERM: passed on to every process (checkpoint.on_sigterm = checkpoint)\n");
+      for (auto& c : children) {
+        if (c->exit.started && !c->reaped) ::kill(-static_cast<pid_t>(c->exit.pid), SIGTERM);
+      }
+      opt.forward_sigterm = false;
+      signals->async_wait([this](const boost::system::error_code& ec, int again) {
+        if (!ec) on_signal(again);
+      });
+      return;
+    }
+    interrupted_by = sig;
+    fail("interrupted by " + signal_name(sig));
+    stop_all("received " + signal_name(sig));
   }
 
   // --- stopping and reaping ---------------------------------------------------
@@ -356,9 +377,7 @@ struct LocalJob::Impl {
       signals = std::make_unique<asio::signal_set>(io, SIGINT, SIGTERM);
       signals->async_wait([this](const boost::system::error_code& ec, int sig) {
         if (ec) return;
-        interrupted_by = sig;
-        fail("interrupted by " + signal_name(sig));
-        stop_all("received " + signal_name(sig));
+        on_signal(sig);
       });
     }
     if (opt.timeout.count() > 0) {
@@ -385,6 +404,12 @@ struct LocalJob::Impl {
         if (e.failed() && !e.restarted) {
           r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
           if (r.failure.empty()) r.failure = e.describe();
+        }
+      }
+      for (const ChildExit& e : r.children) {
+        if (r.exit_code == 0 && e.exited && e.exit_code == kExitStopped) {
+          r.exit_code = kExitStopped;
+          r.failure = e.describe() + ": the job stopped at a checkpoint (checkpoint.on_sigterm)";
         }
       }
       for (const ChildExit& e : r.children) {

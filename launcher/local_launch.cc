@@ -152,6 +152,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
 
   LocalJob::Options opt;
   opt.handle_signals = true;
+  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   opt.grace = o.grace;
   opt.timeout = o.timeout;
   opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
@@ -206,6 +207,13 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   if (r.exit_code == kExitRecordsIncomplete) {
     std::fprintf(stderr, "[launch] job finished, but %s (a write to %s failed: see the error above)\n",
                  r.failure.c_str(), run_dir.c_str());
+    return r;
+  }
+  if (r.exit_code == kExitStopped) {
+    std::fprintf(stderr,
+                 "[launch] job stopped at a checkpoint on SIGTERM (exit status %d): pshard launch --resume %s "
+                 "continues it\n",
+                 kExitStopped, run_dir.c_str());
     return r;
   }
   std::vector<const ChildExit*> failed = failures_by_cause(r);
@@ -327,7 +335,8 @@ int run_local_launch(const LocalLaunchOptions& o) {
       throw;
     }
     // Success, records incomplete (the job itself finished) or Ctrl-C: nothing to restart.
-    if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code > 128) return r.exit_code;
+    if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code == kExitStopped || r.exit_code > 128)
+      return r.exit_code;
     const ChildExit* cause = likely_cause(r);
     const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
     if (!server_died || !restart_servers || restarts >= max_restarts) {

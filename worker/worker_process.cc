@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -30,6 +32,10 @@
 namespace pshard {
 
 namespace {
+
+// SIGTERM under checkpoint.on_sigterm = checkpoint: the job stops at the next step boundary (KvSync::set_stop_signal).
+std::atomic<bool> g_sigterm{false};
+extern "C" void on_sigterm(int) { g_sigterm.store(true); }
 
 // Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
 int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
@@ -83,6 +89,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   sync.emplace(kv, rank, cfg, global_batch, total_steps);
   sync->set_start_step(start_step);
   sync->set_rejoin(join);
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -112,6 +119,14 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
           cluster.report(j);
         });
   if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
+  if (t.stopped_at() >= 0) {
+    // The servers checkpointed this boundary; the model is not final, so it is not saved.
+    const std::string why = "stopped at step " + std::to_string(t.stopped_at()) + " of " + std::to_string(total_steps) +
+                            " on SIGTERM (checkpoint.on_sigterm = checkpoint)";
+    PSHARD_LOG(kInfo) << why;
+    cluster.leave(kExitStopped, why);
+    return kExitStopped;
+  }
   // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
   bool lowest_alive = true;
@@ -146,6 +161,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
 
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, on_sigterm);
   trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
 
   std::vector<TensorSpec> tensors;

@@ -177,6 +177,8 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
 
   LocalJob::Options opt;
   opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
+  // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
+  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   opt.grace = o.grace;
   LocalJob job(opt);
   if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
