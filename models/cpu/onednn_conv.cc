@@ -8,15 +8,21 @@
 namespace pshard::models::cpu {
 namespace {
 
-// The convolution descriptors of a shape, formats left to oneDNN (any) except the bias (always a plain vector).
+// The convolution descriptors of a shape, formats left to oneDNN (any) except the bias (always a plain vector). What a
+// primitive reads (src and weights forward, diff_dst backward) is in the operand type (f32 or bf16), what it writes
+// (dst, diff_src, diff_weights, the bias and its gradient) f32: oneDNN accumulates in f32 either way.
 struct ConvDescs {
-  memory::desc src, wei, dst, bias;
+  memory::desc src, wei, dst, bias;        // read: operand type
+  memory::desc src_out, wei_out, dst_out;  // written: f32
   memory::dims strides, pad_l, pad_r;
-  ConvDescs(const ConvShape& s, bool has_bias)
-      : src({s.n, s.c_in, s.h, s.w}, kF32, Tag::any),
-        wei({s.c_out, s.c_in, s.kh, s.kw}, kF32, Tag::any),
-        dst({s.n, s.c_out, s.h_out, s.w_out}, kF32, Tag::any),
+  ConvDescs(const ConvShape& s, bool has_bias, memory::data_type operand)
+      : src({s.n, s.c_in, s.h, s.w}, operand, Tag::any),
+        wei({s.c_out, s.c_in, s.kh, s.kw}, operand, Tag::any),
+        dst({s.n, s.c_out, s.h_out, s.w_out}, operand, Tag::any),
         bias(has_bias ? plain({s.c_out}, Tag::x) : memory::desc()),
+        src_out({s.n, s.c_in, s.h, s.w}, kF32, Tag::any),
+        wei_out({s.c_out, s.c_in, s.kh, s.kw}, kF32, Tag::any),
+        dst_out({s.n, s.c_out, s.h_out, s.w_out}, kF32, Tag::any),
         strides({s.stride, s.stride}),
         pad_l({s.pad, s.pad}),
         // oneDNN wants (h + pad_l + pad_r - k) / stride + 1 exact: pad_r leaves out the rows the floor drops.
@@ -30,25 +36,25 @@ ConvKey key_of(const ConvShape& s, bool bias) {
 ConvPrimitives& conv_primitives(OneDnnKernels::State& st, const ConvShape& s, bool bias) {
   auto it = st.convs.find(key_of(s, bias));
   if (it != st.convs.end()) return it->second;
-  const ConvDescs d(s, bias);
+  const ConvDescs d(s, bias, st.operand);
   ConvPrimitives c;
   c.fwd_pd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                      d.wei, d.bias, d.dst, d.strides, d.pad_l, d.pad_r),
+                                      d.wei, d.bias, d.dst_out, d.strides, d.pad_l, d.pad_r),
       st.attr, st.engine);
   c.fwd = dnnl::convolution_forward(c.fwd_pd);
   return st.convs.emplace(key_of(s, bias), std::move(c)).first->second;
 }
 
 void make_backward(OneDnnKernels::State& st, const ConvShape& s, bool bias, ConvPrimitives& c) {
-  const ConvDescs d(s, bias);
+  const ConvDescs d(s, bias, st.operand);
   c.data_pd = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src, d.wei, d.dst, d.strides,
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src_out, d.wei, d.dst, d.strides,
                                             d.pad_l, d.pad_r),
       st.attr, st.engine, c.fwd_pd);
   c.data = dnnl::convolution_backward_data(c.data_pd);
   c.weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src, d.wei, d.bias, d.dst,
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src, d.wei_out, d.bias, d.dst,
                                                d.strides, d.pad_l, d.pad_r),
       st.attr, st.engine, c.fwd_pd);
   c.weights = dnnl::convolution_backward_weights(c.weights_pd);

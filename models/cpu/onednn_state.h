@@ -15,6 +15,7 @@ namespace pshard::models::cpu {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
+constexpr auto kBf16 = memory::data_type::bf16;
 
 inline memory::desc plain(const memory::dims& dims, Tag tag) { return memory::desc(dims, kF32, tag); }
 
@@ -83,11 +84,14 @@ struct OneDnnKernels::State {
   // layout its AVX-512 convolution and batch norm run in), so no primitive needs a reorder around it; other
   // activations are NCHW. False: every activation NCHW (the layout the op-by-op comparisons with the reference use).
   bool block_channels;
+  // What convolutions and matmuls read their operands (src, weights, diff_dst) as: f32, or bf16 (train.precision);
+  // what they write is always f32.
+  memory::data_type operand;
   memory::desc activation(const memory::dims& nchw) const {
     return memory::desc(nchw, kF32, block_channels && nchw[1] % 16 == 0 ? Tag::nChw16c : Tag::nchw);
   }
 
-  State(Arena a, bool block);
+  State(Arena a, bool block, memory::data_type operand_type);
   // One primitive and its arguments.
   struct Step {
     const dnnl::primitive& primitive;
