@@ -194,6 +194,12 @@ void CpuBackend::mse_backward(const float* pred, const float* target, int64_t n,
   use_threads();
   cpu::mse_backward(pred, target, n, dim, dpred);
 }
+int64_t CpuBackend::channel_block(int64_t c) const {
+  if (!block_channels_) return 1;
+  // bf16: NHWC (one block of all c channels; OneDnnKernels::State::activation says why).
+  if (precision_ == Precision::kBf16) return c;
+  return c % 16 == 0 ? 16 : 1;
+}
 void CpuBackend::regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x,
                                   float* y) {
   for (int64_t block : {from, to}) {

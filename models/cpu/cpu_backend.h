@@ -22,9 +22,10 @@ class KernelSet;
 //   cpu.fill(x.data(), x.numel(), 0.0f);
 class CpuBackend final : public Backend {
  public:
-  // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block); false
-  // keeps every activation NCHW, for tests that compare single operations with another backend's. precision: what the
-  // convolutions and GEMMs read (models/precision.h); bf16 needs the oneDNN kernels, fp16 is refused (an Error).
+  // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block), or in
+  // bf16 all channels in one block (NHWC, the layout of oneDNN's AMX convolutions); false keeps every activation NCHW,
+  // for tests that compare single operations with another backend's. precision: what the convolutions and GEMMs read
+  // (models/precision.h); bf16 needs the oneDNN kernels, fp16 is refused (an Error).
   explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn, bool block_channels = true,
                       Precision precision = Precision::kFp32);
   ~CpuBackend() override;
@@ -45,7 +46,7 @@ class CpuBackend final : public Backend {
 
   PSHARD_BACKEND_COMPUTE_OPS(PSHARD_OVERRIDE_OP)
 
-  int64_t channel_block(int64_t c) const override { return block_channels_ && c % 16 == 0 ? 16 : 1; }
+  int64_t channel_block(int64_t c) const override;
   void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y) override;
 
  private:
