@@ -66,8 +66,9 @@ class Backend {
   // the channels in blocks of B = channel_block(c) > 1, element (b, k, i, j) then at
   // (((b * c / B + k / B) * h + i) * w + j) * B + k % B. The CPU backend's oneDNN kernels keep c % 16 == 0 in blocks
   // of 16 (oneDNN's nChw16c, the layout their convolution and batch norm run in, so that no reorder is needed between
-  // layers). Elementwise operations do not see the difference; the model's edges do, and convert with
-  // regroup_channels: Model its NCHW input, Flatten its output.
+  // layers); in bf16 (models/precision.h) every c in one block of c, which is NHWC (the layout of its AMX kernels).
+  // Elementwise operations do not see the difference; the model's edges do, and convert with regroup_channels: Model
+  // its NCHW input, Flatten its output.
   virtual int64_t channel_block(int64_t c) const {
     (void)c;
     return 1;
