@@ -27,6 +27,8 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("device", "DEV", "cpu|cuda", false, "cpu");
   p.add_option("cpu-kernels", "K",
                "cpu kernels of conv, batch norm, pooling, GEMM: onednn|reference (train.cpu_kernels)", false, "onednn");
+  p.add_option("precision", "P", "what convolutions and GEMMs read: fp32|bf16 (train.precision; bf16 on cpu only)",
+               false, "fp32");
   p.add_option("cuda-wgrad", "W", "cuda convolution weight gradient: gemm|cudnn (train.cuda_conv_wgrad)", false,
                "gemm");
   p.add_option("seed", "S", "seed of weights and data", false, "1");
@@ -46,6 +48,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   o.lr = p.get_double("lr");
   o.device = p.get("device");
   o.cpu_kernels = p.get("cpu-kernels");
+  o.precision = p.get("precision");
   o.cuda_wgrad = p.get("cuda-wgrad");
   o.seed = static_cast<uint64_t>(p.get_int("seed"));
   const Json result = bench::run_compute_bench(o);

@@ -80,9 +80,14 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
     throw Error("bench compute: --batch and --iters must be >= 1, --warmup and --threads >= 0");
   }
   const models::CudaConvWgrad wgrad = models::cuda_conv_wgrad_from_name(options.cuda_wgrad);  // checked on cpu too
+  const models::Precision precision = models::precision_from_name(options.precision);
   std::unique_ptr<models::Backend> backend;
   if (options.device == "cpu") {
-    backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels));
+    backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels),
+                                       precision);
+  } else if (precision != models::Precision::kFp32) {
+    throw Error(std::string("bench compute: --precision ") + models::precision_name(precision) +
+                " runs on cpu only (the CUDA backend computes in fp32)");
   } else if (options.device == "cuda") {
     backend = models::make_cuda_backend(0, /*allow_tf32=*/false, wgrad);
   } else {

@@ -30,6 +30,7 @@ struct ComputeBenchOptions {
   double lr = 0.01;                       // learning rate
   std::string device = "cpu";             // cpu|cuda
   std::string cpu_kernels = "onednn";     // cpu: onednn|reference (train.cpu_kernels)
+  std::string precision = "fp32";         // cpu: fp32|bf16 (train.precision)
   std::string cuda_wgrad = "gemm";        // cuda: gemm|cudnn (train.cuda_conv_wgrad)
   uint64_t seed = 1;                      // seed of weights and data
 };

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "models/backend_ops.h"
+#include "models/precision.h"
 
 namespace pshard::models {
 
@@ -65,8 +66,9 @@ class Backend {
   // the channels in blocks of B = channel_block(c) > 1, element (b, k, i, j) then at
   // (((b * c / B + k / B) * h + i) * w + j) * B + k % B. The CPU backend's oneDNN kernels keep c % 16 == 0 in blocks
   // of 16 (oneDNN's nChw16c, the layout their convolution and batch norm run in, so that no reorder is needed between
-  // layers). Elementwise operations do not see the difference; the model's edges do, and convert with
-  // regroup_channels: Model its NCHW input, Flatten its output.
+  // layers); in bf16 (models/precision.h) every c in one block of c, which is NHWC (the layout of its AMX kernels).
+  // Elementwise operations do not see the difference; the model's edges do, and convert with regroup_channels: Model
+  // its NCHW input, Flatten its output.
   virtual int64_t channel_block(int64_t c) const {
     (void)c;
     return 1;
@@ -111,8 +113,10 @@ const char* cpu_kernels_name(CpuKernels kernels);
 
 // The CPU backend (oneDNN or reference convolution, batch norm, pooling and GEMM; OpenMP). threads = 0: one
 // per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts. With oneDNN it keeps activations of a
-// multiple of 16 channels in blocks of 16 (Backend::channel_block).
-std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn);
+// multiple of 16 channels in blocks of 16 (Backend::channel_block). `precision`: what convolutions and GEMMs read
+// (models/precision.h): bf16 needs the oneDNN kernels; fp16 is an Error (oneDNN 2.6 has no CPU fp16 kernels).
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn,
+                                          Precision precision = Precision::kFp32);
 
 // How the CUDA backend computes a convolution's weight gradient (train.cuda_conv_wgrad): im2col of a chunk of samples
 // and one cuBLAS SGEMM per chunk (models/cuda/conv_wgrad_gemm.cu), or cuDNN's deterministic direct algorithms. Both

@@ -64,6 +64,29 @@ void check_together(const Config& cfg, const std::string& origin) {
              " values per sample (64 MiB of float32): lower the shape");
   }
   (void)TraceWindow::parse(cfg.get_string("trace.steps"), "config " + origin + ": key 'trace.steps'");
+  const std::string precision = cfg.get_string("train.precision");
+  if (precision == "fp16") {
+    fail(origin, "train.precision",
+         "fp16 is not computed by this build: oneDNN 2.6 (Debian's libdnnl) has no fp16 convolution or matmul on "
+         "CPU and the CUDA backend computes in fp32 only; use bf16 on CPU");
+  }
+  if (precision == "bf16" && cfg.get_string("train.device") == "cuda") {
+    fail(origin, "train.precision",
+         "bf16 runs on CPU only (oneDNN's AVX512_BF16/AMX kernels); the CUDA backend computes in fp32 only: use "
+         "train.device = cpu or train.precision = fp32");
+  }
+}
+
+// Defaults that follow another key: a bf16 job (train.precision) pushes gradients and pulls weights as bfloat16
+// unless its config names their encodings, since its convolutions and GEMMs read bf16 operands and float32 on the
+// wire would carry bits they drop. Resolved here, once, so that the run directory's config.toml (what the servers and
+// workers load) says what the job does.
+void apply_derived_defaults(std::map<std::string, std::string>& values,
+                            const std::map<std::string, bool>& explicit_keys) {
+  if (values.at("train.precision") != "bf16") return;
+  for (const char* key : {"cluster.compression", "cluster.pull_precision"}) {
+    if (explicit_keys.count(key) == 0) values[key] = "bf16";
+  }
 }
 
 bool parse_int(const std::string& text, int64_t* out) {
@@ -264,6 +287,7 @@ Config Config::from_string(const std::string& toml_text, const std::string& orig
   }
   collect(table, "", origin, &cfg.values_, &cfg.explicit_);
   for (const std::string& o : overrides) cfg.set(o);
+  apply_derived_defaults(cfg.values_, cfg.explicit_);
   check_together(cfg, origin);
   return cfg;
 }

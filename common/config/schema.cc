@@ -62,6 +62,10 @@ std::vector<ConfigKey> kSchema = {
      "CPU kernels of convolution, batch norm, pooling and GEMM: onednn (oneDNN primitives, as PyTorch) or reference "
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
+    {"train.precision", T::kString, "fp32", 0, 0, "fp32|bf16|fp16",
+     "what a worker's convolutions and GEMMs read: fp32, or bf16 (oneDNN AVX512_BF16/AMX kernels, fp32 accumulation "
+     "and outputs; batch norm, pooling, softmax and loss in fp32; CPU only); bf16 also makes cluster.compression and "
+     "cluster.pull_precision default to bf16. fp16 is refused: no backend of this build computes in it"},
     {"train.cuda_conv_wgrad", T::kString, "gemm", 0, 0, "gemm|cudnn",
      "CUDA convolution weight gradient: gemm (im2col + one cuBLAS SGEMM per chunk of samples) or cudnn (cuDNN's "
      "deterministic direct algorithms); both deterministic"},

@@ -20,9 +20,16 @@ thread_local int applied_threads = -1;
 constexpr size_t kAlignment = 64;
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, CpuKernels kernels, bool block_channels)
-    : threads_(threads), kernels_(kernels), block_channels_(block_channels && kernels == CpuKernels::kOneDnn) {
+CpuBackend::CpuBackend(int threads, CpuKernels kernels, bool block_channels, Precision precision)
+    : threads_(threads),
+      kernels_(kernels),
+      block_channels_(block_channels && kernels == CpuKernels::kOneDnn),
+      precision_(precision) {
   if (threads < 0) throw Error("cpu backend: train.threads must be >= 0, got " + std::to_string(threads));
+  if (precision != Precision::kFp32 && kernels != CpuKernels::kOneDnn) {
+    throw Error(std::string("cpu backend: train.precision = ") + precision_name(precision) +
+                " needs train.cpu_kernels = onednn (the reference kernels compute in fp32 only)");
+  }
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
   // OpenMP gives a team at most OMP_THREAD_LIMIT threads; oneDNN must not be told to expect more.
@@ -36,7 +43,7 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels, bool block_channels)
   // from the backend's workspace: one buffer, reused.
   auto arena = [this](int64_t floats) { return workspace(floats); };
   if (kernels_ == CpuKernels::kOneDnn) {
-    kernel_set_ = std::make_unique<cpu::OneDnnKernels>(arena, block_channels_);
+    kernel_set_ = std::make_unique<cpu::OneDnnKernels>(arena, block_channels_, precision_);
   } else {
     kernel_set_ = std::make_unique<cpu::ReferenceKernels>(arena);
   }
@@ -46,6 +53,7 @@ CpuBackend::~CpuBackend() { std::free(workspace_); }
 
 std::string CpuBackend::describe() const {
   return std::string(kernels_ == CpuKernels::kOneDnn ? "cpu (oneDNN, " : "cpu (reference kernels, OpenBLAS, ") +
+         (precision_ == Precision::kFp32 ? "" : std::string(precision_name(precision_)) + " compute, ") +
          std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
 }
 
@@ -186,6 +194,12 @@ void CpuBackend::mse_backward(const float* pred, const float* target, int64_t n,
   use_threads();
   cpu::mse_backward(pred, target, n, dim, dpred);
 }
+int64_t CpuBackend::channel_block(int64_t c) const {
+  if (!block_channels_) return 1;
+  // bf16: NHWC (one block of all c channels; OneDnnKernels::State::activation says why).
+  if (precision_ == Precision::kBf16) return c;
+  return c % 16 == 0 ? 16 : 1;
+}
 void CpuBackend::regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x,
                                   float* y) {
   for (int64_t block : {from, to}) {
@@ -208,8 +222,8 @@ void CpuBackend::shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64
   cpu::shortcut_pad_backward(n, c_in, h, w, stride, c_out, channel_block(c_in), channel_block(c_out), dy, dx);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
-  return std::make_unique<CpuBackend>(threads, kernels);
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels, Precision precision) {
+  return std::make_unique<CpuBackend>(threads, kernels, /*block_channels=*/true, precision);
 }
 
 }  // namespace pshard::models

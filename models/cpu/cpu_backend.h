@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/backend.h"
+#include "models/precision.h"
 
 namespace pshard::models {
 
@@ -21,15 +22,19 @@ class KernelSet;
 //   cpu.fill(x.data(), x.numel(), 0.0f);
 class CpuBackend final : public Backend {
  public:
-  // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block); false
-  // keeps every activation NCHW, for tests that compare single operations with another backend's.
-  explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn, bool block_channels = true);
+  // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block), or in
+  // bf16 all channels in one block (NHWC, the layout of oneDNN's AMX convolutions); false keeps every activation NCHW,
+  // for tests that compare single operations with another backend's. precision: what the convolutions and GEMMs read
+  // (models/precision.h); bf16 needs the oneDNN kernels, fp16 is refused (an Error).
+  explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn, bool block_channels = true,
+                      Precision precision = Precision::kFp32);
   ~CpuBackend() override;
 
   std::string describe() const override;
   bool host_accessible() const override { return true; }
   int threads() const override { return threads_; }
   CpuKernels kernels() const { return kernels_; }
+  Precision precision() const { return precision_; }
 
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
@@ -41,7 +46,7 @@ class CpuBackend final : public Backend {
 
   PSHARD_BACKEND_COMPUTE_OPS(PSHARD_OVERRIDE_OP)
 
-  int64_t channel_block(int64_t c) const override { return block_channels_ && c % 16 == 0 ? 16 : 1; }
+  int64_t channel_block(int64_t c) const override;
   void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y) override;
 
  private:
@@ -50,6 +55,7 @@ class CpuBackend final : public Backend {
   int threads_;
   CpuKernels kernels_;
   bool block_channels_;
+  Precision precision_;
   std::unique_ptr<cpu::KernelSet> kernel_set_;  // oneDNN or reference: convolution, batch norm, pooling, GEMM
   float* workspace_ = nullptr;
   int64_t workspace_floats_ = 0;

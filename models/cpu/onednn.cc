@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/error.h"
 #include "models/cpu/onednn_state.h"
 
 namespace pshard::models::cpu {
@@ -21,7 +22,8 @@ void cap_threads_at_limit() {
 }
 }  // namespace
 
-OneDnnKernels::State::State(Arena a, bool block) : arena(std::move(a)), block_channels(block) {
+OneDnnKernels::State::State(Arena a, bool block, memory::data_type operand_type)
+    : arena(std::move(a)), block_channels(block), operand(operand_type) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 }
 
@@ -88,8 +90,22 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   stream.wait();
 }
 
-OneDnnKernels::OneDnnKernels(Arena arena, bool block_channels)
-    : state_(std::make_unique<State>(std::move(arena), block_channels)) {
+namespace {
+memory::data_type operand_type(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16: return kBf16;
+    case Precision::kFp16:
+      throw Error(
+          "train.precision = fp16: oneDNN 2.6 (Debian's libdnnl) has no fp16 convolution or matmul on CPU; use bf16 "
+          "on CPU (this CPU's AVX512_BF16/AMX kernels)");
+    case Precision::kFp32: break;
+  }
+  return kF32;
+}
+}  // namespace
+
+OneDnnKernels::OneDnnKernels(Arena arena, bool block_channels, Precision precision)
+    : state_(std::make_unique<State>(std::move(arena), block_channels, operand_type(precision))) {
   cap_threads_at_limit();  // before any primitive is created: some pick their split when they are made
 }
 OneDnnKernels::~OneDnnKernels() = default;

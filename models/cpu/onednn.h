@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "models/cpu/kernel_set.h"
+#include "models/precision.h"
 
 namespace pshard::models::cpu {
 
@@ -18,13 +19,18 @@ namespace pshard::models::cpu {
 // oneDNN's scratchpad) comes from `arena`, the backend's reused workspace. Results are run-to-run identical for a given
 // thread count (oneDNN's CPU primitives reduce in a fixed order).
 //
+// Precision::kBf16: convolutions and matmuls read their operands (src, weights, diff_dst) as bfloat16, reordered
+// from the caller's float32 into the arena, and accumulate and write (dst, diff_src, diff_weights, bias) in float32
+// (AMX / AVX512_BF16 kernels); batch norm and pooling stay float32. oneDNN 2.6 has no fp16 convolution or matmul on
+// CPU: Precision::kFp16 is an Error.
+//
 //   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); }, /*block_channels=*/true);
 //   dnn.conv2d_forward(shape, x, w, bias, y);
 class OneDnnKernels final : public KernelSet {
  public:
   using Arena = std::function<float*(int64_t floats)>;
   // block_channels: activations with a multiple of 16 channels in nChw16c (State::activation in onednn_state.h).
-  OneDnnKernels(Arena arena, bool block_channels);
+  OneDnnKernels(Arena arena, bool block_channels, Precision precision = Precision::kFp32);
   ~OneDnnKernels() override;
   OneDnnKernels(const OneDnnKernels&) = delete;
   OneDnnKernels& operator=(const OneDnnKernels&) = delete;

@@ -19,8 +19,11 @@ memory::desc data_desc(const OneDnnKernels::State& st, int64_t n, int64_t c, int
 }
 // The layout the primitive runs in: channels blocked by 16, with a reorder on each side. On NCHW oneDNN has only a
 // scalar implementation; ResNet-20 batch 64, 1 thread, process CPU ms per step: 102-104 blocked, 112-120 NHWC, 131-138
-// NCHW, 120-130 with the reference kernels (load average 5-6; docs/PERFORMANCE.md).
-memory::desc work_desc(int64_t n, int64_t c, int64_t hw) { return plain({n, c, hw, 1}, Tag::nChw16c); }
+// NCHW, 120-130 with the reference kernels (load average 5-6; docs/PERFORMANCE.md). In bf16 the activations are NHWC
+// (State::activation) and the batch norm runs on them as they are: a reorder on each side cost more than NHWC's loss.
+memory::desc work_desc(const OneDnnKernels::State& st, int64_t n, int64_t c, int64_t hw) {
+  return st.nhwc() ? st.activation({n, c, hw, 1}) : plain({n, c, hw, 1}, Tag::nChw16c);
+}
 
 BatchNormPrimitives& primitives(OneDnnKernels::State& st, int64_t n, int64_t c, int64_t hw, float eps) {
   uint32_t bits;
@@ -41,7 +44,7 @@ void OneDnnKernels::batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, co
   try {
     State& st = *state_;
     BatchNormPrimitives& p = primitives(st, n, c, hw, eps);
-    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(n, c, hw);
+    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(st, n, c, hw);
     if (!p.train) {
       p.train_pd = dnnl::batch_normalization_forward::primitive_desc(
           dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, work, eps, kScaleShift), st.attr,
@@ -78,7 +81,7 @@ void OneDnnKernels::batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, con
   try {
     State& st = *state_;
     BatchNormPrimitives& p = primitives(st, n, c, hw, eps);
-    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(n, c, hw);
+    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(st, n, c, hw);
     if (!p.eval) {
       p.eval_pd = dnnl::batch_normalization_forward::primitive_desc(
           dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, work, eps,
@@ -108,7 +111,7 @@ void OneDnnKernels::batchnorm_backward(int64_t n, int64_t c, int64_t hw, const f
     // Backward only uses 1/sqrt(variance + eps), which the layer saved as save_invstd: with eps = 0 and variance =
     // 1/invstd^2, oneDNN sees the same value without needing the layer's eps.
     BatchNormPrimitives& p = primitives(st, n, c, hw, 0.0f);
-    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(n, c, hw);
+    const memory::desc data = data_desc(st, n, c, hw), work = work_desc(st, n, c, hw);
     if (!p.backward) {
       p.train_pd = dnnl::batch_normalization_forward::primitive_desc(
           dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, work, 0.0f, kScaleShift), st.attr,

@@ -8,20 +8,35 @@
 namespace pshard::models::cpu {
 namespace {
 
-// The convolution descriptors of a shape, formats left to oneDNN (any) except the bias (always a plain vector).
+// The convolution descriptors of a shape, formats left to oneDNN (any) except the bias (always a plain vector) and a
+// bf16 convolution's activations: NHWC, the layout they are kept in between layers then (State::activation). What a
+// primitive reads (src and weights forward, diff_dst backward) is in the operand type (f32 or bf16), what it writes
+// (dst, diff_src, diff_weights, the bias and its gradient) f32: oneDNN accumulates in f32 either way.
 struct ConvDescs {
-  memory::desc src, wei, dst, bias;
+  memory::desc src, wei, dst, bias;        // read: operand type
+  memory::desc src_out, wei_out, dst_out;  // written: f32
   memory::dims strides, pad_l, pad_r;
-  ConvDescs(const ConvShape& s, bool has_bias)
-      : src({s.n, s.c_in, s.h, s.w}, kF32, Tag::any),
-        wei({s.c_out, s.c_in, s.kh, s.kw}, kF32, Tag::any),
-        dst({s.n, s.c_out, s.h_out, s.w_out}, kF32, Tag::any),
+  ConvDescs(const ConvShape& s, bool has_bias, memory::data_type operand, Tag act)
+      : src({s.n, s.c_in, s.h, s.w}, operand, act),
+        wei({s.c_out, s.c_in, s.kh, s.kw}, operand, Tag::any),
+        dst({s.n, s.c_out, s.h_out, s.w_out}, operand, act),
         bias(has_bias ? plain({s.c_out}, Tag::x) : memory::desc()),
+        src_out({s.n, s.c_in, s.h, s.w}, kF32, act),
+        wei_out({s.c_out, s.c_in, s.kh, s.kw}, kF32, Tag::any),
+        dst_out({s.n, s.c_out, s.h_out, s.w_out}, kF32, act),
         strides({s.stride, s.stride}),
         pad_l({s.pad, s.pad}),
         // oneDNN wants (h + pad_l + pad_r - k) / stride + 1 exact: pad_r leaves out the rows the floor drops.
         pad_r({(s.h_out - 1) * s.stride + s.kh - s.h - s.pad, (s.w_out - 1) * s.stride + s.kw - s.w - s.pad}) {}
 };
+
+// What a convolution reads its operands as: the kernels' operand type, except that a convolution of fewer than
+// kMinBf16InputChannels input channels stays float32: oneDNN 2.6's AMX backward-weights is slower than float32's there
+// (LeNet's 1-channel first convolution, batch 64, 2 threads: LeNet 12.7k samples/s with it in bf16, 13.3-14.0k with it
+// in float32; ResNet-20's 3-channel one is the same either way), and those layers are a small share of the work.
+memory::data_type conv_operand(const OneDnnKernels::State& st, const ConvShape& s) {
+  return s.c_in < kMinBf16InputChannels ? kF32 : st.operand;
+}
 
 ConvKey key_of(const ConvShape& s, bool bias) {
   return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, bias ? 1 : 0};
@@ -30,25 +45,25 @@ ConvKey key_of(const ConvShape& s, bool bias) {
 ConvPrimitives& conv_primitives(OneDnnKernels::State& st, const ConvShape& s, bool bias) {
   auto it = st.convs.find(key_of(s, bias));
   if (it != st.convs.end()) return it->second;
-  const ConvDescs d(s, bias);
+  const ConvDescs d(s, bias, conv_operand(st, s), st.nhwc() ? Tag::nhwc : Tag::any);
   ConvPrimitives c;
   c.fwd_pd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
-                                      d.wei, d.bias, d.dst, d.strides, d.pad_l, d.pad_r),
+                                      d.wei, d.bias, d.dst_out, d.strides, d.pad_l, d.pad_r),
       st.attr, st.engine);
   c.fwd = dnnl::convolution_forward(c.fwd_pd);
   return st.convs.emplace(key_of(s, bias), std::move(c)).first->second;
 }
 
 void make_backward(OneDnnKernels::State& st, const ConvShape& s, bool bias, ConvPrimitives& c) {
-  const ConvDescs d(s, bias);
+  const ConvDescs d(s, bias, conv_operand(st, s), st.nhwc() ? Tag::nhwc : Tag::any);
   c.data_pd = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src, d.wei, d.dst, d.strides,
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src_out, d.wei, d.dst, d.strides,
                                             d.pad_l, d.pad_r),
       st.attr, st.engine, c.fwd_pd);
   c.data = dnnl::convolution_backward_data(c.data_pd);
   c.weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src, d.wei, d.bias, d.dst,
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, d.src, d.wei_out, d.bias, d.dst,
                                                d.strides, d.pad_l, d.pad_r),
       st.attr, st.engine, c.fwd_pd);
   c.weights = dnnl::convolution_backward_weights(c.weights_pd);

@@ -15,6 +15,9 @@ namespace pshard::models::cpu {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
+constexpr auto kBf16 = memory::data_type::bf16;
+// Convolutions of fewer input channels compute in float32 whatever the precision (onednn_conv.cc says why).
+constexpr int64_t kMinBf16InputChannels = 4;
 
 inline memory::desc plain(const memory::dims& dims, Tag tag) { return memory::desc(dims, kF32, tag); }
 
@@ -81,13 +84,20 @@ struct OneDnnKernels::State {
 
   // Activations [n, c, h, w] with c % 16 == 0 are held in oneDNN's channel-blocked nChw16c between layers (the
   // layout its AVX-512 convolution and batch norm run in), so no primitive needs a reorder around it; other
-  // activations are NCHW. False: every activation NCHW (the layout the op-by-op comparisons with the reference use).
+  // activations are NCHW. In bf16 every activation is NHWC instead (the layout of oneDNN's AMX convolutions: with
+  // nChw16c activations it runs its slower AVX512_BF16 kernels, or reorders each one to NHWC and back, which cost
+  // more than bf16 saved). False: every activation NCHW (the layout the op-by-op comparisons with the reference use).
   bool block_channels;
+  // What convolutions and matmuls read their operands (src, weights, diff_dst) as: f32, or bf16 (train.precision);
+  // what they write is always f32.
+  memory::data_type operand;
+  bool nhwc() const { return block_channels && operand == kBf16; }
   memory::desc activation(const memory::dims& nchw) const {
+    if (nhwc()) return memory::desc(nchw, kF32, Tag::nhwc);
     return memory::desc(nchw, kF32, block_channels && nchw[1] % 16 == 0 ? Tag::nChw16c : Tag::nchw);
   }
 
-  State(Arena a, bool block);
+  State(Arena a, bool block, memory::data_type operand_type);
   // One primitive and its arguments.
   struct Step {
     const dnnl::primitive& primitive;

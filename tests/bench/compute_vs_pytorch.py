@@ -8,6 +8,10 @@ memory (RSS) of each side's process. Reports only: exits 0 whatever the ratio, a
 is not installed.
 
   tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models mlp,lenet --threads 1,2 --batch 64
+  # bf16 (train.precision = bf16) against pshard's own fp32 and PyTorch's torch.autocast("cpu", torch.bfloat16), all
+  # three alternated in the same run:
+  tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet20,lenet --threads 2 --batch 64 \
+      --precision bf16
   # the table of docs/PERFORMANCE.md:
   tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet20,lenet,mlp --threads 1,2 \
       --batch 32,64,128,512
@@ -74,7 +78,7 @@ def torch_model(torch, name, hidden):
     raise SystemExit("unknown model " + name)
 
 
-def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup):
+def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup, autocast=False):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     model, shape = torch_model(torch, name, hidden)
@@ -85,7 +89,10 @@ def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        # autocast: PyTorch's CPU mixed precision (convolutions and GEMMs in bf16, the loss in float32).
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(x)
+        loss = loss_fn(out.float(), y)
         loss.backward()
         opt.step()
 
@@ -111,18 +118,21 @@ def run_json(cmd, timeout=600):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def torch_child(name, hidden, batch, threads, iters, warmup):
+def torch_child(name, hidden, batch, threads, iters, warmup, autocast=False):
     """PyTorch side in a fresh process (so its peak RSS is its own): (samples/s, peak RSS MiB)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", name, "--hidden", ",".join(map(str, hidden)),
            "--batch", str(batch), "--threads", str(threads), "--iters", str(iters), "--warmup", str(warmup)]
+    if autocast:
+        cmd.append("--autocast")
     r = run_json(cmd)
     return r["samples_per_s"], r["peak_rss_mib"]
 
 
-def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup):
+def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup, precision="fp32"):
     """pshard side: (samples/s, peak RSS MiB)."""
     cmd = [binary, "bench", "compute", "--model", name, "--batch", str(batch), "--threads", str(threads),
-           "--iters", str(iters), "--warmup", str(warmup), "--hidden", ",".join(map(str, hidden)), "--json"]
+           "--iters", str(iters), "--warmup", str(warmup), "--hidden", ",".join(map(str, hidden)), "--json",
+           "--precision", precision]
     r = run_json(cmd)
     return r["samples_per_s"], r["peak_rss_mib"]
 
@@ -136,6 +146,42 @@ def peak_rss_mib():
     return 0.0
 
 
+def bf16_table(args, torch, hidden):
+    """pshard bf16 against pshard fp32 and PyTorch autocast bf16: the three alternated, each one's best run."""
+    if not args.json:
+        print("bf16 compute throughput, forward + backward + SGD (PyTorch %s autocast bf16, best of %d alternating "
+              "runs; load average %.2f %.2f %.2f at the start)" % ((torch.__version__, args.rounds) + os.getloadavg()))
+        print("| model | threads | batch | pshard fp32 samples/s | pshard bf16 samples/s | bf16 / fp32 "
+              "| PyTorch autocast bf16 samples/s | pshard bf16 / PyTorch bf16 |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    for name in args.models.split(","):
+        for threads in (int(t) for t in args.threads.split(",")):
+            for batch in (int(b) for b in args.batch.split(",")):
+                sides = {
+                    "pshard_fp32": lambda it, w: pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it, w),
+                    "pshard_bf16": lambda it, w: pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it, w,
+                                                                      "bf16"),
+                    "pytorch_autocast_bf16": lambda it, w: torch_child(name, hidden, batch, threads, it, w, True),
+                }
+                iters = {k: max(3, int(args.seconds * run(3, 1)[0] / batch)) for k, run in sides.items()}
+                best = {k: 0.0 for k in sides}
+                for _ in range(args.rounds):
+                    for k, run in sides.items():
+                        best[k] = max(best[k], run(iters[k], 2)[0])
+                r = {"model": name, "batch": batch, "threads": threads, **{k + "_samples_per_s": v for k, v in best.items()},
+                     "bf16_over_fp32": best["pshard_bf16"] / best["pshard_fp32"],
+                     "bf16_over_pytorch_bf16": best["pshard_bf16"] / best["pytorch_autocast_bf16"]}
+                if args.json:
+                    print(json.dumps(r), flush=True)
+                else:
+                    print("| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.2f |" % (
+                        name, threads, batch, best["pshard_fp32"], best["pshard_bf16"], r["bf16_over_fp32"],
+                        best["pytorch_autocast_bf16"], r["bf16_over_pytorch_bf16"]), flush=True)
+    if not args.json:
+        print("load average %.2f %.2f %.2f at the end" % os.getloadavg())
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pshard", default=os.environ.get("PSHARD_BIN") or shutil.which("pshard"),
@@ -147,9 +193,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.5, help="target seconds per timed run")
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each side; the best one counts")
     ap.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: pshard with train.precision = bf16 against pshard fp32 and PyTorch autocast bf16")
     ap.add_argument("--torch-child", metavar="MODEL", help=argparse.SUPPRESS)  # internal: one PyTorch run
     ap.add_argument("--iters", type=int, default=10, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--autocast", action="store_true", help=argparse.SUPPRESS)  # internal: the child autocasts
     args = ap.parse_args()
 
     torch = torch_or_reexec()
@@ -159,12 +208,14 @@ def main():
     hidden = [int(h) for h in args.hidden.split(",")]
     if args.torch_child:
         sps = torch_samples_per_s(torch, args.torch_child, hidden, int(args.batch), int(args.threads), args.iters,
-                                  args.warmup)
+                                  args.warmup, args.autocast)
         print(json.dumps({"samples_per_s": sps, "peak_rss_mib": peak_rss_mib()}))
         return 0
     if not args.pshard or not os.path.exists(args.pshard):
         print("SKIP: pshard executable not found (--pshard or $PSHARD_BIN)")
         return 0
+    if args.precision == "bf16":
+        return bf16_table(args, torch, hidden)
     if not args.json:
         # Rows are printed as they are measured: the whole table takes a while.
         print("compute throughput, forward + backward + SGD (PyTorch %s, best of %d alternating runs; load average "

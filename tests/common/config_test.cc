@@ -126,6 +126,31 @@ TEST(Config, BadOverrideIsAnError) {
   EXPECT_NE(error_of("", {"train.nothing=1"}).find("unknown key"), std::string::npos);
 }
 
+TEST(Config, Bf16JobDefaultsItsWireEncodingsToBf16) {
+  // train.precision = bf16 pushes and pulls bfloat16 unless the config names the encodings; the written config says
+  // so, since the servers and workers of a launched job load it.
+  Config bf16 = Config::from_string("[train]\nprecision = \"bf16\"\n", "t.toml");
+  EXPECT_EQ(bf16.get_string("cluster.compression"), "bf16");
+  EXPECT_EQ(bf16.get_string("cluster.pull_precision"), "bf16");
+  EXPECT_EQ(Config::from_string(bf16.to_toml(), "dump.toml").get_string("cluster.pull_precision"), "bf16");
+  Config named = Config::from_string("[train]\nprecision = \"bf16\"\n[cluster]\ncompression = \"none\"\n", "t.toml",
+                                     {"cluster.pull_precision=fp32"});
+  EXPECT_EQ(named.get_string("cluster.compression"), "none");
+  EXPECT_EQ(named.get_string("cluster.pull_precision"), "fp32");
+  Config fp32 = Config::from_string("", "t.toml");
+  EXPECT_EQ(fp32.get_string("cluster.compression"), "none");
+  EXPECT_EQ(fp32.get_string("cluster.pull_precision"), "fp32");
+}
+
+TEST(Config, PrecisionsNoBackendComputesAreRefused) {
+  const std::string fp16 = error_of("", {"train.precision=fp16"});
+  EXPECT_NE(fp16.find("train.precision"), std::string::npos) << fp16;
+  EXPECT_NE(fp16.find("fp16 is not computed by this build"), std::string::npos) << fp16;
+  const std::string cuda = error_of("", {"train.precision=bf16", "train.device=cuda"});
+  EXPECT_NE(cuda.find("bf16 runs on CPU only"), std::string::npos) << cuda;
+  EXPECT_NE(error_of("", {"train.precision=int8"}).find("train.precision"), std::string::npos);
+}
+
 TEST(Config, ToTomlRoundTrips) {
   Config a = Config::from_string("[optimizer]\nname = \"lamb\"\nlr = 0.25\n", "t.toml");
   Config b = Config::from_string(a.to_toml(), "dump.toml");

@@ -2,7 +2,8 @@
 // (configs/fmnist_mlp_sync.toml). bf16 pushes and fp16 both ways stay within 0.3 points of none, topk 1 % with
 // error feedback within 1.5 points, onebit with error feedback reaches 85 %; and the bytes each run moved, as its
 // last epoch measured them, are what the encoding promises (bf16/fp16: half of float32; topk 1 %: <= 3 % of the
-// pushes). 5 runs of 10 epochs: 1:24-2:12 on the shared 2-core VM at load 12 (each run 12-40 s).
+// pushes); bf16 compute (train.precision) within 0.3 points at half the bytes both ways. 6 runs of 10 epochs:
+// 1:24-2:12 on the shared 2-core VM at load 12 for the first 5 (each run 12-40 s).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -100,6 +101,18 @@ TEST_F(CompressionAccuracy, Bf16PushesWithinPointThreeOfNoneAtHalfTheBytes) {
 TEST_F(CompressionAccuracy, Fp16BothWaysWithinPointThreeOfNoneAtHalfTheBytes) {
   const Outcome o = train("fp16", "--set cluster.compression=fp16 --set cluster.pull_precision=fp16");
   EXPECT_NEAR(o.test_acc, none().test_acc, 0.003);
+  EXPECT_GE(sent_ratio(o), 0.5);
+  EXPECT_LE(sent_ratio(o), 0.502);
+  EXPECT_GE(recv_ratio(o), 0.5);
+  EXPECT_LE(recv_ratio(o), 0.502);
+}
+
+// train.precision = bf16: bf16 convolutions and GEMMs on the workers, and by default bf16 pushes and pulls (half
+// the bytes both ways, the biases under compression_min_bytes excepted); the servers' weights stay float32.
+TEST_F(CompressionAccuracy, Bf16ComputeWithinPointThreeOfNoneAtHalfTheBytes) {
+  const Outcome o = train("bf16-compute", "--set train.precision=bf16");
+  EXPECT_NEAR(o.test_acc, none().test_acc, 0.003);
+  EXPECT_EQ(o.epochs, 10);
   EXPECT_GE(sent_ratio(o), 0.5);
   EXPECT_LE(sent_ratio(o), 0.502);
   EXPECT_GE(recv_ratio(o), 0.5);

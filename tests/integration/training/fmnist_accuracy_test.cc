@@ -2,7 +2,8 @@
 // 10 epochs each: local runs and 2 workers + 2 servers in every mode. The sync
 // MLP job (configs/fmnist_mlp_sync.toml, 2 workers + 2 servers, >= 88 %, 10
 // epochs) is trained once for the suite, as compression_accuracy_test's float32
-// run, which checks this target too.
+// run, which checks this target too; the sync LeNet job is the anchor of its bf16
+// run (train.precision = bf16, within 0.3 points).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,16 +24,16 @@ bool have_fashion_mnist() {
   return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
-// Runs `command_prefix --config configs/<config> --run-dir DIR` and checks the
-// summary's test accuracy.
-void expect_accuracy(const std::string& name, const std::string& command_prefix, const std::string& config,
-                     double min_acc, int timeout_s) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+// Runs `command_prefix --config configs/<config> [settings] --run-dir DIR`, checks the summary's test accuracy and
+// returns it (-1 when the run failed).
+double expect_accuracy(const std::string& name, const std::string& command_prefix, const std::string& config,
+                       double min_acc, int timeout_s, const std::string& settings = "") {
   const std::string dir = fresh_dir("acc-" + name);
-  const std::string cmd =
-      command_prefix + " --config " + source_dir() + "/configs/" + config + " --run-dir " + dir + "/run";
+  const std::string cmd = command_prefix + " --config " + source_dir() + "/configs/" + config + " " + settings +
+                          " --run-dir " + dir + "/run";
   int rc = run_with_timeout(cmd, timeout_s, dir + "/log");
-  ASSERT_EQ(rc, 0) << read_file(dir + "/log");
+  EXPECT_EQ(rc, 0) << read_file(dir + "/log");
+  if (rc != 0) return -1;
   Json summary = read_summary(dir + "/run");
   const double acc = summary.at("test_acc").as_number();
   std::printf("%s: test accuracy %.4f (target >= %.3f), %.0f samples/s, %.1f s\n", name.c_str(), acc, min_acc,
@@ -40,28 +41,47 @@ void expect_accuracy(const std::string& name, const std::string& command_prefix,
   EXPECT_GE(acc, min_acc) << name;
   EXPECT_EQ(summary.at("epochs").as_int(), 10);
   pshard::testing::remove_dir_if_passed(dir);
+  return acc;
 }
 
 std::string launch() { return pshard_bin() + " launch --servers 2 --workers 2 --timeout 1500"; }
 
-TEST(FashionMnistAccuracy, LocalMlp) {
+class FashionMnistAccuracy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  // The float32 sync LeNet job (2 workers + 2 servers), trained once for the suite: its own target, and the anchor of
+  // the bf16 run.
+  static double sync_lenet() {
+    static const double acc = expect_accuracy("sync-lenet", launch(), "fmnist_lenet_sync.toml", 0.905, 1560);
+    return acc;
+  }
+};
+
+TEST_F(FashionMnistAccuracy, LocalMlp) {
   expect_accuracy("local-mlp", pshard_bin() + " train", "fmnist_mlp.toml", 0.88, 900);
 }
 
-TEST(FashionMnistAccuracy, LocalLenet) {
+TEST_F(FashionMnistAccuracy, LocalLenet) {
   expect_accuracy("local-lenet", pshard_bin() + " train", "fmnist_lenet.toml", 0.905, 1500);
 }
 
-TEST(FashionMnistAccuracy, AsyncMlpTwoWorkersTwoServers) {
+TEST_F(FashionMnistAccuracy, AsyncMlpTwoWorkersTwoServers) {
   expect_accuracy("async-mlp", launch(), "fmnist_mlp_async.toml", 0.87, 1560);
 }
 
-TEST(FashionMnistAccuracy, SspMlpTwoWorkersTwoServers) {
+TEST_F(FashionMnistAccuracy, SspMlpTwoWorkersTwoServers) {
   expect_accuracy("ssp-mlp", launch(), "fmnist_mlp_ssp.toml", 0.875, 1560);
 }
 
-TEST(FashionMnistAccuracy, SyncLenetTwoWorkersTwoServers) {
-  expect_accuracy("sync-lenet", launch(), "fmnist_lenet_sync.toml", 0.905, 1560);
+TEST_F(FashionMnistAccuracy, SyncLenetTwoWorkersTwoServers) { EXPECT_GE(sync_lenet(), 0.905); }
+
+// train.precision = bf16 (bf16 convolutions and GEMMs, bf16 pushes and pulls): within 0.3 points of float32.
+TEST_F(FashionMnistAccuracy, SyncLenetBf16WithinPointThreeOfFp32) {
+  const double bf16 =
+      expect_accuracy("sync-lenet-bf16", launch(), "fmnist_lenet_sync.toml", 0.905, 1560, "--set train.precision=bf16");
+  EXPECT_NEAR(bf16, sync_lenet(), 0.003);
 }
 
 }  // namespace
