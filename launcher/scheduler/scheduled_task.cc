@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
+#include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
 #include "common/run/run_directory.h"
@@ -77,6 +79,60 @@ void wait_for_key_file(const std::string& key_dir, std::chrono::milliseconds tim
   transport::read_curve_keys(key_dir);  // refuses a file others can read, before any process starts
 }
 
+// A run that starts again at `step` (a requeue, or a restart after a server died): the coordinator writes a new
+// metrics.jsonl, so task 0 keeps what the run measured before as metrics.jsonl.before-step-K (and the csv).
+void keep_metrics_before(const std::string& run_dir, int64_t step) {
+  for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+    const std::filesystem::path from = std::filesystem::path(run_dir) / name;
+    std::error_code ec;
+    if (std::filesystem::exists(from, ec)) {
+      std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(step), ec);
+    }
+  }
+}
+
+// cluster.server_failure_policy = restart, after a job of this launch ended in failure: does it start again, and
+// from which checkpoint step (-1: step 0)? Task 0 decides, since its coordinator says why the job ended (a dead
+// server: kExitServerDead), and writes "restart K" or "end" into `outcome_file` in the shared run directory; the
+// other tasks wait for that file (up to `wait`). nullopt: the job ends.
+std::optional<int64_t> restart_decision(const std::string& outcome_file, const TaskPlan& plan,
+                                        const LocalJob::Result& r, int64_t round, int64_t max_restarts,
+                                        const std::string& run_dir, std::chrono::milliseconds wait) {
+  if (plan.runs_coordinator) {
+    bool server_dead = false;
+    for (const ChildExit& e : r.children) {
+      server_dead =
+          server_dead || (e.role == NodeRole::kCoordinator && e.exited && e.exit_code == Coordinator::kExitServerDead);
+    }
+    std::optional<int64_t> step;
+    if (server_dead && round < max_restarts) {
+      std::vector<std::string> skipped;
+      step = newest_complete_step(run_dir + "/checkpoints", plan.num_servers, read_run_id(run_dir), &skipped);
+      for (const std::string& why : skipped) std::fprintf(stderr, "[task] skipping a checkpoint: %s\n", why.c_str());
+    } else if (server_dead) {
+      std::fprintf(stderr, "[task] not restarting: cluster.max_restarts = %lld restarts used\n",
+                   static_cast<long long>(max_restarts));
+    }
+    binary::write_file_atomically(outcome_file, step ? "restart " + std::to_string(*step) + "\n" : "end\n",
+                                  "restart decision", 0644);
+    return step;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(outcome_file);
+    std::string word;
+    int64_t step = -1;
+    if (in >> word) {
+      if (word == "restart" && in >> step) return step;
+      if (word == "end") return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::fprintf(stderr, "[task] task 0 did not say within %lld ms whether the job starts again (%s): ending\n",
+               static_cast<long long>(wait.count()), outcome_file.c_str());
+  return std::nullopt;
+}
+
 }  // namespace
 
 int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
@@ -138,16 +194,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   if (resume_step >= 0) {
     std::fprintf(stderr, "[task] requeued (SLURM_RESTART_COUNT=%lld): resuming run %s at step %lld\n",
                  static_cast<long long>(env.restart_count), run_dir.c_str(), static_cast<long long>(resume_step));
-    if (plan.runs_coordinator) {
-      // The coordinator writes a new metrics.jsonl; keep what the run measured before.
-      for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
-        const std::filesystem::path from = std::filesystem::path(run_dir) / name;
-        std::error_code ec;
-        if (std::filesystem::exists(from, ec)) {
-          std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(resume_step), ec);
-        }
-      }
-    }
+    if (plan.runs_coordinator) keep_metrics_before(run_dir, resume_step);
   } else if (plan.runs_coordinator) {
     // A run directory belongs to one run. Tasks cannot agree on a fresh directory or on moving an old run aside, so
     // task 0 refuses one that holds a run, before anything starts; the other tasks then end at their rendezvous
@@ -176,56 +223,76 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   job_plan.resume_step = resume_step;
   const char* env_token = getenv("PSHARD_JOB_TOKEN");
   const std::string given_token = env_token != nullptr ? env_token : "";
-  std::string rendezvous_file;
-  if (given_token.empty() || coordinator.empty()) {
-    rendezvous_file = run_dir + "/.pshard-rendezvous-" + env.launch_id;
-    if (plan.runs_coordinator) {
-      const Rendezvous r{given_token.empty() ? new_job_token() : given_token, coordinator};
-      binary::write_file_atomically(rendezvous_file, rendezvous_text(r), "rendezvous file", 0600);
-      job_plan.job_token = r.token;
+  const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
+  const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
+  for (int64_t round = 0;; ++round) {
+    // Each round (the first, then one per restart after a server died) meets at its own rendezvous file.
+    const std::string launch = env.launch_id + (round > 0 ? "-restart-" + std::to_string(round) : "");
+    std::string rendezvous_file;
+    job_plan.coordinator = coordinator;
+    if (given_token.empty() || coordinator.empty()) {
+      rendezvous_file = run_dir + "/.pshard-rendezvous-" + launch;
+      if (plan.runs_coordinator) {
+        const Rendezvous r{given_token.empty() ? new_job_token() : given_token, coordinator};
+        binary::write_file_atomically(rendezvous_file, rendezvous_text(r), "rendezvous file", 0600);
+        job_plan.job_token = r.token;
+      } else {
+        const Rendezvous r = wait_for_rendezvous(rendezvous_file, given_token, wait_limit);
+        job_plan.job_token = r.token;
+        job_plan.coordinator = r.coordinator;
+      }
     } else {
-      const Rendezvous r = wait_for_rendezvous(rendezvous_file, given_token, wait_limit);
-      job_plan.job_token = r.token;
-      coordinator = r.coordinator;
+      job_plan.job_token = given_token;
     }
-  } else {
-    job_plan.job_token = given_token;
-  }
-  job_plan.coordinator = coordinator;
-  if (cfg.get_bool("security.curve")) {
-    job_plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
-    if (plan.runs_coordinator) {
-      transport::ensure_curve_keys(job_plan.key_dir);
-    } else {
-      wait_for_key_file(job_plan.key_dir, wait_limit);
+    if (cfg.get_bool("security.curve")) {
+      job_plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
+      if (plan.runs_coordinator) {
+        transport::ensure_curve_keys(job_plan.key_dir);
+      } else {
+        wait_for_key_file(job_plan.key_dir, wait_limit);
+      }
     }
-  }
 
-  LocalJob::Options opt;
-  opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
-  // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
-  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
-  opt.grace = o.grace;
-  LocalJob job(opt);
-  if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
-  ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + address + ":0")
-                                               : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
-  if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
-  job.add(c);
+    LocalJob::Options opt;
+    opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
+    // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
+    opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
+    opt.grace = o.grace;
+    LocalJob job(opt);
+    if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
+    ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + address + ":0")
+                                                 : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
+    if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+    job.add(c);
 
-  std::fprintf(stderr,
-               "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
-               scheduler_name(env.scheduler), static_cast<long long>(env.proc_id),
-               static_cast<long long>(env.num_tasks), plan.node.c_str(), role.c_str(), rank.c_str(), plan.num_servers,
-               plan.num_workers, plan.runs_coordinator ? ", runs the coordinator" : "", coordinator.c_str(),
-               address.empty() ? "" : ", address ", address.c_str(), run_dir.c_str());
-  LocalJob::Result r = job.run();
-  if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
-  for (const ChildExit& e : r.children) {
-    if (e.failed())
-      std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
+    std::fprintf(stderr,
+                 "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
+                 scheduler_name(env.scheduler), static_cast<long long>(env.proc_id),
+                 static_cast<long long>(env.num_tasks), plan.node.c_str(), role.c_str(), rank.c_str(), plan.num_servers,
+                 plan.num_workers, plan.runs_coordinator ? ", runs the coordinator" : "", job_plan.coordinator.c_str(),
+                 address.empty() ? "" : ", address ", address.c_str(), run_dir.c_str());
+    LocalJob::Result r = job.run();
+    if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
+    for (const ChildExit& e : r.children) {
+      if (e.failed())
+        std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
+    }
+    if (!restart_servers || r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code == kExitStopped ||
+        r.exit_code > 128) {
+      return r.exit_code;
+    }
+    // cluster.server_failure_policy = restart: whether the job starts again is task 0's decision (its coordinator
+    // knows why the job ended), written into the run directory for the other tasks.
+    const std::optional<int64_t> again =
+        restart_decision(run_dir + "/.pshard-outcome-" + launch, plan, r, round, max_restarts, run_dir, wait_limit);
+    if (!again) return r.exit_code;
+    std::fprintf(stderr, "[task] a server died: restarting the job (restart %lld of %lld) from %s\n",
+                 static_cast<long long>(round + 1), static_cast<long long>(max_restarts),
+                 *again >= 0 ? ("the checkpoint of step " + std::to_string(*again)).c_str()
+                             : "step 0 (no complete checkpoint yet)");
+    job_plan.resume_step = *again;
+    if (plan.runs_coordinator && *again >= 0) keep_metrics_before(run_dir, *again);
   }
-  return r.exit_code;
 }
 
 }  // namespace pshard::scheduler

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real SLURM test: a 2-node SLURM cluster (scripts/slurm-cluster), an sbatch job running `srun pshard slurm`
 # (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement; then a
-# job stopped by SIGTERM at a checkpoint, requeued, and resumed to the weights of an uninterrupted run.
+# job stopped by SIGTERM at a checkpoint, requeued, and resumed to the weights of an uninterrupted run; then a job whose
+# server is killed, restarted by the tasks from its checkpoint within the allocation.
 #
 # Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
 # Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
@@ -145,5 +146,32 @@ timeout 200 "$BIN" launch --servers 2 --workers 2 --config "$SRC/configs/fmnist_
 cmp -s "$REF/model.bin" "$RUN2/model.bin" || die "the requeued run's model differs from the uninterrupted run's"
 say "requeue: stopped at step $at on SIGTERM, requeued, resumed, same weights as an uninterrupted run (${T_REQUEUE} s)"
 
-say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s"
+# 5. a server SIGKILLed under cluster.server_failure_policy = restart: the tasks start the job again within the
+#    allocation, from the newest checkpoint every server has, and it finishes (same weights as the uninterrupted run).
+RUN3="$DIR/run-restart"
+OUT3="$DIR/job-restart.out"
+t_job=$SECONDS
+( PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN3" \
+  timeout 240 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
+  --output="$OUT3" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" "${ARGS[@]}" \
+  --set cluster.server_failure_policy=restart --set checkpoint.every_steps=50 \
+  --set cluster.heartbeat_interval_ms=200 --set cluster.heartbeat_timeout_ms=1500; echo $? >"$DIR/restart.rc" ) &
+for _ in $(seq 1 600); do [ -s "$RUN3/checkpoints/server-1.step-00000100.ckpt" ] && [ -s "$RUN3/cluster.json" ] && break; sleep 0.2; done
+[ -s "$RUN3/checkpoints/server-1.step-00000100.ckpt" ] || { wait; cat "$OUT3"; die "no checkpoint of step 100 in the restart job"; }
+victim=$(sed 's/}, {/}\n{/g' "$RUN3/cluster.json" | grep '"role": "server"' | grep '"rank": 1' | grep -o '"pid": [0-9]*' | grep -o '[0-9]*')
+[ -n "$victim" ] || die "no pid of server 1 in $RUN3/cluster.json"
+kill -9 "$victim" || die "cannot kill server 1 (pid $victim)"
+say "restart: killed server 1 (pid $victim) after the checkpoint of step 100"
+wait
+T_RESTART=$((SECONDS - t_job))
+echo "======== restart job output ($OUT3) ========"
+grep -v '^\[worker\|^\[server' "$OUT3" 2>/dev/null | tail -n 40
+echo "======== end of restart job output ========"
+[ "$(cat "$DIR/restart.rc" 2>/dev/null)" = 0 ] || die "the job whose server was killed failed (sbatch --wait: $(cat "$DIR/restart.rc" 2>/dev/null))"
+grep -q "a server died: restarting the job (restart 1 of 3) from the checkpoint of step" "$OUT3" \
+  || die "the tasks did not restart the job from a checkpoint"
+cmp -s "$REF/model.bin" "$RUN3/model.bin" || die "the restarted job's model differs from the uninterrupted run's"
+say "restart: the job started again from its checkpoint within the allocation, same weights (${T_RESTART} s)"
+
+say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s, server restart ${T_RESTART} s"
 exit 0
