@@ -22,6 +22,9 @@ import io
 import math
 import os
 import pickle
+import signal
+import sys
+import threading
 import time
 
 import torch
@@ -33,6 +36,10 @@ from . import init, is_initialized, shutdown, rank, size, local_rank, config, ba
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "PshardError"]
 
+
+# The exit status of a rank that stopped at a checkpoint on SIGTERM (checkpoint.on_sigterm = checkpoint): EX_TEMPFAIL,
+# as pshard's own workers; `pshard launch --resume` or a requeued job continues the run there.
+STOPPED = 75
 
 # What DistributedOptimizer(grad_scaler=) uses of a scaler: the scale, and its rule for changing it.
 _SCALER_METHODS = ("get_scale", "update", "get_growth_factor", "get_backoff_factor", "get_growth_interval")
@@ -155,6 +162,13 @@ class DistributedOptimizer:
         self.request_ref = ctypes.byref(self.request)
         self.push_pull, self.wait = lib().pshard_push_pull, lib().pshard_wait  # looked up once: called every step
         self.step_count = self.start_step
+        # checkpoint.on_sigterm = checkpoint: a SIGTERM flags the next step's pushes; every rank then ends at the
+        # boundary the servers checkpointed (_check_stop), with exit status 75.
+        self.stop_on_sigterm = config("checkpoint.on_sigterm") == "checkpoint"
+        self.sigterm = False
+        self.stop_asked = False
+        if self.stop_on_sigterm and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         self.epoch_steps = 0  # steps since the last report()
         # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
         # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data. The
@@ -299,7 +313,29 @@ class DistributedOptimizer:
         handle = accumulator.register_hook(lambda *unused: self._grad_ready(i))
         return (accumulator, handle)  # the node must stay alive for its hook to stay registered
 
+    def _on_sigterm(self, signum, frame):
+        self.sigterm = True
+
+    def _check_stop(self):
+        """checkpoint.on_sigterm: before a step's first forward, whether the servers stopped the job at this step
+        (the replies that bring its weights say so: the first one is waited for here). If so, the rank leaves with
+        exit status 75 (SystemExit): the run continues there with --resume or a requeue."""
+        first = next((i for i, r in enumerate(self.pending) if r is not None), None)
+        if first is not None:
+            self._complete((first,))
+        at = ctypes.c_int64()
+        check(lib().pshard_stop_at(self.client, ctypes.byref(at)), "DistributedOptimizer")
+        if at.value > 0 and self.step_count >= at.value:
+            self.synchronize()
+            from . import shutdown
+            why = "stopped at step %d on SIGTERM (checkpoint.on_sigterm = checkpoint)" % self.step_count
+            sys.stderr.write("pshard: %s\n" % why)
+            shutdown(STOPPED, why)
+            raise SystemExit(STOPPED)
+
     def _forward_started(self):
+        if self.forward_at is None and torch.is_grad_enabled() and self.stop_on_sigterm:
+            self._check_stop()
         if self.forward_at is None and torch.is_grad_enabled():  # an evaluation's forward is not a step's
             self.forward_at = time.monotonic_ns()
             self.phase_s["data"] += (self.forward_at - self.step_started - self.outside_ns) * 1e-9
@@ -552,6 +588,9 @@ class DistributedOptimizer:
             self._trace_step(step, marks)
         self.pushed = 0
         self.step_count += 1
+        if self.sigterm and not self.stop_asked:
+            check(lib().pshard_request_stop(self.client, self.step_count), "DistributedOptimizer")
+            self.stop_asked = True
         self.epoch_steps += 1
         self.tracing = lib().pshard_traces(self.client, self.step_count) == 1
         self.step_started = time.monotonic_ns()

@@ -81,7 +81,7 @@ def worker(out_dir, mode):
             step += 1
             # Slow enough for the kill cases: the server is killed mid-run, the worker restarted (importing torch
             # takes seconds) rejoins 20 steps past the servers' step before the survivor gets there.
-            time.sleep(0.25 if mode == "kill" and step < 60 else 0.05 if mode == "slow" else 0.01)
+            time.sleep(0.25 if mode == "kill" and step < 60 else 0.05 if mode in ("slow", "sigterm") else 0.01)
         ps.report(epoch=epoch, train_loss=float(loss))
         if ps.rank() == 0:
             torch.save(net[1].running_mean.clone(), os.path.join(out_dir, "bn-after-epoch%d.pt" % epoch))
@@ -189,6 +189,42 @@ def main():
     support.expect(same_weights(final(out), reference), "the restarted job's weights differ from the undisturbed run's",
                    output)
     print("server killed, job restarted from its checkpoint: the same weights, bit for bit")
+
+    # checkpoint.on_sigterm = checkpoint: a SIGTERM to the launch mid-run stops every rank at the next step boundary,
+    # which the server checkpoints; the launch exits 75 and --resume ends with the same weights.
+    out = support.fresh_dir("sigterm-out")
+    d = support.fresh_dir("sigterm")
+    cfg = os.path.join(d, "job.toml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.replace("every_steps = 10", 'every_steps = 10\non_sigterm = "checkpoint"')
+                % ("abort", "abort", "false"))
+    run_dir = os.path.join(d, "run")
+    job = subprocess.Popen([support.PSHARD_BIN, "launch", "--servers", "1", "--workers", "2", "--config", cfg,
+                            "--run-dir", run_dir, "--timeout", "120", "--", support.PYTHON,
+                            os.path.abspath(__file__), "worker", out, "sigterm"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=support.env(), cwd=d,
+                           start_new_session=True)
+    folder = os.path.join(run_dir, "checkpoints")
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None and not (
+            os.path.isdir(folder) and "server-0.step-00000030.ckpt" in os.listdir(folder)):
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    try:
+        output = job.communicate(timeout=150)[0].decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        raise AssertionError("the job did not stop after SIGTERM")
+    support.expect(job.returncode == 75, "the launch exited %d after SIGTERM, not 75" % job.returncode, output)
+    support.expect("stopped at step" in output and "on SIGTERM" in output, "no rank said where it stopped", output)
+    support.expect(not os.path.exists(os.path.join(out, "final.pt")), "a stopped rank ran to the end", output)
+    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "1", "--workers", "2", "--resume", run_dir,
+                                  "--timeout", "120", "--", support.PYTHON, os.path.abspath(__file__), "worker", out,
+                                  "plain"], 150)
+    support.expect(status == 0, "--resume after the SIGTERM stop failed", output)
+    support.expect(same_weights(final(out), reference), "the weights after the SIGTERM stop and --resume differ",
+                   output)
+    print("SIGTERM: every rank stopped at a checkpoint (exit 75), --resume: the same weights, bit for bit")
 
     # A worker SIGKILLed at step 5 and restarted: it rejoins, and the job ends as accurate as the undisturbed one.
     status, output, run_dir, out = launch("rejoin", "continue", "abort", True, "kill")

@@ -557,6 +557,26 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
   });
 }
 
+int pshard_request_stop(pshard_client* c, int64_t step) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: request a stop after pshard_start"};
+    if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
+    c->kv->request_stop(step);
+    return PSHARD_OK;
+  });
+}
+
+int pshard_stop_at(const pshard_client* c, int64_t* out) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(out, "out");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: the stop step is known after pshard_start"};
+    *out = c->kv->stop_at();
+    return PSHARD_OK;
+  });
+}
+
 int pshard_start_step(const pshard_client* c, int64_t* out) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     require(c, "client");

@@ -133,6 +133,15 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
  * 0, nobody sends initial weights: every worker pulls the servers' weights of that step. STATE before pshard_start. */
 int pshard_start_step(const pshard_client* c, int64_t* out);
 
+/* checkpoint.on_sigterm = checkpoint (sync): the pushes of step `step` issued after this call ask the servers to stop
+ * the job when that step closes, at boundary step + 1, which every server then checkpoints. Call it when the
+ * process got SIGTERM, before the first push of the next step. */
+int pshard_request_stop(pshard_client* c, int64_t step);
+
+/* The step boundary at which the servers stopped the job, from the replies received so far (0: none yet): a worker
+ * whose next step is >= it ends there, leaving with pshard_close(c, 75, ...) (75: stopped at a checkpoint). */
+int pshard_stop_at(const pshard_client* c, int64_t* out);
+
 /* Rank 0 only, once per tensor, before anyone pulls, in a run that starts at step 0: the initial weights (STATE on
  * another rank, or when pshard_start_step is not 0). */
 int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out);
