@@ -10,6 +10,8 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   # launcher (Boost.Asio), configs, compressed data files
   libboost-dev libtomlplusplus-dev zlib1g-dev
+  # image-folder data sets: JPEG (libjpeg-turbo) and PNG decoding
+  libjpeg62-turbo-dev libpng-dev
   # mpirun, for the test of `mpirun pshard task` (tests/launcher/scheduler)
   openmpi-bin
   # CPU compute (OpenBLAS: the reference backend; oneDNN: convolution, pooling, batch norm)

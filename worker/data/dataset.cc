@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/idx.h"
+#include "worker/data/image_folder.h"
 #include "worker/data/packed.h"
 #include "worker/data/synthetic.h"
 
@@ -18,6 +19,7 @@ int64_t Dataset::sample_elems() const {
 }
 
 int64_t Dataset::size() const {
+  if (source) return static_cast<int64_t>(labels.size());
   int64_t e = sample_elems();
   return e > 0 ? static_cast<int64_t>(features.size()) / e : 0;
 }
@@ -25,6 +27,7 @@ int64_t Dataset::size() const {
 void Dataset::check_consistent(const std::string& where) const {
   int64_t e = sample_elems();
   if (sample_shape.empty() || e <= 0) throw Error(where + ": data set '" + name + "' has an empty sample shape");
+  if (source && !features.empty()) throw Error(where + ": data set '" + name + "' has both a source and features");
   if (static_cast<int64_t>(features.size()) % e != 0) {
     throw Error(where + ": " + std::to_string(features.size()) + " feature values are not a multiple of the sample " +
                 "size " + std::to_string(e));
@@ -116,6 +119,8 @@ DataSplits load_data(const Config& cfg) {
         s.train.target_dim != s.test.target_dim) {
       throw Error(train_path + " and " + test_path + " disagree on the sample shape, classes or targets");
     }
+  } else if (name == "image-folder") {
+    s = load_image_folder(cfg);
   } else {
     throw Error(cfg.origin() + ": data.name '" + name + "' is not a known data set");
   }

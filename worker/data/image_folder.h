@@ -1,0 +1,79 @@
+// Image folders (one sub-folder per class of JPEG/PNG files): scanning, the train/test split and the decoding data set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "worker/data/dataset.h"
+#include "worker/data/image_transform.h"
+
+namespace pshard::data {
+
+// One image of a folder and its class (the index of its sub-folder in sorted order).
+struct ImageFile {
+  std::string path;
+  int32_t label = 0;
+};
+
+struct ImageFolderScan {
+  std::vector<std::string> classes;  // sub-folder names, sorted bytewise
+  std::vector<ImageFile> files;      // by class, then by file name
+  std::vector<std::string> skipped;  // "PATH: why" for each file left out
+};
+
+// Scans DIR/CLASS/FILE. Files ending in .jpg, .jpeg or .png (any case) are
+// images; other files are ignored. An image of 0 bytes, or whose first bytes
+// are not a JPEG or PNG signature, is skipped and named in `skipped`.
+// Refused with an Error naming the path: DIR missing, unreadable or without
+// sub-folders; a class folder that cannot be read; a class folder with no
+// usable image (its class would never be seen).
+ImageFolderScan scan_image_folder(const std::string& dir);
+
+// The deterministic split of one folder: in each class, the files are
+// shuffled with `seed` and the first round(n * test_fraction) (at least 1
+// when test_fraction > 0 and the class has 2 or more) go to the test split.
+// It depends only on the file list and the seed, so every worker gets the
+// same split.
+void split_train_test(const std::vector<ImageFile>& files, double test_fraction, uint64_t seed,
+                      std::vector<ImageFile>* train, std::vector<ImageFile>* test);
+
+// How samples are made from decoded images.
+struct ImageTransform {
+  int image_size = 224;  // output side: samples are {3, image_size, image_size}
+  int resize = 256;      // evaluation: shorter side resized to this before the centre crop
+  bool augment = true;   // random resized crop + horizontal flip (training); false: evaluation transform
+  ChannelStats stats;    // normalisation
+  uint64_t seed = 0;     // augmentation draws depend on (seed, epoch, sample index) only
+  int threads = 2;       // decode threads per batch
+};
+
+// Samples of a Dataset decoded from image files on demand (Dataset::source).
+// Sample i of epoch e is the same bytes whatever the thread count, batch or
+// worker that decodes it. A file that fails to decode is an Error naming it.
+class ImageFileSource : public SampleSource {
+ public:
+  ImageFileSource(std::vector<std::string> paths, ImageTransform transform);
+  void fill(const int64_t* indices, int64_t n, int64_t epoch, float* out) const override;
+  // Decodes and transforms one sample (used by fill and by the tests).
+  void make_sample(int64_t index, int64_t epoch, float* out) const;
+
+ private:
+  std::vector<std::string> paths_;
+  ImageTransform t_;
+};
+
+// Reads a whole file; an Error naming it when it cannot be read.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// Per-channel mean and std (pixels scaled to [0, 1]) over up to
+// `max_images` images spread evenly over `files`, decoded whole.
+ChannelStats compute_channel_stats(const std::vector<ImageFile>& files, int max_images);
+
+// data.name = image-folder: the splits of data.dir as decoding data sets.
+// DIR/train and DIR/test (or DIR/val) when both exist, otherwise DIR split
+// with data.test_fraction and run.seed. Skipped files are reported on stderr.
+DataSplits load_image_folder(const Config& cfg);
+
+}  // namespace pshard::data
