@@ -9,10 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "common/error.h"
 #include "worker/data/random.h"
@@ -134,58 +132,6 @@ void split_train_test(const std::vector<ImageFile>& files, double test_fraction,
   }
 }
 
-std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::streamoff size = in.tellg();
-  if (size < 0) throw Error(path + ": cannot read its size");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (in.gcount() != size)
-    throw Error(path + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes");
-  return bytes;
-}
-
-ImageFileSource::ImageFileSource(std::vector<std::string> paths, ImageTransform transform)
-    : paths_(std::move(paths)), t_(transform) {}
-
-void ImageFileSource::make_sample(int64_t index, int64_t epoch, float* out) const {
-  const std::string& path = paths_.at(static_cast<size_t>(index));
-  std::vector<uint8_t> bytes = read_file_bytes(path);
-  RgbImage image = decode_image(bytes.data(), bytes.size(), path);
-  if (t_.augment) {
-    PortableRng rng(mix_seed(mix_seed(t_.seed, static_cast<uint64_t>(epoch)), static_cast<uint64_t>(index)));
-    CropBox box = random_resized_crop_box(image.width, image.height, rng);
-    bool flip = rng.uniform() < 0.5;
-    crop_resize_normalize(image, box, t_.image_size, flip, t_.stats, out);
-  } else {
-    CropBox box = center_crop_box(image.width, image.height, t_.image_size, t_.resize);
-    crop_resize_normalize(image, box, t_.image_size, false, t_.stats, out);
-  }
-}
-
-void ImageFileSource::fill(const int64_t* indices, int64_t n, int64_t epoch, float* out) const {
-  const int64_t elems = 3ll * t_.image_size * t_.image_size;
-  int threads = static_cast<int>(std::min<int64_t>(std::max(1, t_.threads), n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(std::max(threads, 1)));
-  // Thread k makes samples k, k + threads, ...; the calling thread is thread 0.
-  auto work = [&](int k) {
-    try {
-      for (int64_t i = k; i < n; i += threads) make_sample(indices[i], epoch, out + i * elems);
-    } catch (...) {
-      errors[static_cast<size_t>(k)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int k = 1; k < threads; ++k) pool.emplace_back(work, k);
-  if (threads > 0) work(0);
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
 ChannelStats compute_channel_stats(const std::vector<ImageFile>& files, int max_images) {
   ChannelStats stats;
   if (files.empty()) return stats;
@@ -229,7 +175,7 @@ Dataset folder_dataset(const std::vector<ImageFile>& files, size_t num_classes, 
     paths.push_back(files[i].path);
     d.labels.push_back(files[i].label);
   }
-  d.source = std::make_shared<ImageFileSource>(std::move(paths), t);
+  d.source = std::make_shared<ImageSource>(std::move(paths), t);
   return d;
 }
 

@@ -7,7 +7,7 @@
 
 #include "common/config/config.h"
 #include "worker/data/dataset.h"
-#include "worker/data/image_transform.h"
+#include "worker/data/image_source.h"
 
 namespace pshard::data {
 
@@ -38,34 +38,6 @@ ImageFolderScan scan_image_folder(const std::string& dir);
 // same split.
 void split_train_test(const std::vector<ImageFile>& files, double test_fraction, uint64_t seed,
                       std::vector<ImageFile>* train, std::vector<ImageFile>* test);
-
-// How samples are made from decoded images.
-struct ImageTransform {
-  int image_size = 224;  // output side: samples are {3, image_size, image_size}
-  int resize = 256;      // evaluation: shorter side resized to this before the centre crop
-  bool augment = true;   // random resized crop + horizontal flip (training); false: evaluation transform
-  ChannelStats stats;    // normalisation
-  uint64_t seed = 0;     // augmentation draws depend on (seed, epoch, sample index) only
-  int threads = 2;       // decode threads per batch
-};
-
-// Samples of a Dataset decoded from image files on demand (Dataset::source).
-// Sample i of epoch e is the same bytes whatever the thread count, batch or
-// worker that decodes it. A file that fails to decode is an Error naming it.
-class ImageFileSource : public SampleSource {
- public:
-  ImageFileSource(std::vector<std::string> paths, ImageTransform transform);
-  void fill(const int64_t* indices, int64_t n, int64_t epoch, float* out) const override;
-  // Decodes and transforms one sample (used by fill and by the tests).
-  void make_sample(int64_t index, int64_t epoch, float* out) const;
-
- private:
-  std::vector<std::string> paths_;
-  ImageTransform t_;
-};
-
-// Reads a whole file; an Error naming it when it cannot be read.
-std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 // Per-channel mean and std (pixels scaled to [0, 1]) over up to
 // `max_images` images spread evenly over `files`, decoded whole.

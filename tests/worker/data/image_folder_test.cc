@@ -121,7 +121,7 @@ TEST(ImageFolder, TruncatedJpegIsAnErrorNamingItWhenItsBatchIsMade) {
   ImageTransform tr;
   tr.image_size = 16;
   tr.threads = 2;
-  ImageFileSource source(paths, tr);
+  ImageSource source(paths, tr);
   std::vector<int64_t> all = {0, 1, 2, 3, 4};
   std::vector<float> out(5 * 3 * 16 * 16);
   try {
@@ -177,7 +177,7 @@ class FolderData : public ::testing::Test {
 };
 
 TEST_F(FolderData, SamplesDependOnlyOnSeedEpochAndIndex) {
-  ImageFileSource one(paths_, transform(1)), three(paths_, transform(3));
+  ImageSource one(paths_, transform(1)), three(paths_, transform(3));
   std::vector<int64_t> idx = {4, 17, 0, 9, 23, 4};
   const size_t elems = 3 * 16 * 16;
   std::vector<float> a(idx.size() * elems), b(idx.size() * elems), c(idx.size() * elems);
@@ -189,7 +189,7 @@ TEST_F(FolderData, SamplesDependOnlyOnSeedEpochAndIndex) {
   EXPECT_NE(a, c);  // another epoch draws other crops
   ImageTransform eval = transform(2);
   eval.augment = false;
-  ImageFileSource test_source(paths_, eval);
+  ImageSource test_source(paths_, eval);
   std::vector<float> e1(elems), e2(elems);
   test_source.make_sample(7, 0, e1.data());
   test_source.make_sample(7, 4, e2.data());
@@ -202,7 +202,7 @@ TEST_F(FolderData, ShardsCoverEachImageOncePerEpoch) {
   d.sample_shape = {3, 16, 16};
   d.num_classes = 3;
   for (size_t i = 0; i < paths_.size(); ++i) d.labels.push_back(static_cast<int32_t>(i / 8));
-  d.source = std::make_shared<ImageFileSource>(paths_, transform(2));
+  d.source = std::make_shared<ImageSource>(paths_, transform(2));
   d.check_consistent("test");
   ASSERT_EQ(d.size(), 24);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
