@@ -113,6 +113,12 @@ DataSplits load_data(const Config& cfg) {
       throw Error(cfg.origin() + ": data.name = packed needs data.train_path and data.test_path " +
                   "(files written by `pshard data convert`)");
     }
+    if (read_packed_info(train_path).encoded_images) {
+      s = load_packed_images(cfg);
+      s.train.check_consistent(name + " train split");
+      s.test.check_consistent(name + " test split");
+      return s;
+    }
     s.train = read_packed(train_path, train_size);
     s.test = read_packed(test_path, test_size);
     if (s.train.sample_shape != s.test.sample_shape || s.train.num_classes != s.test.num_classes ||

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "worker/data/packed.h"
 #include "worker/data/random.h"
 
 namespace pshard::data {
@@ -132,16 +133,17 @@ void split_train_test(const std::vector<ImageFile>& files, double test_fraction,
   }
 }
 
-ChannelStats compute_channel_stats(const std::vector<ImageFile>& files, int max_images) {
+ChannelStats compute_channel_stats(const EncodedImages& images, int max_images) {
   ChannelStats stats;
-  if (files.empty()) return stats;
-  size_t count = std::min(files.size(), static_cast<size_t>(std::max(1, max_images)));
+  const size_t total = static_cast<size_t>(images.size());
+  if (total == 0) return stats;
+  size_t count = std::min(total, static_cast<size_t>(std::max(1, max_images)));
   double sum[3] = {0, 0, 0}, sq[3] = {0, 0, 0};
   double pixels = 0;
   for (size_t k = 0; k < count; ++k) {
-    const std::string& path = files[k * files.size() / count].path;
-    std::vector<uint8_t> bytes = read_file_bytes(path);
-    RgbImage image = decode_image(bytes.data(), bytes.size(), path);
+    int64_t i = static_cast<int64_t>(k * total / count);
+    std::vector<uint8_t> bytes = images.bytes(i);
+    RgbImage image = decode_image(bytes.data(), bytes.size(), images.name(i));
     for (size_t p = 0; p < image.pixels.size(); p += 3) {
       for (int c = 0; c < 3; ++c) {
         double v = image.pixels[p + static_cast<size_t>(c)] / 255.0;
@@ -162,60 +164,38 @@ ChannelStats compute_channel_stats(const std::vector<ImageFile>& files, int max_
 
 namespace {
 
-Dataset folder_dataset(const std::vector<ImageFile>& files, size_t num_classes, int64_t max_samples,
-                       const ImageTransform& t) {
+Dataset image_dataset(std::shared_ptr<const EncodedImages> images, std::vector<int32_t> labels, int64_t num_classes,
+                      const ImageTransform& t) {
   Dataset d;
   d.name = "image-folder";
   d.sample_shape = {3, t.image_size, t.image_size};
-  d.num_classes = static_cast<int64_t>(num_classes);
-  size_t n = files.size();
-  if (max_samples > 0) n = std::min(n, static_cast<size_t>(max_samples));
-  std::vector<std::string> paths;
-  for (size_t i = 0; i < n; ++i) {
-    paths.push_back(files[i].path);
-    d.labels.push_back(files[i].label);
-  }
-  d.source = std::make_shared<ImageSource>(std::move(paths), t);
+  d.num_classes = num_classes;
+  d.labels = std::move(labels);
+  d.source = std::make_shared<ImageSource>(std::move(images), t);
   return d;
 }
 
-void report_skipped(const ImageFolderScan& scan) {
-  for (const std::string& s : scan.skipped) std::fprintf(stderr, "image-folder: skipped %s\n", s.c_str());
+// The first max_samples (0: all) files of a split as encoded images and labels.
+Dataset folder_dataset(const std::vector<ImageFile>& files, size_t num_classes, int64_t max_samples,
+                       const ImageTransform& t) {
+  size_t n = files.size();
+  if (max_samples > 0) n = std::min(n, static_cast<size_t>(max_samples));
+  std::vector<std::string> paths;
+  std::vector<int32_t> labels;
+  for (size_t i = 0; i < n; ++i) {
+    paths.push_back(files[i].path);
+    labels.push_back(files[i].label);
+  }
+  return image_dataset(std::make_shared<ImageFiles>(std::move(paths)), std::move(labels),
+                       static_cast<int64_t>(num_classes), t);
 }
 
-}  // namespace
-
-DataSplits load_image_folder(const Config& cfg) {
-  std::string dir = cfg.get_string("data.dir");
-  uint64_t seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
-  std::vector<ImageFile> train, test;
-  std::vector<std::string> classes;
-  std::string test_dir = is_dir(dir + "/test") ? dir + "/test" : dir + "/val";
-  if (is_dir(dir + "/train") && is_dir(test_dir)) {
-    ImageFolderScan a = scan_image_folder(dir + "/train"), b = scan_image_folder(test_dir);
-    report_skipped(a);
-    report_skipped(b);
-    if (a.classes != b.classes) {
-      throw Error("image folder " + dir + ": " + dir + "/train has " + std::to_string(a.classes.size()) +
-                  " classes and " + test_dir + " " + std::to_string(b.classes.size()) +
-                  ", or their names differ: both need the same class sub-folders");
-    }
-    classes = a.classes;
-    train = std::move(a.files);
-    test = std::move(b.files);
-  } else {
-    ImageFolderScan a = scan_image_folder(dir);
-    report_skipped(a);
-    classes = a.classes;
-    split_train_test(a.files, cfg.get_double("data.test_fraction"), seed, &train, &test);
-  }
-  if (classes.size() < 2) throw Error("image folder " + dir + ": one class sub-folder; classification needs two");
-  if (test.empty()) throw Error("image folder " + dir + ": the test split is empty (raise data.test_fraction)");
-
+// data.image_size, data.decode_threads, data.mean/std (computed from `train` when empty), run.seed.
+ImageTransform transform_from_config(const Config& cfg, const EncodedImages& train) {
   ImageTransform t;
   t.image_size = static_cast<int>(cfg.get_int("data.image_size"));
   t.resize = static_cast<int>(std::lround(t.image_size / 0.875));
-  t.seed = seed;
+  t.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
   t.threads = static_cast<int>(cfg.get_int("data.decode_threads"));
   if (cfg.get_bool("data.normalize")) {
     std::vector<float> mean = parse_floats(cfg.get_string("data.mean"), "data.mean");
@@ -235,11 +215,83 @@ DataSplits load_image_folder(const Config& cfg) {
       }
     }
   }
+  return t;
+}
+
+void report_skipped(const ImageFolderScan& scan) {
+  for (const std::string& s : scan.skipped) std::fprintf(stderr, "image-folder: skipped %s\n", s.c_str());
+}
+
+}  // namespace
+
+ImageFolderSplits split_image_folder(const Config& cfg) {
+  std::string dir = cfg.get_string("data.dir");
+  ImageFolderSplits split;
+  std::vector<ImageFile>& train = split.train;
+  std::vector<ImageFile>& test = split.test;
+  std::vector<std::string>& classes = split.classes;
+  std::string test_dir = is_dir(dir + "/test") ? dir + "/test" : dir + "/val";
+  if (is_dir(dir + "/train") && is_dir(test_dir)) {
+    ImageFolderScan a = scan_image_folder(dir + "/train"), b = scan_image_folder(test_dir);
+    report_skipped(a);
+    report_skipped(b);
+    if (a.classes != b.classes) {
+      throw Error("image folder " + dir + ": " + dir + "/train has " + std::to_string(a.classes.size()) +
+                  " classes and " + test_dir + " " + std::to_string(b.classes.size()) +
+                  ", or their names differ: both need the same class sub-folders");
+    }
+    classes = a.classes;
+    train = std::move(a.files);
+    test = std::move(b.files);
+  } else {
+    ImageFolderScan a = scan_image_folder(dir);
+    report_skipped(a);
+    classes = a.classes;
+    split_train_test(a.files, cfg.get_double("data.test_fraction"), static_cast<uint64_t>(cfg.get_int("run.seed")),
+                     &train, &test);
+  }
+  if (classes.size() < 2) throw Error("image folder " + dir + ": one class sub-folder; classification needs two");
+  if (test.empty()) throw Error("image folder " + dir + ": the test split is empty (raise data.test_fraction)");
+  return split;
+}
+
+DataSplits load_image_folder(const Config& cfg) {
+  ImageFolderSplits split = split_image_folder(cfg);
+  const std::vector<ImageFile>& train = split.train;
+  const std::vector<ImageFile>& test = split.test;
+  const std::vector<std::string>& classes = split.classes;
+  std::vector<std::string> train_paths;
+  for (const ImageFile& f : train) train_paths.push_back(f.path);
+  ImageTransform t = transform_from_config(cfg, ImageFiles(train_paths));
   DataSplits s;
   t.augment = cfg.get_bool("data.augment");
   s.train = folder_dataset(train, classes.size(), cfg.get_int("data.train_size"), t);
   t.augment = false;
   s.test = folder_dataset(test, classes.size(), cfg.get_int("data.test_size"), t);
+  return s;
+}
+
+DataSplits load_packed_images(const Config& cfg) {
+  auto open = [](const std::string& path, int64_t max_samples) {
+    auto images = std::make_shared<PackedImages>(path);
+    std::vector<int32_t> labels = images->labels();
+    if (max_samples > 0 && max_samples < static_cast<int64_t>(labels.size())) {
+      labels.resize(static_cast<size_t>(max_samples));
+    }
+    return std::make_pair(images, labels);
+  };
+  auto [train, train_labels] = open(cfg.get_string("data.train_path"), cfg.get_int("data.train_size"));
+  auto [test, test_labels] = open(cfg.get_string("data.test_path"), cfg.get_int("data.test_size"));
+  if (train->num_classes() != test->num_classes()) {
+    throw Error(cfg.get_string("data.train_path") + " has " + std::to_string(train->num_classes()) + " classes, " +
+                cfg.get_string("data.test_path") + " " + std::to_string(test->num_classes()));
+  }
+  ImageTransform t = transform_from_config(cfg, *train);
+  DataSplits s;
+  t.augment = cfg.get_bool("data.augment");
+  s.train = image_dataset(train, std::move(train_labels), train->num_classes(), t);
+  t.augment = false;
+  s.test = image_dataset(test, std::move(test_labels), test->num_classes(), t);
   return s;
 }
 

@@ -40,12 +40,24 @@ void split_train_test(const std::vector<ImageFile>& files, double test_fraction,
                       std::vector<ImageFile>* train, std::vector<ImageFile>* test);
 
 // Per-channel mean and std (pixels scaled to [0, 1]) over up to
-// `max_images` images spread evenly over `files`, decoded whole.
-ChannelStats compute_channel_stats(const std::vector<ImageFile>& files, int max_images);
+// `max_images` images spread evenly over `images`, decoded whole.
+ChannelStats compute_channel_stats(const EncodedImages& images, int max_images);
+
+// The classes and the train/test files of data.dir, as load_image_folder and
+// `pshard data pack` see them (skipped files are reported on stderr).
+struct ImageFolderSplits {
+  std::vector<std::string> classes;
+  std::vector<ImageFile> train, test;
+};
+ImageFolderSplits split_image_folder(const Config& cfg);
 
 // data.name = image-folder: the splits of data.dir as decoding data sets.
 // DIR/train and DIR/test (or DIR/val) when both exist, otherwise DIR split
 // with data.test_fraction and run.seed. Skipped files are reported on stderr.
 DataSplits load_image_folder(const Config& cfg);
+
+// data.name = packed with files written by `pshard data pack` (version 2):
+// their records through the same decode and transforms as load_image_folder.
+DataSplits load_packed_images(const Config& cfg);
 
 }  // namespace pshard::data
