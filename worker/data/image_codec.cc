@@ -60,9 +60,10 @@ bool decode_jpeg_into(const uint8_t* bytes, size_t size, RgbImage* out, JpegErro
   jpeg_mem_src(&cinfo, bytes, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   if (cinfo.image_width == 0 || cinfo.image_height == 0 || cinfo.image_width > kMaxImageSide ||
-      cinfo.image_height > kMaxImageSide) {
-    std::snprintf(e->message, sizeof(e->message), "image size %ux%u is outside 1..%d", cinfo.image_width,
-                  cinfo.image_height, kMaxImageSide);
+      cinfo.image_height > kMaxImageSide ||
+      static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > kMaxImagePixels) {
+    std::snprintf(e->message, sizeof(e->message), "image size %ux%u is outside 1..%d per side, %lld pixels",
+                  cinfo.image_width, cinfo.image_height, kMaxImageSide, static_cast<long long>(kMaxImagePixels));
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
@@ -87,10 +88,12 @@ RgbImage decode_png(const uint8_t* bytes, size_t size, const std::string& what) 
   if (!png_image_begin_read_from_memory(&image, bytes, size)) {
     throw Error(what + ": not a readable PNG (" + image.message + ")");
   }
-  if (image.width == 0 || image.height == 0 || image.width > kMaxImageSide || image.height > kMaxImageSide) {
+  if (image.width == 0 || image.height == 0 || image.width > kMaxImageSide || image.height > kMaxImageSide ||
+      static_cast<int64_t>(image.width) * image.height > kMaxImagePixels) {
     png_image_free(&image);
     throw Error(what + ": image size " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-                " is outside 1..16384");
+                " is outside 1.." + std::to_string(kMaxImageSide) + " per side, " + std::to_string(kMaxImagePixels) +
+                " pixels");
   }
   // RGBA keeps colour values as stored (RGB output would composite them onto
   // a background); the alpha is then dropped as PIL's convert("RGB") does.

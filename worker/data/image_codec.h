@@ -23,11 +23,14 @@ enum class ImageFormat { kUnknown, kJpeg, kPng };
 // The format announced by the first bytes (JPEG FF D8 FF, PNG's 8-byte signature).
 ImageFormat sniff_image_format(const uint8_t* bytes, size_t size);
 
-// Largest width or height accepted, so that a corrupt header cannot ask for gigabytes.
+// Largest width or height, and largest width x height, accepted, so that a
+// corrupt header cannot ask for gigabytes (2^26 pixels: 8192 x 8192, 192 MiB as RGB).
 constexpr int kMaxImageSide = 1 << 14;
+constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
 
 // Decodes a JPEG or PNG held in memory. Every problem (empty input, unknown
-// format, corrupt or truncated data, a side of 0 or above kMaxImageSide) is an
+// format, corrupt or truncated data, a side of 0 or above kMaxImageSide, more
+// than kMaxImagePixels pixels) is an
 // Error whose text starts with `what` (a file name) and says what was wrong.
 // A JPEG that ends early is an error, not the grey-filled image libjpeg
 // would otherwise return.
