@@ -26,6 +26,8 @@ PACKAGES=(
   python3 python3-matplotlib
   # the Python package (python/pshard), its PyTorch examples and the PyTorch comparison benchmarks
   python3-numpy python3-torch python3-torchvision
+  # scripts/make_image_folder.py and the PIL references of the image tests
+  python3-pil
 )
 
 missing=()
