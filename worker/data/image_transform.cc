@@ -6,15 +6,16 @@
 #include <vector>
 
 #include "common/error.h"
+#include "worker/data/sampler.h"
 
 namespace pshard::data {
 
 namespace {
 
-// Integer in [lo, hi] from the portable generator.
+// Integer in [lo, hi] from the portable generator, without modulo bias.
 int uniform_int(PortableRng& rng, int lo, int hi) {
-  uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
-  return lo + static_cast<int>(rng.next_u64() % span);
+  auto gen = [&rng] { return rng.next_u64(); };
+  return lo + static_cast<int>(uniform_below(gen, static_cast<uint64_t>(hi - lo) + 1));
 }
 
 double uniform(PortableRng& rng, double lo, double hi) { return lo + (hi - lo) * rng.uniform(); }

@@ -222,6 +222,11 @@ void check_crc(const std::string& path, const void* p, uint64_t n, uint64_t off,
 }  // namespace
 
 void write_packed(const std::string& path, const Dataset& data) {
+  if (data.source) {
+    throw Error(path + ": data set '" + data.name +
+                "' is decoded batch by batch, not held as float samples: pack an "
+                "image folder with `pshard data pack`");
+  }
   data.check_consistent(path);
   uint64_t ndims = data.sample_shape.size();
   if (ndims < 1 || ndims > kMaxDims)

@@ -123,5 +123,18 @@ TEST(PackedImages, PackCommandSkipsBadImagesAndLoadsAsPacked) {
   EXPECT_EQ(classes, (std::set<int32_t>{0, 1}));
 }
 
+TEST(PackedImages, ConvertRefusesDecodedDataSets) {
+  TempDir t;
+  std::vector<std::string> paths = write_images(t, 2);
+  Dataset d;
+  d.name = "image-folder";
+  d.sample_shape = {3, 8, 8};
+  d.num_classes = 2;
+  d.labels = {0, 1};
+  d.source = std::make_shared<ImageSource>(paths, ImageTransform{});
+  EXPECT_NE(error_of([&] { write_packed(t.file("x.pshd"), d); }).find("pack an image folder with `pshard data pack`"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pshard::data
