@@ -175,16 +175,20 @@ Dataset image_dataset(std::shared_ptr<const EncodedImages> images, std::vector<i
   return d;
 }
 
-// The first max_samples (0: all) files of a split as encoded images and labels.
+// max_samples (0: all) files of a split as encoded images and labels.
 Dataset folder_dataset(const std::vector<ImageFile>& files, size_t num_classes, int64_t max_samples,
                        const ImageTransform& t) {
-  size_t n = files.size();
+  // The files are in class order: a limit keeps n images spread evenly over the list, so every class keeps
+  // its share instead of the first classes keeping everything.
+  const size_t total = files.size();
+  size_t n = total;
   if (max_samples > 0) n = std::min(n, static_cast<size_t>(max_samples));
   std::vector<std::string> paths;
   std::vector<int32_t> labels;
-  for (size_t i = 0; i < n; ++i) {
-    paths.push_back(files[i].path);
-    labels.push_back(files[i].label);
+  for (size_t k = 0; k < n; ++k) {
+    const ImageFile& f = files[k * total / n];
+    paths.push_back(f.path);
+    labels.push_back(f.label);
   }
   return image_dataset(std::make_shared<ImageFiles>(std::move(paths)), std::move(labels),
                        static_cast<int64_t>(num_classes), t);

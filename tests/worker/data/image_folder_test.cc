@@ -254,6 +254,9 @@ TEST(ImageFolderLoad, SplitsOneFolderOrUsesTrainAndTest) {
   s = load_data(folder_config(t.file("two"), {"data.mean=0.5,0.5,0.5", "data.std=0.25, 0.25, 0.25"}));
   EXPECT_EQ(s.train.size(), 12);
   EXPECT_EQ(s.test.size(), 6);
+  // A size limit keeps every class's share, not the first class's images.
+  s = load_data(folder_config(t.file("two"), {"data.train_size=4", "data.mean=0,0,0", "data.std=1,1,1"}));
+  EXPECT_EQ(s.train.labels, (std::vector<int32_t>{0, 0, 1, 1}));
 }
 
 std::string load_error(const Config& cfg) {
