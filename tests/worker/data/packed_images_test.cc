@@ -123,6 +123,18 @@ TEST(PackedImages, PackCommandSkipsBadImagesAndLoadsAsPacked) {
   EXPECT_EQ(classes, (std::set<int32_t>{0, 1}));
 }
 
+TEST(PackedImages, PackCommandRefusesAMissingFolder) {
+  const char* bin = std::getenv("PSHARD_BIN");
+  if (bin == nullptr) GTEST_SKIP() << "PSHARD_BIN not set (run through ctest)";
+  TempDir t;
+  std::string cmd = std::string(bin) + " data pack --dir " + t.file("nope") + " --out " + t.file("p") + " > " +
+                    t.file("out.txt") + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(read_all(t.file("out.txt")).find("image folder " + t.file("nope") + ": not a directory"), std::string::npos)
+      << read_all(t.file("out.txt"));
+  EXPECT_FALSE(std::filesystem::exists(t.file("p-train.pshd")));
+}
+
 TEST(PackedImages, ConvertRefusesDecodedDataSets) {
   TempDir t;
   std::vector<std::string> paths = write_images(t, 2);
