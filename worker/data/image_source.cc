@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <fstream>
-#include <thread>
 
 #include "common/error.h"
 #include "worker/data/random.h"
@@ -27,7 +25,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
 }
 
 ImageSource::ImageSource(std::shared_ptr<const EncodedImages> images, ImageTransform transform)
-    : images_(std::move(images)), t_(transform) {}
+    : images_(std::move(images)), t_(transform), pool_(std::make_unique<LoopPool>(std::max(1, transform.threads))) {}
 
 void ImageSource::make_sample(int64_t index, int64_t epoch, float* out) const {
   std::vector<uint8_t> bytes = images_->bytes(index);
@@ -45,23 +43,7 @@ void ImageSource::make_sample(int64_t index, int64_t epoch, float* out) const {
 
 void ImageSource::fill(const int64_t* indices, int64_t n, int64_t epoch, float* out) const {
   const int64_t elems = 3ll * t_.image_size * t_.image_size;
-  int threads = static_cast<int>(std::min<int64_t>(std::max(1, t_.threads), n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(std::max(threads, 1)));
-  // Thread k makes samples k, k + threads, ...; the calling thread is thread 0.
-  auto work = [&](int k) {
-    try {
-      for (int64_t i = k; i < n; i += threads) make_sample(indices[i], epoch, out + i * elems);
-    } catch (...) {
-      errors[static_cast<size_t>(k)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int k = 1; k < threads; ++k) pool.emplace_back(work, k);
-  if (threads > 0) work(0);
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  pool_->run(n, [&](int64_t i) { make_sample(indices[i], epoch, out + i * elems); });
 }
 
 }  // namespace pshard::data

@@ -8,6 +8,7 @@
 
 #include "worker/data/dataset.h"
 #include "worker/data/image_transform.h"
+#include "worker/data/loop_pool.h"
 
 namespace pshard::data {
 
@@ -47,8 +48,10 @@ struct ImageTransform {
   int threads = 2;       // decode threads per batch
 };
 
-// Samples of a Dataset decoded on demand (Dataset::source): each batch is
-// split among transform.threads threads (the caller's one of them). Sample i
+// Samples of a Dataset decoded on demand (Dataset::source): the images of
+// each batch are shared out among transform.threads threads (the caller of
+// fill, e.g. the loader's prefetch thread, and a pool of threads - 1 helpers
+// started with the source). Sample i
 // of epoch e is the same floats whatever the thread count, batch or worker
 // that makes it. An image that fails to decode is an Error naming it.
 class ImageSource : public SampleSource {
@@ -63,6 +66,7 @@ class ImageSource : public SampleSource {
  private:
   std::shared_ptr<const EncodedImages> images_;
   ImageTransform t_;
+  std::unique_ptr<LoopPool> pool_;
 };
 
 }  // namespace pshard::data
