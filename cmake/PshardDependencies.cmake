@@ -27,6 +27,10 @@ find_package(tomlplusplus REQUIRED)
 # gzip-compressed IDX files (zlib1g-dev).
 find_package(ZLIB REQUIRED)
 
+# image-folder data sets: JPEG through libjpeg-turbo (libjpeg62-turbo-dev), PNG through libpng (libpng-dev).
+find_package(JPEG REQUIRED)
+find_package(PNG REQUIRED)
+
 # OpenMP for CPU kernels that are not GEMM.
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 

@@ -23,7 +23,7 @@ if(PSHARD_FUZZ)
 
   # The data-file parsers are built on their own: pshard_worker would pull in the models.
   file(GLOB PSHARD_FUZZ_DATA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/worker/data/*.cc)
-  pshard_library(pshard_fuzz_data SOURCES ${PSHARD_FUZZ_DATA_SOURCES} DEPS pshard_common)
+  pshard_library(pshard_fuzz_data SOURCES ${PSHARD_FUZZ_DATA_SOURCES} DEPS pshard_common JPEG::JPEG PNG::PNG)
 
   file(GLOB PSHARD_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.cc)
   add_custom_target(pshard_fuzz)

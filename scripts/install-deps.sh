@@ -10,6 +10,8 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   # launcher (Boost.Asio), configs, compressed data files
   libboost-dev libtomlplusplus-dev zlib1g-dev
+  # image-folder data sets: JPEG (libjpeg-turbo) and PNG decoding
+  libjpeg62-turbo-dev libpng-dev
   # mpirun, for the test of `mpirun pshard task` (tests/launcher/scheduler)
   openmpi-bin
   # CPU compute (OpenBLAS: the reference backend; oneDNN: convolution, pooling, batch norm)
@@ -24,6 +26,8 @@ PACKAGES=(
   python3 python3-matplotlib
   # the Python package (python/pshard), its PyTorch examples and the PyTorch comparison benchmarks
   python3-numpy python3-torch python3-torchvision
+  # scripts/make_image_folder.py and the PIL references of the image tests
+  python3-pil
 )
 
 missing=()

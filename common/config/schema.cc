@@ -37,9 +37,11 @@ std::vector<ConfigKey> kSchema = {
 
     // data
     {"data.name", T::kString, "fashion-mnist", 0, 0,
-     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|packed", "data set"},
+     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|packed|image-folder", "data set"},
     {"data.dir", T::kString, "/usr/share/datasets/fashion-mnist", 0, 0, "",
-     "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10)"},
+     "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10, class sub-folders of "
+     "JPEG/PNG "
+     "images for image-folder: docs/DATA.md)"},
     {"data.train_path", T::kString, "", 0, 0, "", "packed record file for training (data.name = packed)"},
     {"data.test_path", T::kString, "", 0, 0, "", "packed record file for testing (data.name = packed)"},
     {"data.train_size", T::kInt, "0", 0, 1e9, "", "samples to use for training (0: all; synthetic: how many to make)"},
@@ -52,6 +54,19 @@ std::vector<ConfigKey> kSchema = {
     {"data.shuffle", T::kBool, "true", 0, 0, "", "reshuffle the training samples every epoch (seeded by run.seed)"},
     {"data.image_shape", T::kIntList, "[3, 32, 32]", 1, 1 << 16, "", "synthetic-images: sample shape C, H, W"},
     {"data.classes", T::kInt, "10", 2, 1 << 20, "", "synthetic-images: number of classes"},
+    {"data.image_size", T::kInt, "224", 8, 4096, "",
+     "image-folder: side of the square samples (training: random resized crop; test: resize to image_size / 0.875, "
+     "centre crop)"},
+    {"data.test_fraction", T::kDouble, "0.1", 0, 0.9, "",
+     "image-folder without DIR/train and DIR/test (or DIR/val): share of each class held out for testing, chosen "
+     "with run.seed"},
+    {"data.augment", T::kBool, "true", 0, 0, "",
+     "image-folder: random resized crop and horizontal flip for training (false: the test transform)"},
+    {"data.decode_threads", T::kInt, "2", 1, 256, "", "image-folder: threads decoding the images of each batch"},
+    {"data.mean", T::kString, "", 0, 0, "",
+     "image-folder: per-channel mean R,G,B of pixels in [0,1], e.g. \"0.485,0.456,0.406\" (empty: computed from up "
+     "to 256 training images)"},
+    {"data.std", T::kString, "", 0, 0, "", "image-folder: per-channel std R,G,B (empty: computed with data.mean)"},
 
     // training
     {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},

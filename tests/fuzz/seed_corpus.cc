@@ -4,10 +4,12 @@
 //
 // Each seed is laid out as its target reads it (see the comment at the top of each fuzz_*.cc).
 #include <capnp/message.h>
+#include <png.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -20,6 +22,7 @@
 #include "common/protocol/codec.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/idx.h"
+#include "worker/data/image_codec.h"
 #include "worker/data/packed.h"
 
 using namespace pshard;
@@ -255,6 +258,40 @@ void data_seeds() {
   std::remove(tmp.c_str());
 }
 
+// --- fuzz_image: flags byte, then a JPEG or PNG file ----------------------------------------
+void image_seeds() {
+  data::RgbImage image;
+  image.width = 13;
+  image.height = 9;
+  for (int i = 0; i < 13 * 9 * 3; ++i) image.pixels.push_back(static_cast<uint8_t>(i * 29));
+  std::vector<uint8_t> jpeg = data::encode_jpeg(image, 80);
+  std::string j(jpeg.begin(), jpeg.end());
+  save("fuzz_image", "jpeg-train-16", std::string(1, '\x03') + j);
+  save("fuzz_image", "jpeg-eval-8", std::string(1, '\x00') + j);
+  save("fuzz_image", "jpeg-truncated", std::string(1, '\x01') + j.substr(0, j.size() / 2));
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = 13;
+  png.height = 9;
+  png.format = PNG_FORMAT_RGB;
+  png_alloc_size_t png_size = 0;
+  png_image_write_get_memory_size(png, png_size, 0, image.pixels.data(), 0, nullptr);
+  std::string p(png_size, '\0');
+  if (png_image_write_to_memory(&png, &p[0], &png_size, 0, image.pixels.data(), 0, nullptr)) {
+    p.resize(png_size);
+    save("fuzz_image", "png-rgb-train-24", std::string(1, '\x05') + p);
+  }
+  png.format = PNG_FORMAT_GA;
+  std::vector<uint8_t> ga(13 * 9 * 2, 200);
+  png_image_write_get_memory_size(png, png_size, 0, ga.data(), 0, nullptr);
+  std::string g(png_size, '\0');
+  if (png_image_write_to_memory(&png, &g[0], &png_size, 0, ga.data(), 0, nullptr)) {
+    g.resize(png_size);
+    save("fuzz_image", "png-grey-alpha-eval-33", std::string(1, '\x06') + g);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,5 +305,6 @@ int main(int argc, char** argv) {
   control_seeds();
   config_seeds();
   data_seeds();
+  image_seeds();
   return 0;
 }

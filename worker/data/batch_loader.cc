@@ -72,6 +72,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
     std::lock_guard<std::mutex> lk(mu_);
     ++generation_;
     indices_ = std::move(indices);
+    epoch_ = epoch;
     produce_step_ = 0;
     consume_step_ = 0;
     started_ = true;
@@ -91,8 +92,9 @@ bool BatchLoader::next(Batch* out) {
   if (depth_ == 0) {
     int64_t step = consume_step_++;
     std::shared_ptr<const std::vector<int64_t>> indices = indices_;
+    int64_t epoch = epoch_;
     lk.unlock();
-    assemble(*indices, step, out);
+    assemble(*indices, epoch, step, out);
     return true;
   }
   auto deadline = std::chrono::steady_clock::now() + kBatchTimeout;
@@ -113,14 +115,17 @@ bool BatchLoader::next(Batch* out) {
   return true;
 }
 
-void BatchLoader::assemble(const std::vector<int64_t>& indices, int64_t step, Batch* out) const {
+void BatchLoader::assemble(const std::vector<int64_t>& indices, int64_t epoch, int64_t step, Batch* out) const {
   int64_t begin = step * batch_size_;
   int64_t n = std::min<int64_t>(batch_size_, static_cast<int64_t>(indices.size()) - begin);
   int64_t elems = data_.sample_elems();
   out->n = n;
   out->step = step;
   out->x.resize(static_cast<size_t>(n * elems));
-  for (int64_t k = 0; k < n; ++k) {
+  if (data_.source) {
+    data_.source->fill(indices.data() + begin, n, epoch, out->x.data());
+  }
+  for (int64_t k = 0; k < n && !data_.source; ++k) {
     std::memcpy(out->x.data() + k * elems, data_.sample(indices[static_cast<size_t>(begin + k)]),
                 sizeof(float) * static_cast<size_t>(elems));
   }
@@ -147,6 +152,7 @@ void BatchLoader::producer_loop() {
     uint64_t generation = generation_;
     int64_t step = produce_step_++;
     std::shared_ptr<const std::vector<int64_t>> indices = indices_;
+    int64_t epoch = epoch_;
     std::unique_ptr<Batch> batch;
     if (!free_.empty()) {
       batch = std::move(free_.back());
@@ -156,7 +162,7 @@ void BatchLoader::producer_loop() {
     std::exception_ptr failed;
     try {
       if (!batch) batch = std::make_unique<Batch>();
-      assemble(*indices, step, batch.get());
+      assemble(*indices, epoch, step, batch.get());
     } catch (...) {
       failed = std::current_exception();
     }

@@ -60,7 +60,8 @@ class BatchLoader {
 
  private:
   void check_args(int prefetch_depth) const;
-  void assemble(const std::vector<int64_t>& indices, int64_t step, Batch* out) const;
+  // Samples of a Dataset with a source are made for `epoch` (its augmentation draws).
+  void assemble(const std::vector<int64_t>& indices, int64_t epoch, int64_t step, Batch* out) const;
   void producer_loop();
 
   const Dataset& data_;
@@ -74,6 +75,7 @@ class BatchLoader {
   std::mutex mu_;
   std::condition_variable producer_cv_, consumer_cv_;
   std::shared_ptr<const std::vector<int64_t>> indices_;  // this epoch's samples in step order
+  int64_t epoch_ = 0;
   bool started_ = false, stop_ = false;
   uint64_t generation_ = 0;  // bumped by start_epoch; stale batches are dropped
   int64_t produce_step_ = 0, consume_step_ = 0;

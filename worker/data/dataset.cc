@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/idx.h"
+#include "worker/data/image_folder.h"
 #include "worker/data/packed.h"
 #include "worker/data/synthetic.h"
 
@@ -18,6 +19,7 @@ int64_t Dataset::sample_elems() const {
 }
 
 int64_t Dataset::size() const {
+  if (source) return static_cast<int64_t>(labels.size());
   int64_t e = sample_elems();
   return e > 0 ? static_cast<int64_t>(features.size()) / e : 0;
 }
@@ -25,6 +27,7 @@ int64_t Dataset::size() const {
 void Dataset::check_consistent(const std::string& where) const {
   int64_t e = sample_elems();
   if (sample_shape.empty() || e <= 0) throw Error(where + ": data set '" + name + "' has an empty sample shape");
+  if (source && !features.empty()) throw Error(where + ": data set '" + name + "' has both a source and features");
   if (static_cast<int64_t>(features.size()) % e != 0) {
     throw Error(where + ": " + std::to_string(features.size()) + " feature values are not a multiple of the sample " +
                 "size " + std::to_string(e));
@@ -110,12 +113,20 @@ DataSplits load_data(const Config& cfg) {
       throw Error(cfg.origin() + ": data.name = packed needs data.train_path and data.test_path " +
                   "(files written by `pshard data convert`)");
     }
+    if (read_packed_info(train_path).encoded_images) {
+      s = load_packed_images(cfg);
+      s.train.check_consistent(name + " train split");
+      s.test.check_consistent(name + " test split");
+      return s;
+    }
     s.train = read_packed(train_path, train_size);
     s.test = read_packed(test_path, test_size);
     if (s.train.sample_shape != s.test.sample_shape || s.train.num_classes != s.test.num_classes ||
         s.train.target_dim != s.test.target_dim) {
       throw Error(train_path + " and " + test_path + " disagree on the sample shape, classes or targets");
     }
+  } else if (name == "image-folder") {
+    s = load_image_folder(cfg);
   } else {
     throw Error(cfg.origin() + ": data.name '" + name + "' is not a known data set");
   }

@@ -2,12 +2,24 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/config/config.h"
 
 namespace pshard::data {
+
+// Samples made on demand rather than held in Dataset::features: images
+// decoded (and augmented) from their files when a batch is assembled.
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // Writes samples indices[0, n) of epoch `epoch` to out (n * sample elems
+  // floats). A sample depends only on (its index, epoch), never on which
+  // batch or thread makes it. Thread-safe.
+  virtual void fill(const int64_t* indices, int64_t n, int64_t epoch, float* out) const = 0;
+};
 
 // Samples held in memory, ready to batch.
 //
@@ -29,9 +41,13 @@ struct Dataset {
   std::vector<float> features;        // size() * sample_elems()
   std::vector<int32_t> labels;        // size() entries when num_classes > 0
   std::vector<float> targets;         // size() * target_dim when target_dim > 0
+  // When set, samples come from here and features is empty; labels then hold
+  // one entry per sample and give size() (image-folder).
+  std::shared_ptr<const SampleSource> source;
 
   int64_t sample_elems() const;  // product of sample_shape
   int64_t size() const;          // number of samples
+  // In-memory data sets only (source == nullptr).
   const float* sample(int64_t i) const { return features.data() + i * sample_elems(); }
   // Error (naming `where`) when the vectors' sizes disagree with the shape.
   void check_consistent(const std::string& where) const;
@@ -47,6 +63,7 @@ struct DataSplits {
 //   synthetic-regression   y = X w + b + noise (see synthetic.h), data.features, data.noise
 //   synthetic-images       class templates + noise of shape data.image_shape, data.classes
 //   packed                 data.train_path / data.test_path written by `pshard data convert`
+//   image-folder           data.dir of class sub-folders of JPEG/PNG files (image_folder.h), decoded per batch
 // data.train_size / data.test_size keep the first N samples (0: all; for the
 // synthetic sets: how many to make, 0 = the defaults of synthetic.h).
 // Every unreadable, truncated or inconsistent file is an Error naming the file and byte offset.

@@ -1,6 +1,8 @@
 // Packed record files: writer, checked reader, header info.
 #include "worker/data/packed.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -71,6 +73,20 @@ Layout layout_for(int64_t count, int64_t elems, int64_t num_classes, int64_t tar
   return l;
 }
 
+// Version 2 (encoded images): encoded bytes, then labels, then the index.
+Layout image_layout_for(int64_t count, uint64_t encoded_bytes, uint64_t ndims, uint64_t name_bytes) {
+  Layout l{};
+  l.header_bytes = align64(kFixedHeader + 8 * ndims + name_bytes);
+  l.features_offset = l.header_bytes;
+  l.features_bytes = encoded_bytes;
+  l.labels_offset = align64(l.features_offset + l.features_bytes);
+  l.labels_bytes = 4ull * static_cast<uint64_t>(count);
+  l.targets_offset = align64(l.labels_offset + l.labels_bytes);
+  l.targets_bytes = kPackedIndexEntry * static_cast<uint64_t>(count);
+  l.file_bytes = align64(l.targets_offset + l.targets_bytes);
+  return l;
+}
+
 struct Header {
   PackedInfo info;
   Layout layout;
@@ -97,11 +113,12 @@ Header read_header(std::ifstream& in, const std::string& path) {
     throw Error(at(path, 0) + "bad magic: expected \"PSHDPACK\" (not a pshard packed file)");
   }
   uint32_t version = get<uint32_t>(fixed, 8);
-  if (version != kPackedVersion) {
+  if (version != kPackedVersion && version != kPackedImagesVersion) {
     throw Error(at(path, 8) + "unsupported packed format version " + std::to_string(version) + " (this build reads " +
-                std::to_string(kPackedVersion) + ")");
+                std::to_string(kPackedVersion) + " and " + std::to_string(kPackedImagesVersion) + ")");
   }
   Header h{};
+  h.info.encoded_images = version == kPackedImagesVersion;
   uint32_t header_bytes = get<uint32_t>(fixed, 12);
   h.info.count = get<int64_t>(fixed, 16);
   h.info.num_classes = get<int64_t>(fixed, 24);
@@ -151,7 +168,17 @@ Header read_header(std::ifstream& in, const std::string& path) {
                 " values per sample (target_dim " + std::to_string(h.info.target_dim) + ") exceeds 2^40 values");
   }
   h.info.name = header.substr(kFixedHeader + 8 * ndims, name_bytes);
-  h.layout = layout_for(h.info.count, elems, h.info.num_classes, h.info.target_dim, ndims, name_bytes);
+  if (h.info.encoded_images) {
+    uint64_t encoded_bytes = get<uint64_t>(header, 96);
+    if (h.info.num_classes < 1 || h.info.target_dim != 0 || encoded_bytes > (uint64_t(1) << 50)) {
+      throw Error(at(path, 24) + "an encoded-image file needs num_classes >= 1, target_dim 0 and at most 2^50 " +
+                  "encoded bytes (has " + std::to_string(h.info.num_classes) + ", " +
+                  std::to_string(h.info.target_dim) + ", " + std::to_string(encoded_bytes) + ")");
+    }
+    h.layout = image_layout_for(h.info.count, encoded_bytes, ndims, name_bytes);
+  } else {
+    h.layout = layout_for(h.info.count, elems, h.info.num_classes, h.info.target_dim, ndims, name_bytes);
+  }
   struct {
     size_t off;
     uint64_t want;
@@ -195,6 +222,11 @@ void check_crc(const std::string& path, const void* p, uint64_t n, uint64_t off,
 }  // namespace
 
 void write_packed(const std::string& path, const Dataset& data) {
+  if (data.source) {
+    throw Error(path + ": data set '" + data.name +
+                "' is decoded batch by batch, not held as float samples: pack an "
+                "image folder with `pshard data pack`");
+  }
   data.check_consistent(path);
   uint64_t ndims = data.sample_shape.size();
   if (ndims < 1 || ndims > kMaxDims)
@@ -260,6 +292,11 @@ Dataset read_packed(const std::string& path, int64_t max_samples) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   Header h = read_header(in, path);
+  if (h.info.encoded_images) {
+    throw Error(path +
+                ": holds encoded images (written by `pshard data pack`), not float samples: read it with "
+                "PackedImages");
+  }
   int64_t n = h.info.count;
   bool limited = max_samples > 0 && max_samples < n;
   if (limited) n = max_samples;
@@ -293,6 +330,151 @@ Dataset read_packed(const std::string& path, int64_t max_samples) {
       check_crc(path, d.targets.data(), h.layout.targets_bytes, h.layout.targets_offset, h.targets_crc, "targets");
   }
   return d;
+}
+
+}  // namespace pshard::data
+
+namespace pshard::data {
+
+void write_packed_images(const std::string& path, const EncodedImages& images, const std::vector<int32_t>& labels,
+                         int64_t num_classes, const std::vector<int64_t>& order) {
+  const std::string name = "image-folder";
+  const uint64_t ndims = 1, count = order.size();
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(tmp + ": cannot create: " + std::strerror(errno));
+  const uint64_t header_bytes = align64(kFixedHeader + 8 * ndims + name.size());
+  std::string zeros(64, '\0');
+  std::string placeholder(header_bytes, '\0');
+  out.write(placeholder.data(), static_cast<std::streamsize>(placeholder.size()));
+  std::string index(kPackedIndexEntry * count, '\0');
+  std::vector<int32_t> record_labels;
+  uint64_t encoded = 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    int64_t i = order[k];
+    std::vector<uint8_t> b = images.bytes(i);
+    if (b.size() > UINT32_MAX) throw Error(images.name(i) + ": " + std::to_string(b.size()) + " bytes exceed 4 GiB");
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    put<uint64_t>(&index, kPackedIndexEntry * k, encoded);
+    put<uint32_t>(&index, kPackedIndexEntry * k + 8, static_cast<uint32_t>(b.size()));
+    put<uint32_t>(&index, kPackedIndexEntry * k + 12, crc_of(b.data(), b.size()));
+    encoded += b.size();
+    record_labels.push_back(labels.at(static_cast<size_t>(i)));
+  }
+  Layout l = image_layout_for(static_cast<int64_t>(count), encoded, ndims, name.size());
+  auto pad_to = [&](uint64_t off) {
+    uint64_t pos = static_cast<uint64_t>(out.tellp());
+    out.write(zeros.data(), static_cast<std::streamsize>(off - pos));
+  };
+  pad_to(l.labels_offset);
+  out.write(reinterpret_cast<const char*>(record_labels.data()), static_cast<std::streamsize>(l.labels_bytes));
+  pad_to(l.targets_offset);
+  out.write(index.data(), static_cast<std::streamsize>(index.size()));
+  pad_to(l.file_bytes);
+
+  std::string header(l.header_bytes, '\0');
+  std::memcpy(&header[0], kPackedMagic, 8);
+  put<uint32_t>(&header, 8, kPackedImagesVersion);
+  put<uint32_t>(&header, 12, static_cast<uint32_t>(l.header_bytes));
+  put<int64_t>(&header, 16, static_cast<int64_t>(count));
+  put<int64_t>(&header, 24, num_classes);
+  put<int64_t>(&header, 32, 0);
+  put<uint32_t>(&header, 40, static_cast<uint32_t>(ndims));
+  put<uint32_t>(&header, 44, static_cast<uint32_t>(name.size()));
+  put<uint64_t>(&header, 48, l.features_offset);
+  put<uint64_t>(&header, 56, l.labels_offset);
+  put<uint64_t>(&header, 64, l.targets_offset);
+  put<uint64_t>(&header, 72, l.file_bytes);
+  put<uint32_t>(&header, 80, crc_of(index.data(), index.size()));
+  put<uint32_t>(&header, 84, crc_of(record_labels.data(), l.labels_bytes));
+  put<uint64_t>(&header, 96, encoded);
+  put<int64_t>(&header, kFixedHeader, 3);
+  std::memcpy(&header[kFixedHeader + 8 * ndims], name.data(), name.size());
+  put<uint32_t>(&header, 92, crc_of(header.data(), header.size()));
+  out.seekp(0);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  if (!out.flush()) {
+    std::remove(tmp.c_str());
+    throw Error(tmp + ": write failed: " + std::strerror(errno));
+  }
+  out.close();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot rename " + tmp + " into place: " + why);
+  }
+}
+
+PackedImages::PackedImages(const std::string& path) : path_(path) {
+  binary::require_regular_file(path, "data file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+  Header h = read_header(in, path);
+  if (!h.info.encoded_images) {
+    throw Error(path +
+                ": holds float samples (version 1, `pshard data convert`), not encoded images: use it with "
+                "data.name = packed");
+  }
+  encoded_offset_ = h.layout.features_offset;
+  num_classes_ = h.info.num_classes;
+  labels_.resize(static_cast<size_t>(h.info.count));
+  read_at(in, path, h.layout.labels_offset, labels_.data(), h.layout.labels_bytes, "labels");
+  check_crc(path, labels_.data(), h.layout.labels_bytes, h.layout.labels_offset, h.labels_crc, "labels");
+  std::string index(h.layout.targets_bytes, '\0');
+  read_at(in, path, h.layout.targets_offset, &index[0], index.size(), "index");
+  check_crc(path, index.data(), index.size(), h.layout.targets_offset, h.features_crc, "index");
+  uint64_t expect = 0;
+  index_.resize(labels_.size());
+  for (size_t i = 0; i < index_.size(); ++i) {
+    uint64_t at_byte = h.layout.targets_offset + kPackedIndexEntry * i;
+    Entry e{get<uint64_t>(index, kPackedIndexEntry * i), get<uint32_t>(index, kPackedIndexEntry * i + 8),
+            get<uint32_t>(index, kPackedIndexEntry * i + 12)};
+    if (e.offset != expect || e.offset + e.length > h.layout.features_bytes) {
+      throw Error(at(path, at_byte) + "index entry of record " + std::to_string(i) + " (offset " +
+                  std::to_string(e.offset) + ", " + std::to_string(e.length) + " bytes) does not follow record " +
+                  std::to_string(i) + "'s predecessor inside the " + std::to_string(h.layout.features_bytes) +
+                  "-byte encoded section");
+    }
+    int32_t y = labels_[i];
+    if (y < 0 || y >= num_classes_) {
+      throw Error(at(path, h.layout.labels_offset + 4 * i) + "label " + std::to_string(y) + " of record " +
+                  std::to_string(i) + " is not a class 0.." + std::to_string(num_classes_ - 1));
+    }
+    expect = e.offset + e.length;
+    index_[i] = e;
+  }
+  if (expect != h.layout.features_bytes) {
+    throw Error(at(path, 96) + "the index covers " + std::to_string(expect) + " of the " +
+                std::to_string(h.layout.features_bytes) + " encoded bytes");
+  }
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+}
+
+PackedImages::~PackedImages() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string PackedImages::name(int64_t i) const { return path_ + " record " + std::to_string(i); }
+
+std::vector<uint8_t> PackedImages::bytes(int64_t i) const {
+  const Entry& e = index_.at(static_cast<size_t>(i));
+  std::vector<uint8_t> out(e.length);
+  uint64_t off = encoded_offset_ + e.offset, done = 0;
+  while (done < e.length) {
+    ssize_t got = ::pread(fd_, out.data() + done, e.length - done, static_cast<off_t>(off + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw Error(name(i) + ": read failed at byte " + std::to_string(off + done) + ": " +
+                  (got < 0 ? std::strerror(errno) : "end of file"));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  if (crc_of(out.data(), out.size()) != e.crc) {
+    throw Error(name(i) + ": checksum mismatch over bytes [" + std::to_string(off) + ", " +
+                std::to_string(off + e.length) + ") (corrupt file)");
+  }
+  return out;
 }
 
 }  // namespace pshard::data

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/data/dataset.h"
+#include "worker/data/image_source.h"
 
 namespace pshard::data {
 
@@ -38,8 +39,23 @@ namespace pshard::data {
 //
 //   write_packed("fmnist.train.pshd", splits.train);
 //   Dataset again = read_packed("fmnist.train.pshd");   // identical features and labels
+//
+// Version 2 holds encoded images (JPEG/PNG bytes as found in an image folder,
+// written by `pshard data pack`), decoded and augmented when batches are made.
+// The header is the same, with these differences:
+//   8       4      u32 version (2)
+//   32      8      i64 target_dim: 0
+//   40      4      u32 ndims: 1, sample shape {3} (RGB)
+//   48      8      u64 offset of the encoded section: the images' bytes back to back
+//   64      8      u64 offset of the index: [count] x {u64 offset into the encoded
+//                  section, u32 length, u32 crc32 of the record} (16 bytes each)
+//   80      4      u32 crc32 of the index section
+//   96      8      u64 encoded_bytes: size of the encoded section
+// and the sections are encoded, labels, index (each 64-byte aligned).
 constexpr char kPackedMagic[8] = {'P', 'S', 'H', 'D', 'P', 'A', 'C', 'K'};
 constexpr uint32_t kPackedVersion = 1;
+constexpr uint32_t kPackedImagesVersion = 2;
+constexpr uint64_t kPackedIndexEntry = 16;
 
 // Writes `data` to `path` atomically (a temporary file renamed into place).
 void write_packed(const std::string& path, const Dataset& data);
@@ -56,7 +72,41 @@ struct PackedInfo {
   std::vector<int64_t> sample_shape;
   int64_t count = 0, num_classes = 0, target_dim = 0;
   uint64_t file_bytes = 0;
+  bool encoded_images = false;  // version 2
 };
 PackedInfo read_packed_info(const std::string& path);
+
+// Writes images[order[k]] as record k with label labels[order[k]] (version 2),
+// atomically. Each image is read once; its bytes are stored as they are.
+void write_packed_images(const std::string& path, const EncodedImages& images, const std::vector<int32_t>& labels,
+                         int64_t num_classes, const std::vector<int64_t>& order);
+
+// The records of a version-2 file. Opening checks the header, the index
+// (checksum, records inside the encoded section, in order) and the labels;
+// bytes(i) checks record i's crc32. Errors name the file, record and byte.
+class PackedImages : public EncodedImages {
+ public:
+  explicit PackedImages(const std::string& path);
+  ~PackedImages() override;
+  PackedImages(const PackedImages&) = delete;
+  PackedImages& operator=(const PackedImages&) = delete;
+  int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
+  std::vector<uint8_t> bytes(int64_t i) const override;
+  std::string name(int64_t i) const override;
+  const std::vector<int32_t>& labels() const { return labels_; }
+  int64_t num_classes() const { return num_classes_; }
+
+ private:
+  struct Entry {
+    uint64_t offset;
+    uint32_t length, crc;
+  };
+  std::string path_;
+  int fd_ = -1;
+  uint64_t encoded_offset_ = 0;
+  int64_t num_classes_ = 0;
+  std::vector<int32_t> labels_;
+  std::vector<Entry> index_;
+};
 
 }  // namespace pshard::data
