@@ -243,7 +243,7 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
       ly.backward(acts_[l], acts_[l + 1], d, nullptr);
     }
     if (on_grads_ready && layer_params_[l].second > 0) on_grads_ready(layer_params_[l].first, layer_params_[l].second);
-    if (l == first_compute) break;  // only views (no parameters) before it
+    if (l == first_compute) break;            // only views (no parameters) before it
     if (l == lowest_trainable_layer_) break;  // frozen below: no gradient is wanted there
   }
 }
@@ -258,8 +258,8 @@ int Model::freeze(const std::vector<std::string>& prefixes) {
       }
     }
     if (!matched) {
-      throw Error("model " + spec_.name + ": nothing to freeze under '" + prefix +
-                  "' (parameters are named like " + params_.front().name + ", " + params_.back().name + ")");
+      throw Error("model " + spec_.name + ": nothing to freeze under '" + prefix + "' (parameters are named like " +
+                  params_.front().name + ", " + params_.back().name + ")");
     }
   }
   const int frozen = num_frozen();

@@ -124,7 +124,7 @@ class Model {
   std::vector<ParamRef> params_;
   std::vector<std::pair<int, int>> layer_params_;  // per layer: first param, count
   int64_t num_params_elems_ = 0;
-  int lowest_trainable_layer_ = 0;  // backward stops here (freeze)
+  int lowest_trainable_layer_ = 0;           // backward stops here (freeze)
   Tensor values_, grads_;                    // the two parameter blocks
   std::vector<ReusableBuffer> act_buffers_;  // output of each layer
   std::vector<Tensor> acts_;                 // acts_[0] = input, acts_[l + 1] = output of layer l
