@@ -8,7 +8,8 @@ biases and running statistics drawn at random so that they matter. OUT_DIR/refer
 input [BATCH, 3, SIZE, SIZE], labels [BATCH] (as floats), logits of a train-mode forward, loss (mean cross-entropy),
 grad.NAME for every parameter, running.NAME for every running statistic after that forward, and eval_logits of an
 eval-mode forward after it, all computed in float64; noise.KEY [1] for each: how far torch's float32 result is from
-it (relative L2 distance), the scale of float32 rounding a float32 implementation is held to. Exits 77 when torch or torchvision is missing.
+it (relative L2 distance), the scale of float32 rounding a float32 implementation is held to. Exits 77 when torch or
+torchvision is missing.
 """
 import copy
 import os
