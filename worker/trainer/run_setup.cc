@@ -47,11 +47,23 @@ TrainingSetup make_training_setup(const Config& cfg) {
   s.model = models::Model::create(spec, *s.backend);
   s.model->init_params(static_cast<uint64_t>(cfg.get_int("run.seed")));
   if (const std::string from = cfg.get_string("train.init_from"); !from.empty()) {
-    const ModelInitReport report = init_from_tensors(*s.model, load_model_file(from), "train.init_from " + from);
+    std::vector<NamedTensor> tensors;
+    try {
+      tensors = load_model_file(from);
+    } catch (const Error& e) {
+      throw Error(std::string("train.init_from: ") + e.what());
+    }
+    const ModelInitReport report = init_from_tensors(*s.model, tensors, "train.init_from " + from);
     s.init_report = "train.init_from " + from + ": " + report.describe();
   }
   const std::vector<std::string> frozen = freeze_prefixes(cfg.get_string("train.freeze"));
-  if (!frozen.empty()) s.model->freeze(frozen);
+  if (!frozen.empty()) {
+    try {
+      s.model->freeze(frozen);
+    } catch (const Error& e) {
+      throw Error(std::string("train.freeze: ") + e.what());
+    }
+  }
   return s;
 }
 

@@ -111,4 +111,34 @@ TEST(TransferLearning, InitFromAFileReplacesTheClassifierAndFrozenTensorsStayAnd
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+TEST(TransferLearning, BadInitFilesAndFreezePrefixesAreRefusedNamingTheKey) {
+  const std::string dir = fresh_dir("transfer-bad");
+  {
+    std::ofstream(dir + "/job.toml") << kConfig;
+    std::ofstream(dir + "/text.bin") << "not a model";
+  }
+  struct Case {
+    const char* settings;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"--set train.init_from=/nonexistent/model.bin", "train.init_from: model file /nonexistent/model.bin"},
+      {"--set train.init_from=TEXT", "not a pshard model file (bad magic)"},
+      {"--set train.freeze=fc1,conv9", "train.freeze: model mlp: nothing to freeze under 'conv9'"},
+      {"--set train.freeze=fc1,fc2,fc3", "every parameter would be frozen"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    std::string settings = c.settings;
+    if (const size_t at = settings.find("TEXT"); at != std::string::npos) settings.replace(at, 4, dir + "/text.bin");
+    const std::string log = dir + "/case" + std::to_string(i) + ".log";
+    const std::string cmd = pshard_bin() + " train --config " + dir + "/job.toml " + settings + " --run-dir " + dir +
+                            "/run" + std::to_string(i++);
+    EXPECT_NE(run_with_timeout(cmd, 60, log), 0) << cmd;
+    const std::string out = read_file(log);
+    EXPECT_NE(out.find(c.message), std::string::npos) << cmd << "\n" << out;
+  }
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 }  // namespace
