@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "models/cpu/cpu_backend.h"
 #include "models/model.h"
+#include "tests/worker/data/temp_dir.h"
 #include "worker/trainer/run_setup.h"
 
 namespace pshard::trainer {
@@ -97,6 +99,30 @@ TEST(ModelInit, AnotherArchitectureIsRefusedNamingTheMissingTensors) {
     if (p.name != "fc.weight") fc_only.push_back({p.name, {p.numel + 1}, std::vector<float>(p.numel + 1, 1.0f)});
   }
   EXPECT_THROW(init_from_tensors(*m, fc_only, "odd.bin"), Error);
+}
+
+TEST(ModelInit, ASavedModelFileCarriesTheRunningStatisticsBack) {
+  models::CpuBackend cpu(1);
+  auto trained = resnet20(cpu, 10);
+  // One training forward moves the running statistics away from their reset values (mean 0, variance 1).
+  std::vector<float> x(2 * 3 * 8 * 8);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  const int32_t labels[2] = {1, 2};
+  trained->forward(x.data(), 2, labels, nullptr, true);
+  data::testing::TempDir dir;
+  save_model_file(*trained, dir.file("model.bin"));
+  const std::vector<NamedTensor> file = load_model_file(dir.file("model.bin"));
+  ASSERT_EQ(file.size(), trained->params().size() + trained->buffers().size());
+  EXPECT_EQ(file[trained->params().size()].name, "bn1.running_mean");
+
+  auto fresh = resnet20(cpu, 10);
+  const ModelInitReport r = init_from_tensors(*fresh, file, "model.bin");
+  EXPECT_TRUE(r.not_in_file.empty() && r.reinitialised.empty() && r.unused.empty()) << r.describe();
+  for (size_t i = 0; i < fresh->buffers().size(); ++i) {
+    const models::BufferRef a = trained->buffers()[i], b = fresh->buffers()[i];
+    EXPECT_TRUE(std::equal(a.value, a.value + a.numel, b.value)) << a.name;
+  }
+  EXPECT_NE(fresh->buffers()[0].value[0], 0.0f);
 }
 
 TEST(FreezePrefixes, SplitsOnCommasAndDropsBlanks) {
