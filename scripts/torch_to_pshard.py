@@ -80,7 +80,10 @@ def state_dict_tensors(state):
 
 
 def load_state_dict(torch, path):
-    obj = torch.load(path, map_location="cpu")
+    try:
+        obj = torch.load(path, map_location="cpu")
+    except Exception as e:  # pickle, zip and torch's own errors: all mean the same to the user
+        raise SystemExit("%s: not a file torch.load can read (%s: %s)" % (path, type(e).__name__, e))
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         return obj.state_dict()
     if isinstance(obj, dict):
