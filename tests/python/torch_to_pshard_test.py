@@ -30,7 +30,8 @@ def main():
     support.expect(status == 0, "the conversion failed (status %d)" % status, output)
     tensors = torch_to_pshard.read_model_file(out)
     floats = [(k, v) for k, v in state.items() if v.is_floating_point()]
-    support.expect([n for n, _ in tensors] == [k for k, _ in floats], "names differ: %s" % [n for n, _ in tensors][:5])
+    names = [n for n, _ in tensors]
+    support.expect(names == [k for k, _ in floats], "names differ: %s" % names[:5])
     support.expect(all(n != "bn1.num_batches_tracked" for n, _ in tensors), "num_batches_tracked was written")
     for (name, array), (_, value) in zip(tensors, floats):
         support.expect(array.shape == tuple(value.shape) and (array == value.numpy()).all(), "%s differs" % name)
@@ -49,7 +50,7 @@ def main():
     trained = dict(torch_to_pshard.read_model_file(os.path.join(run_dir, "model.bin")))
     support.expect((trained["layer4.1.conv2.weight"] == state["layer4.1.conv2.weight"].numpy()).all(),
                    "a frozen tensor moved", output)
-    support.expect(trained["fc.weight"].shape == (10, 512), "fc of the trained model: %s" % (trained["fc.weight"].shape,))
+    support.expect(trained["fc.weight"].shape == (10, 512), "fc's shape: %s" % (trained["fc.weight"].shape,))
 
     text = os.path.join(d, "notes.pth")
     with open(text, "w") as f:
