@@ -1,5 +1,5 @@
-"""scripts/torch_to_pshard.py: a state_dict saved by torch (wrapped in {"state_dict": ...} with DistributedDataParallel's
-"module." prefix) becomes a pshard model file with the same names and values, integer tensors left out; `pshard train
+"""scripts/torch_to_pshard.py: a state_dict saved by torch (wrapped in {"state_dict": ...} with DDP's "module." prefix)
+becomes a pshard model file with the same names and values, integer tensors left out; `pshard train
 --set model.name=resnet18 --set train.init_from=FILE` loads it by name with the 1000-class fc replaced and the rest
 frozen; a file that is not a torch file is refused naming it."""
 import os
