@@ -19,5 +19,8 @@ class Error : public std::runtime_error {
 // whose records did not all reach the disk: a metrics line, metrics.csv, cluster.json or a
 // checkpoint could not be written (e.g. the disk is full). The error was logged with the path.
 constexpr int kExitRecordsIncomplete = 74;  // EX_IOERR of sysexits.h
+// The job stopped at a checkpoint on SIGTERM (checkpoint.on_sigterm = checkpoint): `pshard launch --resume`, or a
+// requeued SLURM job, continues it there. EX_TEMPFAIL of sysexits.h: "try again later".
+constexpr int kExitStopped = 75;
 
 }  // namespace pshard

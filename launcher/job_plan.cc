@@ -52,6 +52,7 @@ std::vector<std::string> JobPlan::user_env(int64_t rank, int64_t local_rank) con
     env.push_back(e);
   }
   if (!key_dir.empty()) env.push_back("PSHARD_KEY_DIR=" + key_dir);
+  if (resume_step >= 0) env.push_back("PSHARD_START_STEP=" + std::to_string(resume_step));
   return env;
 }
 

@@ -1,9 +1,7 @@
-// LocalJob: fork/exec of the children, and one Boost.Asio thread that reads
+// LocalJob: starts the children (common/util/child_process.h), and one Boost.Asio thread that reads
 // their pipes, reaps them, and applies the stop rules.
 #include "launcher/local_job.h"
 
-#include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,13 +11,12 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
-#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
-
-extern char** environ;
+#include "common/util/child_process.h"
 
 namespace pshard {
 namespace {
@@ -55,22 +52,6 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-// `name` itself when it holds a '/', else the first executable PATH/name (the shell's rule); `name` when none is
-// found, so that execve's ENOENT names it.
-std::string find_in_path(const std::string& name, const std::string& path) {
-  if (name.find('/') != std::string::npos) return name;
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos) end = path.size();
-    const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
-    const std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    begin = end + 1;
-  }
-  return name;
-}
-
 }  // namespace
 
 bool ChildExit::failed() const {
@@ -78,8 +59,9 @@ bool ChildExit::failed() const {
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
   if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
-  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result).
-  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete : signal != 0;
+  // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result). kExitStopped: it
+  // stopped at a checkpoint on SIGTERM, as the job's other processes do.
+  return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete && exit_code != kExitStopped : signal != 0;
 }
 
 std::string ChildExit::describe() const {
@@ -98,7 +80,7 @@ std::string ChildExit::describe() const {
 struct LocalJob::Impl {
   struct Child {
     ChildSpec spec;
-    std::vector<std::string> restart_argv;  // add_restartable()
+    std::optional<ChildSpec> restart;  // add_restartable(): how it is started again
     int max_restarts = 0;
     ChildExit exit;
     bool reaped = false;
@@ -187,92 +169,44 @@ struct LocalJob::Impl {
       c.exit.start_error = "empty command line";
       return;
     }
-    // Everything the child needs is prepared before fork(): after it, only
-    // async-signal-safe calls are allowed.
-    std::vector<std::string> env_strings;
-    std::map<std::string, size_t> env_index;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      env_index[kv.substr(0, kv.find('='))] = env_strings.size();
-      env_strings.push_back(kv);
-    }
-    for (const std::string& kv : c.spec.env) {
-      std::string key = kv.substr(0, kv.find('='));
-      auto it = env_index.find(key);
-      if (it != env_index.end()) {
-        env_strings[it->second] = kv;
-      } else {
-        env_index[key] = env_strings.size();
-        env_strings.push_back(kv);
-      }
-    }
-    // A program named without a '/' (`pshard launch ... -- python3 train.py`) is looked up in the child's PATH here,
-    // before fork: execvpe may allocate, which a child of a threaded process must not.
-    auto path = env_index.find("PATH");
-    const std::string program =
-        find_in_path(c.spec.argv.at(0), path == env_index.end() ? "" : env_strings[path->second].substr(5));
-    std::vector<char*> argv, envp;
-    for (const std::string& a : c.spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    int out_pipe[2], err_pipe[2], exec_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    const pid_t parent = ::getpid();
-
-    pid_t pid = ::fork();
-    if (pid < 0) throw Error("launcher: fork failed for " + c.spec.name + ": " + strerror(errno));
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      if (devnull >= 0) ::dup2(devnull, 0);
-      ::dup2(out_pipe[1], 1);
-      ::dup2(err_pipe[1], 2);
-      ::execve(program.c_str(), argv.data(), envp.data());
-      int e = errno;
-      ssize_t ignored = ::write(exec_pipe[1], &e, sizeof e);
-      (void)ignored;
-      ::_exit(127);
-    }
-    ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works even before the child ran
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    ::close(exec_pipe[1]);
-    if (devnull >= 0) ::close(devnull);
-    int child_errno = 0;
-    ssize_t n;
-    do {
-      n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
-    } while (n < 0 && errno == EINTR);
-    ::close(exec_pipe[0]);
+    SpawnRequest request;
+    request.argv = c.spec.argv;
+    request.env = c.spec.env;
+    request.output = ChildOutput::kPipes;
+    request.stdin_null = true;
+    request.own_process_group = true;                 // stop_all signals the group: the child and whatever it started
+    request.die_with_parent = true;                   // a launcher killed with SIGKILL leaves no orphans
+    const SpawnedChild child = spawn_child(request);  // an Error "cannot execute ..." becomes the start error
     {
       std::lock_guard<std::mutex> lock(mu);  // pids() reads it
-      c.exit.pid = pid;
+      c.exit.pid = child.pid;
     }
-    c.out = std::make_unique<asio::posix::stream_descriptor>(io, out_pipe[0]);
-    c.err = std::make_unique<asio::posix::stream_descriptor>(io, err_pipe[0]);
+    c.out = std::make_unique<asio::posix::stream_descriptor>(io, child.stdout_fd);
+    c.err = std::make_unique<asio::posix::stream_descriptor>(io, child.stderr_fd);
     open_pipes += 2;
     read_pipe(&c, false);
     read_pipe(&c, true);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
-      c.exit.start_error = "cannot execute " + c.spec.argv[0] + ": " + strerror(child_errno);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      c.reaped = true;
+    c.exit.started = true;
+  }
+
+  // --- signals to this process (Options::handle_signals) ---------------------------------------------------------
+  void on_signal(int sig) {
+    if (sig == SIGTERM && opt.forward_sigterm && !stopping) {
+      // Every child gets it and decides (checkpoint.on_sigterm = checkpoint: the workers stop at the next step
+      // boundary, the others wait for them); the job then ends as usual. A second signal stops it at once.
+      write_all(opt.err_fd, "[launch] SIGTERM: passed on to every process (checkpoint.on_sigterm = checkpoint)\n");
+      for (auto& c : children) {
+        if (c->exit.started && !c->reaped) ::kill(-static_cast<pid_t>(c->exit.pid), SIGTERM);
+      }
+      opt.forward_sigterm = false;
+      signals->async_wait([this](const boost::system::error_code& ec, int again) {
+        if (!ec) on_signal(again);
+      });
       return;
     }
-    c.exit.started = true;
+    interrupted_by = sig;
+    fail("interrupted by " + signal_name(sig));
+    stop_all("received " + signal_name(sig));
   }
 
   // --- stopping and reaping ---------------------------------------------------
@@ -328,12 +262,14 @@ struct LocalJob::Impl {
     // stopping or the child ended on its own: nothing a child started outlives pshard launch.
     ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);
     if (c.exit.failed()) {
-      if (c.spec.may_fail && !stopping && !c.restart_argv.empty() && c.max_restarts > 0) {
+      if (c.spec.may_fail && !stopping && c.restart && c.max_restarts > 0) {
         write_all(opt.err_fd, "[launch] " + c.exit.describe() + ": starting it again (" +
                                   std::to_string(c.max_restarts - 1) + " restarts left)\n");
         c.exit.restarted = true;
-        ChildSpec again = c.spec;
-        again.argv = c.restart_argv;
+        ChildSpec again = *c.restart;
+        again.name = c.spec.name;
+        again.role = c.spec.role;
+        again.may_fail = true;
         const int left = c.max_restarts - 1;
         // Not inside the reap loop, which iterates over `children`.
         ++pending_restarts;
@@ -342,7 +278,7 @@ struct LocalJob::Impl {
           if (stopping) return;
           auto n = std::make_unique<Child>();
           n->spec = again;
-          n->restart_argv = again.argv;
+          n->restart = again;
           n->max_restarts = left;
           n->exit.name = again.name;
           n->exit.role = again.role;
@@ -441,9 +377,7 @@ struct LocalJob::Impl {
       signals = std::make_unique<asio::signal_set>(io, SIGINT, SIGTERM);
       signals->async_wait([this](const boost::system::error_code& ec, int sig) {
         if (ec) return;
-        interrupted_by = sig;
-        fail("interrupted by " + signal_name(sig));
-        stop_all("received " + signal_name(sig));
+        on_signal(sig);
       });
     }
     if (opt.timeout.count() > 0) {
@@ -470,6 +404,12 @@ struct LocalJob::Impl {
         if (e.failed() && !e.restarted) {
           r.exit_code = 1;  // a may_fail child failed: the job ran on, but it did not fully succeed
           if (r.failure.empty()) r.failure = e.describe();
+        }
+      }
+      for (const ChildExit& e : r.children) {
+        if (r.exit_code == 0 && e.exited && e.exit_code == kExitStopped) {
+          r.exit_code = kExitStopped;
+          r.failure = e.describe() + ": the job stopped at a checkpoint (checkpoint.on_sigterm)";
         }
       }
       for (const ChildExit& e : r.children) {
@@ -527,10 +467,10 @@ std::optional<LocalJob::Result> LocalJob::wait_for(std::chrono::milliseconds tim
   return impl_->result;
 }
 
-void LocalJob::add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts) {
+void LocalJob::add_restartable(const ChildSpec& child, const ChildSpec& restart, int max_restarts) {
   add(child);
   impl_->children.back()->spec.may_fail = true;
-  impl_->children.back()->restart_argv = std::move(restart_argv);
+  impl_->children.back()->restart = restart;
   impl_->children.back()->max_restarts = max_restarts;
 }
 

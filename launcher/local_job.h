@@ -64,8 +64,11 @@ class LocalJob {
     std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL delay when stopping; also the ends_job delay
     std::chrono::milliseconds timeout{0};   // whole-job limit (0: none); expiry stops the job as failed
     bool handle_signals = false;            // SIGINT/SIGTERM sent to this process stop the job
-    int out_fd = 1;                         // where children's stdout lines go (prefixed)
-    int err_fd = 2;                         // where children's stderr lines and the job's own messages go
+    // With handle_signals: the first SIGTERM is passed on to every child instead, which decides what to do
+    // (checkpoint.on_sigterm = checkpoint); the job ends when they do. SIGINT, or a second SIGTERM, stops it.
+    bool forward_sigterm = false;
+    int out_fd = 1;  // where children's stdout lines go (prefixed)
+    int err_fd = 2;  // where children's stderr lines and the job's own messages go
     // When set, each prefixed child line (with its "\n") goes here instead of
     // being written to out_fd/err_fd (e.g. to redraw a progress line around
     // it). Called from the job's I/O thread.
@@ -85,9 +88,9 @@ class LocalJob {
   LocalJob& operator=(const LocalJob&) = delete;
 
   void add(const ChildSpec& child);  // before start()
-  // A may_fail child that, when it fails, is started again (same name) with `restart_argv`, at most
-  // `max_restarts` times in all; each run is its own ChildExit in Result::children.
-  void add_restartable(const ChildSpec& child, std::vector<std::string> restart_argv, int max_restarts);
+  // A may_fail child that, when it fails, is started again (same name and role) as `restart` says (its argv and
+  // env), at most `max_restarts` times in all; each run is its own ChildExit in Result::children.
+  void add_restartable(const ChildSpec& child, const ChildSpec& restart, int max_restarts);
   void start();   // spawns every child (returns once all were spawned)
   Result wait();  // until every child ended
   std::optional<Result> wait_for(std::chrono::milliseconds timeout);

@@ -152,6 +152,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
 
   LocalJob::Options opt;
   opt.handle_signals = true;
+  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   opt.grace = o.grace;
   opt.timeout = o.timeout;
   opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
@@ -164,8 +165,13 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ChildSpec c = plan.worker_process(w);
     c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
     if (restart_workers) {
-      std::vector<std::string> again = c.argv;
-      again.push_back("--join");
+      // Started again, it rejoins the running job: pshard's worker with --join, a program with PSHARD_REJOIN=1.
+      ChildSpec again = c;
+      if (o.worker_program.empty()) {
+        again.argv.push_back("--join");
+      } else {
+        again.env.push_back("PSHARD_REJOIN=1");
+      }
       job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
     } else {
       job.add(c);
@@ -203,6 +209,13 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
                  r.failure.c_str(), run_dir.c_str());
     return r;
   }
+  if (r.exit_code == kExitStopped) {
+    std::fprintf(stderr,
+                 "[launch] job stopped at a checkpoint on SIGTERM (exit status %d): pshard launch --resume %s "
+                 "continues it\n",
+                 kExitStopped, run_dir.c_str());
+    return r;
+  }
   std::vector<const ChildExit*> failed = failures_by_cause(r);
   std::string headline;
   for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
@@ -224,20 +237,12 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   return r;
 }
 
-// `-- CMD`: the user's program trains from step 0 and cannot be told where to continue, so the settings that
-// restart workers or resume a run mid-way are refused before anything starts.
-void check_worker_program(const LocalLaunchOptions& o, const Config& cfg) {
+// `-- CMD`: the program names the workers' executable. Where it starts comes from the environment: PSHARD_START_STEP
+// (--resume, and a job restarted from a checkpoint after a server failed) and PSHARD_REJOIN (a worker restarted by
+// cluster.restart_workers), docs/PYTHON.md.
+void check_worker_program(const LocalLaunchOptions& o) {
   const std::string what = "pshard launch -- " + o.worker_program.front() + ": ";
   if (!o.worker_exe.empty()) throw Error(what + "--worker-exe and a command after -- both name the workers' program");
-  if (!o.resume_dir.empty()) throw Error(what + "--resume is for pshard's own workers (a program cannot be resumed)");
-  if (cfg.get_bool("cluster.restart_workers")) {
-    throw Error(what + "cluster.restart_workers = true is for pshard's own workers (a program cannot rejoin)");
-  }
-  if (cfg.get_string("cluster.server_failure_policy") == "restart") {
-    throw Error(what +
-                "cluster.server_failure_policy = restart is for pshard's own workers (a program cannot be "
-                "restarted from a checkpoint)");
-  }
 }
 
 }  // namespace
@@ -261,7 +266,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
-  if (!o.worker_program.empty()) check_worker_program(o, cfg);
+  if (!o.worker_program.empty()) check_worker_program(o);
   (void)TraceWindow::parse(cfg.get_string("trace.steps"),
                            "trace.steps");  // a bad window fails here, not in every child
   std::string run_dir;
@@ -330,7 +335,8 @@ int run_local_launch(const LocalLaunchOptions& o) {
       throw;
     }
     // Success, records incomplete (the job itself finished) or Ctrl-C: nothing to restart.
-    if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code > 128) return r.exit_code;
+    if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code == kExitStopped || r.exit_code > 128)
+      return r.exit_code;
     const ChildExit* cause = likely_cause(r);
     const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
     if (!server_died || !restart_servers || restarts >= max_restarts) {

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "models/backend_ops.h"
+
 namespace pshard::models {
 
 // Geometry of a 2-D convolution over a batch (NCHW input, OIHW weights, square padding and stride).
@@ -55,71 +57,8 @@ class Backend {
   // next call of workspace(); layers must not keep it across backend calls.
   virtual float* workspace(int64_t floats) = 0;
 
-  // ---- BLAS ----
-  // Row-major C[m x n] = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n.
-  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
-  virtual void axpy(int64_t n, float alpha, const float* x, float* y) = 0;         // y += alpha * x
-  virtual void add(int64_t n, const float* a, const float* b, float* y) = 0;       // y = a + b
-  virtual void multiply(int64_t n, const float* a, const float* b, float* y) = 0;  // y = a * b
-
-  // ---- bias ----
-  // y[o, c, i] += bias[c] for y of shape [outer, channels, inner] (Linear: inner = 1; Conv: inner = H*W).
-  virtual void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner) = 0;
-  // db[c] = sum over o, i of dy[o, c, i] (overwrites db).
-  virtual void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db) = 0;
-
-  // ---- activation ----
-  virtual void relu_forward(const float* x, float* y, int64_t n) = 0;                     // y = max(x, 0)
-  virtual void relu_backward(const float* y, const float* dy, float* dx, int64_t n) = 0;  // dx = y > 0 ? dy : 0
-
-  // ---- convolution ----
-  // y = conv(x, w) + bias (bias may be null). x [n, c_in, h, w], y [n, c_out, h_out, w_out].
-  virtual void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) = 0;
-  // Overwrites dw [c_out, c_in, kh, kw], db [c_out] (null: no bias) and dx (null: not needed, e.g. first layer).
-  virtual void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx,
-                               float* dw, float* db) = 0;
-
-  // ---- pooling ----
-  virtual void maxpool2d_forward(const PoolShape& s, const float* x, float* y) = 0;
-  // dx (overwritten) gets dy at the first position in each window that holds the maximum.
-  virtual void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) = 0;
-  virtual void avgpool2d_forward(const PoolShape& s, const float* x, float* y) = 0;
-  virtual void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) = 0;
-
-  // ---- batch normalisation over [n, c, hw] (per channel c; BatchNorm1d: hw = 1) ----
-  // Batch statistics; running_mean/var updated as r = (1 - momentum) * r + momentum * batch (unbiased variance);
-  // save_mean/save_invstd [c] keep what backward needs.
-  virtual void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
-                                       const float* beta, float eps, float momentum, float* running_mean,
-                                       float* running_var, float* save_mean, float* save_invstd, float* y) = 0;
-  virtual void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma,
-                                      const float* beta, float eps, const float* running_mean, const float* running_var,
-                                      float* y) = 0;
-  // Overwrites dx, dgamma, dbeta.
-  virtual void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
-                                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                                  float* dbeta) = 0;
-
-  // ---- dropout ----
-  // mask[i] = keep(seed, counter, i) ? 1/(1-p) : 0 with keep() of models/cpu/kernels.h (a counter-based hash, so
-  // every backend draws the same mask); y = x * mask.
-  virtual void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
-                               uint64_t counter) = 0;
-
-  // ---- losses ----
-  // logits [n, classes], labels [n] in device memory. probs [n, classes] keeps the softmax for backward.
-  // loss_sum (host) = sum over samples of -log p[label]; correct (host) = samples whose first argmax is the label.
-  // A label outside [0, classes) is an Error naming the sample.
-  virtual void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes,
-                                    float* probs, double* loss_sum, int64_t* correct) = 0;
-  // dlogits = (probs - onehot(labels)) / n: the gradient of the MEAN loss.
-  virtual void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes,
-                                     float* dlogits) = 0;
-  // pred, target [n, dim]; loss_sum (host) = sum over samples of mean over dim of (pred - target)^2.
-  virtual void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) = 0;
-  // dpred = 2 (pred - target) / (n * dim): the gradient of the mean over all n * dim elements.
-  virtual void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) = 0;
+  // ---- compute: every operation of models/backend_ops.h, with what it does written there ----
+  PSHARD_BACKEND_COMPUTE_OPS(PSHARD_PURE_OP)
 
   // ---- activation layout ----
   // Layers hand each other 4-D activations [n, c, h, w] in the backend's layout: NCHW, except where a backend keeps
@@ -135,15 +74,6 @@ class Backend {
   // y = x [n, c, hw] with its channels regrouped from blocks of `from` to blocks of `to` (1: NCHW); x and y do not
   // overlap. The default copies when from == to and is an Error otherwise (a backend without blocks).
   virtual void regroup_channels(int64_t n, int64_t c, int64_t hw, int64_t from, int64_t to, const float* x, float* y);
-
-  // ---- residual shortcuts (ResNet option A) ----
-  // y [n, c_out, h_out, w_out] = x [n, c_in, h, w] subsampled by `stride`, placed at channel offset
-  // (c_out - c_in) / 2, zeros elsewhere (h_out = ceil(h / stride)). Both in the backend's layout (channel_block).
-  virtual void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                                    const float* x, float* y) = 0;
-  // dx += the part of dy that forward took from x.
-  virtual void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                                     const float* dy, float* dx) = 0;
 
   // ---- asynchronous host <-> device transfers (the worker's push/pull path; helpers in models/transfer.h) ----
   // The defaults (models/transfer.cc) are synchronous memcpy through download()/upload() and return ticket 0, which

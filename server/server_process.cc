@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -119,6 +120,9 @@ int run_server_process(const ServerProcessOptions& o) {
   Config cfg = Config::from_file(o.config_path, o.overrides);
   const log::Level level = log::level_from_string(cfg.get_string("log.level"));
   log::configure("server", level);
+  // checkpoint.on_sigterm = checkpoint: SIGTERM (preemption) reaches every process of the job; the workers stop at the
+  // next step boundary, which this server must still checkpoint, and the coordinator's shutdown then ends it.
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, SIG_IGN);
   transport::retain_freed_memory();
   const NodeEnv env = NodeEnv::from_environment();
   const int64_t requested_rank = o.rank >= 0 ? o.rank : env.rank;

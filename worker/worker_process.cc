@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -30,6 +32,10 @@
 namespace pshard {
 
 namespace {
+
+// SIGTERM under checkpoint.on_sigterm = checkpoint: the job stops at the next step boundary (KvSync::set_stop_signal).
+std::atomic<bool> g_sigterm{false};
+extern "C" void on_sigterm(int) { g_sigterm.store(true); }
 
 // Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
 int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
@@ -68,10 +74,8 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   std::optional<trainer::KvSync> sync;
   KvClient kv(kopt);
   if (join) {
-    // A step boundary the running workers have not reached yet, so that every slice can still
-    // count this worker from it; the servers refuse the join (badStep) if they got there first.
-    constexpr int64_t kJoinMargin = 20;
-    start_step = std::min(kv.servers_step() + kJoinMargin, total_steps);
+    // The servers refuse the join (badStep) if they got there first.
+    start_step = std::min(kv.servers_step() + kRejoinMargin, total_steps);
     opts.start_step = start_step;
     PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
     // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
@@ -85,6 +89,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   sync.emplace(kv, rank, cfg, global_batch, total_steps);
   sync->set_start_step(start_step);
   sync->set_rejoin(join);
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -115,6 +120,14 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
           cluster.report(j);
         });
   if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
+  if (t.stopped_at() >= 0) {
+    // The servers checkpointed this boundary; the model is not final, so it is not saved.
+    const std::string why = "stopped at step " + std::to_string(t.stopped_at()) + " of " + std::to_string(total_steps) +
+                            " on SIGTERM (checkpoint.on_sigterm = checkpoint)";
+    PSHARD_LOG(kInfo) << why;
+    cluster.leave(kExitStopped, why);
+    return kExitStopped;
+  }
   // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
   bool lowest_alive = true;
@@ -149,6 +162,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
 
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, on_sigterm);
   trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
 
   std::vector<TensorSpec> tensors;

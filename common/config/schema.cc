@@ -158,6 +158,9 @@ std::vector<ConfigKey> kSchema = {
      "also checkpoint at the first step boundary after this many seconds since the last one (worker 0 decides; 0: "
      "off)"},
     {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
+    {"checkpoint.on_sigterm", T::kString, "exit", 0, 0, "exit|checkpoint",
+     "what SIGTERM (preemption, a time limit, scancel) does to a sync job: exit at once, or checkpoint at the next "
+     "step boundary and end with exit status 75 (requeue or --resume continues there, bit for bit)"},
 
     // timeline (docs/METRICS.md, "Timeline")
     {"trace.steps", T::kString, "", 0, 0, "",

@@ -81,6 +81,7 @@ struct Coordinator::Impl {
   Clock::time_point shutdown_deadline;
   Result result;
   std::map<uint32_t, std::string> worker_lost_why;  // worker rank -> why its last process was declared dead
+  std::string stopped_why;  // a worker left with kExitStopped: the job stopped at a checkpoint (its words)
 
   // Cross-thread state.
   mutable std::mutex mu;
@@ -95,14 +96,14 @@ struct Coordinator::Impl {
   // --- ending the job --------------------------------------------------------
   void finish(int exit_code, const std::string& reason) {
     metrics.write_trace();
-    const bool ran_to_end = exit_code == 0 || exit_code == Coordinator::kExitWorkersLost;
+    const bool ran_to_end = exit_code == 0 || exit_code == Coordinator::kExitWorkersLost || exit_code == kExitStopped;
     try {
       metrics.write_summary(ran_to_end ? "" : reason);
     } catch (const Error& e) {
       PSHARD_LOG(kError) << "metrics summary not written: " << e.what();
       metrics.mark_incomplete();
     }
-    if (exit_code == 0 && !metrics.complete()) {
+    if ((exit_code == 0 || exit_code == kExitStopped) && !metrics.complete()) {
       PSHARD_LOG(kError) << "the job finished, but its records in " << opt.run_dir
                          << " are incomplete (a write failed: see above)";
       exit_code = kExitRecordsIncomplete;
@@ -227,8 +228,16 @@ struct Coordinator::Impl {
     return lost;
   }
 
-  // The job ran to its end: 0 when every worker finished, else kExitWorkersLost (failure policy continue).
+  // The job ran to its end: 0 when every worker finished, else kExitWorkersLost (failure policy continue); or every
+  // worker stopped at a checkpoint on SIGTERM: kExitStopped.
   void finish_ran_to_end() {
+    if (!stopped_why.empty()) {
+      const std::string why = stopped_why + "; pshard launch --resume RUN_DIR (or a requeued job) continues there";
+      PSHARD_LOG(kInfo) << "the job stopped: " << why;
+      metrics.mark_stopped(stopped_why);
+      finish(kExitStopped, "job stopped: " + why);
+      return;
+    }
     const std::string lost = lost_workers();
     if (!lost.empty()) {
       PSHARD_LOG(kError) << "the job finished without some of its workers (cluster.failure_policy = continue): "
@@ -326,6 +335,11 @@ struct Coordinator::Impl {
       return;
     }
     if (p.state != Peer::State::kLive) return;
+    if (status == kExitStopped && p.info.role == NodeRole::kWorker) {
+      // Every worker stops at the same step boundary, which the servers checkpointed (checkpoint.on_sigterm).
+      if (stopped_why.empty()) stopped_why = reason.empty() ? "stopped on SIGTERM" : reason;
+      status = 0;
+    }
     if (status != 0) {
       on_node_failed(p, "it left with exit status " + std::to_string(status) + (reason.empty() ? "" : ": " + reason));
       return;

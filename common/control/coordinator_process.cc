@@ -48,8 +48,15 @@ int run_coordinator_process(const CoordinatorProcessOptions& o) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   coord.start();
+  const bool stop_at_checkpoint = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   for (;;) {
     if (auto r = coord.wait_for(std::chrono::milliseconds(50))) return r->exit_code;
+    if (g_signal == SIGTERM && stop_at_checkpoint) {
+      // The workers got it too: they stop at the next step boundary and leave; the job then ends as usual.
+      PSHARD_LOG(kInfo) << "SIGTERM: the workers stop at the next step boundary, which the servers checkpoint "
+                           "(checkpoint.on_sigterm = checkpoint)";
+      g_signal = 0;
+    }
     if (g_signal != 0) {
       coord.request_stop(std::string("received signal ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM"));
     }

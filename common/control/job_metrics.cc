@@ -204,7 +204,8 @@ void JobMetrics::write_summary(const std::string& aborted) {
   }
   // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
   summary.set("model_file", model_path_.empty() ? Json() : Json(model_path_));
-  if (model_path_.empty() && !opt_.run_dir.empty()) {
+  if (!stopped_.empty()) summary.set("stopped", stopped_);
+  if (model_path_.empty() && !opt_.run_dir.empty() && stopped_.empty()) {
     PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
   }
   if (!aborted.empty()) summary.set("aborted", aborted);

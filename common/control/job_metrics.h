@@ -43,6 +43,8 @@ class JobMetrics {
   // False once a write to the run directory failed (logged with the path when it happened): the
   // coordinator then exits with kExitRecordsIncomplete.
   void mark_incomplete() { write_failed_ = true; }
+  // The job stopped at a checkpoint (checkpoint.on_sigterm): the summary says why ("stopped") and expects no model.
+  void mark_stopped(const std::string& why) { stopped_ = why; }
   // trace.steps: RUN_DIR/trace/coordinator.json, the arrival of the window's step lines (the time
   // origin of the merged timeline is this process's clock). Once; nothing without a window.
   void write_trace();
@@ -61,6 +63,7 @@ class JobMetrics {
   RunTotals totals_;
   int64_t epochs_written_ = 0;
   std::string model_path_;                  // where a worker saved the trained model ("" = none yet)
+  std::string stopped_;                     // mark_stopped()
   std::unique_ptr<Tracer> tracer_;          // trace.steps set
   std::map<uint32_t, Json> server_phases_;  // server rank -> its `server_phases` event (sent as it stops)
   int64_t last_epoch_written_ = 0;

@@ -151,6 +151,8 @@ std::string encode_header(const Message& msg) {
   h.setCheckpoint(msg.checkpoint);
   h.setPullEncoding(msg.pull_encoding);
   h.setSharedMemory(msg.shared_memory);
+  h.setStop(msg.stop);
+  h.setStopAt(msg.stop_at);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -198,6 +200,8 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.checkpoint = h.getCheckpoint();
     m.pull_encoding = h.getPullEncoding();
     m.shared_memory = h.getSharedMemory();
+    m.stop = h.getStop();
+    m.stop_at = h.getStopAt();
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();

@@ -51,6 +51,8 @@ struct Message {
   bool checkpoint = false;                  // push/pushPull: checkpoint the keys at step boundary step + 1
   Encoding pull_encoding = Encoding::NONE;  // pull/pushPull/join: how the reply encodes the weights
   bool shared_memory = false;               // payloads in shared memory, not in frames (sharedMemory)
+  bool stop = false;                        // push/pushPull: the job stops at step boundary step + 1
+  int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only
   ErrorCode error_code = ErrorCode::NONE;

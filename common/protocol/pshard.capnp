@@ -132,4 +132,8 @@ struct Header {
                                 # each key's float32 gradient is in the sender's push segment at the key's slot;
                                 # pull/pushPull/join ask for the reply the same way; a weights reply with it carries
                                 # no payload frames, each key's weights are in the server's weights segment
+  stop @17 :Bool;               # push/pushPull (BSP): the job stops at step boundary `step` + 1: checkpoint the keys
+                                # when this step closes, and tell every reader of that step (checkpoint.on_sigterm)
+  stopAt @18 :Int64;            # weights replies: > 0 when the servers stopped the job at this step boundary (a
+                                # checkpoint was taken there); the reader ends before computing it. 0 otherwise
 }

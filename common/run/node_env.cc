@@ -28,6 +28,8 @@ NodeEnv NodeEnv::from_environment(const Getenv& getenv) {
   e.key_dir = text(getenv, "PSHARD_KEY_DIR");
   e.num_workers = env_count("PSHARD_NUM_WORKERS", getenv).value_or(-1);
   e.local_rank = env_count("PSHARD_LOCAL_RANK", getenv).value_or(-1);
+  e.start_step = env_count("PSHARD_START_STEP", getenv).value_or(-1);
+  e.rejoin = env_count("PSHARD_REJOIN", getenv).value_or(0) > 0;
   return e;
 }
 

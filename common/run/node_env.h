@@ -30,9 +30,11 @@ struct NodeEnv {
   std::string key_dir;                 // PSHARD_KEY_DIR; "": security.key_dir, else RUN_DIR/keys
   int64_t num_workers = -1;            // PSHARD_NUM_WORKERS; -1: not set
   int64_t local_rank = -1;             // PSHARD_LOCAL_RANK: its index among the workers on its host; -1: not set
+  int64_t start_step = -1;             // PSHARD_START_STEP: a resumed run's first step (--resume); -1: not set
+  bool rejoin = false;                 // PSHARD_REJOIN=1: a restarted worker that rejoins the running job
 
   // Reads the variables above. A count that is not a non-negative integer (PSHARD_RANK, PSHARD_NUM_WORKERS,
-  // PSHARD_LOCAL_RANK) is a pshard::Error naming the variable (common/util/env.h).
+  // PSHARD_LOCAL_RANK, PSHARD_START_STEP, PSHARD_REJOIN) is a pshard::Error naming the variable (common/util/env.h).
   static NodeEnv from_environment(const Getenv& getenv = process_getenv);
 };
 

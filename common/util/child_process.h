@@ -1,12 +1,47 @@
-// Child processes of pshard: running a program to completion with a time limit, the path of this executable (to
-// start pshard again), and free TCP ports for the processes of a local job. Used by the launcher, `pshard report`,
-// `pshard sweep`, the benchmarks and the tests.
+// Child processes of pshard: starting a program (its environment, output, process group), running one to
+// completion with a time limit, the path of this executable (to start pshard again), and free TCP ports for the
+// processes of a local job. Used by the launcher, `pshard report`, `pshard sweep`, the benchmarks and the tests.
 #pragma once
+
+#include <sys/types.h>
 
 #include <string>
 #include <vector>
 
 namespace pshard {
+
+// Where a child's standard output and error go.
+enum class ChildOutput {
+  kInherit,  // this process's
+  kLogFile,  // both appended to SpawnRequest::log_path (created 0644 when missing)
+  kPipes,    // one pipe each, whose read ends SpawnedChild holds
+};
+
+struct SpawnRequest {
+  std::vector<std::string> argv;  // argv[0] is looked up in the child's PATH unless it holds a '/'
+  std::vector<std::string> env;   // "KEY=VALUE", set over this process's environment
+  ChildOutput output = ChildOutput::kInherit;
+  std::string log_path;            // kLogFile
+  bool stdin_null = false;         // stdin from /dev/null instead of this process's
+  bool own_process_group = false;  // a group of its own: kill(-pid, sig) reaches it and everything it starts,
+                                   // and a Ctrl-C at the terminal does not
+  bool die_with_parent = false;    // SIGKILL when this process ends, however it ends (PR_SET_PDEATHSIG)
+};
+
+struct SpawnedChild {
+  pid_t pid = -1;
+  int stdout_fd = -1, stderr_fd = -1;  // kPipes: the read ends (close-on-exec), the caller's to close
+};
+
+// Starts a child as `request` says and returns once it runs the program. A program that cannot be executed is an
+// Error "cannot execute ARGV0: REASON" (the child is reaped); so is a log file that cannot be opened. Safe to call
+// from a threaded process: everything the child needs is prepared before fork().
+//
+//   SpawnRequest r;
+//   r.argv = {"python3", "train.py"};
+//   r.output = ChildOutput::kPipes;
+//   SpawnedChild c = spawn_child(r);   // read c.stdout_fd, c.stderr_fd; waitpid(c.pid, ...)
+SpawnedChild spawn_child(const SpawnRequest& request);
 
 struct ChildResult {
   int exit_code = 0;       // the program's exit status; 128 + signal when it was killed

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
@@ -124,9 +125,33 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
     return 0;
   }
 
-  // A run directory belongs to one run. Tasks cannot agree on a fresh directory or on moving an old run aside, so
-  // task 0 refuses one that holds a run, before anything starts; the other tasks then end at their rendezvous timeout.
-  if (plan.runs_coordinator) {
+  // A requeued job (SLURM_RESTART_COUNT > 0, e.g. after it stopped at a checkpoint on SIGTERM: exit status 75)
+  // continues its run from the newest checkpoint every server has completely. Every task reads the same files, so
+  // they agree on the step without asking each other.
+  int64_t resume_step = -1;
+  const std::string resumed_run_id = env.restart_count > 0 ? read_run_id(run_dir) : "";
+  if (!resumed_run_id.empty()) {
+    std::vector<std::string> skipped;
+    resume_step = newest_complete_step(run_dir + "/checkpoints", plan.num_servers, resumed_run_id, &skipped);
+    for (const std::string& why : skipped) std::fprintf(stderr, "[task] skipping a checkpoint: %s\n", why.c_str());
+  }
+  if (resume_step >= 0) {
+    std::fprintf(stderr, "[task] requeued (SLURM_RESTART_COUNT=%lld): resuming run %s at step %lld\n",
+                 static_cast<long long>(env.restart_count), run_dir.c_str(), static_cast<long long>(resume_step));
+    if (plan.runs_coordinator) {
+      // The coordinator writes a new metrics.jsonl; keep what the run measured before.
+      for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+        const std::filesystem::path from = std::filesystem::path(run_dir) / name;
+        std::error_code ec;
+        if (std::filesystem::exists(from, ec)) {
+          std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(resume_step), ec);
+        }
+      }
+    }
+  } else if (plan.runs_coordinator) {
+    // A run directory belongs to one run. Tasks cannot agree on a fresh directory or on moving an old run aside, so
+    // task 0 refuses one that holds a run, before anything starts; the other tasks then end at their rendezvous
+    // timeout.
     const std::vector<std::string> files = run_files_in(run_dir);
     if (!files.empty()) {
       std::string names;
@@ -137,7 +162,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
     }
   }
   make_directories(run_dir);  // an Error naming the path (not "filesystem error") when it is a file
-  if (plan.runs_coordinator) {
+  if (plan.runs_coordinator && resume_step < 0) {
     write_run_id(run_dir, new_run_id());  // servers read it after the rendezvous (no PSHARD_RUN_ID here)
     write_run_config(run_dir, cfg);
   }
@@ -148,6 +173,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   job_plan.num_servers = plan.num_servers;
   job_plan.num_workers = plan.num_workers;
   job_plan.user_command = o.worker_program;
+  job_plan.resume_step = resume_step;
   const char* env_token = getenv("PSHARD_JOB_TOKEN");
   const std::string given_token = env_token != nullptr ? env_token : "";
   std::string rendezvous_file;
@@ -177,6 +203,8 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
 
   LocalJob::Options opt;
   opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
+  // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
+  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   opt.grace = o.grace;
   LocalJob job(opt);
   if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));

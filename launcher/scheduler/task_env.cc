@@ -68,8 +68,9 @@ TaskEnv read_slurm(const Getenv& getenv) {
   const std::string step = first_set(getenv, {"SLURM_STEP_ID", "SLURM_STEPID"}, &which);
   e.step_id = which ? parse_env_count(which, step) : 0;
   const std::string restart = first_set(getenv, {"SLURM_RESTART_COUNT"}, &which);
-  e.launch_id = "slurm-" + std::to_string(e.job_id) + "." + std::to_string(e.step_id) + "." +
-                (which ? std::to_string(parse_env_count(which, restart)) : "0");
+  e.restart_count = which ? parse_env_count(which, restart) : 0;
+  e.launch_id =
+      "slurm-" + std::to_string(e.job_id) + "." + std::to_string(e.step_id) + "." + std::to_string(e.restart_count);
   e.proc_id = required_int(getenv, {"SLURM_PROCID"});
   e.num_tasks = required_int(getenv, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
   e.node_id = required_int(getenv, {"SLURM_NODEID"});

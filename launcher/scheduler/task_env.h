@@ -24,6 +24,7 @@ struct TaskEnv {
   int64_t job_id = 0;              // SLURM_JOB_ID / PBS_JOBID's number / digits of the MPI job id (the port)
   int64_t step_id = 0;             // SLURM_STEP_ID (0 elsewhere)
   std::string launch_id;           // names this launch's rendezvous file: unique per launch where the scheduler says so
+  int64_t restart_count = 0;       // SLURM_RESTART_COUNT: > 0 in a requeued job (0 elsewhere)
   int64_t proc_id = 0;             // global task rank
   int64_t num_tasks = 0;           // tasks in the launch
   int64_t node_id = 0;             // index of this task's node in `nodes` (SLURM, PBS)

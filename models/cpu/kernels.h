@@ -6,7 +6,7 @@
 #include "models/backend.h"
 
 // Each function works on host float arrays with the shapes given in its arguments and has the semantics of the
-// Backend method of the same name (models/backend.h). Loops are parallelised with OpenMP; the caller sets the
+// Backend operation of the same name (models/backend_ops.h). Loops are parallelised with OpenMP; the caller sets the
 // thread count (CpuBackend does). Example, comparing a CUDA result with the reference:
 //
 //   std::vector<float> ref(n);
@@ -40,20 +40,14 @@ PSHARD_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t counter, uin
 // ---- GEMM ----
 // Row-major C[m x n] = alpha op(A) op(B) + beta C. gemm() splits C over the OpenMP threads (each part one
 // single-threaded OpenBLAS call); gemm_serial() is one call, for use inside parallel regions.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+PSHARD_GEMM_OPS(PSHARD_FUNCTION_OP)
+#define PSHARD_SERIAL_FUNCTION_OP(name, params) void name##_serial params;
+PSHARD_GEMM_OPS(PSHARD_SERIAL_FUNCTION_OP)
+#undef PSHARD_SERIAL_FUNCTION_OP
 
 // ---- elementwise ----
 void fill(float* x, int64_t n, float value);
-void axpy(int64_t n, float alpha, const float* x, float* y);
-void add(int64_t n, const float* a, const float* b, float* y);
-void multiply(int64_t n, const float* a, const float* b, float* y);
-void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner);
-void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db);
-void relu_forward(const float* x, float* y, int64_t n);
-void relu_backward(const float* y, const float* dy, float* dx, int64_t n);
+PSHARD_ELEMENTWISE_OPS(PSHARD_FUNCTION_OP)
 
 // ---- convolution (im2col + GEMM) ----
 // Column matrix of one sample x [c, h, w]: row r = (ci * kh + ki) * kw + kj, column p = oh * w_out + ow, stored at
@@ -63,34 +57,20 @@ void im2col(const float* x, const ConvShape& s, float* col, int64_t ld);
 void col2im(const float* col, const ConvShape& s, int64_t ld, float* x);
 // Floats of workspace conv2d_forward / conv2d_backward need for s with the current OpenMP thread count.
 int64_t conv2d_workspace_floats(const ConvShape& s);
-void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, float* workspace);
-void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                     float* db, float* workspace);
+// Both take the workspace as a last parameter.
+#define PSHARD_WORKSPACE_FUNCTION_OP(name, params) void name(PSHARD_OP_PARAMS params, float* workspace);
+PSHARD_CONV_OPS(PSHARD_WORKSPACE_FUNCTION_OP)
+#undef PSHARD_WORKSPACE_FUNCTION_OP
 
 // ---- pooling ----
-void maxpool2d_forward(const PoolShape& s, const float* x, float* y);
-void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx);
-void avgpool2d_forward(const PoolShape& s, const float* x, float* y);
-void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx);
+PSHARD_POOL_OPS(PSHARD_FUNCTION_OP)
 
 // ---- batch normalisation ----
-void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                             float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
-                             float* save_invstd, float* y);
-void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                            float eps, const float* running_mean, const float* running_var, float* y);
-void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
-                        const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta);
-
-// ---- dropout ----
-void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed, uint64_t counter);
+PSHARD_BATCHNORM_OPS(PSHARD_FUNCTION_OP)
 
 // ---- losses ----
-void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes, float* probs,
-                          double* loss_sum, int64_t* correct);
-void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes, float* dlogits);
-void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum);
-void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred);
+PSHARD_LOSS_FORWARD_OPS(PSHARD_FUNCTION_OP)
+PSHARD_LOSS_BACKWARD_OPS(PSHARD_FUNCTION_OP)
 
 // ---- activations with blocked channels (Backend::channel_block) ----
 // Offset of element (b, k, i, j) of an activation [n, c, h, w] whose channels are in blocks of `block` (1: NCHW).

@@ -70,42 +70,7 @@ class CudaBackend final : public Backend {
   void fill(float* x, int64_t n, float value) override;
   float* workspace(int64_t floats) override;
 
-  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
-  void axpy(int64_t n, float alpha, const float* x, float* y) override;
-  void add(int64_t n, const float* a, const float* b, float* y) override;
-  void multiply(int64_t n, const float* a, const float* b, float* y) override;
-  void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner) override;
-  void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db) override;
-  void relu_forward(const float* x, float* y, int64_t n) override;
-  void relu_backward(const float* y, const float* dy, float* dx, int64_t n) override;
-  void conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override;
-  void conv2d_backward(const ConvShape& s, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                       float* db) override;
-  void maxpool2d_forward(const PoolShape& s, const float* x, float* y) override;
-  void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx) override;
-  void avgpool2d_forward(const PoolShape& s, const float* x, float* y) override;
-  void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx) override;
-  void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                               float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
-                               float* save_invstd, float* y) override;
-  void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                              float eps, const float* running_mean, const float* running_var, float* y) override;
-  void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
-                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                          float* dbeta) override;
-  void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
-                       uint64_t counter) override;
-  void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes, float* probs,
-                            double* loss_sum, int64_t* correct) override;
-  void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes,
-                             float* dlogits) override;
-  void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* loss_sum) override;
-  void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred) override;
-  void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                            const float* x, float* y) override;
-  void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                             const float* dy, float* dx) override;
+  PSHARD_BACKEND_COMPUTE_OPS(PSHARD_OVERRIDE_OP)
 
   void* allocate_host(size_t bytes) override;
   void deallocate_host(void* p) override;

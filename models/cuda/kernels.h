@@ -1,5 +1,5 @@
 // Launchers of the custom CUDA kernels behind CudaBackend; each has the semantics of the Backend method of the same
-// name (models/backend.h) and of its CPU reference (models/cpu/kernels.h).
+// name (models/backend_ops.h) and of its CPU reference (models/cpu/kernels.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,41 +14,24 @@
 //   pshard::models::cuda::relu_forward(x, y, n, stream);
 namespace pshard::models::cuda {
 
-// ---- elementwise ----
+// The operations whose launcher takes the operation's parameters and the stream.
+#define PSHARD_STREAM_LAUNCHER(name, params) void name(PSHARD_OP_PARAMS params, cudaStream_t stream);
+
+// ---- elementwise, and the ResNet option-A shortcut ----
 void fill(float* x, int64_t n, float value, cudaStream_t stream);
-void axpy(int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);
-void add(int64_t n, const float* a, const float* b, float* y, cudaStream_t stream);
-void multiply(int64_t n, const float* a, const float* b, float* y, cudaStream_t stream);
-void add_bias(float* y, const float* bias, int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream);
-void bias_grad(const float* dy, int64_t outer, int64_t channels, int64_t inner, float* db, cudaStream_t stream);
-void relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
-void relu_backward(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream);
-void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed, uint64_t counter,
-                     cudaStream_t stream);
-void shortcut_pad_forward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out, const float* x,
-                          float* y, cudaStream_t stream);
-void shortcut_pad_backward(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t stride, int64_t c_out,
-                           const float* dy, float* dx, cudaStream_t stream);
+PSHARD_ELEMENTWISE_OPS(PSHARD_STREAM_LAUNCHER)
+PSHARD_SHORTCUT_OPS(PSHARD_STREAM_LAUNCHER)
 
 // ---- pooling (max: the first cell of a window holding the maximum gets the gradient, as on the CPU) ----
-void maxpool2d_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
-void maxpool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy, float* dx,
-                        cudaStream_t stream);
-void avgpool2d_forward(const PoolShape& s, const float* x, float* y, cudaStream_t stream);
-void avgpool2d_backward(const PoolShape& s, const float* dy, float* dx, cudaStream_t stream);
+PSHARD_POOL_OPS(PSHARD_STREAM_LAUNCHER)
 
 // ---- batch normalisation: per-channel statistics in double, reduced in a fixed order (deterministic) ----
-// Doubles of device scratch the two batchnorm calls need for (n, c).
+// Doubles of device scratch the batch-norm launchers need for (n, c); each takes it before the stream.
 int64_t batchnorm_scratch_doubles(int64_t n, int64_t c);
-void batchnorm_forward_train(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                             float eps, float momentum, float* running_mean, float* running_var, float* save_mean,
-                             float* save_invstd, float* y, double* scratch, cudaStream_t stream);
-void batchnorm_forward_eval(int64_t n, int64_t c, int64_t hw, const float* x, const float* gamma, const float* beta,
-                            float eps, const float* running_mean, const float* running_var, float* y, double* scratch,
-                            cudaStream_t stream);
-void batchnorm_backward(int64_t n, int64_t c, int64_t hw, const float* x, const float* dy, const float* gamma,
-                        const float* save_mean, const float* save_invstd, float* dx, float* dgamma, float* dbeta,
-                        double* scratch, cudaStream_t stream);
+#define PSHARD_SCRATCH_STREAM_LAUNCHER(name, params) \
+  void name(PSHARD_OP_PARAMS params, double* scratch, cudaStream_t stream);
+PSHARD_BATCHNORM_OPS(PSHARD_SCRATCH_STREAM_LAUNCHER)
+#undef PSHARD_SCRATCH_STREAM_LAUNCHER
 
 // ---- convolution weight gradient as im2col + GEMM (conv_wgrad_gemm.cu) ----
 // How many samples one chunk holds, and the device workspace of a chunk: the im2col columns [samples*P, C*KH*KW]
@@ -78,10 +61,10 @@ struct LossTotals {
 int64_t loss_scratch_doubles(int64_t n);
 void softmax_xent_forward(const float* logits, const int32_t* labels, int64_t n, int64_t classes, float* probs,
                           double* scratch, LossTotals* totals, cudaStream_t stream);
-void softmax_xent_backward(const float* probs, const int32_t* labels, int64_t n, int64_t classes, float* dlogits,
-                           cudaStream_t stream);
 void mse_forward(const float* pred, const float* target, int64_t n, int64_t dim, double* scratch, LossTotals* totals,
                  cudaStream_t stream);
-void mse_backward(const float* pred, const float* target, int64_t n, int64_t dim, float* dpred, cudaStream_t stream);
+PSHARD_LOSS_BACKWARD_OPS(PSHARD_STREAM_LAUNCHER)
+
+#undef PSHARD_STREAM_LAUNCHER
 
 }  // namespace pshard::models::cuda

@@ -94,6 +94,7 @@ def _declare(lib):
         "pshard_barrier": (c.c_int, [client, c.c_char_p, c.c_int64]),
         "pshard_add_tensor": (c.c_int, [client, c.c_char_p, c.c_int, c.POINTER(c.c_int64), c.c_int]),
         "pshard_start": (c.c_int, [client, c.c_char_p, c.c_int64, c.c_int64]),
+        "pshard_start_step": (c.c_int, [client, c.POINTER(c.c_int64)]),
         "pshard_init_tensor": (c.c_int, [client, c.c_int, c.c_void_p, c.POINTER(c.c_uint64)]),
         "pshard_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),
         "pshard_push_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),

@@ -31,7 +31,7 @@ from ._lib import FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardErr
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client  # noqa: F401
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
-           "DistributedOptimizer", "shard", "ShardSampler", "report", "PshardError"]
+           "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "PshardError"]
 
 
 # What DistributedOptimizer(grad_scaler=) uses of a scaler: the scale, and its rule for changing it.
@@ -62,6 +62,14 @@ class ShardSampler(torch.utils.data.Sampler):
     def set_epoch(self, epoch):
         self.epoch = epoch
 
+    def _skipped(self):
+        """Samples of this rank's share already trained in this epoch: in the epoch a resumed or rejoining worker
+        starts in, those of the steps before start_step() (DistributedOptimizer's batch size); else none."""
+        opt = _state.optimizer
+        if opt is None or not opt.steps_per_epoch or self.epoch != opt.start_step // opt.steps_per_epoch:
+            return 0
+        return min(self.per_rank, (opt.start_step - self.epoch * opt.steps_per_epoch) * opt.batch_size)
+
     def __iter__(self):
         if self.shuffle:
             g = torch.Generator()
@@ -69,10 +77,10 @@ class ShardSampler(torch.utils.data.Sampler):
             order = torch.randperm(self.n, generator=g)
         else:
             order = torch.arange(self.n)
-        return iter(order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank].tolist())
+        return iter(order[self.rank * self.per_rank + self._skipped():(self.rank + 1) * self.per_rank].tolist())
 
     def __len__(self):
-        return self.per_rank
+        return self.per_rank - self._skipped()
 
 
 def shard(dataset):
@@ -132,6 +140,9 @@ class DistributedOptimizer:
             check(lib().pshard_add_tensor(c, n.encode(), p.dim(), shape, FLOAT32), "DistributedOptimizer")
         check(lib().pshard_start(c, (name or type(model).__name__).encode(), self.batch_size, self.steps_per_epoch),
               "DistributedOptimizer")
+        start = ctypes.c_int64()
+        check(lib().pshard_start_step(c, ctypes.byref(start)), "DistributedOptimizer")
+        self.start_step = start.value  # 0, or where a resumed run / a restarted worker continues (start_step())
         self.cuda = any(p.is_cuda for _, p in self.params)
         # Host buffers the servers read gradients from and write weights into (pinned for CUDA parameters, so that
         # the copies run asynchronously on the GPU's copy engine).
@@ -143,7 +154,7 @@ class DistributedOptimizer:
         self.request = ctypes.c_uint64()
         self.request_ref = ctypes.byref(self.request)
         self.push_pull, self.wait = lib().pshard_push_pull, lib().pshard_wait  # looked up once: called every step
-        self.step_count = 0
+        self.step_count = self.start_step
         self.epoch_steps = 0  # steps since the last report()
         # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
         # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data. The
@@ -166,15 +177,9 @@ class DistributedOptimizer:
         # The ranks' start-up (import torch, loading data) ends at different times; the first epoch's clock starts
         # when every rank is ready, as DDP's constructor (a broadcast) does: a rank that is ready first would
         # otherwise count its wait for the others' start-up as training time (and as comm_wait_s).
-        limit_ms = config("cluster.request_timeout_ms")  # what a sync step would wait for a missing rank
-        try:
-            barrier("pshard.torch: DistributedOptimizer on every rank", timeout_s=limit_ms / 1000.0)
-        except PshardError as e:
-            if e.status != "PSHARD_ERR_TIMEOUT":
-                raise
-            raise PshardError("pshard: not every rank created its DistributedOptimizer within "
-                              "cluster.request_timeout_ms = %d ms (every rank must call DistributedOptimizer(model)): "
-                              "%s" % (limit_ms, e), e.status) from None
+        # A worker restarted by the launcher (PSHARD_REJOIN=1) skips it: the running ranks passed it long ago.
+        if os.environ.get("PSHARD_REJOIN") != "1":
+            self._start_barrier()
         self.epoch_started = time.perf_counter()
         self._start_weights()
         self._hooks = [self._hook(i) for i in range(len(self.params))]
@@ -225,9 +230,20 @@ class DistributedOptimizer:
                           "updates the scale (clip with clip_grad_norm=)", "PSHARD_ERR_ARGUMENT")
 
     # ---- start ---------------------------------------------------------------------------------------------------
+    def _start_barrier(self):
+        limit_ms = config("cluster.request_timeout_ms")  # what a sync step would wait for a missing rank
+        try:
+            barrier("pshard.torch: DistributedOptimizer on every rank", timeout_s=limit_ms / 1000.0)
+        except PshardError as e:
+            if e.status != "PSHARD_ERR_TIMEOUT":
+                raise
+            raise PshardError("pshard: not every rank created its DistributedOptimizer within "
+                              "cluster.request_timeout_ms = %d ms (every rank must call DistributedOptimizer(model)): "
+                              "%s" % (limit_ms, e), e.status) from None
+
     def _start_weights(self):
         c = self.client
-        if rank() == 0:
+        if rank() == 0 and self.start_step == 0:
             requests = []
             for i, (_, p) in enumerate(self.params):
                 self.weights[i].copy_(p.detach())
@@ -239,11 +255,12 @@ class DistributedOptimizer:
         requests = []
         for i in range(len(self.params)):
             r = ctypes.c_uint64()
-            check(lib().pshard_pull(c, i, _ptr(self.weights[i]), 0, ctypes.byref(r)), "DistributedOptimizer")
+            check(lib().pshard_pull(c, i, _ptr(self.weights[i]), self.start_step, ctypes.byref(r)),
+                  "DistributedOptimizer")
             requests.append(r.value)
         try:
             for r in requests:
-                _wait(r, "DistributedOptimizer: weights of step 0")
+                _wait(r, "DistributedOptimizer: weights of step %d" % self.start_step)
         except PshardError as e:
             if "fingerprint" in str(e):
                 raise PshardError(
@@ -254,6 +271,8 @@ class DistributedOptimizer:
         with torch.no_grad():
             for (_, p), w in zip(self.params, self.weights):
                 p.copy_(w)
+        if self.start_step > 0:
+            _load_latest_buffers(self.model)
 
     def _hook_modules(self, model):
         """Hooks of every module that holds parameters (a tied parameter: every module that holds it): before its
@@ -667,23 +686,60 @@ def _read_file(path):
 def _average_buffers(model, epoch):
     """Floating-point buffers that are not parameters (BatchNorm running statistics) become the mean over the
     workers: each rank writes its buffers into the run directory (shared by all nodes, as `pshard task` requires),
-    all wait at a barrier, each reads every rank's file and averages. Integer buffers (num_batches_tracked) stay."""
+    all wait at a barrier, each reads every rank's file and averages. Integer buffers (num_batches_tracked) stay.
+    Rank 0 then keeps the result as RUN_DIR/buffers/latest.pt, which a resumed run or a restarted worker loads."""
     buffers = [(n, b) for n, b in model.named_buffers() if b.dtype.is_floating_point]
     run_dir = os.environ.get("PSHARD_RUN_DIR", "")
-    if not buffers or size() == 1 or not run_dir:
+    if not buffers or not run_dir:
         return
     folder = os.path.join(run_dir, "buffers")
     os.makedirs(folder, exist_ok=True)
-    mine = os.path.join(folder, "epoch%d-rank%d.pt" % (epoch, rank()))
-    _write_file(mine, {n: b.detach().cpu() for n, b in buffers})
-    barrier("buffers of epoch %d written" % epoch)
-    # The ranks alive now (a worker lost under failure_policy = continue wrote nothing).
-    states = [_read_file(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
+    if size() > 1:
+        mine = os.path.join(folder, "epoch%d-rank%d.pt" % (epoch, rank()))
+        _write_file(mine, {n: b.detach().cpu() for n, b in buffers})
+        barrier("buffers of epoch %d written" % epoch)
+        # The ranks alive now (a worker lost under failure_policy = continue wrote nothing).
+        states = [_read_file(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
+        with torch.no_grad():
+            for n, b in buffers:
+                b.copy_(sum(st[n] for st in states) / len(states))
+        barrier("buffers of epoch %d read" % epoch)
+        os.remove(mine)
+    if rank() == 0:
+        kept = {n: b.detach().cpu() for n, b in buffers}
+        _write_file(os.path.join(folder, "latest.pt"), {"epoch": epoch, "buffers": kept})
+
+
+def _load_latest_buffers(model):
+    """The buffers rank 0 kept at the last report() (RUN_DIR/buffers/latest.pt), into `model`: a worker that starts
+    mid-run gets the job's BatchNorm statistics with the servers' weights. None kept yet: the model's own stay."""
+    path = os.path.join(os.environ.get("PSHARD_RUN_DIR", ""), "buffers", "latest.pt")
+    if not os.environ.get("PSHARD_RUN_DIR") or not os.path.exists(path):
+        return
+    kept = _read_file(path)["buffers"]
     with torch.no_grad():
-        for n, b in buffers:
-            b.copy_(sum(st[n] for st in states) / len(states))
-    barrier("buffers of epoch %d read" % epoch)
-    os.remove(mine)
+        for n, b in model.named_buffers():
+            if n in kept and kept[n].shape == b.shape:
+                b.copy_(kept[n])
+
+
+def start_step():
+    """The step this worker starts at (after DistributedOptimizer(model)): 0 in a new run; the checkpoint's step in a
+    resumed run (`pshard launch --resume`, or a job restarted after a server failed); for a worker restarted by the
+    launcher (cluster.restart_workers), the step at which it rejoins the running job."""
+    opt = _state.optimizer
+    if opt is None:
+        raise PshardError("pshard: start_step() is known once DistributedOptimizer(model) was made", "PSHARD_ERR_STATE")
+    return opt.start_step
+
+
+def start_epoch():
+    """The epoch (0-based) of start_step(): `for epoch in range(ps.start_epoch(), epochs)`. Needs steps_per_epoch."""
+    opt = _state.optimizer
+    if opt is None or not opt.steps_per_epoch:
+        raise PshardError("pshard: start_epoch() needs DistributedOptimizer(model, steps_per_epoch=N)",
+                          "PSHARD_ERR_STATE")
+    return opt.start_step // opt.steps_per_epoch
 
 
 def report_step(loss):

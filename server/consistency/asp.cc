@@ -5,7 +5,7 @@ namespace pshard {
 
 bool AspPolicy::ready(int64_t, const DeadWorkers&) const { return true; }
 
-PushResult AspPolicy::on_push(uint32_t rank, int64_t step, bool, std::shared_ptr<zmq::message_t> gradient,
+PushResult AspPolicy::on_push(uint32_t rank, int64_t step, StepRequests, std::shared_ptr<zmq::message_t> gradient,
                               const DeadWorkers& dead, std::vector<float>& scratch) {
   if (dead[rank]) return {protocol::ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
   slice_.apply(aligned_floats(*gradient, scratch), step);

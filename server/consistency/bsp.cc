@@ -21,7 +21,7 @@ bool BspPolicy::counted(uint32_t rank, const DeadWorkers& dead) const {
   return !dead[rank] || (join_step_[rank] >= 0 && slice_.version() >= join_step_[rank]);
 }
 
-PushResult BspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+PushResult BspPolicy::on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                               const DeadWorkers& dead, std::vector<float>& scratch) {
   if (dead[rank] && join_step_[rank] < 0) {
     return {ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
@@ -36,7 +36,8 @@ PushResult BspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std:
   }
   pushed_[rank] = 1;
   pending_[rank] = std::move(gradient);
-  if (checkpoint) checkpoint_asked_ = true;
+  asked_.checkpoint = asked_.checkpoint || asks.checkpoint;
+  asked_.stop = asked_.stop || asks.stop;
   advance(dead, scratch);
   return {};
 }
@@ -127,8 +128,8 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   contributions_ = 0;
   next_rank_ = 0;
   std::fill(pushed_.begin(), pushed_.end(), 0);
-  const bool asked = checkpoint_asked_;
-  checkpoint_asked_ = false;
+  const StepRequests asked = asked_;
+  asked_ = StepRequests{};
   slice_.step_closed(asked);
 }
 

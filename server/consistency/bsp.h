@@ -13,7 +13,7 @@ class BspPolicy final : public ConsistencyPolicy {
   BspPolicy(ConsistencySlice& slice, uint32_t num_workers);
 
   bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step
-  PushResult on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+  PushResult on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                      const DeadWorkers& dead, std::vector<float>& scratch) override;
   void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;
   std::string on_join(uint32_t rank, int64_t step) override;
@@ -32,7 +32,7 @@ class BspPolicy final : public ConsistencyPolicy {
   std::shared_ptr<zmq::message_t> first_;  // the only contribution so far (summed lazily, no copy)
   std::vector<float> acc_;                 // sum of >= 2 contributions
   std::vector<int64_t> join_step_;         // per rank, the step from which a rejoined worker counts; -1: none
-  bool checkpoint_asked_ = false;          // a push of the open step asked for a checkpoint when it closes
+  StepRequests asked_;                     // what the pushes of the open step asked for when it closes
 };
 
 }  // namespace pshard

@@ -12,6 +12,13 @@
 
 namespace pshard {
 
+// What the pushes of a BSP step asked for when it closes: a checkpoint at the step boundary (checkpoint flag:
+// checkpoint.every_seconds), and the job's stop there (stop flag: checkpoint.on_sigterm), which also checkpoints.
+struct StepRequests {
+  bool checkpoint = false;
+  bool stop = false;
+};
+
 // The slice a policy decides for, as the policy sees it (implemented by the slice store).
 class ConsistencySlice {
  public:
@@ -21,8 +28,8 @@ class ConsistencySlice {
   virtual int64_t version() const = 0;   // BSP: steps closed; ASP/SSP: pushes applied
   // The optimizer on `gradient` (length() floats) at the learning rate of step `lr_step`; version() + 1.
   virtual void apply(const float* gradient, int64_t lr_step) = 0;
-  // BSP: a step has just closed (a checkpoint step?); `checkpoint_asked`: a push of it carried the checkpoint flag.
-  virtual void step_closed(bool checkpoint_asked) = 0;
+  // BSP: a step has just closed; `asked`: what its pushes asked for (a checkpoint, the stop).
+  virtual void step_closed(StepRequests asked) = 0;
   virtual std::string name() const = 0;  // e.g. "fc1.weight slice 0", for error messages
 };
 
@@ -40,7 +47,7 @@ struct PushResult {
 // gradients that arrive unaligned (see aligned_floats).
 //
 //   auto policy = make_consistency_policy({Consistency::kBsp, num_workers, 0}, slice);
-//   PushResult r = policy->on_push(rank, step, /*checkpoint=*/false, std::move(payload), dead, scratch);
+//   PushResult r = policy->on_push(rank, step, StepRequests{}, std::move(payload), dead, scratch);
 //   if (policy->ready(step + 1, dead)) reply_with_weights();
 class ConsistencyPolicy {
  public:
@@ -48,8 +55,8 @@ class ConsistencyPolicy {
   // May a reader at step/clock `step` be answered now? (The slice is initialized.)
   virtual bool ready(int64_t step, const DeadWorkers& dead) const = 0;
   // Worker `rank`'s gradient for step/clock `step`; the policy keeps it (BSP, out of rank order) or releases it once
-  // applied. `checkpoint`: the worker asks for a checkpoint when this step closes.
-  virtual PushResult on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+  // applied. `asks`: what the worker asks for when this step closes (BSP).
+  virtual PushResult on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                              const DeadWorkers& dead, std::vector<float>& scratch) = 0;
   // `rank` was declared dead (it is set in `dead`): an open BSP step may close without it.
   virtual void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) = 0;

@@ -26,9 +26,9 @@ std::vector<uint32_t> SspPolicy::missing(int64_t step, const DeadWorkers& dead) 
   return ranks;
 }
 
-PushResult SspPolicy::on_push(uint32_t rank, int64_t step, bool checkpoint, std::shared_ptr<zmq::message_t> gradient,
+PushResult SspPolicy::on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                               const DeadWorkers& dead, std::vector<float>& scratch) {
-  PushResult r = AspPolicy::on_push(rank, step, checkpoint, std::move(gradient), dead, scratch);
+  PushResult r = AspPolicy::on_push(rank, step, asks, std::move(gradient), dead, scratch);
   if (r.ok()) clock_[rank] = std::max(clock_[rank], step + 1);
   return r;
 }

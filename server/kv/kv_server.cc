@@ -264,6 +264,7 @@ struct KvServer::Impl {
     }
     protocol::Message m = protocol::reply_header(r.msg, opt.rank);
     const bool weights = protocol::reads_weights(r.msg.type);
+    if (weights) m.stop_at = store.stop_at();
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
     m.shared_memory = weights && r.msg.shared_memory;

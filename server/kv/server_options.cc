@@ -63,6 +63,11 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
         "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
         "boundaries)");
   }
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint" && o.mode != Consistency::kBsp) {
+    throw Error(
+        "checkpoint.on_sigterm = checkpoint needs cluster.mode = sync (the job stops at a step boundary that every "
+        "server checkpoints)");
+  }
   return o;
 }
 

@@ -108,7 +108,8 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
                                                   "): refused, the weights are unchanged");
     return false;
   }
-  PushResult pushed = slice_.policy->on_push(rank, m.step, m.checkpoint, std::move(g), thread.dead, thread.scratch);
+  PushResult pushed = slice_.policy->on_push(rank, m.step, StepRequests{m.checkpoint, m.stop}, std::move(g),
+                                             thread.dead, thread.scratch);
   if (!pushed.ok()) {
     req->fail(pushed.code, std::move(pushed.why));
     return false;

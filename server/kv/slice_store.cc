@@ -61,9 +61,13 @@ void Slice::apply(const float* gradient, int64_t lr_step) {
   }
 }
 
-void Slice::step_closed(bool checkpoint_asked) {
+void Slice::step_closed(StepRequests asked) {
   store_.raise_max_version(version_);
-  if (store_.on_step_closed) store_.on_step_closed(*this, checkpoint_asked);
+  if (asked.stop) {
+    int64_t none = 0;  // the first stop holds: every slice closes the same step with it (stop_at())
+    store_.stop_at_.compare_exchange_strong(none, version_, std::memory_order_acq_rel);
+  }
+  if (store_.on_step_closed) store_.on_step_closed(*this, asked.checkpoint || asked.stop);
 }
 
 std::string Slice::name() const { return store_.layout_->describe(id); }

@@ -40,7 +40,7 @@ class Slice final : public ConsistencySlice {
   uint64_t length() const override { return length_; }
   int64_t version() const override { return version_; }
   void apply(const float* gradient, int64_t lr_step) override;
-  void step_closed(bool checkpoint_asked) override;
+  void step_closed(StepRequests asked) override;
   std::string name() const override;
 
   const uint32_t id;  // global slice id in the layout
@@ -102,6 +102,9 @@ class SliceStore {
   int64_t max_version() const { return max_version_.load(std::memory_order_relaxed); }  // highest BSP step here
   uint64_t updates() const { return updates_; }                                         // optimizer applications
   uint64_t weight_copies() const { return weight_copies_; }  // updates that copied because a reply held the weights
+  // The step boundary at which a push's stop flag stopped the job (checkpoint.on_sigterm): its slices checkpoint
+  // there and every weights reply says so (stopAt); 0 while none did. Any thread.
+  int64_t stop_at() const { return stop_at_.load(std::memory_order_acquire); }
 
   // Called on a slice's thread when it closed a BSP step; set before install.
   std::function<void(const Slice&, bool checkpoint_asked)> on_step_closed;
@@ -122,6 +125,7 @@ class SliceStore {
   std::atomic<bool> installed_{false};
   std::atomic<int64_t> max_version_{0};  // for pong: where a rejoining worker can start
   std::atomic<uint64_t> updates_{0}, weight_copies_{0};
+  std::atomic<int64_t> stop_at_{0};
 };
 
 }  // namespace pshard

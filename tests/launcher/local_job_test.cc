@@ -330,7 +330,8 @@ TEST(LocalJob, ARestartableChildIsStartedAgainUpToItsLimit) {
   LocalJob::Options opt;
   opt.out_fd = opt.err_fd = out.fd;
   LocalJob job(opt);
-  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 2);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}},
+                      {"worker 1", {child_exe(), "exit", "3", "20"}, {}}, 2);
   LocalJob::Result r = job.run();
   ASSERT_EQ(r.children.size(), 3u) << out.read();  // the first run and two restarts
   for (size_t i = 0; i < 3; ++i) {
@@ -350,7 +351,8 @@ TEST(LocalJob, PidsCanBeReadWhileAChildIsRestarted) {
   LocalJob::Options opt;
   opt.out_fd = opt.err_fd = out.fd;
   LocalJob job(opt);
-  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}}, {child_exe(), "exit", "3", "20"}, 3);
+  job.add_restartable({"worker 1", {child_exe(), "exit", "3", "20"}, {}},
+                      {"worker 1", {child_exe(), "exit", "3", "20"}, {}}, 3);
   job.start();
   std::atomic<bool> done{false};
   size_t seen = 0;

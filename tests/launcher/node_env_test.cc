@@ -61,6 +61,19 @@ TEST(NodeEnv, AUserCommandWorkerReadsBackEverythingThePlanExports) {
   EXPECT_EQ(e.key_dir, p.key_dir);
   EXPECT_EQ(e.num_workers, 4);
   EXPECT_EQ(e.local_rank, 3);
+  EXPECT_EQ(e.start_step, -1);  // a new run
+  EXPECT_FALSE(e.rejoin);
+}
+
+TEST(NodeEnv, AResumedRunTellsAUserCommandItsStartStep) {
+  JobPlan p = plan();
+  p.user_command = {"/usr/bin/python3", "train.py"};
+  p.resume_step = 40;
+  const NodeEnv e = NodeEnv::from_environment(Environment(p.worker_process(1, {}, 3).env).getenv());
+  EXPECT_EQ(e.start_step, 40);
+  EXPECT_FALSE(e.rejoin);
+  EXPECT_TRUE(NodeEnv::from_environment(Environment({"PSHARD_REJOIN=1"}).getenv()).rejoin);
+  EXPECT_FALSE(NodeEnv::from_environment(Environment({"PSHARD_REJOIN=0"}).getenv()).rejoin);
 }
 
 TEST(NodeEnv, ServersAndWorkersReadTheirTokenRunIdAndRank) {
@@ -100,7 +113,8 @@ TEST(NodeEnv, NothingSetLeavesTheDefaults) {
 }
 
 TEST(NodeEnv, AMalformedCountNamesItsVariable) {
-  for (const char* name : {"PSHARD_RANK", "PSHARD_NUM_WORKERS", "PSHARD_LOCAL_RANK"}) {
+  for (const char* name :
+       {"PSHARD_RANK", "PSHARD_NUM_WORKERS", "PSHARD_LOCAL_RANK", "PSHARD_START_STEP", "PSHARD_REJOIN"}) {
     const Environment env({std::string(name) + "=abc"});
     try {
       NodeEnv::from_environment(env.getenv());

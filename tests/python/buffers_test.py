@@ -1,5 +1,6 @@
 """ps.report() makes the BatchNorm running statistics the mean over the workers: 2 workers whose data differ end an
-epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked. The job
+epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked; rank 0
+keeps that mean in RUN_DIR/buffers/latest.pt (what a worker that starts mid-run loads). The job
 runs with CurveZMQ on, so the Python workers' encrypted, authenticated connections are tested here too."""
 import os
 import sys
@@ -59,8 +60,13 @@ def main():
             err = float((r["after"][name] - want).abs().max())
             support.expect(err < 1e-6, "%s is not the mean over the workers (off by %g)" % (name, err), output)
     support.expect(int(r0["after"]["0.num_batches_tracked"]) == 5, "num_batches_tracked changed", output)
-    support.expect(not os.listdir(os.path.join(run_dir, "buffers")), "buffer files were left in the run directory")
-    print("report(): BatchNorm running statistics averaged over 2 workers")
+    # The ranks' files are gone; rank 0 kept the averaged statistics of the epoch for a worker that starts mid-run.
+    folder = os.path.join(run_dir, "buffers")
+    support.expect(os.listdir(folder) == ["latest.pt"], "buffer files left: %s" % os.listdir(folder), output)
+    kept = torch.load(os.path.join(folder, "latest.pt"))
+    support.expect(kept["epoch"] == 1 and torch.equal(kept["buffers"]["0.running_mean"], r0["after"]["0.running_mean"]),
+                   "latest.pt does not hold the averaged statistics of epoch 1", output)
+    print("report(): BatchNorm running statistics averaged over 2 workers, kept in buffers/latest.pt")
 
 
 def full_disk():

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +14,7 @@
 #include <thread>
 
 #include "common/error.h"
-
-extern char** environ;
+#include "common/util/child_process.h"
 
 namespace pshard::testing {
 
@@ -78,13 +76,14 @@ Json read_summary(const std::string& run_dir) {
 
 BackgroundJob::BackgroundJob(const std::string& command, const std::string& log) {
   std::string sh = "exec " + command + " > '" + log + "' 2>&1";
-  const char* argv[] = {"/bin/sh", "-c", sh.c_str(), nullptr};
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  if (posix_spawn(&pid_, "/bin/sh", nullptr, &attr, const_cast<char* const*>(argv), environ) != 0) pid_ = -1;
-  posix_spawnattr_destroy(&attr);
+  SpawnRequest request;
+  request.argv = {"/bin/sh", "-c", sh};
+  request.own_process_group = true;  // the destructor kills the whole job
+  try {
+    pid_ = spawn_child(request).pid;
+  } catch (const Error&) {
+    pid_ = -1;
+  }
 }
 
 BackgroundJob::~BackgroundJob() {

@@ -38,6 +38,7 @@ class BackgroundJob {
   BackgroundJob(const BackgroundJob&) = delete;
   BackgroundJob& operator=(const BackgroundJob&) = delete;
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }  // the command's process (the shell execs it)
   // Exit status (128 + signal when killed), or nullopt if still running after `timeout`.
   std::optional<int> wait(std::chrono::seconds timeout);
 

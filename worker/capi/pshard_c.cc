@@ -100,6 +100,11 @@ struct pshard_client {
   std::vector<std::string> names;           // as declared
   std::unique_ptr<pshard::optim::LrSchedule> schedule;
   int64_t log_every = 50;  // train.log_every; 0: no step events
+  // Where this worker starts (pshard_start): 0, a resumed run's step (PSHARD_START_STEP) or, for a restarted worker
+  // (PSHARD_REJOIN), a step boundary the running workers have not reached; its first pull of each tensor at that step
+  // is then a join (the servers count this worker again from it).
+  int64_t start_step = 0;
+  std::set<int> joined;  // tensors whose join was sent
 
   // Requests not yet reported done, so that an unknown or finished one is an ARGUMENT error.
   std::mutex requests_mu;
@@ -313,6 +318,7 @@ int pshard_connect(pshard_client** out) {
     }
     // 0: the tensors are declared after the rendezvous; the servers check every request against rank 0's list.
     c->copt.layout_fingerprint = 0;
+    c->copt.replaces_live = c->env.rejoin;  // restarted by the launcher: it takes its rank back
     c->log_every = cfg.get_int("train.log_every");
     try {
       c->cluster = std::make_unique<pshard::ClusterClient>(c->copt);
@@ -506,6 +512,26 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const pshard::KvClientOptions kopt =
         pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps);
     c->kv = std::make_unique<pshard::KvClient>(kopt);
+    if (c->env.rejoin) {
+      if (total_steps == 0) {
+        throw Failure{PSHARD_ERR_ARGUMENT,
+                      "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
+                      "(DistributedOptimizer(model, steps_per_epoch=N))"};
+      }
+      c->start_step = std::min(c->kv->servers_step() + pshard::kRejoinMargin, total_steps);
+      PSHARD_LOG(kInfo) << "rejoining the job at step " << c->start_step << " of " << total_steps;
+      c->cluster->report(pshard::Json::object()
+                             .set("event", "rejoin")
+                             .set("rank", static_cast<int64_t>(c->rank()))
+                             .set("step", c->start_step));
+    } else if (c->env.start_step > 0) {
+      if (total_steps > 0 && c->env.start_step > total_steps) {
+        throw Failure{PSHARD_ERR_ARGUMENT, "pshard: the run resumes at step " + std::to_string(c->env.start_step) +
+                                               ", past its end (" + std::to_string(total_steps) + " steps)"};
+      }
+      c->start_step = c->env.start_step;
+    }
+    c->steps_pushed = c->start_step;
     // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.
     const pshard::TraceWindow window = pshard::TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) {
@@ -513,19 +539,30 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::Tracer::name_this_thread(c->tracer.get(), 0, "training (the caller's thread)");
       c->tracer->name_row(1, "requests (issued to done)");
     }
-    if (c->rank() == 0) {
+    if (c->rank() == 0 && !c->env.rejoin) {
       write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
       for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
       pshard::StartEvent start =
           pshard::StartEvent::from_config(cfg, model ? model : "custom", batch_size, world, steps_per_epoch);
       start.model_bytes = model_bytes;
+      start.start_step = c->start_step;  // > 0: a resumed run
       c->cluster->report(start.to_json());
     }
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     c->gpu = pshard::make_gpu_sampler(cfg.get_string("train.device") == "cuda" ||
                                       (visible && *visible && std::string(visible) != "-1"));
     c->connected_at = Clock::now();
+    return PSHARD_OK;
+  });
+}
+
+int pshard_start_step(const pshard_client* c, int64_t* out) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(out, "out");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: the start step is known after pshard_start"};
+    *out = c->start_step;
     return PSHARD_OK;
   });
 }
@@ -540,6 +577,11 @@ int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshar
       throw Failure{PSHARD_ERR_STATE,
                     "pshard: only rank 0 sends the initial weights (this is rank " + std::to_string(c->rank()) + ")"};
     }
+    if (c->start_step > 0) {
+      throw Failure{PSHARD_ERR_STATE, "pshard: this worker starts at step " + std::to_string(c->start_step) +
+                                          " (a resumed run or a restarted worker): the servers hold the weights, "
+                                          "pull them (pshard_start_step)"};
+    }
     *out = c->track(c->kv->init(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor)));
     return PSHARD_OK;
   });
@@ -552,8 +594,12 @@ int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, psha
     require(weights, "weights");
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
-    *out = c->track(c->kv->zpull(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor), step), "pull",
-                    tensor, step);
+    const std::string& name = c->tensors[static_cast<size_t>(tensor)].name;
+    if (c->env.rejoin && step == c->start_step && c->joined.insert(tensor).second) {
+      *out = c->track(c->kv->join(name, weights, c->numel(tensor), step), "join", tensor, step);
+      return PSHARD_OK;
+    }
+    *out = c->track(c->kv->zpull(name, weights, c->numel(tensor), step), "pull", tensor, step);
     return PSHARD_OK;
   });
 }

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /* 2: pshard_epoch_report gained `figures` (which figures were measured). */
-#define PSHARD_C_API_VERSION 2
+#define PSHARD_C_API_VERSION 3
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -126,7 +126,15 @@ int pshard_add_tensor(pshard_client* c, const char* name, int ndim, const int64_
  * ARGUMENT when no tensor was declared; STATE when called twice. */
 int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_t steps_per_epoch);
 
-/* Rank 0 only, once per tensor, before anyone pulls: the initial weights (STATE on another rank). */
+/* The step this worker starts at, after pshard_start: 0 for a new run; the checkpoint's step when the run was resumed
+ * (`pshard launch --resume`, or restarted after a server failed: PSHARD_START_STEP); for a worker restarted by the
+ * launcher (cluster.restart_workers: PSHARD_REJOIN=1), a step boundary the running workers have not reached, and its
+ * first pull of each tensor at that step rejoins the job (the servers count it again from there). Whenever it is not
+ * 0, nobody sends initial weights: every worker pulls the servers' weights of that step. STATE before pshard_start. */
+int pshard_start_step(const pshard_client* c, int64_t* out);
+
+/* Rank 0 only, once per tensor, before anyone pulls, in a run that starts at step 0: the initial weights (STATE on
+ * another rank, or when pshard_start_step is not 0). */
 int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out);
 
 /* The weights a worker about to compute step `step` (0-based) may read, written into `weights` (BSP: step-1 was

@@ -129,6 +129,8 @@ struct KvClient::Impl {
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_request{1};
   std::atomic<int64_t> checkpoint_step{-1};
+  std::atomic<int64_t> stop_step{-1};  // request_stop()
+  std::atomic<int64_t> stop_at{0};     // from the servers' replies (stopAt): the step boundary the job stops at
   compression::PushEncoder encoder;
   std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0}, fp32_bytes_sent{0}, fp32_bytes_recv{0};
   std::atomic<uint64_t> shm_bytes_sent{0}, shm_bytes_recv{0};
@@ -312,6 +314,7 @@ struct KvClient::Impl {
       m.step = step;
       m.layout_fingerprint = layout.fingerprint();
       m.checkpoint = pushes && step == checkpoint_step.load();
+      m.stop = pushes && step == stop_step.load();
       m.pull_encoding = reads ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
       m.shared_memory = p.shared_memory;
       if (type == MessageType::INIT) {
@@ -711,6 +714,8 @@ struct KvClient::Impl {
       return;
     }
     const protocol::Message& m = d.message;
+    // Before the request is done, so that whoever waited for it sees the stop (stop_at()).
+    if (m.stop_at > 0) stop_at.store(m.stop_at, std::memory_order_release);
     if (m.type == MessageType::ERROR) {
       p.op->part_done(
           who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " + m.error_message,
@@ -829,6 +834,8 @@ KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* gr
 }
 KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
 void KvClient::request_checkpoint(int64_t step) { impl_->checkpoint_step = step; }
+void KvClient::request_stop(int64_t step) { impl_->stop_step = step; }
+int64_t KvClient::stop_at() const { return impl_->stop_at.load(std::memory_order_acquire); }
 KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
   return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
 }

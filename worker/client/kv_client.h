@@ -19,6 +19,10 @@ namespace pshard {
 
 class Config;
 
+// A restarted worker rejoins this many steps past the highest step any server reached (servers_step()): a step
+// boundary the running workers have not reached yet, so that every slice can still count it from there.
+constexpr int64_t kRejoinMargin = 20;
+
 struct KvClientOptions {
   uint32_t rank = 0;                 // this worker's rank (worker 0 sends the inits)
   std::vector<std::string> servers;  // ROUTER endpoint of each server, index = server rank
@@ -124,6 +128,13 @@ class KvClient {
   // BSP: pushes of step `step` made after this call carry the checkpoint flag: the servers
   // checkpoint every slice when that step closes (checkpoint.every_seconds). -1: none.
   void request_checkpoint(int64_t step);
+  // BSP: pushes of step `step` made after this call carry the stop flag: when that step closes, the servers
+  // checkpoint every slice and answer every read of step + 1 with stopAt = step + 1 (checkpoint.on_sigterm). Every
+  // worker then ends before computing step + 1, whichever of them asked.
+  void request_stop(int64_t step);
+  // The step boundary at which the servers stopped the job (from the replies received so far); 0 while none did.
+  // Thread-safe; set before the request whose reply carried it is done.
+  int64_t stop_at() const;
 
   // push of step `step`, then pull for step + 1, in one round trip per server.
   Handle push_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);

@@ -7,6 +7,7 @@
 #include "common/metrics/phase_clock.h"
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
+#include "common/util/log.h"
 #include "models/model.h"
 
 namespace pshard::trainer {
@@ -39,6 +40,12 @@ void KvSync::begin_step(int64_t step) {
   step_ = step;
   // checkpoint.every_seconds: worker 0 flags its pushes of this step, so every server checkpoints
   // the same step boundary (step + 1).
+  if (stop_signal_ && !stop_asked_ && stop_signal_->load()) {
+    kv_.request_stop(step);
+    stop_asked_ = true;
+    PSHARD_LOG(kInfo) << "SIGTERM: the job stops at step boundary " << step + 1
+                      << ", where the servers checkpoint (checkpoint.on_sigterm = checkpoint)";
+  }
   if (checkpoint_every_s_ > 0 &&
       std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() >= checkpoint_every_s_) {
     kv_.request_checkpoint(step);
@@ -67,6 +74,9 @@ void KvSync::start(models::Model& model) {
   // copy it built (the same on every worker: run.seed and train.init_from).
   for (size_t i = 0; i < params.size(); ++i) {
     if (!params[i].frozen) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
+  }
+  for (int l = 0; l < static_cast<int>(layer_params_.size()) && first_param_layer_ < 0; ++l) {
+    if (!layer_params_[static_cast<size_t>(l)].empty()) first_param_layer_ = l;
   }
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
@@ -174,6 +184,14 @@ void KvSync::end_step(int64_t) {
   // The uploads of this step's weights were consumed by its forward; their
   // host buffers are about to receive the next step's pulls.
   staging_->finish_uploads();
+}
+
+bool KvSync::stop_before(int64_t step) {
+  // The replies that bring this step's weights say whether the servers stopped the job here (stopAt): the first
+  // layer's arrive first, and the forward would wait for them next anyway.
+  if (first_param_layer_ >= 0) wait_layer(first_param_layer_);
+  const int64_t at = kv_.stop_at();
+  return at > 0 && step >= at;
 }
 
 void KvSync::sync_all() {

@@ -1,6 +1,7 @@
 // ParameterSync through the parameter servers: per-layer push_pull overlapped with backprop.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -50,6 +51,9 @@ class KvSync : public ParameterSync {
   // trace.steps: each push_pull of a traced step becomes a span on row 3 from the call that sends
   // it to the end of the wait for its reply, with the tensor and bytes.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // checkpoint.on_sigterm = checkpoint: once `*signalled` (SIGTERM), the pushes of the next step begun carry the
+  // stop flag, and every worker of the job ends at the boundary after it (stop_before), where the servers checkpoint.
+  void set_stop_signal(const std::atomic<bool>* signalled) { stop_signal_ = signalled; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights.
   void start(models::Model& model) override;
@@ -58,6 +62,7 @@ class KvSync : public ParameterSync {
   void grads_ready(int first, int count) override;
   void end_step(int64_t) override;
   void sync_all() override;
+  bool stop_before(int64_t step) override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
   SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
@@ -76,6 +81,9 @@ class KvSync : public ParameterSync {
   int64_t start_step_ = 0;
   bool rejoin_ = false;
   double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
+  const std::atomic<bool>* stop_signal_ = nullptr;
+  bool stop_asked_ = false;     // this worker's pushes of one step carried the stop flag
+  int first_param_layer_ = -1;  // the first layer that has parameters (its weights come first each step)
   std::chrono::steady_clock::time_point last_checkpoint_;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight

@@ -38,6 +38,12 @@ class ParameterSync {
   virtual void end_step(int64_t step) = 0;
   // Blocks until the model holds the newest weights (before evaluation, at the end).
   virtual void sync_all() = 0;
+  // Before step `step` (its data is not read yet): true when the job stopped at this step boundary
+  // (checkpoint.on_sigterm), so the trainer ends here. May wait for the step's first weights, which say so.
+  virtual bool stop_before(int64_t step) {
+    (void)step;
+    return false;
+  }
   // Learning rate used for step `step` (for the metrics).
   virtual double lr_at(int64_t step) const = 0;
   virtual SyncStats stats() const = 0;

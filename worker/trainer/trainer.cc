@@ -215,6 +215,10 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       if (!loader.next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
     for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
+      if (sync_.stop_before(step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
+        stopped_at_ = step;
+        break;
+      }
       const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
       trace.begin_step(step);
       const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(clock, totals)) : std::nullopt;
@@ -241,6 +245,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                     "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
       }
     }
+    if (stopped_at_ >= 0) break;  // the epoch is not over: a resumed run reports it
     end_epoch(&report, epoch_start, step, sync_, clock, totals, trace);
     if (options_.eval) {
       const auto eval_start = Clock::now();

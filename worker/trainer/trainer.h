@@ -75,6 +75,9 @@ class Trainer {
   // trace.steps: the steps of `tracer`'s window become spans (phases on row 1, each layer's forward
   // and backward on row 2). nullptr: no trace.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // After run(): the step boundary at which the job stopped (ParameterSync::stop_before), or -1 when it ran to its
+  // end.
+  int64_t stopped_at() const { return stopped_at_; }
 
  private:
   void evaluate(WorkerEpochReport* report);
@@ -84,6 +87,7 @@ class Trainer {
   const data::DataSplits& data_;
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
+  int64_t stopped_at_ = -1;
   Tracer* tracer_ = nullptr;
 };
 

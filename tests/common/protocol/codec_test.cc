@@ -156,6 +156,29 @@ TEST(ProtocolCodec, SharedMemoryMessagesCarryNoFramesAndHoldFloat32Only) {
   EXPECT_EQ(decode(pv, 1).code, ErrorCode::BAD_ENCODING);
 }
 
+TEST(ProtocolCodec, TheStopFlagAndTheStopStepSurviveTheRoundTrip) {
+  Message push = push_message(1, 4);
+  push.stop = true;
+  push.checkpoint = false;
+  Frames f = frames_of(push, 4);
+  auto v = f.views();
+  Decoded d = decode(v.data(), v.size());
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_TRUE(d.message.stop);
+  EXPECT_FALSE(d.message.checkpoint);
+  EXPECT_EQ(d.message.stop_at, 0);  // not stopped: the default
+
+  Message reply = push_message(1, 4);
+  reply.type = MessageType::WEIGHTS;
+  reply.stop_at = 123;
+  Frames r = frames_of(reply, 4);
+  auto rv = r.views();
+  d = decode(rv.data(), rv.size());
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.message.stop_at, 123);
+  EXPECT_FALSE(d.message.stop);
+}
+
 TEST(ProtocolCodec, RejectsWrongPayloadCountAndSize) {
   Message m = push_message(2, 4);
   Frames f = frames_of(m, 4);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/error.h"
 #include "tests/support/run_helpers.h"
 
 namespace {
@@ -129,6 +130,69 @@ TEST(CheckpointResume, ResumedRunEndsWithTheSameWeightsAsAnUninterruptedOne) {
   EXPECT_NE(log.find("skipping a checkpoint: checkpoint " + bad), std::string::npos) << log;
   EXPECT_NE(log.find("resuming at step 40"), std::string::npos) << log;
   EXPECT_TRUE(read_file(c + "/model.bin") == want) << "weights after resuming at step 40 differ";
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// checkpoint.on_sigterm = checkpoint: a SIGTERM to `pshard launch` (as a preemption or a time limit sends) stops the
+// job at the next step boundary, every server checkpoints that boundary, the launch exits 75; `--resume` then ends
+// with the weights of an uninterrupted run, bit for bit (and not those of the run's start: it trained).
+TEST(Preemption, SigtermStopsTheJobAtACheckpointThatResumeContinuesBitwise) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = fresh_dir("sigterm-stop");
+  // 12800 samples / (2 x 64) = 100 steps per epoch, 500 in all, a step event every 10 steps; no periodic
+  // checkpoints.
+  const std::string args = job_args(5, 0) +
+                           " --set data.train_size=12800 --set checkpoint.on_sigterm=checkpoint"
+                           " --set train.log_every=10";
+  const std::string a = dir + "/a";
+  int rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + args + " --run-dir " + a,
+                            150, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  const std::string want = read_file(a + "/model.bin");
+  ASSERT_GT(want.size(), 100000u);
+
+  const std::string b = dir + "/b";
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + args + " --run-dir " + b,
+                    dir + "/b.log");
+  ASSERT_TRUE(job.started());
+  // Once step 110 (in epoch 2) was logged, SIGTERM to the launch alone: it passes the signal on.
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < end && read_file(b + "/metrics.jsonl").find("\"step\":110,") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  std::optional<int> code = job.wait(std::chrono::seconds(60));
+  const std::string log = read_file(dir + "/b.log");
+  ASSERT_TRUE(code.has_value()) << "the job did not stop after SIGTERM\n" << log;
+  ASSERT_EQ(*code, kExitStopped) << log;
+  EXPECT_NE(log.find("job stopped at a checkpoint on SIGTERM"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(b + "/model.bin")) << "a stopped job saved a model that is not final";
+  // Both servers checkpointed the same boundary, the one the workers stopped at.
+  std::vector<int64_t> steps[2];
+  for (uint32_t s = 0; s < 2; ++s) {
+    const std::string prefix = "server-" + std::to_string(s) + ".step-";
+    for (const auto& e : fs::directory_iterator(b + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) steps[s].push_back(std::stoll(name.substr(prefix.size(), 8)));
+    }
+  }
+  ASSERT_EQ(steps[0].size(), 1u) << log;
+  EXPECT_EQ(steps[0], steps[1]) << log;
+  const int64_t at = steps[0][0];
+  EXPECT_GT(at, 110) << log;
+  EXPECT_LT(at, 500) << log;
+  EXPECT_NE(log.find("stopped at step " + std::to_string(at) + " of 500 on SIGTERM"), std::string::npos) << log;
+  const Json stopped = read_summary(b);
+  EXPECT_TRUE(stopped.has("stopped")) << stopped.dump();
+
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120 --resume " + b, 150,
+                        dir + "/b2.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/b2.log");
+  EXPECT_NE(read_file(dir + "/b2.log").find("resuming at step " + std::to_string(at)), std::string::npos)
+      << read_file(dir + "/b2.log");
+  EXPECT_TRUE(read_file(b + "/model.bin") == want) << "the weights after the stop and --resume differ from the "
+                                                      "uninterrupted run's (bitwise)";
+  EXPECT_GT(read_summary(b).at("test_acc").as_number(), 0.75);  // it learned: the weights compared are trained ones
   pshard::testing::remove_dir_if_passed(dir);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real SLURM test: a 2-node SLURM cluster (scripts/slurm-cluster), an sbatch job running `srun pshard slurm`
-# (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement.
+# (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement; then a
+# job stopped by SIGTERM at a checkpoint, requeued, and resumed to the weights of an uninterrupted run.
 #
 # Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
 # Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
@@ -103,5 +104,46 @@ done
 grep -q "task 1/4 on node1: worker 0" "$OUT" && grep -q "task 3/4 on node2: worker 1" "$OUT" \
   || die "the job output does not show worker 0 on node1 and worker 1 on node2"
 
-say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s"
+# 4. requeue: a SIGTERM to the job's steps mid-run (as a preemption or --signal=TERM@... sends) stops it at a
+#    checkpoint (exit status 75, checkpoint.on_sigterm = checkpoint by the template), the template requeues it, and the
+#    requeued job (SLURM_RESTART_COUNT=1) resumes there and ends with the weights of an uninterrupted run (pshard
+#    launch of the same config here: the same slices, the same sums), bit for bit.
+RUN2="$DIR/run-requeue"
+OUT2="$DIR/job-requeue.out"
+ARGS=(--set train.epochs=4 --set train.threads=1 --set train.log_every=10 --set data.train_size=25600)
+t_job=$SECONDS
+jid=$(PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN2" \
+  timeout 30 sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
+  --output="$OUT2" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" "${ARGS[@]}") || die "sbatch of the requeue job failed"
+say "requeue job $jid submitted; SIGTERM once step 100 of 800 was logged"
+for _ in $(seq 1 600); do grep -q '"step":100,' "$RUN2/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+grep -q '"step":100,' "$RUN2/metrics.jsonl" 2>/dev/null || { cat "$OUT2" 2>/dev/null; die "the requeue job never logged step 100"; }
+scancel --signal=TERM "$jid" || die "scancel --signal=TERM $jid failed"
+# SLURM holds a requeued job for about 2 minutes (its EligibleTime); release it at once.
+for _ in $(seq 1 120); do
+  scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" && squeue -h -j "$jid" -o %T 2>/dev/null | grep -q PENDING && break
+  sleep 0.5
+done
+scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || { cat "$OUT2"; die "the job was not requeued"; }
+scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
+for _ in $(seq 1 360); do [ -z "$(squeue -h -j "$jid" 2>/dev/null)" ] && break; sleep 0.5; done
+[ -z "$(squeue -h -j "$jid" 2>/dev/null)" ] || { cat "$OUT2"; die "the requeued job did not finish"; }
+T_REQUEUE=$((SECONDS - t_job))
+echo "======== requeue job output ($OUT2) ========"
+cat "$OUT2" 2>/dev/null || echo "(no job output)"
+echo "======== end of requeue job output ========"
+grep -q "stopped at a checkpoint; requeueing it" "$OUT2" || die "the job did not stop at a checkpoint and requeue itself"
+at=$(grep -o "resuming run $RUN2 at step [0-9]*" "$OUT2" | head -n 1 | sed 's/.* //')
+[ -n "$at" ] || die "the requeued job did not resume"
+[ -s "$RUN2/checkpoints/server-0.step-$(printf %08d "$at").ckpt" ] || die "no checkpoint of step $at"
+summary=$(tail -n 1 "$RUN2/metrics.jsonl")
+echo "$summary" | grep -q "\"start_step\": *$at" || die "the requeued job's summary does not start at step $at: $summary"
+REF="$DIR/run-reference"
+timeout 200 "$BIN" launch --servers 2 --workers 2 --config "$SRC/configs/fmnist_mlp_sync.toml" "${ARGS[@]}" \
+  --set checkpoint.on_sigterm=checkpoint --run-dir "$REF" >"$DIR/reference.log" 2>&1 \
+  || { cat "$DIR/reference.log"; die "the uninterrupted reference run failed"; }
+cmp -s "$REF/model.bin" "$RUN2/model.bin" || die "the requeued run's model differs from the uninterrupted run's"
+say "requeue: stopped at step $at on SIGTERM, requeued, resumed, same weights as an uninterrupted run (${T_REQUEUE} s)"
+
+say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s"
 exit 0

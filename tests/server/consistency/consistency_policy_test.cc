@@ -18,7 +18,8 @@ struct FakeSlice final : ConsistencySlice {
   int64_t ver = 0;
   std::vector<std::vector<float>> applied;  // each gradient given to apply()
   std::vector<int64_t> lr_steps;
-  std::vector<bool> closed;  // step_closed(checkpoint_asked) calls
+  std::vector<bool> closed;  // step_closed: whether a checkpoint was asked
+  std::vector<bool> stops;   // step_closed: whether the stop was asked
 
   bool initialized() const override { return init; }
   uint64_t length() const override { return n; }
@@ -28,7 +29,10 @@ struct FakeSlice final : ConsistencySlice {
     lr_steps.push_back(lr_step);
     ++ver;
   }
-  void step_closed(bool asked) override { closed.push_back(asked); }
+  void step_closed(StepRequests asked) override {
+    closed.push_back(asked.checkpoint);
+    stops.push_back(asked.stop);
+  }
   std::string name() const override { return "w slice 0"; }
 };
 
@@ -39,14 +43,28 @@ std::shared_ptr<zmq::message_t> grad(std::vector<float> v) {
 struct Fixture {
   explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0)
       : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness}, slice)) {}
-  PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false) {
-    return policy->on_push(rank, step, checkpoint, grad(std::move(g)), dead, scratch);
+  PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false, bool stop = false) {
+    return policy->on_push(rank, step, StepRequests{checkpoint, stop}, grad(std::move(g)), dead, scratch);
   }
   FakeSlice slice;
   DeadWorkers dead;
   std::vector<float> scratch;
   std::unique_ptr<ConsistencyPolicy> policy;
 };
+
+TEST(BspPolicy, AStopAskedByOnePushOfAStepIsReportedWhenThatStepClosesAndNotLater) {
+  Fixture f(Consistency::kBsp, 2);
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());
+  ASSERT_TRUE(f.push(1, 1, {1, 1}, /*checkpoint=*/false, /*stop=*/true).ok());  // worker 1 got SIGTERM
+  EXPECT_EQ(f.slice.stops, (std::vector<bool>{false}));                         // step 1 still open
+  ASSERT_TRUE(f.push(0, 1, {1, 1}).ok());
+  EXPECT_EQ(f.slice.stops, (std::vector<bool>{false, true}));
+  EXPECT_EQ(f.slice.closed, (std::vector<bool>{false, false}));  // the checkpoint flag is separate
+  ASSERT_TRUE(f.push(0, 2, {1, 1}).ok());
+  ASSERT_TRUE(f.push(1, 2, {1, 1}).ok());
+  EXPECT_EQ(f.slice.stops, (std::vector<bool>{false, true, false}));  // asked once, for that step only
+}
 
 TEST(BspPolicy, AppliesTheMeanOnceEveryWorkerHasPushedTheStep) {
   Fixture f(Consistency::kBsp, 3);
