@@ -1,6 +1,7 @@
 // Model: parameter blocks, initialisation, forward over the layer list, backward with per-layer callbacks.
 #include "models/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -233,7 +234,7 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
     Layer& ly = *layers_[l].layer;
     if (ly.is_view()) {
       d = d.reshape(acts_[l].shape());
-    } else if (l > first_compute) {
+    } else if (l > first_compute && l > lowest_trainable_layer_) {
       Tensor dx = grad_buffers_[1 - cur].get(backend_, acts_[l].shape());
       ly.backward(acts_[l], acts_[l + 1], d, &dx);
       d = dx;
@@ -242,8 +243,40 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
       ly.backward(acts_[l], acts_[l + 1], d, nullptr);
     }
     if (on_grads_ready && layer_params_[l].second > 0) on_grads_ready(layer_params_[l].first, layer_params_[l].second);
-    if (l == first_compute) break;  // only views (no parameters) before it
+    if (l == first_compute) break;            // only views (no parameters) before it
+    if (l == lowest_trainable_layer_) break;  // frozen below: no gradient is wanted there
   }
+}
+
+int Model::freeze(const std::vector<std::string>& prefixes) {
+  for (const std::string& prefix : prefixes) {
+    bool matched = false;
+    for (ParamRef& p : params_) {
+      if (p.name == prefix || p.name.rfind(prefix + ".", 0) == 0) {
+        p.frozen = true;
+        matched = true;
+      }
+    }
+    if (!matched) {
+      throw Error("model " + spec_.name + ": nothing to freeze under '" + prefix + "' (parameters are named like " +
+                  params_.front().name + ", " + params_.back().name + ")");
+    }
+  }
+  const int frozen = num_frozen();
+  if (frozen == static_cast<int>(params_.size())) {
+    throw Error("model " + spec_.name + ": every parameter would be frozen; leave at least one layer to train");
+  }
+  lowest_trainable_layer_ = num_layers() - 1;
+  for (const ParamRef& p : params_) {
+    if (!p.frozen) lowest_trainable_layer_ = std::min(lowest_trainable_layer_, p.layer);
+  }
+  return frozen;
+}
+
+int Model::num_frozen() const {
+  int n = 0;
+  for (const ParamRef& p : params_) n += p.frozen ? 1 : 0;
+  return n;
 }
 
 const std::string& Model::layer_name(int layer) const { return layers_.at(static_cast<size_t>(layer)).name; }

@@ -41,7 +41,8 @@ struct ParamRef {
   int64_t numel = 0;
   float* value = nullptr;
   float* grad = nullptr;
-  int layer = 0;  // index of the layer that owns it
+  int layer = 0;        // index of the layer that owns it
+  bool frozen = false;  // Model::freeze: kept as it is, neither updated nor exchanged with servers
 };
 
 // Result of one forward.
@@ -83,6 +84,12 @@ class Model {
   // Deterministic for a seed: parameters from their ParamDecl init (PyTorch defaults), running statistics reset,
   // dropout streams reseeded.
   void init_params(uint64_t seed);
+  // Freezes every parameter whose name is a prefix or starts with prefix + "." ("layer1" freezes layer1.0.conv1.weight,
+  // not layer10...). backward() then stops below the lowest layer with a trainable parameter (nothing under it needs
+  // a gradient); the syncs skip frozen parameters. Returns the number frozen; an Error names a prefix that matches no
+  // parameter, or says so when every parameter would be frozen.
+  int freeze(const std::vector<std::string>& prefixes);
+  int num_frozen() const;
   // Reseeds the dropout streams only (e.g. seed + worker rank, so that workers draw different masks).
   void set_dropout_seed(uint64_t seed);
 
@@ -92,7 +99,8 @@ class Model {
   StepResult forward(const float* x, int64_t n, const int32_t* labels, const float* targets, bool train,
                      const std::function<void(int layer)>& before_layer = {});
   // Gradients of the MEAN loss of the last forward(train=true), written to params()[i].grad. on_grads_ready(first,
-  // count) is called as soon as a layer's parameter gradients are final, in reverse layer order.
+  // count) is called as soon as a layer's parameter gradients are final, in reverse layer order. Layers below the
+  // lowest layer with a trainable parameter (freeze) are not run: their gradients are left as they were.
   void backward(const std::function<void(int first_param, int count)>& on_grads_ready = {});
 
   int num_layers() const { return static_cast<int>(layers_.size()); }
@@ -116,6 +124,7 @@ class Model {
   std::vector<ParamRef> params_;
   std::vector<std::pair<int, int>> layer_params_;  // per layer: first param, count
   int64_t num_params_elems_ = 0;
+  int lowest_trainable_layer_ = 0;           // backward stops here (freeze)
   Tensor values_, grads_;                    // the two parameter blocks
   std::vector<ReusableBuffer> act_buffers_;  // output of each layer
   std::vector<Tensor> acts_;                 // acts_[0] = input, acts_[l + 1] = output of layer l

@@ -101,6 +101,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   if (rank == 0 && !join) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
+    if (!setup.init_report.empty()) PSHARD_LOG(kInfo) << setup.init_report;
     StartEvent start =
         StartEvent::from_config(cfg, cfg.get_string("model.name"), opts.batch_size, world, t.steps_per_epoch());
     start.model_bytes = static_cast<uint64_t>(trainer::model_bytes(*setup.model));

@@ -84,6 +84,13 @@ std::vector<ConfigKey> kSchema = {
     {"train.cuda_conv_wgrad", T::kString, "gemm", 0, 0, "gemm|cudnn",
      "CUDA convolution weight gradient: gemm (im2col + one cuBLAS SGEMM per chunk of samples) or cudnn (cuDNN's "
      "deterministic direct algorithms); both deterministic"},
+    {"train.init_from", T::kString, "", 0, 0, "",
+     "transfer learning: a model file to start from (a run's model.bin, or a PyTorch state_dict converted by "
+     "scripts/torch_to_pshard.py); tensors are matched by name, a tensor whose shape differs (the classifier for "
+     "other classes) keeps its fresh initialisation and is named in the log"},
+    {"train.freeze", T::kString, "", 0, 0, "",
+     "comma-separated parameter name prefixes kept fixed (e.g. \"conv1,bn1,layer1,layer2,layer3\"): never updated, "
+     "never pushed or pulled, and not on the servers"},
     {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
     {"train.log_every", T::kInt, "50", 0, 1e12, "",
      "steps between `step` lines in metrics.jsonl, one per worker with its phase times (0: none)"},

@@ -19,10 +19,12 @@ std::vector<int64_t> with_batch(int64_t n, const std::vector<int64_t>& shape) {
 }  // namespace
 
 ResidualBlock::ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels,
-                             int64_t stride, Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch)
+                             int64_t stride, Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch,
+                             std::string projection_name)
     : Layer(backend, in_shape, {}),
       stride_(stride),
       shortcut_(shortcut),
+      projection_name_(std::move(projection_name)),
       scratch_(scratch ? std::move(scratch) : std::make_shared<ResidualScratch>()) {
   if (in_shape.size() != 3) {
     throw Error("ResidualBlock: input must be {C, H, W} per sample, got " + shape_to_string(in_shape));
@@ -48,8 +50,8 @@ ResidualBlock::~ResidualBlock() = default;
 std::vector<ResidualBlock::Part> ResidualBlock::parts() const {
   std::vector<Part> p = {{"conv1", conv1_.get()}, {"bn1", bn1_.get()}, {"conv2", conv2_.get()}, {"bn2", bn2_.get()}};
   if (proj_conv_) {
-    p.push_back({"shortcut.0", proj_conv_.get()});
-    p.push_back({"shortcut.1", proj_bn_.get()});
+    p.push_back({projection_name_ + ".0", proj_conv_.get()});
+    p.push_back({projection_name_ + ".1", proj_bn_.get()});
   }
   return p;
 }

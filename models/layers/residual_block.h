@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "models/layer.h"
 
@@ -24,14 +25,16 @@ struct ResidualScratch {
 
 // Input {C, H, W}, output {out_channels, ceil(H / stride), ceil(W / stride)}. Parameters, in order:
 // conv1.weight, bn1.weight, bn1.bias, conv2.weight, bn2.weight, bn2.bias and, with a projection shortcut,
-// shortcut.0.weight, shortcut.1.weight, shortcut.1.bias (convolutions have no bias).
+// shortcut.0.weight, shortcut.1.weight, shortcut.1.bias (convolutions have no bias). projection_name replaces
+// "shortcut" (torchvision's BasicBlock, which ResNet-18 is built of, names it "downsample").
 //
 //   ResidualBlock block(backend, {16, 32, 32}, /*out_channels=*/32, /*stride=*/2, Shortcut::kPad);
 //   // blocks of one model: pass the same std::make_shared<ResidualScratch>() to each (null: a scratch of its own)
 class ResidualBlock final : public Layer {
  public:
   ResidualBlock(Backend& backend, const std::vector<int64_t>& in_shape, int64_t out_channels, int64_t stride,
-                Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch = nullptr);
+                Shortcut shortcut, std::shared_ptr<ResidualScratch> scratch = nullptr,
+                std::string projection_name = "shortcut");
   ~ResidualBlock() override;
   const char* type() const override { return "ResidualBlock"; }
   std::vector<ParamDecl> param_decls() const override;
@@ -51,6 +54,7 @@ class ResidualBlock final : public Layer {
   int64_t stride_;
   bool identity_;  // same shape: plain identity shortcut
   Shortcut shortcut_;
+  std::string projection_name_;
   std::unique_ptr<Conv2d> conv1_, conv2_, proj_conv_;
   std::unique_ptr<BatchNorm> bn1_, bn2_, proj_bn_;
   // Activations of the last forward (reused from step to step) and the gradient scratch.

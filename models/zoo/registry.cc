@@ -14,6 +14,8 @@ const std::vector<ModelInfo>& registered_models() {
       zoo::mlp(),       // mlp.cc
       zoo::lenet(),     // lenet.cc
       zoo::resnet20(),  // resnet20.cc
+      zoo::resnet18(),  // resnet18.cc
+      zoo::resnet50(),  // resnet50.cc
       zoo::profile(),   // profile.cc
   };
   return table;

@@ -15,6 +15,8 @@ ModelInfo softmax();   // softmax.cc
 ModelInfo mlp();       // mlp.cc
 ModelInfo lenet();     // lenet.cc
 ModelInfo resnet20();  // resnet20.cc
+ModelInfo resnet18();  // resnet18.cc
+ModelInfo resnet50();  // resnet50.cc
 ModelInfo profile();   // profile.cc
 
 // Softmax cross-entropy with classes, MSE for regression (mlp.cc).

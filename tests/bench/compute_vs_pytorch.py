@@ -12,6 +12,9 @@ is not installed.
   # three alternated in the same run:
   tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet20,lenet --threads 2 --batch 64 \
       --precision bf16
+  # the ImageNet-layout ResNets at a small input side (224 is the default):
+  tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet18,resnet50 --threads 2 --batch 16 \
+      --image-size 64
   # the table of docs/PERFORMANCE.md:
   tests/bench/compute_vs_pytorch.py --pshard build/bin/pshard --models resnet20,lenet,mlp --threads 1,2 \
       --batch 32,64,128,512
@@ -39,8 +42,11 @@ def torch_or_reexec():
         return None
 
 
-def torch_model(torch, name, hidden):
+def torch_model(torch, name, hidden, image_size=224):
     nn = torch.nn
+    if name in ("resnet18", "resnet50"):
+        import torchvision  # the ImageNet-layout models of pshard's zoo are torchvision's (models/zoo/resnet18.cc)
+        return getattr(torchvision.models, name)(num_classes=10), (3, image_size, image_size)
     if name == "mlp":
         layers, last = [nn.Flatten()], 784
         for h in hidden:
@@ -78,10 +84,10 @@ def torch_model(torch, name, hidden):
     raise SystemExit("unknown model " + name)
 
 
-def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup, autocast=False):
+def torch_samples_per_s(torch, name, hidden, batch, threads, iters, warmup, image_size, autocast=False):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    model, shape = torch_model(torch, name, hidden)
+    model, shape = torch_model(torch, name, hidden, image_size)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(batch, *shape)
     y = torch.arange(batch) % 10
@@ -118,23 +124,30 @@ def run_json(cmd, timeout=600):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def torch_child(name, hidden, batch, threads, iters, warmup, autocast=False):
+def torch_child(name, hidden, batch, threads, iters, warmup, image_size, autocast=False):
     """PyTorch side in a fresh process (so its peak RSS is its own): (samples/s, peak RSS MiB)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", name, "--hidden", ",".join(map(str, hidden)),
-           "--batch", str(batch), "--threads", str(threads), "--iters", str(iters), "--warmup", str(warmup)]
+           "--batch", str(batch), "--threads", str(threads), "--iters", str(iters), "--warmup", str(warmup),
+           "--image-size", str(image_size)]
     if autocast:
         cmd.append("--autocast")
     r = run_json(cmd)
     return r["samples_per_s"], r["peak_rss_mib"]
 
 
-def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup, precision="fp32"):
+def pshard_samples_per_s(binary, name, hidden, batch, threads, iters, warmup, image_size, precision="fp32"):
     """pshard side: (samples/s, peak RSS MiB)."""
     cmd = [binary, "bench", "compute", "--model", name, "--batch", str(batch), "--threads", str(threads),
            "--iters", str(iters), "--warmup", str(warmup), "--hidden", ",".join(map(str, hidden)), "--json",
            "--precision", precision]
+    if name in IMAGE_SIZED:
+        cmd += ["--input", "3,%d,%d" % (image_size, image_size)]
     r = run_json(cmd)
     return r["samples_per_s"], r["peak_rss_mib"]
+
+
+# Models whose input side --image-size sets (the others run on their fixed 28x28 or 32x32 inputs).
+IMAGE_SIZED = ("resnet18", "resnet50")
 
 
 def peak_rss_mib():
@@ -157,11 +170,13 @@ def bf16_table(args, torch, hidden):
     for name in args.models.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
             for batch in (int(b) for b in args.batch.split(",")):
+                size = args.image_size
                 sides = {
-                    "pshard_fp32": lambda it, w: pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it, w),
+                    "pshard_fp32": lambda it, w: pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it, w,
+                                                                      size),
                     "pshard_bf16": lambda it, w: pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it, w,
-                                                                      "bf16"),
-                    "pytorch_autocast_bf16": lambda it, w: torch_child(name, hidden, batch, threads, it, w, True),
+                                                                      size, "bf16"),
+                    "pytorch_autocast_bf16": lambda it, w: torch_child(name, hidden, batch, threads, it, w, size, True),
                 }
                 iters = {k: max(3, int(args.seconds * run(3, 1)[0] / batch)) for k, run in sides.items()}
                 best = {k: 0.0 for k in sides}
@@ -186,7 +201,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pshard", default=os.environ.get("PSHARD_BIN") or shutil.which("pshard"),
                     help="pshard executable (default: $PSHARD_BIN)")
-    ap.add_argument("--models", default="mlp,lenet", help="comma list of mlp, lenet, resnet20")
+    ap.add_argument("--models", default="mlp,lenet", help="comma list of mlp, lenet, resnet20, resnet18, resnet50")
+    ap.add_argument("--image-size", type=int, default=224,
+                    help="resnet18/resnet50: square input side (default 224; torchvision needed for these two)")
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
     ap.add_argument("--batch", default="64", help="comma list of batch sizes")
     ap.add_argument("--hidden", default="256,128", help="mlp hidden sizes")
@@ -208,7 +225,7 @@ def main():
     hidden = [int(h) for h in args.hidden.split(",")]
     if args.torch_child:
         sps = torch_samples_per_s(torch, args.torch_child, hidden, int(args.batch), int(args.threads), args.iters,
-                                  args.warmup, args.autocast)
+                                  args.warmup, args.image_size, args.autocast)
         print(json.dumps({"samples_per_s": sps, "peak_rss_mib": peak_rss_mib()}))
         return 0
     if not args.pshard or not os.path.exists(args.pshard):
@@ -227,24 +244,28 @@ def main():
         for threads in (int(t) for t in args.threads.split(",")):
             for batch in (int(b) for b in args.batch.split(",")):
                 # Size the runs from one short probe of each side so that both run about --seconds.
-                probe_t, _ = torch_child(name, hidden, batch, threads, 3, 1)
-                probe_p, _ = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, 3, 1)
+                size = args.image_size
+                probe_t, _ = torch_child(name, hidden, batch, threads, 3, 1, size)
+                probe_p, _ = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, 3, 1, size)
                 it_t = max(3, int(args.seconds * probe_t / batch))
                 it_p = max(3, int(args.seconds * probe_p / batch))
                 best_t = best_p = rss_t = rss_p = 0.0
                 for _ in range(args.rounds):
-                    sps, rss = torch_child(name, hidden, batch, threads, it_t, 2)
+                    sps, rss = torch_child(name, hidden, batch, threads, it_t, 2, size)
                     best_t, rss_t = max(best_t, sps), max(rss_t, rss)
-                    sps, rss = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it_p, 2)
+                    sps, rss = pshard_samples_per_s(args.pshard, name, hidden, batch, threads, it_p, 2, size)
                     best_p, rss_p = max(best_p, sps), max(rss_p, rss)
-                r = {"model": name, "batch": batch, "threads": threads, "pytorch_samples_per_s": best_t,
+                r = {"model": name, "batch": batch, "threads": threads,
+                     "input": "3x%dx%d" % (size, size) if name in IMAGE_SIZED else "default",
+                     "pytorch_samples_per_s": best_t,
                      "pshard_samples_per_s": best_p, "ratio": best_p / best_t if best_t else 0.0,
                      "pytorch_peak_rss_mib": rss_t, "pshard_peak_rss_mib": rss_p}
                 if args.json:
                     print(json.dumps(r), flush=True)
                 else:
+                    label = r["model"] + (" " + r["input"] if r["input"] != "default" else "")
                     print("| %s | %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f |" % (
-                        r["model"], r["threads"], r["batch"], r["pytorch_samples_per_s"], r["pshard_samples_per_s"],
+                        label, r["threads"], r["batch"], r["pytorch_samples_per_s"], r["pshard_samples_per_s"],
                         r["ratio"], r["pytorch_peak_rss_mib"], r["pshard_peak_rss_mib"]), flush=True)
     if not args.json:
         print("load average %.2f %.2f %.2f at the end" % os.getloadavg())

@@ -4,6 +4,7 @@
 #include "models/cpu/cpu_backend.h"
 #include "models/layers/avgpool2d.h"
 #include "models/layers/batchnorm.h"
+#include "models/layers/bottleneck_block.h"
 #include "models/layers/conv2d.h"
 #include "models/layers/dropout.h"
 #include "models/layers/flatten.h"
@@ -173,6 +174,28 @@ TEST(LayerGradient, ResidualBlockProjectionShortcut) {
   GradCheckOptions o;
   o.rtol = 3e-2;
   check_layer_gradients(block, cpu, 3, random_vector(3 * 32, 20, -2.0f, 2.0f), o, 30);
+}
+
+TEST(LayerGradient, BottleneckBlockIdentity) {
+  CpuBackend cpu(1);
+  BottleneckBlock block(cpu, {8, 4, 4}, 2, 1);  // 8 = 4 x 2 channels in and out: identity shortcut
+  EXPECT_EQ(block.output_shape(), (std::vector<int64_t>{8, 4, 4}));
+  EXPECT_EQ(block.param_decls().size(), 9u);
+  GradCheckOptions o;
+  o.rtol = 3e-2;
+  o.step = 5e-3f;  // batch norms over 2 channels curve fast: a smaller step crosses fewer ReLU kinks
+  check_layer_gradients(block, cpu, 3, random_vector(3 * 128, 22, -2.0f, 2.0f), o, 32);
+}
+
+TEST(LayerGradient, BottleneckBlockProjectionShortcut) {
+  CpuBackend cpu(1);
+  BottleneckBlock block(cpu, {3, 5, 5}, 2, 2);  // stride 2 on the 3x3 convolution and on the projection
+  EXPECT_EQ(block.output_shape(), (std::vector<int64_t>{8, 3, 3}));
+  EXPECT_EQ(block.param_decls().size(), 12u);
+  EXPECT_EQ(block.param_decls()[9].name, "downsample.0.weight");
+  GradCheckOptions o;
+  o.rtol = 3e-2;
+  check_layer_gradients(block, cpu, 3, random_vector(3 * 75, 23, -2.0f, 2.0f), o, 33);
 }
 
 // Losses: d(mean loss)/d output against central differences of loss_sum / n, computed in double.

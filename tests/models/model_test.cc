@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -285,6 +286,43 @@ TEST(ModelGradient, Resnet20Classifier) {
     }
   }
   EXPECT_EQ(checked, 64 * 4 + 4);
+}
+
+TEST(Model, FreezeMarksPrefixesAndBackwardStopsBelowTheLowestTrainableLayer) {
+  CpuBackend cpu(1);
+  auto m = Model::create(spec_of("mlp", {6}, 3, {5, 4}), cpu);  // fc1 relu1 fc2 relu2 fc3
+  m->init_params(1);
+  EXPECT_EQ(m->freeze({"fc1", "fc2.bias"}), 3);
+  EXPECT_EQ(m->num_frozen(), 3);
+  for (const ParamRef& p : m->params()) EXPECT_EQ(p.frozen, p.name != "fc2.weight" && p.name.rfind("fc3", 0) != 0);
+  // fc1 is below the lowest trainable layer (fc2): backward leaves its gradients alone and reports no layer under
+  // fc2.
+  const ParamRef& fc1 = m->params()[0];
+  std::vector<float> marker(static_cast<size_t>(fc1.numel), 7.0f);
+  std::copy(marker.begin(), marker.end(), fc1.grad);
+  std::vector<float> x = random_vector(12, 3);
+  std::vector<int32_t> labels = {0, 2};
+  m->forward(x.data(), 2, labels.data(), nullptr, true);
+  std::vector<int> firsts;
+  m->backward([&](int first, int) { firsts.push_back(first); });
+  EXPECT_EQ(firsts, (std::vector<int>{4, 2}));  // fc3, fc2
+  EXPECT_TRUE(std::equal(marker.begin(), marker.end(), fc1.grad));
+  const ParamRef& fc2 = m->params()[2];  // fc2.weight got its gradient
+  EXPECT_TRUE(std::any_of(fc2.grad, fc2.grad + fc2.numel, [](float g) { return g != 0.0f; }));
+
+  auto fresh = Model::create(spec_of("mlp", {6}, 3, {5, 4}), cpu);
+  try {
+    fresh->freeze({"fc"});
+    ADD_FAILURE() << "a prefix that is not a whole name component froze something";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing to freeze under 'fc'"), std::string::npos) << e.what();
+  }
+  try {
+    fresh->freeze({"fc1", "fc2", "fc3"});
+    ADD_FAILURE() << "freezing everything was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("every parameter would be frozen"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelTraining, SgdReducesTheLossOnAFixedBatch) {

@@ -70,7 +70,11 @@ void KvSync::start(models::Model& model) {
       tensor_names_.push_back(tracer_->name(p.name).id);
     }
   }
-  for (size_t i = 0; i < params.size(); ++i) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
+  // Frozen parameters (train.freeze) are never exchanged: the servers never hear of them, and each worker keeps the
+  // copy it built (the same on every worker: run.seed and train.init_from).
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].frozen) layer_params_.at(static_cast<size_t>(params[i].layer)).push_back(i);
+  }
   for (int l = 0; l < static_cast<int>(layer_params_.size()) && first_param_layer_ < 0; ++l) {
     if (!layer_params_[static_cast<size_t>(l)].empty()) first_param_layer_ = l;
   }
@@ -80,12 +84,14 @@ void KvSync::start(models::Model& model) {
     std::vector<KvClient::Handle> inits;
     staging_->download_all_weights();
     for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].frozen) continue;
       inits.push_back(kv_.init(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel)));
     }
     for (KvClient::Handle h : inits) kv_.wait(h);
   }
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].frozen) continue;
     const size_t n = static_cast<size_t>(params[i].numel);
     pending_[i] = rejoin_ ? kv_.join(params[i].name, staging_->weights(i), n, start_step_)
                           : kv_.zpull(params[i].name, staging_->weights(i), n, start_step_);
@@ -135,6 +141,7 @@ void KvSync::grads_ready(int first, int count) {
     // the rest of the backward meanwhile; end_step pushes what is left), then start this layer's download.
     push_downloaded(false);
     for (int i = first; i < first + count; ++i) {
+      if (model_->params()[static_cast<size_t>(i)].frozen) continue;
       staging_->begin_grad_download(static_cast<size_t>(i));
       downloading_.push_back(static_cast<size_t>(i));
     }
@@ -143,6 +150,7 @@ void KvSync::grads_ready(int first, int count) {
   const auto& params = model_->params();
   for (int i = first; i < first + count; ++i) {
     const models::ParamRef& p = params[static_cast<size_t>(i)];
+    if (p.frozen) continue;
     const size_t n = static_cast<size_t>(p.numel);
     // The gradient buffer is not written again before the next backward,
     // which comes after wait_layer() of the next forward: zero-copy is safe.

@@ -28,6 +28,9 @@ namespace pshard::trainer {
 // Consistency (sync/async/ssp) is the servers' business: the same calls
 // block as long as the servers' rules say.
 //
+// Frozen parameters (train.freeze, ParamRef::frozen) are left out of every
+// init, push and pull: the servers never hold them.
+//
 // On a CUDA worker, pushes and pulls go through pinned host buffers
 // (DeviceStaging): a layer's gradients are downloaded on a side stream while
 // backprop continues and pushed when the next layer is done; pulled weights

@@ -27,11 +27,14 @@ void LocalSync::start(models::Model& model) {
 void LocalSync::end_step(int64_t step) {
   const float lr = schedule_.lr_at(step);
   const auto& params = model_->params();
-  for (size_t i = 0; i < params.size(); ++i) staging_->begin_grad_download(i);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].frozen) staging_->begin_grad_download(i);
+  }
   // CUDA: the last step's uploads read the host weights until now; later kernels are ordered after them on the
   // device, so the host waits for them only here, before it writes the weights again (not at the end of each step).
   staging_->finish_uploads();
   for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].frozen) continue;  // train.freeze: kept as loaded
     staging_->wait_grad(i);
     optimizer_->apply(staging_->weights(i), staging_->grads(i), state_[i].data(), static_cast<size_t>(params[i].numel),
                       lr, step + 1);

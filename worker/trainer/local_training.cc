@@ -33,6 +33,7 @@ int run_local_training(const LocalTrainingOptions& o) {
 
   TrainingSetup setup = make_training_setup(cfg);
   std::printf("pshard train: %s\n", describe_setup(cfg, setup).c_str());
+  if (!setup.init_report.empty()) std::printf("pshard train: %s\n", setup.init_report.c_str());
   TrainerOptions opts = TrainerOptions::from_config(cfg, 0, 1);
   const int64_t steps = steps_per_epoch_for(setup.data.train.size(), 1, opts.batch_size) * opts.epochs;
   LocalSync sync(cfg, opts.batch_size, steps);

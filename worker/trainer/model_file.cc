@@ -20,21 +20,24 @@ void save_model_file(models::Model& model, const std::string& path) {
   models::Backend& backend = model.backend();
   std::string out(kMagic, sizeof kMagic);
   binary::put(out, kVersion);
-  binary::put(out, static_cast<uint32_t>(model.params().size()));
-  for (const models::ParamRef& p : model.params()) {
-    binary::put_string(out, p.name);
-    binary::put(out, static_cast<uint32_t>(p.shape.size()));
-    for (int64_t d : p.shape) binary::put(out, d);
-    binary::put(out, static_cast<uint64_t>(p.numel));
-    const size_t bytes = static_cast<size_t>(p.numel) * sizeof(float);
+  const std::vector<models::BufferRef> buffers = model.buffers();
+  binary::put(out, static_cast<uint32_t>(model.params().size() + buffers.size()));
+  auto put_tensor = [&](const std::string& name, const std::vector<int64_t>& shape, int64_t numel, const float* data) {
+    binary::put_string(out, name);
+    binary::put(out, static_cast<uint32_t>(shape.size()));
+    for (int64_t d : shape) binary::put(out, d);
+    binary::put(out, static_cast<uint64_t>(numel));
+    const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
     const size_t at = out.size();
     out.resize(at + bytes);
     if (backend.host_accessible()) {
-      std::memcpy(&out[at], p.value, bytes);
+      std::memcpy(&out[at], data, bytes);
     } else {
-      backend.download(&out[at], p.value, bytes);
+      backend.download(&out[at], data, bytes);
     }
-  }
+  };
+  for (const models::ParamRef& p : model.params()) put_tensor(p.name, p.shape, p.numel, p.value);
+  for (const models::BufferRef& b : buffers) put_tensor(b.name, b.shape, b.numel, b.value);
   binary::write_file_atomically(path, out, "model file");
 }
 

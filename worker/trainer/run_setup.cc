@@ -8,6 +8,8 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/util/host.h"
+#include "worker/trainer/model_file.h"
+#include "worker/trainer/model_init.h"
 
 namespace pshard::trainer {
 
@@ -46,7 +48,40 @@ TrainingSetup make_training_setup(const Config& cfg) {
       models::ModelSpec::from_config(cfg, s.data.train.sample_shape, s.data.train.num_classes, s.data.train.target_dim);
   s.model = models::Model::create(spec, *s.backend);
   s.model->init_params(static_cast<uint64_t>(cfg.get_int("run.seed")));
+  if (const std::string from = cfg.get_string("train.init_from"); !from.empty()) {
+    std::vector<NamedTensor> tensors;
+    try {
+      tensors = load_model_file(from);
+    } catch (const Error& e) {
+      throw Error(std::string("train.init_from: ") + e.what());
+    }
+    const ModelInitReport report = init_from_tensors(*s.model, tensors, "train.init_from " + from);
+    s.init_report = "train.init_from " + from + ": " + report.describe();
+  }
+  const std::vector<std::string> frozen = freeze_prefixes(cfg.get_string("train.freeze"));
+  if (!frozen.empty()) {
+    try {
+      s.model->freeze(frozen);
+    } catch (const Error& e) {
+      throw Error(std::string("train.freeze: ") + e.what());
+    }
+  }
   return s;
+}
+
+std::vector<std::string> freeze_prefixes(const std::string& list) {
+  std::vector<std::string> prefixes;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = list.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) prefixes.push_back(item);
+    at = comma + 1;
+  }
+  return prefixes;
 }
 
 int64_t model_bytes(const models::Model& model) { return model.num_params_elems() * 4; }
@@ -61,7 +96,13 @@ std::string describe_setup(const Config& cfg, const TrainingSetup& setup) {
                 model_bytes(*setup.model) / 1048576.0, setup.model->params().size(), setup.backend->describe().c_str(),
                 cfg.get_string("data.name").c_str(), static_cast<long long>(setup.data.train.size()),
                 static_cast<long long>(setup.data.test.size()));
-  return buf;
+  std::string line = buf;
+  if (const int frozen = setup.model->num_frozen(); frozen > 0) {
+    int64_t elems = 0;
+    for (const models::ParamRef& p : setup.model->params()) elems += p.frozen ? p.numel : 0;
+    line += "; " + std::to_string(frozen) + " tensors (" + std::to_string(elems) + " parameters) frozen";
+  }
+  return line;
 }
 
 }  // namespace pshard::trainer

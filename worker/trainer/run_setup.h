@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/backend.h"
 #include "models/model.h"
@@ -17,7 +18,8 @@ namespace pshard::trainer {
 struct TrainingSetup {
   data::DataSplits data;
   std::unique_ptr<models::Backend> backend;
-  std::unique_ptr<models::Model> model;  // parameters initialised from run.seed
+  std::unique_ptr<models::Model> model;  // parameters initialised from run.seed, then train.init_from; train.freeze
+  std::string init_report;               // train.init_from: what was loaded and reinitialised, for the log
 };
 
 // Loads the data set, creates the backend of `train.device` and the model of
@@ -30,6 +32,9 @@ TrainingSetup make_training_setup(const Config& cfg);
 // against each other (2 workers on 2 cores ran a Fashion-MNIST job 4x slower). Throws naming the variable when
 // PSHARD_WORKERS_ON_HOST is not a positive integer.
 int compute_threads(const Config& cfg);
+
+// The prefixes of train.freeze ("conv1, layer1" -> {"conv1", "layer1"}); empty items are dropped.
+std::vector<std::string> freeze_prefixes(const std::string& list);
 
 // One line: "mlp 784-256-128-10, 235146 parameters (0.90 MiB), cpu (oneDNN, 2 threads)".
 std::string describe_setup(const Config& cfg, const TrainingSetup& setup);
