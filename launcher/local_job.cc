@@ -103,6 +103,7 @@ struct LocalJob::Impl {
     ChildExit exit;
     bool reaped = false;
     std::unique_ptr<asio::posix::stream_descriptor> out, err;
+    std::unique_ptr<asio::posix::stream_descriptor> in;  // ChildSpec::stdin_text: held open until the child ends
     std::string out_line, err_line;
     std::array<char, 8192> out_buf{}, err_buf{};
   };
@@ -221,7 +222,11 @@ struct LocalJob::Impl {
     if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
     if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
     if (::pipe2(exec_pipe, O_CLOEXEC) != 0) throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int in_pipe[2] = {-1, -1};
+    if (!c.spec.stdin_text.empty() && ::pipe2(in_pipe, O_CLOEXEC) != 0) {
+      throw Error("launcher: pipe failed: " + std::string(strerror(errno)));
+    }
+    int stdin_fd = in_pipe[0] >= 0 ? in_pipe[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     const pid_t parent = ::getpid();
 
     pid_t pid = ::fork();
@@ -236,7 +241,7 @@ struct LocalJob::Impl {
       ::signal(SIGPIPE, SIG_DFL);
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
-      if (devnull >= 0) ::dup2(devnull, 0);
+      if (stdin_fd >= 0) ::dup2(stdin_fd, 0);
       ::dup2(out_pipe[1], 1);
       ::dup2(err_pipe[1], 2);
       ::execve(program.c_str(), argv.data(), envp.data());
@@ -249,7 +254,14 @@ struct LocalJob::Impl {
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::close(exec_pipe[1]);
-    if (devnull >= 0) ::close(devnull);
+    if (stdin_fd >= 0) ::close(stdin_fd);
+    if (in_pipe[1] >= 0) {
+      // The text is written from the I/O thread (a pipe holds 64 KiB; more must not block the spawn). A child that
+      // exits without reading it must not kill this process with SIGPIPE: the write then fails with EPIPE.
+      ::signal(SIGPIPE, SIG_IGN);
+      c.in = std::make_unique<asio::posix::stream_descriptor>(io, in_pipe[1]);
+      asio::async_write(*c.in, asio::buffer(c.spec.stdin_text), [](const boost::system::error_code&, size_t) {});
+    }
     int child_errno = 0;
     ssize_t n;
     do {
@@ -318,6 +330,7 @@ struct LocalJob::Impl {
 
   void on_exit(Child& c, int status) {
     c.reaped = true;
+    if (c.in && c.in->is_open()) c.in->close();
     if (WIFEXITED(status)) {
       c.exit.exited = true;
       c.exit.exit_code = WEXITSTATUS(status);
