@@ -5,7 +5,14 @@
 # job with that worker's name; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line. Exits 77 (skipped) when not
 # root or when sshd, ssh, ssh-keygen, ip or nsenter is missing (openssh-server: scripts/install-deps.sh).
+#
+# With `--measure ROUNDS` it checks nothing and instead times, ROUNDS times alternately, a 3-server 3-worker job of
+# linreg_sgd.toml (1 epoch) started by `pshard launch` on this host and by `pshard launch --hosts` on the three
+# namespaces: seconds from the launcher's start to the coordinator's "rendezvous complete" and to the launcher's
+# exit, and the medians' differences (docs/PERFORMANCE.md, "Start-up and memory").
 set -euo pipefail
+MEASURE=0
+if [ "${1:-}" = --measure ]; then MEASURE=${2:?--measure needs a number of rounds}; fi
 PSHARD=${PSHARD_BIN:?PSHARD_BIN is not set}
 SRC=${PSHARD_SOURCE_DIR:?PSHARD_SOURCE_DIR is not set}
 [ "$(id -u)" -eq 0 ] || { echo "not root: skipped"; exit 77; }
@@ -133,6 +140,32 @@ worker_pid_in() {
 
 H1=$(host_ip 1) H2=$(host_ip 2) H3=$(host_ip 3)
 CONFIG="$SRC/configs/linreg_sgd.toml"
+
+# Runs a launch (its arguments), printing "SECONDS_TO_RENDEZVOUS SECONDS_TO_EXIT".
+time_launch() {
+  local t0 rdv=0 line
+  t0=$(date +%s%N)
+  while IFS= read -r line; do
+    case $line in *"rendezvous complete"*) rdv=$(date +%s%N) ;; esac
+  done < <(timeout 120 "$PSHARD" launch "$@" --config "$CONFIG" --set train.epochs=1 2>&1)
+  awk -v a="$t0" -v r="$rdv" -v e="$(date +%s%N)" 'BEGIN { printf "%.3f %.3f\n", (r - a) / 1e9, (e - a) / 1e9 }'
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+if [ "$MEASURE" -gt 0 ]; then
+  echo "load: $(uptime)"
+  : > "$WORK/local.txt"
+  : > "$WORK/hosts.txt"
+  for r in $(seq 1 "$MEASURE"); do
+    time_launch --servers 3 --workers 3 --run-dir "$WORK/m-local-$r" | tee -a "$WORK/local.txt" | sed 's/^/local:   /'
+    time_launch --hosts "$H1:1,$H2:1,$H3:1" --run-dir "$WORK/m-hosts-$r" | tee -a "$WORK/hosts.txt" | sed 's/^/--hosts: /'
+  done
+  lr=$(cut -d' ' -f1 "$WORK/local.txt" | median) le=$(cut -d' ' -f2 "$WORK/local.txt" | median)
+  hr=$(cut -d' ' -f1 "$WORK/hosts.txt" | median) he=$(cut -d' ' -f2 "$WORK/hosts.txt" | median)
+  awk -v lr="$lr" -v le="$le" -v hr="$hr" -v he="$he" 'BEGIN {
+    printf "median to rendezvous: local %.3f s, --hosts %.3f s, difference %.3f s\n", lr, hr, hr - lr
+    printf "median to exit:       local %.3f s, --hosts %.3f s, difference %.3f s\n", le, he, he - le }'
+  exit 0
+fi
 
 # ------------------------------------------------------------------ 1. a 2-host job trains (CurveZMQ on)
 timeout 120 "$PSHARD" launch --hosts "$H1:1,$H2:2" --config "$CONFIG" --set train.epochs=3 --set security.curve=true \
