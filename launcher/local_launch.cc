@@ -263,7 +263,7 @@ void check_worker_program(const LocalLaunchOptions& o, const Config& cfg) {
 
 // --hosts: the settings that restart processes or let workers go are for processes this launcher supervises itself.
 void check_remote_settings(const Config& cfg) {
-  const std::string what = "pshard launch --hosts: ";
+  const std::string what = "--hosts: ";
   if (cfg.get_bool("cluster.restart_workers")) {
     throw Error(what + "cluster.restart_workers = true is not supported over ssh (use pshard launch on one host)");
   }
@@ -292,6 +292,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
     }
     workers = on_hosts;
     if (servers == 0) servers = static_cast<int64_t>(hosts.size());
+    remote::check_placement(hosts, servers);
   }
   if (servers < 1 || servers > 1024)
     throw Error("pshard launch: --servers must be in 1..1024, got " + std::to_string(servers));

@@ -9,7 +9,17 @@
 
 namespace pshard::remote {
 
+void check_placement(const std::vector<RemoteHost>& hosts, int64_t servers) {
+  for (size_t i = 1; i < hosts.size(); ++i) {  // the first host runs the coordinator
+    if (hosts[i].workers == 0 && static_cast<int64_t>(i) >= servers) {
+      throw Error("--hosts: " + hosts[i].name + " would run nothing (no worker and, with --servers " +
+                  std::to_string(servers) + ", no server): give it workers or leave it out");
+    }
+  }
+}
+
 std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& plan, LocalJob& job) {
+  check_placement(o.hosts, o.servers);
   std::vector<std::string> addresses;
   for (const RemoteHost& h : o.hosts) addresses.push_back(scheduler::resolve_ipv4(h.name));
   int port = o.port;
@@ -50,10 +60,6 @@ std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& 
               std::to_string(next_worker) + (h.workers > 1 ? "-" + std::to_string(next_worker + h.workers - 1) : "");
     }
     next_worker += h.workers;
-    if (share.processes.empty()) {
-      throw Error("pshard launch --hosts: " + h.name + " would run nothing (no worker and, with --servers " +
-                  std::to_string(o.servers) + ", no server): give it workers or leave it out");
-    }
     placement.push_back(h.name + " (" + addresses[static_cast<size_t>(i)] + "): " + what);
     ChildSpec c = ssh_host_process(h, share, o.ssh, o.remote_pshard);
     c.ends_job = i == 0;  // the coordinator's host: when it ends, the job is over

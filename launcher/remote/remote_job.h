@@ -30,4 +30,7 @@ struct RemoteJobOptions {
 // (getaddrinfo): an Error names a host that does not resolve, before anything starts.
 std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& plan, LocalJob& job);
 
+// Throws pshard::Error naming a host that would run nothing (no worker, and no server with `servers` servers).
+void check_placement(const std::vector<RemoteHost>& hosts, int64_t servers);
+
 }  // namespace pshard::remote

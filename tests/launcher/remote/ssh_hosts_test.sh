@@ -18,11 +18,13 @@ SRC=${PSHARD_SOURCE_DIR:?PSHARD_SOURCE_DIR is not set}
 [ "$(id -u)" -eq 0 ] || { echo "not root: skipped"; exit 77; }
 SSHD=/usr/sbin/sshd
 [ -x "$SSHD" ] || { echo "$SSHD not found (openssh-server): skipped"; exit 77; }
-for tool in ssh ssh-keygen ip nsenter; do
+for tool in ssh ssh-keygen ip nsenter unshare getent; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: skipped"; exit 77; }
 done
 
 PREFIX=pss
+LOGIN_HOME=$(getent passwd "$(id -un)" | cut -d: -f6)
+[ -d "$LOGIN_HOME" ] || { echo "no home directory for $(id -un): skipped"; exit 77; }
 SUBNET=10.250.79
 HOSTS=3
 WORK=$(mktemp -d /tmp/pshard-ssh-hosts-test.XXXXXX)
@@ -95,14 +97,20 @@ PrintMotd no
 MaxStartups 100
 LogLevel ERROR
 CONF
-  nsenter --net="/run/netns/$ns" "$SSHD" -D -f "$d/sshd_config" -E "$d/sshd.log" &
+  # A private mount namespace hides the login user's home behind an empty directory: the remote commands run
+  # without ~/.bashrc and the like (a shell start-up file that waits on a lock would stall every ssh; one killed
+  # mid-way by the cleanup would leave its lock behind), and nothing in the real home is touched.
+  mkdir -p "$d/home"
+  nsenter --net="/run/netns/$ns" unshare --mount --propagation private -- \
+    sh -c 'mount --bind "$1" "$2" && exec "$3" -D -f "$4" -E "$5"' sh "$d/home" "$LOGIN_HOME" "$SSHD" \
+    "$d/sshd_config" "$d/sshd.log" &
   SSHD_PIDS+=($!)
 done
 export PSHARD_SSH="ssh -i $WORK/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5"
 for i in $(seq 1 $HOSTS); do
   ok=0
   for _ in $(seq 1 50); do
-    if $PSHARD_SSH -o BatchMode=yes "$(host_ip "$i")" true 2>/dev/null; then ok=1; break; fi
+    if timeout 10 $PSHARD_SSH -o BatchMode=yes "$(host_ip "$i")" true 2>/dev/null; then ok=1; break; fi
     sleep 0.1
   done
   [ "$ok" = 1 ] || { cat "$WORK/h$i/sshd.log" >&2; die "sshd in $(host_ns "$i") does not accept the key"; }
@@ -230,9 +238,16 @@ for sig in INT TERM KILL; do
 done
 
 # ------------------------------------------------------------------ 4. an unreachable host is named
-"$PSHARD" launch --hosts "$H1:1,$SUBNET.99:1" --config "$CONFIG" --run-dir "$WORK/run-unreachable" \
+timeout 60 "$PSHARD" launch --hosts "$H1:1,$SUBNET.99:1" --config "$CONFIG" --run-dir "$WORK/run-unreachable" \
   > "$WORK/out.log" 2>&1 && die "a job with an unreachable host succeeded"
 grep "^\[launch\] job failed: " "$WORK/out.log" | grep -q "host $SUBNET.99 (pid [0-9]*) exited with status 255" \
   || die "the failure does not name the unreachable host"
 expect_no_remote_process "a job with an unreachable host"
 echo "ssh_hosts_test: an unreachable host ends the job, named"
+timeout 60 "$PSHARD" launch --hosts "$H1:1,$H2:1" --remote-pshard /nonexistent/pshard --config "$CONFIG" \
+  --run-dir "$WORK/run-no-pshard" > "$WORK/out.log" 2>&1 && die "a job without pshard on its hosts succeeded"
+grep "^\[launch\] job failed: " "$WORK/out.log" | grep -Eq "host ($H1|$H2) \(pid [0-9]+\) exited with status 127" \
+  || die "the failure does not name a host without pshard (status 127)"
+grep -Eq "^\[host ($H1|$H2)\] .*/nonexistent/pshard" "$WORK/out.log" || die "the shell's message about the missing pshard is not shown"
+expect_no_remote_process "a job without pshard on its hosts"
+echo "ssh_hosts_test: a missing --remote-pshard ends the job, named"
