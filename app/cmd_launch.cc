@@ -10,7 +10,8 @@ namespace {
 
 int run_launch(const std::vector<std::string>& args) {
   ArgParser p("pshard launch",
-              "start a whole job on this machine: the coordinator, S servers and W workers, each a child process "
+              "start a whole job on this machine (or, with --hosts, on several hosts over ssh): the coordinator, S "
+              "servers and W workers, each a child process "
               "whose output lines are prefixed with its role and rank. Ctrl-C, or any process failing, stops "
               "everything (SIGTERM, then SIGKILL after --grace-ms). Exits non-zero if any process failed. "
               "See docs/OPERATIONS.md for the command lines the children get.");
