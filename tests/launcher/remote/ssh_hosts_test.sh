@@ -3,7 +3,8 @@
 # each running its own sshd (own host key and config under a temp dir, root logs in with a generated key). Checks:
 # a 2-host job with CurveZMQ trains to the end with every line prefixed by its host; killing a remote worker ends the
 # job with that worker's name; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
-# any namespace; the job token is in the processes' environment and on no command line. Exits 77 (skipped) when not
+# any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
+# missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables. Exits 77 (skipped) when not
 # root or when sshd, ssh, ssh-keygen, ip or nsenter is missing (openssh-server: scripts/install-deps.sh).
 #
 # With `--measure ROUNDS` it checks nothing and instead times, ROUNDS times alternately, a 3-server 3-worker job of
@@ -251,3 +252,20 @@ grep "^\[launch\] job failed: " "$WORK/out.log" | grep -Eq "host ($H1|$H2) \(pid
 grep -Eq "^\[host ($H1|$H2)\] .*/nonexistent/pshard" "$WORK/out.log" || die "the shell's message about the missing pshard is not shown"
 expect_no_remote_process "a job without pshard on its hosts"
 echo "ssh_hosts_test: a missing --remote-pshard ends the job, named"
+
+# ------------------------------------------------------------------ 5. `-- CMD` workers get the PSHARD_* contract
+# Each worker writes its PSHARD_* variables (its argv reaches it unchanged: no remote shell re-reads it), then fails on
+# purpose, which ends the job naming it.
+timeout 60 "$PSHARD" launch --hosts "$H1:1,$H2:2" --config "$CONFIG" --run-dir "$WORK/run-cmd" -- \
+  /bin/sh -c 'env | grep "^PSHARD_" | sort > "$1/env-$PSHARD_RANK"; [ "$PSHARD_RANK" = 2 ] && exit 3; sleep 30' \
+  "it's a name" "$WORK" > "$WORK/out.log" 2>&1 && die "a job whose worker exits 3 succeeded"
+grep "^\[launch\] job failed: " "$WORK/out.log" | grep -q "worker 2 (pid [0-9]*) exited with status 3" \
+  || die "the failure does not name worker 2 (status 3)"
+for r in 0 1 2; do [ -s "$WORK/env-$r" ] || die "worker $r did not run the command with \$1 = $WORK"; done
+grep -qx "PSHARD_COORDINATOR=tcp://$H1:[0-9]*" "$WORK/env-2" || die "worker 2: no PSHARD_COORDINATOR on $H1: $(cat "$WORK/env-2")"
+grep -qx "PSHARD_LOCAL_RANK=1" "$WORK/env-2" || die "worker 2 is not local rank 1 on $H2"
+grep -qx "PSHARD_WORKERS_ON_HOST=2" "$WORK/env-2" || die "worker 2 does not know its host has 2 workers"
+grep -qx "PSHARD_NUM_WORKERS=3" "$WORK/env-0" || die "worker 0: PSHARD_NUM_WORKERS is not 3"
+grep -q "^PSHARD_JOB_TOKEN=[0-9a-f]\{32\}$" "$WORK/env-1" || die "worker 1 has no job token"
+expect_no_remote_process "a -- CMD job"
+echo "ssh_hosts_test: -- CMD workers got the PSHARD_* variables on their hosts"
