@@ -10,12 +10,20 @@ namespace {
 
 int run_launch(const std::vector<std::string>& args) {
   ArgParser p("pshard launch",
-              "start a whole job on this machine: the coordinator, S servers and W workers, each a child process "
+              "start a whole job on this machine (or, with --hosts, on several hosts over ssh): the coordinator, S "
+              "servers and W workers, each a child process "
               "whose output lines are prefixed with its role and rank. Ctrl-C, or any process failing, stops "
               "everything (SIGTERM, then SIGKILL after --grace-ms). Exits non-zero if any process failed. "
               "See docs/OPERATIONS.md for the command lines the children get.");
-  p.add_option("servers", "S", "number of parameter servers", true);
-  p.add_option("workers", "W", "number of workers", true);
+  p.add_option("servers", "S", "number of parameter servers (with --hosts: default one per host)");
+  p.add_option("workers", "W", "number of workers (with --hosts: the sum of the hosts' counts)");
+  p.add_option("hosts", "H1:N1,H2:N2",
+               "run the job on these hosts over ssh (no scheduler): HOST or USER@HOST with its number of workers; "
+               "the coordinator runs on the first host, server s on host s % hosts. Needs ssh keys that log in "
+               "without a prompt; ssh options come from PSHARD_SSH (e.g. \"ssh -p 2222 -i KEY\"). The config, data and "
+               "run directory must be at the same paths on every host (docs/OPERATIONS.md, \"Several hosts over "
+               "ssh\")");
+  p.add_option("remote-pshard", "PATH", "with --hosts: the pshard executable on the hosts (default: this one's path)");
   p.add_option("config", "FILE",
                "experiment config (TOML), passed to every process (default with --resume: "
                "RUN_DIR/config.toml)");
@@ -25,7 +33,9 @@ int run_launch(const std::vector<std::string>& args) {
                "DIR that holds a run is refused (see --resume, --start-over)");
   p.add_flag("start-over",
              "--run-dir holds a run: move it to DIR.old-N (nothing is deleted) and start a new run in DIR");
-  p.add_option("port", "P", "coordinator port on 127.0.0.1 (default: a free port)");
+  p.add_option("port", "P",
+               "coordinator port on 127.0.0.1 (default: a free port); with --hosts: on the first host (default: a "
+               "random one in 20000..59999)");
   p.add_option("trace", "FIRST-LAST",
                "write a timeline of steps FIRST..LAST from every process (sets trace.steps; `pshard report "
                "RUN_DIR` merges it into trace.json)");
@@ -45,8 +55,16 @@ int run_launch(const std::vector<std::string>& args) {
   if (!p.parse(args)) return 0;
 
   LocalLaunchOptions o;
-  o.servers = p.get_int("servers");
-  o.workers = p.get_int("workers");
+  o.hosts = p.get("hosts");
+  o.remote_pshard = p.get("remote-pshard");
+  if (!o.remote_pshard.empty() && o.hosts.empty()) throw Error("pshard launch: --remote-pshard goes with --hosts");
+  for (const char* n : {"servers", "workers"}) {
+    if (!p.has(n) && o.hosts.empty()) {
+      throw Error(std::string("pshard launch: --") + n + " is required");
+    }
+  }
+  o.servers = p.has("servers") ? p.get_int("servers") : 0;
+  o.workers = p.has("workers") ? p.get_int("workers") : 0;
   o.config_path = p.get("config");
   o.overrides = p.get_all("set");
   if (p.has("trace")) o.overrides.push_back("trace.steps=" + p.get("trace"));

@@ -85,6 +85,7 @@ struct LocalJob::Impl {
     ChildExit exit;
     bool reaped = false;
     std::unique_ptr<asio::posix::stream_descriptor> out, err;
+    std::unique_ptr<asio::posix::stream_descriptor> in;  // ChildSpec::stdin_text: held open until the child ends
     std::string out_line, err_line;
     std::array<char, 8192> out_buf{}, err_buf{};
   };
@@ -173,10 +174,17 @@ struct LocalJob::Impl {
     request.argv = c.spec.argv;
     request.env = c.spec.env;
     request.output = ChildOutput::kPipes;
-    request.stdin_null = true;
+    request.stdin = c.spec.stdin_text.empty() ? ChildInput::kNull : ChildInput::kPipe;
     request.own_process_group = true;                 // stop_all signals the group: the child and whatever it started
     request.die_with_parent = true;                   // a launcher killed with SIGKILL leaves no orphans
     const SpawnedChild child = spawn_child(request);  // an Error "cannot execute ..." becomes the start error
+    if (child.stdin_fd >= 0) {
+      // The text is written from the I/O thread (a pipe holds 64 KiB; more must not block the spawn). A child that
+      // exits without reading it must not kill this process with SIGPIPE: the write then fails with EPIPE.
+      ::signal(SIGPIPE, SIG_IGN);
+      c.in = std::make_unique<asio::posix::stream_descriptor>(io, child.stdin_fd);
+      asio::async_write(*c.in, asio::buffer(c.spec.stdin_text), [](const boost::system::error_code&, size_t) {});
+    }
     {
       std::lock_guard<std::mutex> lock(mu);  // pids() reads it
       c.exit.pid = child.pid;
@@ -252,6 +260,7 @@ struct LocalJob::Impl {
 
   void on_exit(Child& c, int status) {
     c.reaped = true;
+    if (c.in && c.in->is_open()) c.in->close();
     if (WIFEXITED(status)) {
       c.exit.exited = true;
       c.exit.exit_code = WEXITSTATUS(status);

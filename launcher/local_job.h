@@ -23,6 +23,10 @@ struct ChildSpec {
   bool ends_job = false;          // when it exits, the others get Options::grace to finish, then are stopped
   std::optional<NodeRole> role =
       std::nullopt;  // what it is in the job (launchers order failures by it); empty: a helper
+  // Non-empty: written to the child's stdin, which then stays open until the child ends (an ssh child forwards it:
+  // secrets that must not be on a command line, and an EOF that tells the far side its launcher is gone).
+  // Empty: stdin is /dev/null. Starting such a child makes this process ignore SIGPIPE.
+  std::string stdin_text = std::string();
 };
 
 // How one child ended.

@@ -24,6 +24,9 @@
 #include "launcher/job_plan.h"
 #include "launcher/local_job.h"
 #include "launcher/progress.h"
+#include "launcher/remote/host_list.h"
+#include "launcher/remote/host_share.h"
+#include "launcher/remote/remote_job.h"
 
 namespace pshard {
 namespace {
@@ -103,7 +106,8 @@ void check_resume_settings(const std::string& run_dir, const Config& now) {
 
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
                               const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
-                              int64_t resume_step, TerminalStatus& terminal) {
+                              int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
+                              TerminalStatus& terminal) {
   if (resume_step >= 0) {
     // The coordinator writes a new metrics.jsonl; keep what the run measured before.
     for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
@@ -115,7 +119,8 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     }
   }
 
-  std::vector<int> ports = pick_free_ports(static_cast<int>(servers) + 1);
+  // --hosts: the remote hosts bind their own ports (remote_job.h).
+  std::vector<int> ports = hosts.empty() ? pick_free_ports(static_cast<int>(servers) + 1) : std::vector<int>{0};
   int coord_port = ports[0];
   if (o.port > 0) coord_port = o.port;
   const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
@@ -140,13 +145,15 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
   plan.user_command = o.worker_program;
   plan.workers_on_host = workers;  // every worker runs here: train.threads = 0 shares the cores among them
-  if (cfg.get_string("train.device") == "cuda") {  // and CUDA workers spread over the GPUs this launcher may use
+  const bool cuda = cfg.get_string("train.device") == "cuda";
+  if (cuda && hosts.empty()) {  // and CUDA workers spread over the GPUs this launcher may use
     plan.worker_gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
   }
   std::string security = "job token";
+  transport::CurveKeys keys;
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
     plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
-    transport::ensure_curve_keys(plan.key_dir);
+    keys = transport::ensure_curve_keys(plan.key_dir);
     security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
   }
 
@@ -157,11 +164,24 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   opt.timeout = o.timeout;
   opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
   LocalJob job(opt);
-  job.add(plan.coordinator_process(plan.coordinator));
-  for (int64_t s = 0; s < servers; ++s) {
+  std::vector<std::string> placement;
+  if (!hosts.empty()) {
+    remote::RemoteJobOptions ro;
+    ro.hosts = hosts;
+    ro.servers = servers;
+    ro.port = o.port;
+    ro.remote_pshard = o.remote_pshard.empty() ? self_executable() : o.remote_pshard;
+    ro.ssh = remote::ssh_command(std::getenv("PSHARD_SSH"));
+    ro.keys = keys;
+    ro.assign_gpus = cuda;
+    ro.grace_ms = o.grace.count();
+    placement = remote::add_host_processes(ro, plan, job);
+  }
+  if (hosts.empty()) job.add(plan.coordinator_process(plan.coordinator));
+  for (int64_t s = 0; s < servers && hosts.empty(); ++s) {
     job.add(plan.server_process(s, "tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1])));
   }
-  for (int64_t w = 0; w < workers; ++w) {
+  for (int64_t w = 0; w < workers && hosts.empty(); ++w) {
     ChildSpec c = plan.worker_process(w);
     c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
     if (restart_workers) {
@@ -182,6 +202,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
                static_cast<long long>(servers), static_cast<long long>(workers), plan.coordinator.c_str(),
                run_dir.c_str(), security.c_str(),
                resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
+  for (const std::string& line : placement) std::fprintf(stderr, "[launch] host %s\n", line.c_str());
   // Follow the coordinator's metrics.jsonl for the progress line.
   MetricsFollower follower(run_dir + "/metrics.jsonl");
   ProgressState progress;
@@ -245,14 +266,49 @@ void check_worker_program(const LocalLaunchOptions& o) {
   if (!o.worker_exe.empty()) throw Error(what + "--worker-exe and a command after -- both name the workers' program");
 }
 
+// --hosts: the settings that restart processes or let workers go are for processes this launcher supervises itself.
+void check_remote_settings(const Config& cfg) {
+  const std::string what = "--hosts: ";
+  if (cfg.get_bool("cluster.restart_workers")) {
+    throw Error(what + "cluster.restart_workers = true is not supported over ssh (use pshard launch on one host)");
+  }
+  if (cfg.get_string("cluster.server_failure_policy") == "restart") {
+    throw Error(what +
+                "cluster.server_failure_policy = restart is not supported over ssh (use pshard launch on one "
+                "host, or --resume after a failure)");
+  }
+  if (cfg.get_string("cluster.failure_policy") == "continue") {
+    throw Error(what + "cluster.failure_policy = continue is not supported over ssh: a worker's failure ends the job");
+  }
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") {
+    throw Error(what +
+                "checkpoint.on_sigterm = checkpoint is not supported over ssh (a stopped launcher ends the remote "
+                "processes after --grace-ms); stop such a job with SIGTERM on one host, or resume from a periodic "
+                "checkpoint");
+  }
+}
+
 }  // namespace
 
 int run_local_launch(const LocalLaunchOptions& o) {
-  const int64_t servers = o.servers, workers = o.workers;
+  const std::vector<remote::RemoteHost> hosts =
+      o.hosts.empty() ? std::vector<remote::RemoteHost>{} : remote::parse_hosts(o.hosts);
+  int64_t servers = o.servers, workers = o.workers;
+  if (!hosts.empty()) {
+    int64_t on_hosts = 0;
+    for (const remote::RemoteHost& h : hosts) on_hosts += h.workers;
+    if (workers != 0 && workers != on_hosts) {
+      throw Error("pshard launch: --workers " + std::to_string(workers) + " differs from the " +
+                  std::to_string(on_hosts) + " workers of --hosts " + o.hosts + " (leave --workers out)");
+    }
+    workers = on_hosts;
+    if (servers == 0) servers = static_cast<int64_t>(hosts.size());
+    remote::check_placement(hosts, servers);
+  }
   if (servers < 1 || servers > 1024)
-    throw Error("pshard launch: --servers must be in 1..1024, got " + std::to_string(o.servers));
+    throw Error("pshard launch: --servers must be in 1..1024, got " + std::to_string(servers));
   if (workers < 1 || workers > 1024)
-    throw Error("pshard launch: --workers must be in 1..1024, got " + std::to_string(o.workers));
+    throw Error("pshard launch: --workers must be in 1..1024, got " + std::to_string(workers));
   if (!o.resume_dir.empty() && !o.run_dir.empty() &&
       std::filesystem::absolute(o.resume_dir) != std::filesystem::absolute(o.run_dir)) {
     throw Error("pshard launch: --resume " + o.resume_dir + " and --run-dir " + o.run_dir +
@@ -267,6 +323,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   Config cfg = Config::from_file(config_path, o.overrides);
   if (!o.worker_program.empty()) check_worker_program(o);
+  if (!hosts.empty()) check_remote_settings(cfg);
   (void)TraceWindow::parse(cfg.get_string("trace.steps"),
                            "trace.steps");  // a bad window fails here, not in every child
   std::string run_dir;
@@ -325,7 +382,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   for (bool first = true;; first = false) {
     LocalJob::Result r;
     try {
-      r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, terminal);
+      r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, hosts, terminal);
     } catch (const Error&) {
       // Refused before any process started (e.g. a key directory others may read): a new run leaves its directory
       // as it found it, so that the corrected command may use it.

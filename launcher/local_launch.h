@@ -22,9 +22,15 @@ struct LocalLaunchOptions {
   std::vector<std::string> worker_program;  // `-- CMD ARGS`: each worker runs this with PSHARD_* variables (JobPlan)
   std::chrono::milliseconds grace{5000};
   std::chrono::milliseconds timeout{0};  // 0: no limit
+  // --hosts h1:4,h2:4: run the job on these hosts over ssh (launcher/remote/remote_job.h) instead of here; then
+  // `workers` is 0 or the hosts' sum, `servers` 0 means one per host, and `port` is the coordinator's on the first
+  // host.
+  std::string hosts;
+  std::string remote_pshard;  // the pshard executable on the hosts ("" = this executable's path)
 };
 
-// Starts the coordinator, the servers and the workers as child processes of this one (output lines
+// Starts the coordinator, the servers and the workers as child processes of this one (with `hosts`: one ssh child
+// per host, which runs that host's processes under `pshard host`) (output lines
 // prefixed with their role and rank, a live progress line on stderr), supervises them (any failure or
 // Ctrl-C stops all; cluster.server_failure_policy = restart restarts the job from its newest
 // checkpoint) and returns the job's exit status. Throws pshard::Error for bad options or configs,

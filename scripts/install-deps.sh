@@ -14,6 +14,8 @@ PACKAGES=(
   libjpeg62-turbo-dev libpng-dev
   # mpirun, for the test of `mpirun pshard task` (tests/launcher/scheduler)
   openmpi-bin
+  # sshd in network namespaces, for the test of `pshard launch --hosts` (tests/launcher/remote)
+  openssh-server openssh-client iproute2
   # CPU compute (OpenBLAS: the reference backend; oneDNN: convolution, pooling, batch norm)
   libopenblas-dev libdnnl-dev
   # tests

@@ -99,10 +99,11 @@ SpawnedChild spawn_child(const SpawnRequest& request) {
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, exec_pipe[2] = {-1, -1};
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, exec_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1};
   int log_fd = -1, null_fd = -1;
   auto close_all = [&] {
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1], log_fd, null_fd})
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1], in_pipe[0],
+                   in_pipe[1], log_fd, null_fd})
       close_if_open(fd);
   };
   auto fail = [&](const std::string& what) {
@@ -118,7 +119,10 @@ SpawnedChild spawn_child(const SpawnRequest& request) {
     log_fd = ::open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) fail("cannot open its log " + request.log_path);
   }
-  if (request.stdin_null && (null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) fail("/dev/null");
+  if (request.stdin == ChildInput::kNull && (null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+    fail("/dev/null");
+  }
+  if (request.stdin == ChildInput::kPipe && ::pipe2(in_pipe, O_CLOEXEC) != 0) fail("pipe");
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
@@ -136,6 +140,7 @@ SpawnedChild spawn_child(const SpawnRequest& request) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     if (null_fd >= 0) ::dup2(null_fd, 0);
+    if (in_pipe[0] >= 0) ::dup2(in_pipe[0], 0);
     if (out_pipe[1] >= 0) ::dup2(out_pipe[1], 1);
     if (err_pipe[1] >= 0) ::dup2(err_pipe[1], 2);
     if (log_fd >= 0) {
@@ -153,7 +158,8 @@ SpawnedChild spawn_child(const SpawnRequest& request) {
   child.pid = pid;
   child.stdout_fd = out_pipe[0];
   child.stderr_fd = err_pipe[0];
-  for (int* fd : {&out_pipe[1], &err_pipe[1], &exec_pipe[1], &log_fd, &null_fd}) {
+  child.stdin_fd = in_pipe[1];
+  for (int* fd : {&out_pipe[1], &err_pipe[1], &exec_pipe[1], &in_pipe[0], &log_fd, &null_fd}) {
     close_if_open(*fd);
     *fd = -1;
   }
@@ -167,6 +173,7 @@ SpawnedChild spawn_child(const SpawnRequest& request) {
   if (n == static_cast<ssize_t>(sizeof child_errno)) {
     close_if_open(child.stdout_fd);
     close_if_open(child.stderr_fd);
+    close_if_open(child.stdin_fd);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }

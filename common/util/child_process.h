@@ -17,12 +17,19 @@ enum class ChildOutput {
   kPipes,    // one pipe each, whose read ends SpawnedChild holds
 };
 
+// Where a child's standard input comes from.
+enum class ChildInput {
+  kInherit,  // this process's
+  kNull,     // /dev/null
+  kPipe,     // a pipe whose write end SpawnedChild holds: the child reads what is written, then EOF once it is closed
+};
+
 struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] is looked up in the child's PATH unless it holds a '/'
   std::vector<std::string> env;   // "KEY=VALUE", set over this process's environment
   ChildOutput output = ChildOutput::kInherit;
-  std::string log_path;            // kLogFile
-  bool stdin_null = false;         // stdin from /dev/null instead of this process's
+  std::string log_path;  // kLogFile
+  ChildInput stdin = ChildInput::kInherit;
   bool own_process_group = false;  // a group of its own: kill(-pid, sig) reaches it and everything it starts,
                                    // and a Ctrl-C at the terminal does not
   bool die_with_parent = false;    // SIGKILL when this process ends, however it ends (PR_SET_PDEATHSIG)
@@ -31,6 +38,7 @@ struct SpawnRequest {
 struct SpawnedChild {
   pid_t pid = -1;
   int stdout_fd = -1, stderr_fd = -1;  // kPipes: the read ends (close-on-exec), the caller's to close
+  int stdin_fd = -1;                   // ChildInput::kPipe: the write end (close-on-exec), the caller's to close
 };
 
 // Starts a child as `request` says and returns once it runs the program. A program that cannot be executed is an

@@ -48,7 +48,7 @@ TEST(SpawnChild, PipesCarryOutputAndErrorApartAndTheEnvironmentIsSetOverOurs) {
             "echo err >&2; read line; echo stdin=[$line]; exit 3"};
   r.env = {"PSHARD_CHILD_TEST_REPLACED=new", "PSHARD_CHILD_TEST_NEW=added"};
   r.output = ChildOutput::kPipes;
-  r.stdin_null = true;
+  r.stdin = ChildInput::kNull;
   SpawnedChild c = spawn_child(r);
   ASSERT_GT(c.pid, 0);
   EXPECT_EQ(read_fd(c.stdout_fd), "out kept new added\nstdin=[]\n");

@@ -90,6 +90,33 @@ TEST(LocalJob, RecordsIncompleteIsNotAFailureButTheJobsStatus) {
   EXPECT_EQ(r.children[1].exit_code, 0);
 }
 
+// ChildSpec::stdin_text reaches the child's stdin, which stays open while the child runs (cat does not end on its
+// own) and ends when the job stops it; a child without one reads /dev/null (its cat ends at once).
+TEST(LocalJob, StdinTextReachesTheChildAndStaysOpenUntilItEnds) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  opt.grace = std::chrono::milliseconds(2000);
+  LocalJob job(opt);
+  ChildSpec reader{"reader", {"/bin/cat"}, {}};
+  reader.stdin_text = "the plan\nsecond line\n";
+  job.add(reader);
+  job.add({"no input", {"/bin/cat"}, {}, /*may_fail=*/true});
+  job.start();
+  EXPECT_FALSE(job.wait_for(std::chrono::milliseconds(500))) << "cat ended: its stdin was closed";
+  job.stop("test over");
+  const LocalJob::Result r = job.wait();
+  ASSERT_EQ(r.children.size(), 2u);
+  EXPECT_TRUE(r.children[0].stopped) << r.children[0].describe();
+  EXPECT_FALSE(r.children[0].hung) << "cat ignored SIGTERM";
+  EXPECT_TRUE(r.children[1].exited) << r.children[1].describe();
+  EXPECT_EQ(r.children[1].exit_code, 0);
+  EXPECT_FALSE(r.children[1].stopped);
+  const std::string o = out.read();
+  EXPECT_NE(o.find("[reader] the plan\n[reader] second line\n"), std::string::npos) << o;
+}
+
 TEST(LocalJob, PrefixesEveryOutputLineWithTheChildName) {
   TempFile out, err;
   LocalJob::Options opt;

@@ -1,0 +1,109 @@
+// `pshard host`: reads the plan from stdin, runs the host's processes, stops them at EOF (see host_agent.h).
+#include "launcher/remote/host_agent.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "common/error.h"
+#include "common/metrics/metrics_writer.h"
+#include "launcher/gpu_assignment.h"
+#include "launcher/local_job.h"
+#include "launcher/remote/host_share.h"
+
+namespace pshard::remote {
+namespace {
+
+constexpr size_t kMaxPlanBytes = 64 << 20;
+
+// The first line of `fd` (without its newline), read a byte at a time so that nothing after it is taken from a
+// pipe shared with later reads.
+std::string read_plan_line(int fd) {
+  std::string line;
+  char c = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("pshard host: reading the plan from stdin failed: " + std::string(std::strerror(errno)));
+    if (n == 0)
+      throw Error("pshard host: stdin ended before the plan (is this host started by `pshard launch --hosts`?)");
+    if (c == '\n') return line;
+    line += c;
+    if (line.size() > kMaxPlanBytes) throw Error("pshard host: the plan on stdin is over 64 MiB");
+  }
+}
+
+bool same_keys(const transport::CurveKeys& a, const transport::CurveKeys& b) {
+  return a.server_public == b.server_public && a.server_secret == b.server_secret &&
+         a.client_public == b.client_public && a.client_secret == b.client_secret;
+}
+
+// The job's keys in share.key_dir, written unless the same keys are there already (a filesystem the hosts share).
+void place_keys(const HostShare& share) {
+  if (share.key_dir.empty()) return;
+  if (std::filesystem::exists(transport::curve_key_file(share.key_dir))) {
+    try {
+      if (same_keys(transport::read_curve_keys(share.key_dir), share.keys)) return;
+    } catch (const Error&) {
+      // Unreadable or another job's: replaced below.
+    }
+  }
+  transport::write_curve_keys(share.key_dir, share.keys);
+}
+
+}  // namespace
+
+int run_host_agent(const std::string& name, int in_fd) {
+  ::signal(SIGPIPE, SIG_IGN);  // ssh may go away while output is written: the EOF on stdin stops the job instead
+  const HostShare share = HostShare::from_json(read_plan_line(in_fd));
+  if (!share.run_dir.empty()) make_directories(share.run_dir);
+  place_keys(share);
+  std::vector<std::string> gpus;
+  if (share.assign_gpus) gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
+
+  LocalJob::Options opt;
+  opt.handle_signals = true;
+  opt.grace = std::chrono::milliseconds(share.grace_ms);
+  LocalJob job(opt);
+  for (const RemoteProcess& p : share.processes) {
+    ChildSpec c = p.spec;
+    const std::string gpu = p.local_rank >= 0 ? gpu_for_local_rank(gpus, p.local_rank) : "";
+    if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+    job.add(c);
+  }
+  job.start();
+  // EOF on stdin: the launcher is gone or stopping the job.
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    char buf[256];
+    while (!done.load()) {
+      pollfd p{in_fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, 100);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) continue;
+      const ssize_t n = r > 0 ? ::read(in_fd, buf, sizeof buf) : -1;
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        job.stop("the launcher's connection to " + name + " ended");
+        return;
+      }
+    }
+  });
+  const LocalJob::Result r = job.wait();
+  done = true;
+  watcher.join();
+  if (r.exit_code != 0 && r.exit_code != kExitRecordsIncomplete && !r.failure.empty()) {
+    std::fprintf(stderr, "error: %s\n", r.failure.c_str());
+  }
+  return r.exit_code;
+}
+
+}  // namespace pshard::remote

@@ -1,0 +1,165 @@
+// `pshard launch --hosts` pieces without ssh: the host list, the host plan message (round trip and refusals), the
+// ssh command and its shell quoting, and the placement of a 3-host job.
+#include "launcher/remote/host_share.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "launcher/remote/host_list.h"
+#include "launcher/remote/remote_job.h"
+
+namespace pshard::remote {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HostList, ParsesTargetsNamesAndCounts) {
+  const std::vector<RemoteHost> h = parse_hosts("node1:2,alice@node2:3,node3");
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].target, "node1");
+  EXPECT_EQ(h[0].name, "node1");
+  EXPECT_EQ(h[0].workers, 2);
+  EXPECT_EQ(h[1].target, "alice@node2");
+  EXPECT_EQ(h[1].name, "node2");
+  EXPECT_EQ(h[1].workers, 3);
+  EXPECT_EQ(h[2].workers, 1);
+}
+
+TEST(HostList, RefusesBadEntriesNamingThem) {
+  EXPECT_NE(error_of([] { parse_hosts("a:2,,b"); }).find("an empty entry"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("a:x"); }).find("the worker count of 'a:x' must be a number in 0..1024"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("a:2000"); }).find("'a:2000'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("a:1,a:2"); }).find("a is listed twice"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("u@a:1,a:2"); }).find("a is listed twice"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("a:0,b:0"); }).find("no host runs a worker"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("-oProxyCommand=x:1"); }).find("is not a host name"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_hosts("a b:1"); }).find("is not a host name"), std::string::npos);
+}
+
+TEST(HostShare, RoundTripsThroughOneJsonLine) {
+  HostShare s;
+  s.host = "node2";
+  s.run_dir = "/runs/x";
+  s.key_dir = "/runs/x/keys";
+  s.keys = {"sp", "ss", "cp", "cs"};
+  s.assign_gpus = true;
+  s.grace_ms = 1234;
+  RemoteProcess w;
+  w.spec.name = "worker 3";
+  w.spec.role = NodeRole::kWorker;
+  w.spec.argv = {"/opt/pshard", "worker", "--config", "it's.toml"};
+  w.spec.env = {"PSHARD_JOB_TOKEN=0123456789abcdef0123456789abcdef", "PSHARD_RANK=3"};
+  w.local_rank = 1;
+  RemoteProcess c;
+  c.spec.name = "coordinator";
+  c.spec.role = NodeRole::kCoordinator;
+  c.spec.argv = {"/opt/pshard", "coordinator"};
+  c.spec.ends_job = true;
+  s.processes = {c, w};
+  const std::string line = s.to_json();
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const HostShare r = HostShare::from_json(line);
+  EXPECT_EQ(r.host, "node2");
+  EXPECT_EQ(r.run_dir, "/runs/x");
+  EXPECT_EQ(r.key_dir, "/runs/x/keys");
+  EXPECT_EQ(r.keys.server_secret, "ss");
+  EXPECT_EQ(r.keys.client_secret, "cs");
+  EXPECT_TRUE(r.assign_gpus);
+  EXPECT_EQ(r.grace_ms, 1234);
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_TRUE(r.processes[0].spec.ends_job);
+  EXPECT_EQ(r.processes[0].spec.role, NodeRole::kCoordinator);
+  EXPECT_EQ(r.processes[0].local_rank, -1);
+  EXPECT_EQ(r.processes[1].spec.name, "worker 3");
+  EXPECT_EQ(r.processes[1].spec.argv, w.spec.argv);
+  EXPECT_EQ(r.processes[1].spec.env, w.spec.env);
+  EXPECT_EQ(r.processes[1].local_rank, 1);
+  EXPECT_FALSE(r.processes[1].spec.ends_job);
+}
+
+TEST(HostShare, RefusesMalformedPlansNamingTheField) {
+  EXPECT_NE(error_of([] { HostShare::from_json("[1]"); }).find("not a JSON object"), std::string::npos);
+  EXPECT_NE(error_of([] { HostShare::from_json("{\"host\":\"a\"}"); }).find("has no \"run_dir\""), std::string::npos);
+  EXPECT_NE(error_of([] { HostShare::from_json("{nope"); }).find("host plan"), std::string::npos);
+  HostShare s;
+  s.host = "a";
+  RemoteProcess p;
+  p.spec.name = "worker 0";
+  p.spec.role = NodeRole::kWorker;
+  p.spec.argv = {"/bin/true"};
+  p.spec.env = {"=x"};
+  s.processes = {p};
+  const std::string bad_env = s.to_json();
+  EXPECT_NE(error_of([&] { HostShare::from_json(bad_env); }).find("process 'worker 0' env entry is not KEY=VALUE"),
+            std::string::npos);
+  s.processes[0].spec.env.clear();
+  s.processes[0].spec.argv.clear();
+  const std::string no_argv = s.to_json();
+  EXPECT_NE(error_of([&] { HostShare::from_json(no_argv); }).find("process 'worker 0' has an empty argv"),
+            std::string::npos);
+  s.processes.clear();
+  const std::string none = s.to_json();
+  EXPECT_NE(error_of([&] { HostShare::from_json(none); }).find("\"processes\" is not a non-empty array"),
+            std::string::npos);
+}
+
+TEST(SshCommand, SplitsPshardSshAndQuotesTheRemoteCommand) {
+  EXPECT_EQ(ssh_command(nullptr), std::vector<std::string>{"ssh"});
+  EXPECT_EQ(ssh_command("  "), std::vector<std::string>{"ssh"});
+  EXPECT_EQ(ssh_command(" ssh -p 2222  -i /k "), (std::vector<std::string>{"ssh", "-p", "2222", "-i", "/k"}));
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  RemoteHost h{"bob@node1", "node1", 2};
+  HostShare s;
+  s.host = "node1";
+  s.processes.resize(1);
+  s.processes[0].spec.argv = {"/opt/p s/pshard", "worker"};
+  s.processes[0].spec.env = {"PSHARD_JOB_TOKEN=secret-token-value"};
+  const ChildSpec c = ssh_host_process(h, s, {"ssh", "-p", "2222"}, "/opt/p s/pshard");
+  EXPECT_EQ(c.name, "host node1");
+  EXPECT_EQ(c.argv, (std::vector<std::string>{"ssh", "-p", "2222", "-T", "-o", "BatchMode=yes", "bob@node1",
+                                              "exec '/opt/p s/pshard' host --name 'node1'"}));
+  // The secrets travel on stdin only.
+  for (const std::string& a : c.argv) EXPECT_EQ(a.find("secret-token-value"), std::string::npos) << a;
+  EXPECT_NE(c.stdin_text.find("secret-token-value"), std::string::npos);
+  EXPECT_EQ(c.stdin_text.back(), '\n');
+}
+
+TEST(RemoteJob, PlacesTheCoordinatorFirstAndSpreadsServers) {
+  RemoteJobOptions o;
+  o.hosts = parse_hosts("127.0.0.1:2,127.0.0.2:1,127.0.0.3:0");
+  o.servers = 5;
+  o.port = 4242;
+  o.remote_pshard = "/opt/pshard";
+  o.ssh = {"ssh"};
+  JobPlan plan;
+  plan.config_path = "/c.toml";
+  plan.job_token = "0123456789abcdef0123456789abcdef";
+  plan.num_servers = 5;
+  plan.num_workers = 3;
+  LocalJob job(LocalJob::Options{});
+  const std::vector<std::string> placement = add_host_processes(o, plan, job);
+  EXPECT_EQ(plan.coordinator, "tcp://127.0.0.1:4242");
+  ASSERT_EQ(placement.size(), 3u);
+  EXPECT_EQ(placement[0], "127.0.0.1 (127.0.0.1): coordinator, server 0, server 3, workers 0-1");
+  EXPECT_EQ(placement[1], "127.0.0.2 (127.0.0.2): server 1, server 4, worker 2");
+  EXPECT_EQ(placement[2], "127.0.0.3 (127.0.0.3): server 2");
+  // A host that would run nothing is refused.
+  o.servers = 2;
+  LocalJob job2(LocalJob::Options{});
+  EXPECT_NE(error_of([&] { add_host_processes(o, plan, job2); }).find("127.0.0.3 would run nothing"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pshard::remote
