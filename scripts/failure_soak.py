@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Failure soak: SIGKILL workers and servers at random times during sync training and check
-that no job hangs.
+"""Failure soak: SIGKILL, SIGSTOP and SIGTERM workers, servers and launches at random times during sync training
+(pshard's own workers, or pshard.torch ones with --python) and check that no job hangs or loses its work.
 
 Each trial starts `pshard launch` (2 servers x 3 workers, Fashion-MNIST MLP, sync), waits a random time
 after the cluster map was written, SIGKILLs one process and measures when the job ends:
@@ -18,11 +18,17 @@ after the cluster map was written, SIGKILLs one process and measures when the jo
     own checkpoints (a restart from a step past B's length would be A's weights);
   - disk trials (root only) use a few-MB tmpfs, mostly filled, as the run directory: the job must end (exit 0,
     or 74 when its records or checkpoints could not be written), never hang.
+  - stop trials use checkpoint.on_sigterm = checkpoint and SIGTERM the launch at a random time (what a requeue
+    does): it must exit 75 with both servers' checkpoints of the stop step (else a lost checkpoint), or 0 when the
+    job was done first; `--resume` must then complete with the model of an uninterrupted run, bit for bit.
 A trial that neither ends in time nor completes is a hang. Every completed run (exit 0) must have its
 model.bin. Prints one line per trial and a summary; exits 1 on any hang or failure.
 
+With --python, every kind runs against `-- python3 failure_soak_worker.py` jobs (pshard.torch workers on
+Fashion-MNIST, which resume, rejoin, stop on SIGTERM and leave RUN_DIR/model.pt).
+
   scripts/failure_soak.py --pshard build/bin/pshard --worker-kills 20 --server-kills 10 \
-      --freezes 5 --reuses 5 --disks 3
+      --freezes 5 --reuses 5 --disks 3 --stops 5 [--python]
 """
 import argparse
 import json
