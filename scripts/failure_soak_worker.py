@@ -4,7 +4,7 @@
 
 Cooperates with every way the soak disturbs a job: it starts at ps.start_step() / ps.start_epoch() (a resumed,
 restarted or rejoining worker), draws its batches from a ShardSampler (a resumed epoch skips what was trained),
-stops with status 75 on SIGTERM under checkpoint.on_sigterm = checkpoint (DistributedOptimizer does), and rank 0
+stops with status 75 on SIGTERM under checkpoint.on_sigterm = checkpoint (DistributedOptimizer does), and every rank
 writes the final weights to RUN_DIR/model.pt (atomically; exit 74 when the disk is full), so that a completed run
 without a model is seen. Each rank reports its share of the test accuracy every epoch.
 """
@@ -38,9 +38,11 @@ def load(split, limit):
 
 
 def save_model(net):
-    """RUN_DIR/model.pt, written to a temporary file and renamed (a full disk leaves no partial model)."""
+    """RUN_DIR/model.pt, written to a temporary file and renamed (a full disk leaves no partial model). Every rank
+    writes it: in a sync job they all hold the last step's weights, and a job that lost rank 0 (failure_policy =
+    continue) still leaves its model."""
     path = os.path.join(os.environ["PSHARD_RUN_DIR"], "model.pt")
-    tmp = path + ".tmp"
+    tmp = "%s.tmp.%d" % (path, ps.rank())
     try:
         torch.save(net.state_dict(), tmp)
         os.replace(tmp, path)
@@ -81,8 +83,7 @@ def main():
             acc = (net(tx).argmax(dim=1) == ty).float().mean().item()
         ps.report(epoch=epoch, train_loss=float(loss), test_acc=acc, test_samples=len(ty))
     opt.synchronize()
-    if ps.rank() == 0:
-        save_model(net)
+    save_model(net)
     ps.shutdown()
 
 
