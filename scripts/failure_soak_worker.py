@@ -9,6 +9,7 @@ writes the final weights to RUN_DIR/model.pt (atomically; exit 74 when the disk 
 without a model is seen. Each rank reports its share of the test accuracy every epoch.
 """
 import gzip
+import io
 import os
 import sys
 
@@ -43,8 +44,13 @@ def save_model(net):
     continue) still leaves its model."""
     path = os.path.join(os.environ["PSHARD_RUN_DIR"], "model.pt")
     tmp = "%s.tmp.%d" % (path, ps.rank())
+    # Serialised in memory first: torch.save into a file on a full disk raises from its writer, whose destructor
+    # then aborts the process at exit; a plain write says ENOSPC as an OSError.
+    data = io.BytesIO()
+    torch.save(net.state_dict(), data)
     try:
-        torch.save(net.state_dict(), tmp)
+        with open(tmp, "wb") as f:
+            f.write(data.getvalue())
         os.replace(tmp, path)
     except OSError as e:
         sys.stderr.write("failure_soak_worker: the model was not saved (%s)\n" % e)
