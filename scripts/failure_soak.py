@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Failure soak: SIGKILL workers and servers at random times during sync training and check
-that no job hangs.
+"""Failure soak: SIGKILL, SIGSTOP and SIGTERM workers, servers and launches at random times during sync training
+(pshard's own workers, or pshard.torch ones with --python) and check that no job hangs or loses its work.
 
 Each trial starts `pshard launch` (2 servers x 3 workers, Fashion-MNIST MLP, sync), waits a random time
 after the cluster map was written, SIGKILLs one process and measures when the job ends:
@@ -18,16 +18,23 @@ after the cluster map was written, SIGKILLs one process and measures when the jo
     own checkpoints (a restart from a step past B's length would be A's weights);
   - disk trials (root only) use a few-MB tmpfs, mostly filled, as the run directory: the job must end (exit 0,
     or 74 when its records or checkpoints could not be written), never hang.
+  - stop trials use checkpoint.on_sigterm = checkpoint and SIGTERM the launch at a random time (what a requeue
+    does): it must exit 75 with both servers' checkpoints of the stop step (else a lost checkpoint), or 0 when the
+    job was done first; `--resume` must then complete with the model of an uninterrupted run, bit for bit.
 A trial that neither ends in time nor completes is a hang. Every completed run (exit 0) must have its
 model.bin. Prints one line per trial and a summary; exits 1 on any hang or failure.
 
+With --python, every kind runs against `-- python3 failure_soak_worker.py` jobs (pshard.torch workers on
+Fashion-MNIST, which resume, rejoin, stop on SIGTERM and leave RUN_DIR/model.pt).
+
   scripts/failure_soak.py --pshard build/bin/pshard --worker-kills 20 --server-kills 10 \
-      --freezes 5 --reuses 5 --disks 3
+      --freezes 5 --reuses 5 --disks 3 --stops 5 [--python]
 """
 import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -36,6 +43,20 @@ import tempfile
 import time
 
 HEARTBEAT_TIMEOUT_S = 1.5
+MODEL = ["model.bin"]  # the final model a completed run leaves: model.pt with --python (rank 0 of the worker writes it)
+PYTHON_JOB = """# The job of failure_soak.py --python (its workers: failure_soak_worker.py)
+[optimizer]
+name = "momentum"
+lr = 0.05
+momentum = 0.9
+
+[train]
+batch_size = %d
+epochs = %d
+
+[cluster]
+mode = "sync"
+"""
 
 
 def read_json(path):
@@ -62,7 +83,7 @@ def continued_without(run_dir, s, victim, killed, rc, epochs):
     """What cluster.failure_policy = continue promises: the job trains every epoch with the survivors and saves the
     model; when the victim died before the end, launch says so and exits 1 (never "every process exited
     successfully"). An abort that ends the job early fails this check."""
-    if s is None or s.get("epochs") != epochs or not os.path.exists(os.path.join(run_dir, "model.bin")):
+    if s is None or s.get("epochs") != epochs or not os.path.exists(os.path.join(run_dir, MODEL[0])):
         return False
     finished = set(s.get("workers_finished", []))
     survivors = {0, 1, 2} - {victim}
@@ -87,8 +108,8 @@ def pid_of(run_dir, role, rank):
 
 def trial(args, kind, policy, rng, workdir, index):
     run_dir = os.path.join(workdir, "%s-%d" % (kind, index))
-    sets = [
-        "data.train_size=%d" % args.train_size, "data.test_size=2000", "train.epochs=%d" % args.epochs,
+    sets = data_sets(args) + [
+        "train.epochs=%d" % args.epochs,
         "cluster.heartbeat_interval_ms=200", "cluster.heartbeat_timeout_ms=%d" % int(HEARTBEAT_TIMEOUT_S * 1000),
         "cluster.request_timeout_ms=20000", "checkpoint.every_steps=25",
     ]
@@ -98,12 +119,7 @@ def trial(args, kind, policy, rng, workdir, index):
             sets.append("cluster.restart_workers=true")
     else:
         sets.append("cluster.server_failure_policy=restart")
-    cmd = [args.pshard, "launch", "--servers", "2", "--workers", "3", "--timeout", "300", "--config", args.config,
-           "--run-dir", run_dir, "--grace-ms", "2000"]
-    for s in sets:
-        cmd += ["--set", s]
-    log = open(run_dir + ".log", "w")
-    job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    job, log = launch(args, run_dir, sets, log_mode="w")
     start = time.monotonic()
     victim_rank = rng.randrange(3 if kind == "worker" else 2)
     delay = rng.uniform(0.0, args.max_delay)
@@ -154,18 +170,28 @@ def trial(args, kind, policy, rng, workdir, index):
     return ok, hang, after_kill
 
 
-def launch(args, run_dir, sets, extra=(), log_path=None):
-    cmd = [args.pshard, "launch", "--servers", "2", "--workers", "3", "--timeout", "300", "--config", args.config,
-           "--run-dir", run_dir, "--grace-ms", "2000"] + list(extra)
-    for s in sets:
+def launch(args, run_dir, sets, extra=(), log_path=None, log_mode="a", resume=False):
+    """Starts `pshard launch` of the soak's job in run_dir (or `--resume run_dir`), its output appended to
+    run_dir.log; with --python the workers are `python3 failure_soak_worker.py`."""
+    cmd = [args.pshard, "launch", "--servers", "2", "--workers", "3", "--timeout", "300", "--grace-ms", "2000"]
+    cmd += ["--resume", run_dir] if resume else ["--config", args.config, "--run-dir", run_dir]
+    cmd += list(extra)
+    for s in [] if resume else sets:
         cmd += ["--set", s]
-    log = open(log_path or run_dir.rstrip("/") + ".log", "a")
+    if args.python:
+        cmd += ["--", args.python, args.worker_script, str(args.train_size), "2000"]
+    log = open(log_path or run_dir.rstrip("/") + ".log", log_mode)
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log
 
 
+def data_sets(args):
+    """The data settings of pshard's own workers; the Python worker takes them on its command line."""
+    return [] if args.python else ["data.train_size=%d" % args.train_size, "data.test_size=2000"]
+
+
 def base_sets(args, epochs=None):
-    return [
-        "data.train_size=%d" % args.train_size, "data.test_size=2000", "train.epochs=%d" % (epochs or args.epochs),
+    return data_sets(args) + [
+        "train.epochs=%d" % (epochs or args.epochs),
         "cluster.heartbeat_interval_ms=200", "cluster.heartbeat_timeout_ms=%d" % int(HEARTBEAT_TIMEOUT_S * 1000),
         "cluster.request_timeout_ms=20000", "checkpoint.every_steps=25", "cluster.server_failure_policy=restart",
     ]
@@ -217,7 +243,7 @@ def restart_step(log_path):
 
 
 def steps_of(args, epochs):
-    return (args.train_size // (3 * 64)) * epochs  # 3 workers x batch 64 (fmnist_mlp_sync.toml)
+    return (args.train_size // (3 * args.batch)) * epochs  # 3 workers
 
 
 def special_trial(args, kind, rng, workdir, index, counters):
@@ -270,7 +296,7 @@ def special_trial(args, kind, rng, workdir, index, counters):
         ok = ended and job.returncode in (0, 74)
         note = "records=%s" % ("complete" if job.returncode == 0 else "incomplete" if job.returncode == 74 else "-")
     model_dir = os.path.join(run_dir, "run") if kind == "disk" else run_dir
-    if ended and job.returncode == 0 and s is not None and not os.path.exists(os.path.join(model_dir, "model.bin")):
+    if ended and job.returncode == 0 and s is not None and not os.path.exists(os.path.join(model_dir, MODEL[0])):
         counters["completed_without_model"] += 1
         ok = False
     if mounted:
@@ -285,6 +311,106 @@ def special_trial(args, kind, rng, workdir, index, counters):
     return ok, hang
 
 
+def same_model(args, a, b):
+    """Whether two runs' final models are equal: model.bin byte for byte, or model.pt's tensors bitwise."""
+    pa, pb = os.path.join(a, MODEL[0]), os.path.join(b, MODEL[0])
+    if not (os.path.exists(pa) and os.path.exists(pb)):
+        return False
+    if not args.python:
+        with open(pa, "rb") as fa, open(pb, "rb") as fb:
+            return fa.read() == fb.read()
+    # torch.save's bytes name the file's path; the tensors are compared by the job's Python (it has torch).
+    same = "import sys, torch; a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2]); " \
+           "sys.exit(0 if a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) else 1)"
+    return subprocess.call([args.python, "-c", same, pa, pb]) == 0
+
+
+def checkpoint_of(run_dir, step):
+    """Whether both servers' checkpoints of `step` are in run_dir (complete: only a rename publishes one)."""
+    found = set()
+    for _, _, files in os.walk(run_dir):
+        for name in files:
+            m = re.fullmatch(r"server-(\d+)\.step-(\d+)\.ckpt", name)  # the step is zero-padded
+            if m:
+                found.add((int(m.group(1)), int(m.group(2))))
+    return all((r, step) in found for r in range(2))
+
+
+def stop_trial(args, rng, workdir, index, counters, reference):
+    """SIGTERM to `pshard launch` at a random time under checkpoint.on_sigterm = checkpoint (what a requeue
+    does), then `--resume`: the launch exits 75 with both servers' checkpoints of the stop step (or 0 when the
+    job was done first), and the resumed run completes with the weights of the uninterrupted `reference` run."""
+    run_dir = os.path.join(workdir, "stop-%d" % index)
+    sets = base_sets(args) + ["checkpoint.on_sigterm=checkpoint"]
+    job, log = launch(args, run_dir, sets)
+    start = time.monotonic()
+    delay = rng.uniform(0.0, args.stop_max_delay)
+    # Timed from the cluster map (a Python worker may still be importing torch) or, in every other trial, from the
+    # first periodic checkpoint (training under way), so that both startup and mid-run stops are tried.
+    anchor = "checkpoints" if index % 2 else "cluster.json"
+    while not os.path.exists(os.path.join(run_dir, anchor)) and job.poll() is None and \
+            time.monotonic() - start < 60:
+        time.sleep(0.02)
+    time.sleep(delay)
+    if job.poll() is None:
+        job.send_signal(signal.SIGTERM)
+    ended = wait_end(job, start, args.run_limit)
+    log.close()
+    first_rc = job.returncode
+    with open(run_dir + ".log", errors="replace") as f:
+        said = f.read()
+    # The coordinator's line, also when the stop came before the first epoch's summary could be written.
+    m = re.search(r"the job stopped: stopped at step (\d+)", said)
+    step = int(m.group(1)) if m else None
+    kept = step is not None and checkpoint_of(run_dir, step)
+    if ended and job.returncode == 75 and not kept:
+        counters["lost_checkpoints"] += 1
+    # A SIGTERM that reaches a Python worker before DistributedOptimizer took SIGTERM over (while it imports torch)
+    # ends it by the signal: the job fails before its first step, with nothing trained and no checkpoint to lose.
+    early = ended and job.returncode not in (0, 75) and "was killed by signal 15 (SIGTERM)" in said and \
+        not os.path.isdir(os.path.join(run_dir, "checkpoints"))
+    if early:
+        counters["stops_before_training"] += 1
+    # A SIGTERM that reaches a Python worker after it left the job (while the interpreter exits) ends it by the
+    # signal too: a finished job then ends with "job failed". Counted and failed: the exit status is wrong.
+    if ended and job.returncode not in (0, 75) and "was killed by signal 15 (SIGTERM)" in said and \
+            "job finished: 3 of 3 workers left successfully" in said:
+        counters["finished_jobs_failed_by_sigterm"] += 1
+    ok = ended and (job.returncode == 0 or (job.returncode == 75 and kept) or early)
+    resumed_rc = None
+    if ok and job.returncode != 0:
+        job, log = launch(args, run_dir, sets, extra=["--start-over"]) if early else \
+            launch(args, run_dir, sets, resume=True)
+        ended = wait_end(job, time.monotonic(), args.run_limit)
+        log.close()
+        resumed_rc = job.returncode
+        ok = ended and job.returncode == 0
+    completed = ended and job.returncode == 0 and summary_of(run_dir) is not None
+    if completed and not os.path.exists(os.path.join(run_dir, MODEL[0])):
+        counters["completed_without_model"] += 1
+        ok = False
+    same = completed and same_model(args, run_dir, reference)
+    ok = ok and same
+    hang = not ended
+    print("stop   %-2d term_after=%.2fs(%s) rc=%s stop_step=%s checkpoint=%s %s=%s same_model=%s %s" % (
+        index, delay, anchor, first_rc, step, kept, "start_over_rc" if early else "resumed_rc", resumed_rc, same, "OK" if ok else ("HANG" if hang else "FAIL")), flush=True)
+    if ok and not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.remove(run_dir + ".log")
+    return ok, hang
+
+
+def reference_run(args, workdir):
+    """The uninterrupted run the stop trials' resumed runs must equal; exits when it fails."""
+    run_dir = os.path.join(workdir, "stop-reference")
+    job, log = launch(args, run_dir, base_sets(args) + ["checkpoint.on_sigterm=checkpoint"])
+    ended = wait_end(job, time.monotonic(), args.run_limit)
+    log.close()
+    if not ended or job.returncode != 0 or not os.path.exists(os.path.join(run_dir, MODEL[0])):
+        sys.exit("failure_soak: the uninterrupted reference run failed (%s.log)" % run_dir)
+    return run_dir
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,8 +418,8 @@ def main():
     p.add_argument("--config", default=os.path.join(here, "..", "configs", "fmnist_mlp_sync.toml"))
     p.add_argument("--worker-kills", type=int, default=20)
     p.add_argument("--server-kills", type=int, default=10)
-    p.add_argument("--train-size", type=int, default=9600)
-    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--train-size", type=int, default=0, help="training samples (default 9600; 4800 with --python)")
+    p.add_argument("--epochs", type=int, default=0, help="epochs (default 4; 3 with --python)")
     p.add_argument("--max-delay", type=float, default=3.0, help="kill within this many seconds of the cluster map")
     p.add_argument("--run-limit", type=float, default=120.0, help="a job still running after this is a hang")
     p.add_argument("--min-acc", type=float, default=0.75)
@@ -303,22 +429,51 @@ def main():
     p.add_argument("--disks", type=int, default=3, help="trials on a nearly full tmpfs (root only)")
     p.add_argument("--disk-kib", type=int, default=8192, help="size of the tmpfs of a disk trial")
     p.add_argument("--disk-free-kib", type=int, default=1536, help="room left on it for the run")
+    p.add_argument("--stops", type=int, default=5,
+                   help="trials that SIGTERM the launch (checkpoint.on_sigterm = checkpoint) and --resume it")
+    p.add_argument("--stop-max-delay", type=float, default=1.0,
+                   help="SIGTERM within this many seconds of the cluster map (a C++ job trains ~1 s)")
+    p.add_argument("--python", nargs="?", const="/usr/bin/python3", default=None, metavar="PYTHON",
+                   help="run the trials against `-- PYTHON failure_soak_worker.py` jobs (pshard.torch workers); "
+                        "PSHARD_LIBRARY defaults to the pshard_c library beside --pshard")
     p.add_argument("--keep", action="store_true", help="keep the run directories of passing trials")
     args = p.parse_args()
+    args.batch = 32 if args.python else 64  # fmnist_mlp_sync.toml's batch for pshard's own workers
+    if args.python:
+        # A Python job: 3 x 50 steps of 32 unless told otherwise; its config is written into the work folder.
+        args.train_size = args.train_size or 4800
+        args.epochs = args.epochs or 3
+        args.worker_script = os.path.join(here, "failure_soak_worker.py")
+        MODEL[0] = "model.pt"
+        lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.pshard))), "lib", "libpshard_c.so")
+        os.environ.setdefault("PSHARD_LIBRARY", lib)
+        os.environ["PYTHONPATH"] = os.path.join(here, "..", "python") + os.pathsep + os.environ.get("PYTHONPATH", "")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    else:
+        args.train_size = args.train_size or 9600
+        args.epochs = args.epochs or 4
     if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
         sys.exit("failure_soak: Fashion-MNIST is not installed in /usr/share/datasets/fashion-mnist")
     rng = random.Random(args.seed)
     workdir = tempfile.mkdtemp(prefix="pshard-soak-")
+    if args.python:
+        args.config = os.path.join(workdir, "python_job.toml")
+        with open(args.config, "w") as f:
+            f.write(PYTHON_JOB % (args.batch, args.epochs))
     results = {"worker": [], "server": []}
     for i in range(args.worker_kills):
         results["worker"].append(trial(args, "worker", ("abort", "continue", "rejoin")[i % 3], rng, workdir, i))
     for i in range(args.server_kills):
         results["server"].append(trial(args, "server", "restart", rng, workdir, i))
-    counters = {"other_weights": 0, "completed_without_model": 0}
-    special = {"freeze": [], "reuse": [], "disk": []}
+    counters = {"other_weights": 0, "completed_without_model": 0, "lost_checkpoints": 0, "stops_before_training": 0,
+                "finished_jobs_failed_by_sigterm": 0}
+    special = {"freeze": [], "reuse": [], "disk": [], "stop": []}
     for kind, n in (("freeze", args.freezes), ("reuse", args.reuses), ("disk", args.disks)):
         for i in range(n):
             special[kind].append(special_trial(args, kind, rng, workdir, i, counters))
+    reference = reference_run(args, workdir) if args.stops else None
+    for i in range(args.stops):
+        special["stop"].append(stop_trial(args, rng, workdir, i, counters, reference))
     out = {}
     for kind, rs in results.items():
         times = [t for _, _, t in rs if t is not None]
@@ -328,6 +483,9 @@ def main():
         out[kind] = {"trials": len(rs), "ok": sum(1 for ok, _ in rs if ok), "hangs": sum(1 for _, h in rs if h)}
     out["runs_finished_from_another_runs_weights"] = counters["other_weights"]
     out["completed_runs_without_a_model"] = counters["completed_without_model"]
+    out["lost_checkpoints"] = counters["lost_checkpoints"]
+    out["stops_before_training"] = counters.pop("stops_before_training")  # passed trials, counted apart
+    out["finished_jobs_failed_by_sigterm"] = counters["finished_jobs_failed_by_sigterm"]
     print("summary " + json.dumps(out), flush=True)
     good = all(o["ok"] == o["trials"] for o in out.values() if isinstance(o, dict)) and not any(counters.values())
     if good:

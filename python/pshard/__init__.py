@@ -5,7 +5,9 @@ DistributedOptimizer for PyTorch models.
 """
 import atexit
 import ctypes
+import signal
 import sys
+import threading
 
 from . import _lib
 from ._lib import PshardError, check, lib
@@ -61,9 +63,16 @@ def shutdown(exit_status=0, reason=None):
             _state.optimizer.synchronize()
         except PshardError as e:
             failed, exit_status, reason = e, 1, str(e)
+    stop_on_sigterm = _state.optimizer is not None and _state.optimizer.stop_on_sigterm
     c, _client = _client, None
     _state.forget()
     check(lib().pshard_close(c, int(exit_status), reason.encode() if reason else None), "pshard.shutdown")
+    if stop_on_sigterm and threading.current_thread() is threading.main_thread():
+        # checkpoint.on_sigterm = checkpoint: this worker has left the job, so a SIGTERM (which the launch passes on
+        # to every process when it is stopped) has nothing left to stop. Ignored, it cannot kill the process while
+        # the interpreter exits (Python gives its own handler back to SIG_DFL then), which would turn a worker that
+        # finished into one "killed by signal 15" and the finished job into a failed one.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if failed is not None:
         raise failed
 

@@ -67,6 +67,7 @@ def worker(out_dir, mode):
     if start > 0:  # the BatchNorm statistics it starts with: the job's, kept at the last report()
         torch.save(net[1].running_mean.clone(), os.path.join(out_dir, "bn-start-%d-%d.pt" % (ps.rank(), os.getpid())))
     step = start
+    ps_rank = ps.rank()
     for epoch in range(ps.start_epoch(), EPOCHS):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
@@ -91,7 +92,12 @@ def worker(out_dir, mode):
         with torch.no_grad():
             acc = (net(tx).argmax(dim=1) == ty).float().mean().item()
         torch.save({"state": net.state_dict(), "accuracy": acc}, os.path.join(out_dir, "final.pt"))
+    stop_on_sigterm = ps.config("checkpoint.on_sigterm") == "checkpoint"
     ps.shutdown()
+    if stop_on_sigterm:  # what a SIGTERM does from here to the end of the interpreter's exit
+        with open(os.path.join(out_dir, "sigterm-after-shutdown-%d-%d" % (ps_rank, os.getpid())), "w") as f:
+            f.write("ignored" if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN else
+                    repr(signal.getsignal(signal.SIGTERM)))
 
 
 def final(out_dir):
@@ -224,6 +230,11 @@ def main():
     support.expect(status == 0, "--resume after the SIGTERM stop failed", output)
     support.expect(same_weights(final(out), reference), "the weights after the SIGTERM stop and --resume differ",
                    output)
+    # A worker that left the job ignores SIGTERM until it exits (Python gives its handler back to SIG_DFL while the
+    # interpreter exits, and a SIGTERM then would turn a finished job into one whose workers were killed).
+    after = [open(os.path.join(out, n)).read() for n in os.listdir(out) if n.startswith("sigterm-after-shutdown-")]
+    support.expect(len(after) == 2 and all(a == "ignored" for a in after),
+                   "SIGTERM after ps.shutdown() of the resumed workers: %s (expected ignored by both)" % after, output)
     print("SIGTERM: every rank stopped at a checkpoint (exit 75), --resume: the same weights, bit for bit")
 
     # A worker SIGKILLed at step 5 and restarted: it rejoins, and the job ends as accurate as the undisturbed one.
