@@ -32,6 +32,15 @@ def init():
     check(lib().pshard_connect(ctypes.byref(handle)), "pshard.init")
     _client = handle
     atexit.register(_leave_at_exit)
+    # checkpoint.on_sigterm = checkpoint: from here on a SIGTERM (a preemption, a time limit) is remembered, not
+    # fatal, even before the DistributedOptimizer exists; the optimizer then stops the job at a step boundary.
+    if config("checkpoint.on_sigterm") == "checkpoint" and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame):
+    from . import _state
+    _state.sigterm = True
 
 
 def is_initialized():

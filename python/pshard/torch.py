@@ -22,9 +22,7 @@ import io
 import math
 import os
 import pickle
-import signal
 import sys
-import threading
 import time
 
 import torch
@@ -164,11 +162,9 @@ class DistributedOptimizer:
         self.step_count = self.start_step
         # checkpoint.on_sigterm = checkpoint: a SIGTERM flags the next step's pushes; every rank then ends at the
         # boundary the servers checkpointed (_check_stop), with exit status 75.
+        # (ps.init() installed the SIGTERM handler, which sets _state.sigterm.)
         self.stop_on_sigterm = config("checkpoint.on_sigterm") == "checkpoint"
-        self.sigterm = False
         self.stop_asked = False
-        if self.stop_on_sigterm and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
         self.epoch_steps = 0  # steps since the last report()
         # Where a step's time goes (docs/METRICS.md), from three marks: the step's first forward (a forward pre-hook
         # on the model), its first gradient (the first gradient hook), and step(). Before the forward: data. The
@@ -312,9 +308,6 @@ class DistributedOptimizer:
         accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
         handle = accumulator.register_hook(lambda *unused: self._grad_ready(i))
         return (accumulator, handle)  # the node must stay alive for its hook to stay registered
-
-    def _on_sigterm(self, signum, frame):
-        self.sigterm = True
 
     def _check_stop(self):
         """checkpoint.on_sigterm: before a step's first forward, whether the servers stopped the job at this step
@@ -588,7 +581,7 @@ class DistributedOptimizer:
             self._trace_step(step, marks)
         self.pushed = 0
         self.step_count += 1
-        if self.sigterm and not self.stop_asked:
+        if _state.sigterm and not self.stop_asked:
             check(lib().pshard_request_stop(self.client, self.step_count), "DistributedOptimizer")
             self.stop_asked = True
         self.epoch_steps += 1
