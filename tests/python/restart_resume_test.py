@@ -52,6 +52,8 @@ def worker(out_dir, mode):
     import pshard.torch as ps
     torch.set_num_threads(1)
     ps.init()
+    if mode == "early-sigterm" and ps.rank() == 1:
+        os.kill(os.getpid(), signal.SIGTERM)  # before the DistributedOptimizer exists: remembered, not fatal
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
                               torch.nn.Linear(32, 3))
@@ -236,6 +238,21 @@ def main():
     support.expect(len(after) == 2 and all(a == "ignored" for a in after),
                    "SIGTERM after ps.shutdown() of the resumed workers: %s (expected ignored by both)" % after, output)
     print("SIGTERM: every rank stopped at a checkpoint (exit 75), --resume: the same weights, bit for bit")
+
+    # A SIGTERM that comes after ps.init() but before the DistributedOptimizer exists is remembered: the job stops at
+    # the boundary after its first step (the signalled rank flags step 1's pushes), and --resume continues there.
+    out = support.fresh_dir("early-sigterm-out")
+    early = CONFIG.replace("every_steps = 10", 'every_steps = 10\non_sigterm = "checkpoint"') % ("abort", "abort", "false")
+    status, output, run_dir = support.launch(early, 2, 1, [os.path.abspath(__file__), "worker", out, "early-sigterm"],
+                                             120, "early-sigterm")
+    support.expect(status == 75, "the early SIGTERM gave exit %d, not 75" % status, output)
+    support.expect("stopped at step 2 on SIGTERM" in output, "the job did not stop at step 2", output)
+    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "1", "--workers", "2", "--resume", run_dir,
+                                  "--timeout", "120", "--", support.PYTHON, os.path.abspath(__file__), "worker", out,
+                                  "plain"], 150)
+    support.expect(status == 0 and "resuming at step 2" in output, "--resume after the early stop failed", output)
+    support.expect(same_weights(final(out), reference), "the weights after the early stop and --resume differ", output)
+    print("SIGTERM before the DistributedOptimizer: stopped at step 2 (exit 75), --resume: the same weights")
 
     # A worker SIGKILLed at step 5 and restarted: it rejoins, and the job ends as accurate as the undisturbed one.
     status, output, run_dir, out = launch("rejoin", "continue", "abort", True, "kill")
