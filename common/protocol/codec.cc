@@ -14,6 +14,7 @@ namespace pshard::protocol {
 namespace {
 
 constexpr uint64_t kMaxKeysPerMessage = 1u << 20;
+constexpr uint64_t kMaxContributors = 1u << 16;  // worker ranks a push may sum (far beyond any host's workers)
 
 Decoded fail(Decoded d, ErrorCode code, std::string why) {
   d.ok = false;
@@ -69,6 +70,18 @@ Message reply_header(const Message& request, uint32_t server_rank) {
   m.sender_role = Role::SERVER;
   m.sender_rank = server_rank;
   return m;
+}
+
+std::string sender_name(const Message& msg) {
+  std::string name = "worker " + std::to_string(msg.sender_rank);
+  if (msg.contributors.size() > 1) {
+    name += " (the sum of workers ";
+    for (size_t i = 0; i < msg.contributors.size(); ++i) {
+      name += (i ? ", " : "") + std::to_string(msg.contributors[i]);
+    }
+    name += ")";
+  }
+  return name;
 }
 
 const char* type_name(MessageType type) {
@@ -153,6 +166,10 @@ std::string encode_header(const Message& msg) {
   h.setSharedMemory(msg.shared_memory);
   h.setStop(msg.stop);
   h.setStopAt(msg.stop_at);
+  if (!msg.contributors.empty()) {
+    auto ranks = h.initContributors(static_cast<unsigned>(msg.contributors.size()));
+    for (size_t i = 0; i < msg.contributors.size(); ++i) ranks.set(static_cast<unsigned>(i), msg.contributors[i]);
+  }
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -202,6 +219,13 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.shared_memory = h.getSharedMemory();
     m.stop = h.getStop();
     m.stop_at = h.getStopAt();
+    auto contributors = h.getContributors();
+    if (contributors.size() > kMaxContributors) {
+      return fail(std::move(d), ErrorCode::BAD_HEADER,
+                  "header lists " + std::to_string(contributors.size()) + " contributors");
+    }
+    m.contributors.reserve(contributors.size());
+    for (uint32_t r : contributors) m.contributors.push_back(r);
     m.error_code = h.getErrorCode();
     if (h.hasErrorMessage()) m.error_message = h.getErrorMessage().cStr();
     auto keys = h.getKeys();

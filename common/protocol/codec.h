@@ -53,6 +53,7 @@ struct Message {
   bool shared_memory = false;               // payloads in shared memory, not in frames (sharedMemory)
   bool stop = false;                        // push/pushPull: the job stops at step boundary step + 1
   int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
+  std::vector<uint32_t> contributors;       // push/pushPull: the ranks each payload sums (empty: the sender alone)
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;  // init only
   ErrorCode error_code = ErrorCode::NONE;
@@ -105,6 +106,8 @@ MessageType reply_type(MessageType type);
 //   m.step = store.max_version();
 //   send(encode_header(m));
 Message reply_header(const Message& request, uint32_t server_rank);
+// "worker 2", or "worker 2 (the sum of workers 2, 3)" for a push that names contributors.
+std::string sender_name(const Message& msg);
 const char* type_name(MessageType type);      // "push", ...; "unknown(17)" style not needed: "unknown"
 const char* error_code_name(ErrorCode code);  // "wrongLength", ...
 

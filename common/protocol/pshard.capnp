@@ -136,4 +136,7 @@ struct Header {
                                 # when this step closes, and tell every reader of that step (checkpoint.on_sigterm)
   stopAt @18 :Int64;            # weights replies: > 0 when the servers stopped the job at this step boundary (a
                                 # checkpoint was taken there); the reader ends before computing it. 0 otherwise
+  contributors @19 :List(UInt32); # push/pushPull (sync): the workers whose gradients each payload sums, in increasing
+                                # rank order with the sender first (the workers of one host, summed by the lowest of
+                                # them: cluster.host_aggregation); the step counts them all. Empty: the sender alone
 }

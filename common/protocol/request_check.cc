@@ -38,6 +38,27 @@ RequestCheck check_request(const Message& msg, const ServerView& view) {
     return refuse(ErrorCode::BAD_SENDER, "init must come from worker 0, not worker " + std::to_string(msg.sender_rank));
   }
   if (msg.step < 0) return refuse(ErrorCode::BAD_STEP, "negative step " + std::to_string(msg.step));
+  if (!msg.contributors.empty()) {
+    if (t != MessageType::PUSH && t != MessageType::PUSH_PULL) {
+      return refuse(ErrorCode::BAD_SENDER, std::string(type_name(t)) + " cannot name contributors (only a push can)");
+    }
+    if (msg.contributors[0] != msg.sender_rank) {
+      return refuse(ErrorCode::BAD_SENDER, "the first contributor (worker " + std::to_string(msg.contributors[0]) +
+                                               ") is not the sender, worker " + std::to_string(msg.sender_rank));
+    }
+    for (size_t i = 1; i < msg.contributors.size(); ++i) {
+      const uint32_t r = msg.contributors[i];
+      if (r >= view.num_workers) {
+        return refuse(ErrorCode::BAD_SENDER, "contributor worker " + std::to_string(r) + " >= number of workers " +
+                                                 std::to_string(view.num_workers));
+      }
+      if (r <= msg.contributors[i - 1]) {
+        return refuse(ErrorCode::BAD_SENDER, "contributors are not in increasing rank order (worker " +
+                                                 std::to_string(r) + " after worker " +
+                                                 std::to_string(msg.contributors[i - 1]) + ")");
+      }
+    }
+  }
   if (view.layout == nullptr) {
     return refuse(ErrorCode::NOT_INITIALIZED, "no init has told this server the model's tensors yet");
   }

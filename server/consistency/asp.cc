@@ -5,8 +5,15 @@ namespace pshard {
 
 bool AspPolicy::ready(int64_t, const DeadWorkers&) const { return true; }
 
-PushResult AspPolicy::on_push(uint32_t rank, int64_t step, StepRequests, std::shared_ptr<zmq::message_t> gradient,
-                              const DeadWorkers& dead, std::vector<float>& scratch) {
+PushResult AspPolicy::on_push(const Contributors& from, int64_t step, StepRequests,
+                              std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                              std::vector<float>& scratch) {
+  const uint32_t rank = from.at(0);
+  if (from.size() != 1) {
+    return {protocol::ErrorCode::BAD_SENDER, "worker " + std::to_string(rank) + " pushed the sum of " +
+                                                 std::to_string(from.size()) +
+                                                 " workers' gradients: only sync jobs combine a host's pushes"};
+  }
   if (dead[rank]) return {protocol::ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
   slice_.apply(aligned_floats(*gradient, scratch), step);
   return {};

@@ -12,6 +12,7 @@ BspPolicy::BspPolicy(ConsistencySlice& slice, uint32_t num_workers)
     : slice_(slice),
       num_workers_(num_workers),
       pending_(num_workers),
+      weight_(num_workers, 0),
       pushed_(num_workers, 0),
       join_step_(num_workers, -1) {}
 
@@ -21,21 +22,28 @@ bool BspPolicy::counted(uint32_t rank, const DeadWorkers& dead) const {
   return !dead[rank] || (join_step_[rank] >= 0 && slice_.version() >= join_step_[rank]);
 }
 
-PushResult BspPolicy::on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
-                              const DeadWorkers& dead, std::vector<float>& scratch) {
-  if (dead[rank] && join_step_[rank] < 0) {
-    return {ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
+PushResult BspPolicy::on_push(const Contributors& from, int64_t step, StepRequests asks,
+                              std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                              std::vector<float>& scratch) {
+  for (uint32_t rank : from) {
+    if (dead[rank] && join_step_[rank] < 0) {
+      return {ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
+    }
   }
   if (step != slice_.version()) {
     return {ErrorCode::BAD_STEP, "push of step " + std::to_string(step) + " for " + slice_.name() +
                                      ", which is at step " + std::to_string(slice_.version())};
   }
-  if (pushed_[rank]) {
-    return {ErrorCode::DUPLICATE_PUSH,
-            "worker " + std::to_string(rank) + " already pushed step " + std::to_string(step) + " of " + slice_.name()};
+  for (uint32_t rank : from) {
+    if (pushed_[rank]) {
+      return {ErrorCode::DUPLICATE_PUSH, "worker " + std::to_string(rank) + " already pushed step " +
+                                             std::to_string(step) + " of " + slice_.name()};
+    }
   }
-  pushed_[rank] = 1;
+  for (uint32_t rank : from) pushed_[rank] = 1;
+  const uint32_t rank = from.at(0);
   pending_[rank] = std::move(gradient);
+  weight_[rank] = static_cast<uint32_t>(from.size());
   asked_.checkpoint = asked_.checkpoint || asks.checkpoint;
   asked_.stop = asked_.stop || asks.stop;
   advance(dead, scratch);
@@ -64,25 +72,29 @@ std::vector<uint32_t> BspPolicy::missing(int64_t step, const DeadWorkers& dead) 
 }
 
 // Sums contributions in rank order as far as they are contiguous; closes the step when every live worker has
-// contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run.
+// contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run. A host's sum
+// (cluster.host_aggregation) counts as its w workers: when it covers every worker, ((g0 + g1) + g2) / 3 summed by
+// the host's first worker rounds as the same sum made here.
 void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   const uint64_t length = slice_.length();
   bool averaged = false;  // the last addition also divided by the count
   while (next_rank_ < num_workers_) {
     const uint32_t r = next_rank_;
     if (pending_[r]) {
-      if (contributions_ == 0) {
+      const uint32_t w = weight_[r];
+      if (payloads_ == 0) {
         first_ = std::move(pending_[r]);
       } else {
-        // The last contribution of the step (no later rank has pushed or is still counted) divides in the same pass:
-        // (sum + g) / n rounds exactly as a separate division of the rounded sum.
+        // The last contribution of the step (every later rank has been summed into another's payload, is not
+        // counted, or is pending) divides in the same pass: (sum + g) / n rounds exactly as a separate division of
+        // the rounded sum.
         bool last = true;
         for (uint32_t later = r + 1; later < num_workers_ && last; ++later) {
-          last = !pending_[later] && !counted(later, dead);
+          last = !pending_[later] && (pushed_[later] || !counted(later, dead));
         }
-        const float n = static_cast<float>(contributions_ + 1);
+        const float n = static_cast<float>(contributions_ + w);
         const float* g = aligned_floats(*pending_[r], scratch);
-        if (contributions_ == 1) {  // the second contribution: the sum starts as first + second, in one pass
+        if (payloads_ == 1) {  // the second payload: the sum starts as first + second, in one pass
           acc_.resize(length);
           float* a = acc_.data();
           std::vector<float> first_scratch;
@@ -104,9 +116,10 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
         averaged = last;
         pending_[r].reset();
       }
-      ++contributions_;
+      contributions_ += w;
+      ++payloads_;
       ++next_rank_;
-    } else if (!counted(r, dead)) {
+    } else if (pushed_[r] || !counted(r, dead)) {  // summed into a lower rank's payload, or not counted
       ++next_rank_;
     } else {
       return;
@@ -117,6 +130,14 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   if (contributions_ == 1) {
     slice_.apply(aligned_floats(*first_, scratch), step);
     first_.reset();
+  } else if (payloads_ == 1) {  // one host's sum: its mean
+    acc_.resize(length);
+    float* a = acc_.data();
+    const float* f = aligned_floats(*first_, scratch);
+    const float n = static_cast<float>(contributions_);
+    for (uint64_t i = 0; i < length; ++i) a[i] = f[i] / n;
+    first_.reset();
+    slice_.apply(a, step);
   } else {
     float* a = acc_.data();
     if (!averaged) {  // a worker died after the last contribution came in
@@ -126,6 +147,7 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
     slice_.apply(a, step);
   }
   contributions_ = 0;
+  payloads_ = 0;
   next_rank_ = 0;
   std::fill(pushed_.begin(), pushed_.end(), 0);
   const StepRequests asked = asked_;

@@ -13,7 +13,7 @@ class BspPolicy final : public ConsistencyPolicy {
   BspPolicy(ConsistencySlice& slice, uint32_t num_workers);
 
   bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step
-  PushResult on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
+  PushResult on_push(const Contributors& from, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                      const DeadWorkers& dead, std::vector<float>& scratch) override;
   void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;
   std::string on_join(uint32_t rank, int64_t step) override;
@@ -25,10 +25,13 @@ class BspPolicy final : public ConsistencyPolicy {
 
   ConsistencySlice& slice_;
   const uint32_t num_workers_;
-  std::vector<std::shared_ptr<zmq::message_t>> pending_;  // per rank, received but not yet summed
-  std::vector<char> pushed_;                              // per rank: pushed this step
+  std::vector<std::shared_ptr<zmq::message_t>> pending_;  // per rank, received but not yet summed (a host's sum: at
+                                                          // its first contributor)
+  std::vector<uint32_t> weight_;                          // per rank with a pending payload: the workers it sums
+  std::vector<char> pushed_;                              // per rank: pushed this step (alone or in a host's sum)
   uint32_t next_rank_ = 0;                                // next rank to sum
-  uint32_t contributions_ = 0;
+  uint32_t contributions_ = 0;                            // workers summed so far
+  uint32_t payloads_ = 0;                                 // payloads summed so far
   std::shared_ptr<zmq::message_t> first_;  // the only contribution so far (summed lazily, no copy)
   std::vector<float> acc_;                 // sum of >= 2 contributions
   std::vector<int64_t> join_step_;         // per rank, the step from which a rejoined worker counts; -1: none

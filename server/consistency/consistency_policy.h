@@ -33,6 +33,10 @@ class ConsistencySlice {
   virtual std::string name() const = 0;  // e.g. "fc1.weight slice 0", for error messages
 };
 
+// The workers a push speaks for: their ranks in increasing order, the sender first. One rank, unless the workers of a
+// host summed their gradients before sending them (cluster.host_aggregation; sync jobs only).
+using Contributors = std::vector<uint32_t>;
+
 // Workers declared dead, by rank, as the calling thread knows them (each thread keeps its own view).
 using DeadWorkers = std::vector<char>;
 
@@ -47,16 +51,17 @@ struct PushResult {
 // gradients that arrive unaligned (see aligned_floats).
 //
 //   auto policy = make_consistency_policy({Consistency::kBsp, num_workers, 0}, slice);
-//   PushResult r = policy->on_push(rank, step, StepRequests{}, std::move(payload), dead, scratch);
+//   PushResult r = policy->on_push({rank}, step, StepRequests{}, std::move(payload), dead, scratch);
 //   if (policy->ready(step + 1, dead)) reply_with_weights();
 class ConsistencyPolicy {
  public:
   virtual ~ConsistencyPolicy() = default;
   // May a reader at step/clock `step` be answered now? (The slice is initialized.)
   virtual bool ready(int64_t step, const DeadWorkers& dead) const = 0;
-  // Worker `rank`'s gradient for step/clock `step`; the policy keeps it (BSP, out of rank order) or releases it once
-  // applied. `asks`: what the worker asks for when this step closes (BSP).
-  virtual PushResult on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
+  // The gradient of the workers `from` (their sum) for step/clock `step`; the policy keeps it (BSP, out of rank order)
+  // or releases it once applied. `asks`: what the worker asks for when this step closes (BSP). ASP and SSP refuse a
+  // push from more than one worker.
+  virtual PushResult on_push(const Contributors& from, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
                              const DeadWorkers& dead, std::vector<float>& scratch) = 0;
   // `rank` was declared dead (it is set in `dead`): an open BSP step may close without it.
   virtual void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) = 0;

@@ -26,9 +26,11 @@ std::vector<uint32_t> SspPolicy::missing(int64_t step, const DeadWorkers& dead) 
   return ranks;
 }
 
-PushResult SspPolicy::on_push(uint32_t rank, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
-                              const DeadWorkers& dead, std::vector<float>& scratch) {
-  PushResult r = AspPolicy::on_push(rank, step, asks, std::move(gradient), dead, scratch);
+PushResult SspPolicy::on_push(const Contributors& from, int64_t step, StepRequests asks,
+                              std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                              std::vector<float>& scratch) {
+  PushResult r = AspPolicy::on_push(from, step, asks, std::move(gradient), dead, scratch);
+  const uint32_t rank = from.at(0);
   if (r.ok()) clock_[rank] = std::max(clock_[rank], step + 1);
   return r;
 }

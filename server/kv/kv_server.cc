@@ -346,14 +346,18 @@ struct KvServer::Impl {
     }
     // A rejoining worker's pushes are accepted again; each slice counts it from its join step on.
     if (m.type == MessageType::JOIN) io_rejoined[m.sender_rank] = 1;
-    if (m.type != MessageType::INIT && m.type != MessageType::PULL && io_dead[m.sender_rank] &&
-        !io_rejoined[m.sender_rank]) {
-      send_error(frames[0], address, m.request_id, ErrorCode::WORKER_DEAD,
-                 "worker " + std::to_string(m.sender_rank) + " was declared dead", what);
-      return;
+    const std::vector<uint32_t> from = m.contributors.empty() ? std::vector<uint32_t>{m.sender_rank} : m.contributors;
+    if (m.type != MessageType::INIT && m.type != MessageType::PULL) {
+      for (uint32_t r : from) {
+        if (io_dead[r] && !io_rejoined[r]) {
+          send_error(frames[0], address, m.request_id, ErrorCode::WORKER_DEAD,
+                     "worker " + std::to_string(r) + " was declared dead", what);
+          return;
+        }
+      }
     }
     if (watch_pushes && (m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL)) {
-      stalls.pushed(m.sender_rank, std::chrono::steady_clock::now());
+      for (uint32_t r : from) stalls.pushed(r, std::chrono::steady_clock::now());
     }
     auto req = std::make_shared<Request>();
     req->identity = std::move(frames[0]);

@@ -93,13 +93,13 @@ bool SliceRequests::read(const RequestPtr& req, size_t key, int64_t step, const 
 bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thread,
                          std::vector<RequestPtr>& finished) {
   const protocol::Message& m = req->msg;
-  const uint32_t rank = m.sender_rank;
+  const Contributors from = m.contributors.empty() ? Contributors{m.sender_rank} : m.contributors;
   std::shared_ptr<zmq::message_t> g = gradient(std::move(req->payloads[k]), m.keys[k]);
   // A NaN or an infinity would make the weights NaN for every worker: the push is refused, naming it.
   const float* gv = static_cast<const float*>(g->data());
   const size_t bad = first_non_finite(gv, m.keys[k].length);
   if (bad < m.keys[k].length) {
-    req->fail(ErrorCode::NON_FINITE_GRADIENT, "worker " + std::to_string(rank) + " pushed a non-finite gradient for " +
+    req->fail(ErrorCode::NON_FINITE_GRADIENT, protocol::sender_name(m) + " pushed a non-finite gradient for " +
                                                   slice_.name() + " at step " + std::to_string(m.step) + " (element " +
                                                   std::to_string(bad) + " is " +
                                                   (std::isnan(gv[bad]) ? "nan"
@@ -108,7 +108,7 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
                                                   "): refused, the weights are unchanged");
     return false;
   }
-  PushResult pushed = slice_.policy->on_push(rank, m.step, StepRequests{m.checkpoint, m.stop}, std::move(g),
+  PushResult pushed = slice_.policy->on_push(from, m.step, StepRequests{m.checkpoint, m.stop}, std::move(g),
                                              thread.dead, thread.scratch);
   if (!pushed.ok()) {
     req->fail(pushed.code, std::move(pushed.why));

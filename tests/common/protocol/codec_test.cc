@@ -179,6 +179,24 @@ TEST(ProtocolCodec, TheStopFlagAndTheStopStepSurviveTheRoundTrip) {
   EXPECT_FALSE(d.message.stop);
 }
 
+TEST(ProtocolCodec, AHostSumsContributorsSurviveTheRoundTrip) {
+  Message push = push_message(1, 4);
+  push.sender_rank = 2;
+  push.contributors = {2, 3, 5};
+  Frames f = frames_of(push, 4);
+  auto v = f.views();
+  Decoded d = decode(v.data(), v.size());
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.message.contributors, (std::vector<uint32_t>{2, 3, 5}));
+  EXPECT_EQ(sender_name(d.message), "worker 2 (the sum of workers 2, 3, 5)");
+  push.contributors.clear();
+  f = frames_of(push, 4);
+  v = f.views();
+  d = decode(v.data(), v.size());
+  EXPECT_TRUE(d.message.contributors.empty());  // the sender alone: the default
+  EXPECT_EQ(sender_name(d.message), "worker 2");
+}
+
 TEST(ProtocolCodec, RejectsWrongPayloadCountAndSize) {
   Message m = push_message(2, 4);
   Frames f = frames_of(m, 4);

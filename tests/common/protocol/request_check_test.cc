@@ -43,6 +43,26 @@ TEST_F(RequestCheckTest, AcceptsAWellFormedPushAndMapsKeysToSliceIds) {
   EXPECT_EQ(c.slice_ids, std::vector<uint32_t>{own_slice()});
 }
 
+TEST_F(RequestCheckTest, APushMayNameItsHostsContributorsInRankOrderSenderFirst) {
+  Message m = request(MessageType::PUSH_PULL, own_slice());
+  m.contributors = {1, 2};
+  EXPECT_TRUE(check_request(m, view).ok);
+  const std::vector<std::pair<std::vector<uint32_t>, std::string>> bad = {
+      {{0, 1}, "the first contributor (worker 0) is not the sender, worker 1"},
+      {{1, 3}, "contributor worker 3 >= number of workers 3"},
+      {{1, 1}, "contributors are not in increasing rank order (worker 1 after worker 1)"},
+  };
+  for (const auto& [ranks, why] : bad) {
+    m.contributors = ranks;
+    const RequestCheck c = check_request(m, view);
+    EXPECT_EQ(c.code, ErrorCode::BAD_SENDER);
+    EXPECT_EQ(c.error, why);
+  }
+  m = request(MessageType::PULL, own_slice());
+  m.contributors = {1, 2};
+  EXPECT_EQ(check_request(m, view).error, "pull cannot name contributors (only a push can)");
+}
+
 TEST_F(RequestCheckTest, RefusesEachKindOfBadRequest) {
   Message m = request(MessageType::PUSH, own_slice());
   m.job_token = "other";

@@ -44,7 +44,11 @@ struct Fixture {
   explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0)
       : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness}, slice)) {}
   PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false, bool stop = false) {
-    return policy->on_push(rank, step, StepRequests{checkpoint, stop}, grad(std::move(g)), dead, scratch);
+    return policy->on_push({rank}, step, StepRequests{checkpoint, stop}, grad(std::move(g)), dead, scratch);
+  }
+  // The sum of the workers `from` (one host's workers, summed by the first of them).
+  PushResult push_sum(Contributors from, int64_t step, std::vector<float> g) {
+    return policy->on_push(from, step, StepRequests{}, grad(std::move(g)), dead, scratch);
   }
   FakeSlice slice;
   DeadWorkers dead;
@@ -110,6 +114,62 @@ TEST(BspPolicy, SumsInRankOrderWhateverTheArrivalOrder) {
     means.push_back(f.slice.applied[0][0]);
   }
   EXPECT_EQ(means, (std::vector<float>{0, 0, 0}));
+}
+
+TEST(BspPolicy, AHostsSumCountsAsItsWorkersInTheMean) {
+  Fixture f(Consistency::kBsp, 4);
+  ASSERT_TRUE(f.push_sum({2, 3}, 0, {2, 6}).ok());  // host b: workers 2 and 3
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{0, 1}));
+  ASSERT_TRUE(f.push_sum({0, 1}, 0, {6, 2}).ok());  // host a
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{2, 2}));  // (8, 8) / 4
+  // One host holding every worker: its sum divided by 4.
+  ASSERT_TRUE(f.push_sum({0, 1, 2, 3}, 1, {4, 8}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 2u);
+  EXPECT_EQ(f.slice.applied[1], (std::vector<float>{1, 2}));
+  // A host's sum next to a worker that pushed alone.
+  ASSERT_TRUE(f.push(3, 2, {3, 3}).ok());
+  ASSERT_TRUE(f.push_sum({0, 1, 2}, 2, {9, 1}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 3u);
+  EXPECT_EQ(f.slice.applied[2], (std::vector<float>{3, 1}));
+}
+
+TEST(BspPolicy, AHostSumOfEveryWorkerRoundsAsTheServersOwnSum) {
+  // The host's first worker sums in rank order, ((g0 + g1) + g2), then the server divides by 3: the same bits as
+  // three separate pushes, whose last addition divides in the same pass.
+  const std::vector<std::vector<float>> g = {{0.1f, 1e8f}, {0.2f, 1}, {0.7f, -3}};
+  Fixture alone(Consistency::kBsp, 3), host(Consistency::kBsp, 3);
+  for (uint32_t r : {2u, 0u, 1u}) ASSERT_TRUE(alone.push(r, 0, g[r]).ok());
+  std::vector<float> sum(2);
+  for (size_t i = 0; i < 2; ++i) sum[i] = (g[0][i] + g[1][i]) + g[2][i];
+  ASSERT_TRUE(host.push_sum({0, 1, 2}, 0, sum).ok());
+  ASSERT_EQ(alone.slice.applied.size(), 1u);
+  ASSERT_EQ(host.slice.applied.size(), 1u);
+  EXPECT_EQ(std::memcmp(alone.slice.applied[0].data(), host.slice.applied[0].data(), 2 * sizeof(float)), 0);
+}
+
+TEST(BspPolicy, RefusesAHostSumNamingAWorkerThatAlreadyPushedOrIsDead) {
+  Fixture f(Consistency::kBsp, 4);
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());
+  PushResult r = f.push_sum({0, 1}, 0, {1, 1});
+  EXPECT_EQ(r.code, protocol::ErrorCode::DUPLICATE_PUSH);
+  EXPECT_EQ(r.why, "worker 1 already pushed step 0 of w slice 0");
+  f.dead[3] = 1;
+  r = f.push_sum({2, 3}, 0, {1, 1});
+  EXPECT_EQ(r.code, protocol::ErrorCode::WORKER_DEAD);
+  EXPECT_EQ(r.why, "worker 3 was declared dead");
+  EXPECT_TRUE(f.slice.applied.empty());
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{0, 2}));  // the refused sums counted nobody
+}
+
+TEST(AspAndSspPolicies, RefuseAHostSum) {
+  for (Consistency mode : {Consistency::kAsp, Consistency::kSsp}) {
+    Fixture f(mode, 2, 1);
+    PushResult r = f.push_sum({0, 1}, 0, {1, 1});
+    EXPECT_EQ(r.code, protocol::ErrorCode::BAD_SENDER);
+    EXPECT_EQ(r.why, "worker 0 pushed the sum of 2 workers' gradients: only sync jobs combine a host's pushes");
+    EXPECT_TRUE(f.slice.applied.empty());
+  }
 }
 
 TEST(BspPolicy, RefusesAWrongStepADuplicateAndADeadWorker) {
