@@ -160,6 +160,10 @@ std::vector<ConfigKey> kSchema = {
     {"cluster.transport", T::kString, "auto", 0, 0, "auto|tcp|shm",
      "how payloads move between a worker and a server on the same host: shared memory (shm; ZeroMQ keeps the "
      "headers), TCP, or auto: shared memory where the server is on this host, else TCP (docs/PROTOCOL.md)"},
+    {"cluster.host_aggregation", T::kString, "auto", 0, 0, "auto|off|always",
+     "sync jobs: the workers of a host sum their gradients in shared memory and the lowest of them sends one push "
+     "and one pull per slice for them all; auto: to servers on other hosts, always: to every server (one host's "
+     "measurements), off: each worker pushes its own (docs/PROTOCOL.md)"},
 
     {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
      "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},

@@ -262,6 +262,7 @@ struct ClusterClient::Impl {
       r.setEndpoint(opt.endpoint);
       r.setHost(opt.host);
       r.setPid(::getpid());
+      r.setLocality(host_locality());
       r.setJobToken(opt.job_token);
       r.setLayoutFingerprint(opt.layout_fingerprint);
       r.setReplacesLive(opt.replaces_live);

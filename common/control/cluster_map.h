@@ -18,6 +18,7 @@ struct NodeInfo {
   std::string endpoint;  // servers: the ZeroMQ ROUTER endpoint peers connect to ("tcp://10.0.0.2:40001")
   std::string host;      // host name the process runs on (for logs and reports)
   int64_t pid = 0;       // process id on that host (for logs)
+  std::string locality;  // host_locality() of the process: equal values share memory (common/util/host.h)
 };
 
 // The full membership of a job, identical on every node after rendezvous.

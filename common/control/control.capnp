@@ -34,6 +34,8 @@ struct Node {
   endpoint @2 :Text;        # servers: ZeroMQ endpoint peers connect to ("tcp://10.0.0.2:40001"); workers: may be empty
   host @3 :Text;            # host name the process runs on
   pid @4 :Int64;            # process id on that host
+  locality @5 :Text;        # where the process can share memory: the machine's boot id and the process's network
+                            # namespace ("<boot id>/net:[4026531992]"); equal values: the same host and namespace
 }
 
 # node -> coordinator: the first message of every node.
@@ -48,6 +50,7 @@ struct Register {
   replacesLive @7 :Bool;        # workers: this process was restarted in place of its rank's process (pshard worker
                                 # --join), so it may take over the rank while the old registration still looks live;
                                 # false: a live worker of the requested rank refuses this registration
+  locality @8 :Text;            # see Node.locality
 }
 
 # coordinator -> node: registration refused; the node must exit.

@@ -56,6 +56,7 @@ void fill_node(const NodeInfo& info, control::Node::Builder out) {
   out.setEndpoint(info.endpoint);
   out.setHost(info.host);
   out.setPid(info.pid);
+  out.setLocality(info.locality);
 }
 
 NodeInfo read_node(control::Node::Reader in) {
@@ -65,6 +66,7 @@ NodeInfo read_node(control::Node::Reader in) {
   n.endpoint = in.getEndpoint().cStr();
   n.host = in.getHost().cStr();
   n.pid = in.getPid();
+  n.locality = in.getLocality().cStr();
   return n;
 }
 

@@ -38,6 +38,7 @@ std::optional<Peer> Rendezvous::read(const std::string& id, control::Register::R
   p.id = id;
   p.info.host = r.getHost().cStr();
   p.info.pid = r.getPid();
+  p.info.locality = r.getLocality().cStr();
   p.info.endpoint = r.getEndpoint().cStr();
   p.requested_rank = r.getRequestedRank();
   p.fingerprint = r.getLayoutFingerprint();

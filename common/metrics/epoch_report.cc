@@ -20,6 +20,7 @@ void WorkerEpochReport::take_gpu_usage(GpuSampler* sampler) {
 Json WorkerEpochReport::to_json() const {
   Json j = Json::object();
   j.set("rank", rank).set("epoch", epoch).set("step", step).set("samples", samples);
+  j.set("steps", steps).set("host", host);
   j.set("has_train_loss", has_train_loss).set("loss_sum", loss_sum);
   j.set("has_train_acc", has_train_acc).set("correct", correct);
   j.set("evaluated", evaluated).set("test_n", test_n);
@@ -64,6 +65,8 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.rank = static_cast<uint32_t>(count("rank", 4294967295.0));
   r.epoch = static_cast<int64_t>(count("epoch", kMaxCount));
   r.step = static_cast<int64_t>(count("step", kMaxCount));
+  r.steps = static_cast<int64_t>(count("steps", kMaxCount));
+  r.host = static_cast<uint32_t>(count("host", 4294967295.0));
   r.samples = static_cast<int64_t>(count("samples", kMaxCount));
   r.has_train_loss = boolean("has_train_loss");
   r.loss_sum = number("loss_sum");
@@ -117,6 +120,12 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   double epoch_s = 0, eval_s = 0, wall_s = 0;
   WorkerPhaseSeconds phases;
   uint64_t sent = 0, recv = 0, fp32_sent = 0, fp32_recv = 0, shm_sent = 0, shm_recv = 0;
+  int64_t steps = 0;
+  struct HostBytes {
+    int64_t workers = 0;
+    uint64_t sent = 0, recv = 0, shm_sent = 0, shm_recv = 0;
+  };
+  std::map<uint32_t, HostBytes> hosts;
   Json workers = Json::array();
   Mean gpu_util;
   uint64_t gpu_mem_peak = 0;
@@ -139,6 +148,13 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     fp32_recv += r.fp32_bytes_recv;
     shm_sent += r.shm_bytes_sent;
     shm_recv += r.shm_bytes_recv;
+    steps = std::max(steps, r.steps);
+    HostBytes& h = hosts[r.host];
+    ++h.workers;
+    h.sent += r.bytes_sent;
+    h.recv += r.bytes_recv;
+    h.shm_sent += r.shm_bytes_sent;
+    h.shm_recv += r.shm_bytes_recv;
     Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
     r.phases.set_fields(w);
     if (r.has_gpu) w.set("gpu_util_pct", r.gpu_util_pct).set("gpu_mem_peak_bytes", r.gpu_mem_peak_bytes);
@@ -160,7 +176,23 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   e.set("bytes_sent", sent).set("bytes_recv", recv).set("wall_s", wall_s).set("lr", first.lr);
   e.set("fp32_bytes_sent", fp32_sent).set("fp32_bytes_recv", fp32_recv);
   e.set("shm_bytes_sent", shm_sent).set("shm_bytes_recv", shm_recv);
-  e.set("samples", samples);
+  e.set("samples", samples).set("steps", steps);
+  Json host_list = Json::array();
+  double net_max = 0, shm_max = 0;
+  for (const auto& [rank, h] : hosts) {
+    host_list.push(Json::object()
+                       .set("host", rank)
+                       .set("workers", h.workers)
+                       .set("bytes_sent", h.sent)
+                       .set("bytes_recv", h.recv)
+                       .set("shm_bytes_sent", h.shm_sent)
+                       .set("shm_bytes_recv", h.shm_recv));
+    net_max = std::max(net_max, static_cast<double>(h.sent + h.recv));
+    shm_max = std::max(shm_max, static_cast<double>(h.shm_sent + h.shm_recv));
+  }
+  e.set("hosts", host_list);
+  e.set("network_bytes_per_host_step", steps > 0 ? Json(net_max / static_cast<double>(steps)) : Json());
+  e.set("shm_bytes_per_host_step", steps > 0 ? Json(shm_max / static_cast<double>(steps)) : Json());
   if (gpu_util.n > 0) e.set("gpu_util_pct", gpu_util.value()).set("gpu_mem_peak_bytes", gpu_mem_peak);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
@@ -181,6 +213,15 @@ void RunTotals::add_epoch(const Json& epoch_event) {
   fp32_bytes_recv_ += num("fp32_bytes_recv");
   shm_bytes_sent_ += num("shm_bytes_sent");
   shm_bytes_recv_ += num("shm_bytes_recv");
+  steps_ += num("steps");
+  if (epoch_event.has("hosts") && epoch_event.at("hosts").is_array()) {
+    for (const Json& h : epoch_event.at("hosts").elements()) {
+      auto hnum = [&](const char* key) { return h.has(key) && h.at(key).is_number() ? h.at(key).as_number() : 0.0; };
+      auto& [net, shm] = host_bytes_[static_cast<uint32_t>(hnum("host"))];
+      net += hnum("bytes_sent") + hnum("bytes_recv");
+      shm += hnum("shm_bytes_sent") + hnum("shm_bytes_recv");
+    }
+  }
   if (epoch_event.has("gpu_util_pct") && epoch_event.at("gpu_util_pct").is_number()) {
     has_gpu_ = true;
     const double s = std::max(num("epoch_s"), 1e-9);
@@ -202,6 +243,14 @@ Json RunTotals::summary(double wall_s) const {
   s.set("bytes_sent", bytes_sent_).set("bytes_recv", bytes_recv_);
   s.set("fp32_bytes_sent", fp32_bytes_sent_).set("fp32_bytes_recv", fp32_bytes_recv_);
   s.set("shm_bytes_sent", shm_bytes_sent_).set("shm_bytes_recv", shm_bytes_recv_);
+  double net_max = 0, shm_max = 0;
+  for (const auto& [host, bytes] : host_bytes_) {
+    net_max = std::max(net_max, bytes.first);
+    shm_max = std::max(shm_max, bytes.second);
+  }
+  s.set("num_hosts", static_cast<double>(host_bytes_.size()));
+  s.set("network_bytes_per_host_step", steps_ > 0 ? Json(net_max / steps_) : Json());
+  s.set("shm_bytes_per_host_step", steps_ > 0 ? Json(shm_max / steps_) : Json());
   if (has_gpu_) s.set("gpu_util_pct", gpu_util_weighted_ / gpu_util_s_).set("gpu_mem_peak_bytes", gpu_mem_peak_);
   return s;
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "common/metrics/gpu_sampler.h"
@@ -16,6 +18,8 @@ struct WorkerEpochReport {
   uint32_t rank = 0;
   int64_t epoch = 0;           // 1-based
   int64_t step = 0;            // global steps done after this epoch
+  int64_t steps = 0;           // steps this worker took in the epoch
+  uint32_t host = 0;           // the lowest worker rank on this worker's host: names the host in per-host figures
   int64_t samples = 0;         // training samples this worker processed
   bool has_train_loss = true;  // loss_sum was measured
   double loss_sum = 0;         // sum of per-sample training losses (may be NaN or infinite: a diverged run)
@@ -53,9 +57,11 @@ struct WorkerEpochReport {
 };
 
 // The `epoch` event of docs/METRICS.md from the reports of every worker for
-// the same epoch (any order). Each figure combines the workers that measured it
-// (null when none did); a non-finite one makes the combined figure non-finite. gpu_util_pct (mean over the workers
-// that sampled a GPU) and gpu_mem_peak_bytes (the highest of theirs) are there only when some worker sampled one.
+// the same epoch (any order). Its `hosts` list sums the payload bytes of the workers of each host (network and
+// shared memory apart), and network_bytes_per_host_step / shm_bytes_per_host_step are the busiest host's per step. Each
+// figure combines the workers that measured it (null when none did); a non-finite one makes the combined figure
+// non-finite. gpu_util_pct (mean over the workers that sampled a GPU) and gpu_mem_peak_bytes (the highest of theirs)
+// are there only when some worker sampled one.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
 // Totals over the run, fed with every combined `epoch` event; summary()
@@ -73,6 +79,8 @@ class RunTotals {
   WorkerPhaseSeconds phases_;
   double bytes_sent_ = 0, bytes_recv_ = 0, fp32_bytes_sent_ = 0, fp32_bytes_recv_ = 0;
   double shm_bytes_sent_ = 0, shm_bytes_recv_ = 0;
+  double steps_ = 0;                                          // steps taken over the epochs
+  std::map<uint32_t, std::pair<double, double>> host_bytes_;  // per host (its lowest rank): network, shared memory
   double gpu_util_weighted_ = 0, gpu_util_s_ = 0;  // utilisation weighted by epoch_s, over the epochs that have it
   double gpu_mem_peak_ = 0;
   bool has_gpu_ = false;

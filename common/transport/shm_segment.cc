@@ -93,13 +93,15 @@ SlotTable::SlotTable(const SliceLayout& layout, uint32_t server) : offset_(layou
   size_t at = 0;
   for (uint32_t id = 0; id < layout.slices().size(); ++id) {
     const SliceInfo& s = layout.slice(id);
-    if (s.server != server) continue;
+    if (s.server != server && server != kEverySlice) continue;
     offset_[id] = static_cast<int64_t>(at);
     at += sizeof(SlotHead) + aligned(s.length * sizeof(float));
     ++slots_;
   }
   bytes_ = at;
 }
+
+SlotTable SlotTable::every_slice(const SliceLayout& layout) { return SlotTable(layout, kEverySlice); }
 
 SlotHead* SlotTable::head(uint8_t* base, uint32_t id) const {
   if (id >= offset_.size() || offset_[id] < 0) return nullptr;

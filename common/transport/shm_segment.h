@@ -66,6 +66,8 @@ class SlotTable {
  public:
   SlotTable() = default;
   SlotTable(const SliceLayout& layout, uint32_t server);
+  // Every slice of the layout (the lanes of a host's workers, worker/client/host_group.h).
+  static SlotTable every_slice(const SliceLayout& layout);
 
   size_t bytes() const { return bytes_; }  // the segment's exact size
   size_t slots() const { return slots_; }  // slices of this server
@@ -74,7 +76,8 @@ class SlotTable {
   static float* values(SlotHead* head) { return reinterpret_cast<float*>(head + 1); }
 
  private:
-  std::vector<int64_t> offset_;  // per global slice id: its slot's offset, -1 when not this server's
+  static constexpr uint32_t kEverySlice = ~0u;  // as `server`: every slice
+  std::vector<int64_t> offset_;                 // per global slice id: its slot's offset, -1 when not this server's
   size_t bytes_ = 0;
   size_t slots_ = 0;
 };

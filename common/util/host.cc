@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <random>
 
 namespace pshard {
@@ -12,6 +13,21 @@ std::string host_name() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
   return buf;
+}
+
+std::string host_locality() {
+  std::string boot = "unknown-boot";
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[64] = {0};
+    if (std::fgets(buf, sizeof buf, f) != nullptr) {
+      boot = buf;
+      while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) boot.pop_back();
+    }
+    std::fclose(f);
+  }
+  char ns[128] = {0};
+  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+  return boot + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : host_name());
 }
 
 int allowed_cpus() {

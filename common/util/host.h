@@ -10,6 +10,11 @@ namespace pshard {
 // gethostname(), or "localhost" when it fails.
 std::string host_name();
 
+// Where this process can share memory and abstract Unix sockets with others: the machine's boot id and this
+// process's network namespace, "<boot id>/net:[4026531992]". Two processes with the same value run on one host in
+// one network namespace (what pshard calls the same host); a host name cannot tell two namespaces apart.
+std::string host_locality();
+
 // The CPUs this process may run on (its affinity mask: a SLURM task's share, a taskset), at least 1.
 int allowed_cpus();
 

@@ -18,6 +18,8 @@ WorkerEpochReport sample() {
   r.rank = 2;
   r.epoch = 3;
   r.step = 120;
+  r.steps = 40;
+  r.host = 2;
   r.samples = 640;
   r.loss_sum = 12.5;
   r.correct = 500;
@@ -52,12 +54,49 @@ TEST(WorkerEpochReport, RoundTripsThroughJson) {
   EXPECT_EQ(back.fp32_bytes_recv, uint64_t(1) << 22);
   EXPECT_EQ(back.shm_bytes_sent, uint64_t(3) << 20);
   EXPECT_EQ(back.shm_bytes_recv, uint64_t(5) << 20);
+  EXPECT_EQ(back.steps, 40);
+  EXPECT_EQ(back.host, 2u);
   // The epoch line adds them up over the workers, apart from the socket bytes.
   WorkerEpochReport other = sample();
   other.rank = 3;
   const Json e = combine_epoch({sample(), other});
   EXPECT_EQ(e.at("shm_bytes_sent").as_number(), 2.0 * (3 << 20));
   EXPECT_EQ(e.at("bytes_sent").as_number(), 2.0 * (1 << 20));
+}
+
+// Two hosts of two workers each, under host aggregation: the leader of each host moves the network bytes, both move
+// shared-memory bytes. Per host and per step, the busiest host's figures; the run's summary divides by every step.
+TEST(WorkerEpochReport, BytesAreSummedPerHostAndGivenPerStepForTheBusiestHost) {
+  std::vector<WorkerEpochReport> reports;
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    WorkerEpochReport r = sample();
+    r.rank = rank;
+    r.host = rank < 2 ? 0 : 2;
+    const bool leader = rank % 2 == 0;
+    r.bytes_sent = leader ? 4000 : 0;
+    r.bytes_recv = leader ? 4000 + rank : 0;  // host 2's leader moved 2 more bytes
+    r.shm_bytes_sent = leader ? 4000 : 4000;
+    r.shm_bytes_recv = leader ? 4000 : 4000;
+    r.steps = 10;
+    reports.push_back(r);
+  }
+  const Json e = combine_epoch(reports);
+  ASSERT_EQ(e.at("hosts").size(), 2u);
+  const Json& b = e.at("hosts").elements()[1];
+  EXPECT_EQ(b.at("host").as_number(), 2);
+  EXPECT_EQ(b.at("workers").as_number(), 2);
+  EXPECT_EQ(b.at("bytes_recv").as_number(), 4002);
+  EXPECT_EQ(b.at("shm_bytes_sent").as_number(), 8000);
+  EXPECT_EQ(e.at("steps").as_number(), 10);
+  EXPECT_DOUBLE_EQ(e.at("network_bytes_per_host_step").as_number(), 800.2);
+  EXPECT_DOUBLE_EQ(e.at("shm_bytes_per_host_step").as_number(), 1600);
+  RunTotals totals;
+  totals.add_epoch(e);
+  totals.add_epoch(e);
+  const Json s = totals.summary(1.0);
+  EXPECT_EQ(s.at("num_hosts").as_number(), 2);
+  EXPECT_DOUBLE_EQ(s.at("network_bytes_per_host_step").as_number(), 800.2);
+  EXPECT_DOUBLE_EQ(s.at("shm_bytes_per_host_step").as_number(), 1600);
 }
 
 // A figure a worker did not measure is absent, never a zero: each figure of the epoch line combines the workers

@@ -199,12 +199,14 @@ void control_seeds() {
   {
     capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initReport().setJson(
-        "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"samples\":64,\"has_train_loss\":true,"
+        "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"steps\":10,\"host\":0,\"samples\":64,"
+        "\"has_train_loss\":true,"
         "\"loss_sum\":3.5,\"has_train_acc\":true,\"correct\":20,\"evaluated\":false,\"test_n\":0,"
         "\"has_test_loss\":false,\"test_loss_sum\":0,\"has_test_acc\":false,\"test_correct\":0,"
         "\"epoch_s\":1.5,\"eval_s\":0,\"data_s\":0.1,\"forward_s\":0.3,\"backward_s\":0.6,\"comm_wait_s\":0.2,\"other_"
         "s\":0.3,\"bytes_sent\":100,\"bytes_recv\":100,"
-        "\"fp32_bytes_sent\":200,\"fp32_bytes_recv\":200,\"wall_s\":2,\"lr\":0.1}");
+        "\"fp32_bytes_sent\":200,\"fp32_bytes_recv\":200,\"shm_bytes_sent\":0,\"shm_bytes_recv\":0,\"wall_s\":2,"
+        "\"lr\":0.1}");
     save("fuzz_control_message", "report", bytes_of(b));
   }
 }

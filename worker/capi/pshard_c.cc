@@ -118,6 +118,7 @@ struct pshard_client {
   std::mutex wait_mu;
   double wait_s = 0;
   pshard::KvTraffic reported_traffic;
+  int64_t reported_step = -1;  // the step of the last epoch report (-1: none yet; the first counts from start_step)
   // The GPU this worker uses, sampled through NVML from pshard_start (null: no GPU in view, or no NVML).
   std::unique_ptr<pshard::GpuSampler> gpu;
 
@@ -775,6 +776,8 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.rank = c->rank();
     r.epoch = report->epoch;
     r.step = report->step;
+    r.steps = std::max<int64_t>(report->step - (c->reported_step >= 0 ? c->reported_step : c->start_step), 0);
+    r.host = c->kv->host();
     r.samples = report->samples;
     r.has_train_loss = (figures & PSHARD_TRAIN_LOSS) != 0;
     r.loss_sum = r.has_train_loss ? report->loss_sum : 0.0;
@@ -806,6 +809,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.shm_bytes_sent = now.shm_bytes_sent - before.shm_bytes_sent;
     r.shm_bytes_recv = now.shm_bytes_recv - before.shm_bytes_recv;
     c->reported_traffic = now;
+    c->reported_step = report->step;
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
     r.take_gpu_usage(c->gpu.get());

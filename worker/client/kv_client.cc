@@ -28,6 +28,7 @@
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "common/util/tsan.h"
+#include "worker/client/host_group.h"
 
 namespace pshard {
 
@@ -70,6 +71,12 @@ struct Part {
   // the part), as (slice id, source).
   std::vector<std::pair<uint32_t, const float*>> slot_copies;
   std::vector<float*> dests;  // pull/pushPull: where each key's weights go
+  // Host aggregation (HostGroup), the leader's push for its host: each slice's own gradient, to be summed with the
+  // members' before the part is sent; the weights of step + 1 that come back are published to the members.
+  std::vector<std::pair<uint32_t, const float*>> host_sums;
+  std::vector<float> own_copy;  // push(): the caller's gradient, copied (the caller may reuse its buffer)
+  std::vector<float> scratch;   // a push without a pull: where the weights for the members land
+  int64_t publish_version = 0;  // > 0: publish the reply's weights to the host at this version
   std::vector<zmq::message_t> frames;
   std::shared_ptr<Op> op;
   Clock::time_point deadline;
@@ -151,6 +158,20 @@ struct KvClient::Impl {
   std::atomic<bool> abandon_copies{false};  // the client closes: a copy waiting for a busy slot gives up
   std::thread copier;
 
+  // Host aggregation (opt.host_ranks): the host's shared segment, and the thread that waits on it: the leader's sums
+  // (its own gradient plus the members', then the push) and a member's reads of the weights the leader publishes.
+  // Jobs run in the order they were submitted, which is the order every worker of the host submits them in.
+  struct HostJob {
+    Part part;
+    int64_t step = 0;
+  };
+  std::unique_ptr<HostGroup> group;
+  std::mutex host_mu;
+  std::condition_variable host_cv;
+  std::deque<HostJob> host_jobs;  // host_mu
+  bool host_stopping = false;     // host_mu
+  std::thread host_thread;
+
   explicit Impl(KvClientOptions o)
       : opt(std::move(o)),
         layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
@@ -176,11 +197,25 @@ struct KvClient::Impl {
     if (opt.transport != transport::PayloadTransport::kTcp) {
       for (ShmLink& l : links) l.state = ShmLink::State::kUntried;
     }
+    if (opt.host_ranks.size() >= 2) {
+      group = std::make_unique<HostGroup>(
+          HostGroup::Options{opt.rank, opt.host_ranks, opt.job_token, &layout, opt.request_timeout});
+      host_thread = std::thread([this] { host_loop(); });
+    }
     io = std::thread([this] { io_loop(); });
     copier = std::thread([this] { copy_loop(); });
   }
 
   ~Impl() {
+    if (group) {
+      group->cancel();
+      {
+        std::lock_guard<std::mutex> lock(host_mu);
+        host_stopping = true;
+      }
+      host_cv.notify_all();
+      if (host_thread.joinable()) host_thread.join();
+    }
     abandon_copies = true;
     {
       std::lock_guard<std::mutex> lock(copy_mu);
@@ -283,7 +318,6 @@ struct KvClient::Impl {
     // A whole tensor travels one way: encoded when it is at least compression_min_bytes.
     const uint64_t tensor_bytes = spec.numel * sizeof(float);
     const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
-    const bool reads = protocol::reads_weights(type);
     const protocol::Encoding push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
     std::map<uint32_t, std::vector<uint32_t>> by_server;
     for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
@@ -291,8 +325,38 @@ struct KvClient::Impl {
     auto op = std::make_shared<Op>();
     op->remaining = static_cast<int>(by_server.size());
     std::vector<Part> parts;
+    std::vector<HostJob> host_parts;  // host aggregation: the leader's sums to make, a member's weights to read
     const auto deadline = Clock::now() + opt.request_timeout;
     for (auto& [server, ids] : by_server) {
+      const std::string slices = ids.size() == 1 ? layout.describe(ids[0]) : std::to_string(ids.size()) + " slices";
+      // Host aggregation: a member hands its gradients to the host's leader, which pushes for the host and
+      // publishes the weights that come back (a push_pull whatever was asked, so that the members get them).
+      const bool host_push = group && pushes && server < opt.host_aggregated.size() && opt.host_aggregated[server];
+      if (host_push && !group->leader()) {
+        Part p;
+        p.server = server;
+        p.ids = ids;
+        p.op = op;
+        p.deadline = deadline;
+        p.what = "weights of '" + tensor + "' for step " + std::to_string(step + 1) + " (" + slices +
+                 ") from this host's leader, worker " + std::to_string(group->leader_rank());
+        for (uint32_t id : ids) {
+          const SliceInfo& s = layout.slice(id);
+          group->put_gradient(id, grad + s.offset, s.length, step, deadline);
+          shm_bytes_sent += s.length * sizeof(float);
+          fp32_bytes_sent += s.length * sizeof(float);
+          p.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32, protocol::Encoding::NONE});
+          if (out != nullptr) p.dests.push_back(out + s.offset);
+        }
+        if (type == MessageType::PUSH_PULL) {
+          host_parts.push_back({std::move(p), step});
+        } else {
+          op->part_done("");
+        }
+        continue;
+      }
+      const bool host_leader = host_push;
+      const MessageType part_type = host_leader ? MessageType::PUSH_PULL : type;
       Part p;
       p.server = server;
       p.ids = ids;
@@ -300,13 +364,13 @@ struct KvClient::Impl {
       p.shared_memory = type != MessageType::INIT && (!pushes || push_encoding == protocol::Encoding::NONE) &&
                         encoder.pull_encoding(tensor_bytes) == protocol::Encoding::NONE && shared_memory_to(server);
       p.request_id = next_request++;
-      p.type = type;
-      p.what = std::string(protocol::type_name(type)) + " of '" + tensor + "' step " + std::to_string(step) + " (" +
-               (ids.size() == 1 ? layout.describe(ids[0]) : std::to_string(ids.size()) + " slices") + ")";
+      p.type = part_type;
+      p.what = std::string(protocol::type_name(part_type)) + " of '" + tensor + "' step " + std::to_string(step) +
+               (host_leader ? " for this host's workers" : "") + " (" + slices + ")";
       p.op = op;
       p.deadline = deadline;
       protocol::Message m;
-      m.type = type;
+      m.type = part_type;
       m.request_id = p.request_id;
       m.job_token = opt.job_token;
       m.sender_role = protocol::Role::WORKER;
@@ -314,8 +378,19 @@ struct KvClient::Impl {
       m.step = step;
       m.layout_fingerprint = layout.fingerprint();
       m.checkpoint = pushes && step == checkpoint_step.load();
-      m.stop = pushes && step == stop_step.load();
-      m.pull_encoding = reads ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
+      m.stop = pushes && (step == stop_step.load() || (host_leader && step == group->stop_step()));
+      m.pull_encoding =
+          protocol::reads_weights(part_type) ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
+      if (host_leader) {
+        m.contributors = opt.host_ranks;
+        p.publish_version = step + 1;
+        if (copy) p.own_copy.assign(grad, grad + spec.numel);
+        if (out == nullptr) {
+          size_t n = 0;
+          for (uint32_t id : ids) n += layout.slice(id).length;
+          p.scratch.resize(n);
+        }
+      }
       m.shared_memory = p.shared_memory;
       if (type == MessageType::INIT) {
         for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
@@ -323,11 +398,17 @@ struct KvClient::Impl {
         m.num_servers = layout.num_servers();
         m.run_total_steps = opt.run_total_steps;
       }
+      size_t scratch_at = 0;
       for (uint32_t id : ids) {
         const SliceInfo& s = layout.slice(id);
         m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32,
                           grad != nullptr ? push_encoding : protocol::Encoding::NONE});
-        if (out != nullptr) p.dests.push_back(out + s.offset);
+        if (out != nullptr) {
+          p.dests.push_back(out + s.offset);
+        } else if (host_leader) {
+          p.dests.push_back(p.scratch.data() + scratch_at);
+          scratch_at += s.length;
+        }
       }
       p.keys = m.keys;
       p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
@@ -338,7 +419,10 @@ struct KvClient::Impl {
           // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly
           // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
           fp32_bytes_sent += bytes;
-          if (p.shared_memory) {
+          if (host_leader) {  // the host thread sums and sends it
+            p.host_sums.emplace_back(id, (copy ? p.own_copy.data() : grad) + s.offset);
+            (p.shared_memory ? shm_bytes_sent : bytes_sent) += bytes;
+          } else if (p.shared_memory) {
             // push() (the caller reuses grad at once) and small slices copy now: the copier's thread hand-off costs
             // more than a small copy (a 4 KiB round trip: 130 us through the copier, 90 us over TCP).
             if (copy || bytes <= kCopierMinBytes) {
@@ -370,19 +454,96 @@ struct KvClient::Impl {
           }
         }
       }
-      parts.push_back(std::move(p));
+      if (host_leader) {
+        host_parts.push_back({std::move(p), step});
+      } else {
+        parts.push_back(std::move(p));
+      }
+    }
+    const Handle h = register_op(op);
+    if (!host_parts.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(host_mu);
+        for (HostJob& j : host_parts) host_jobs.push_back(std::move(j));
+      }
+      host_cv.notify_one();
     }
     for (const Part& p : parts) {
       if (p.slot_copies.empty()) continue;
-      const Handle h = register_op(op);  // the copier copies and sends all the parts, in order
-      {
+      {  // the copier copies and sends all the parts, in order
         std::lock_guard<std::mutex> lock(copy_mu);
         copy_queue.emplace_back(op, std::move(parts));
       }
       copy_cv.notify_one();
       return h;
     }
-    return dispatch(op, parts);
+    send_parts(parts);
+    return h;
+  }
+
+  // The host's thread (host aggregation): runs the leader's sums and a member's weight reads in submission order.
+  void host_loop() {
+    for (;;) {
+      HostJob job;
+      {
+        std::unique_lock<std::mutex> lock(host_mu);
+        host_cv.wait(lock, [&] { return host_stopping || !host_jobs.empty(); });
+        if (host_stopping) {
+          for (HostJob& j : host_jobs) {
+            j.part.op->part_done("worker " + std::to_string(opt.rank) + ": the client closed before " + j.part.what);
+          }
+          host_jobs.clear();
+          return;
+        }
+        job = std::move(host_jobs.front());
+        host_jobs.pop_front();
+      }
+      try {
+        if (job.part.publish_version > 0) {
+          send_host_sum(job);
+        } else {
+          read_host_weights(job);
+        }
+      } catch (const Error& e) {
+        job.part.op->part_done(e.what());
+      }
+    }
+  }
+
+  // Leader: each slice's gradient summed with the members' (in rank order), then the push for the whole host.
+  void send_host_sum(HostJob& job) {
+    Part& p = job.part;
+    const size_t members = opt.host_ranks.size() - 1;
+    for (const auto& [id, own] : p.host_sums) {
+      const size_t n = layout.slice(id).length;
+      if (p.shared_memory) {
+        std::vector<float> sum(n);
+        group->sum_members(id, own, sum.data(), n, job.step, p.deadline);
+        write_push_slot(p.server, id, sum.data(), n, p.deadline);
+      } else {
+        zmq::message_t f = pool->message(n * sizeof(float));
+        group->sum_members(id, own, static_cast<float*>(f.data()), n, job.step, p.deadline);
+        p.frames.push_back(std::move(f));
+      }
+      shm_bytes_recv += members * n * sizeof(float);
+    }
+    p.host_sums.clear();
+    p.own_copy = std::vector<float>();
+    std::vector<Part> one;
+    one.push_back(std::move(p));
+    send_parts(one);
+  }
+
+  // Member: the weights the leader publishes for step + 1.
+  void read_host_weights(HostJob& job) {
+    Part& p = job.part;
+    for (size_t k = 0; k < p.ids.size(); ++k) {
+      const size_t n = p.keys[k].length;
+      if (!p.dests.empty()) group->read_weights(p.ids[k], p.dests[k], n, job.step + 1, p.deadline);
+      shm_bytes_recv += n * sizeof(float);
+      fp32_bytes_recv += n * sizeof(float);
+    }
+    p.op->part_done("");
   }
 
   void copy_loop() {
@@ -715,7 +876,10 @@ struct KvClient::Impl {
     }
     const protocol::Message& m = d.message;
     // Before the request is done, so that whoever waited for it sees the stop (stop_at()).
-    if (m.stop_at > 0) stop_at.store(m.stop_at, std::memory_order_release);
+    if (m.stop_at > 0) {
+      stop_at.store(m.stop_at, std::memory_order_release);
+      if (p.publish_version > 0) group->set_stop_at(m.stop_at);  // before the members see the weights
+    }
     if (m.type == MessageType::ERROR) {
       p.op->part_done(
           who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " + m.error_message,
@@ -760,6 +924,7 @@ struct KvClient::Impl {
           shm_bytes_recv += p.keys[k].length * sizeof(float);
           fp32_bytes_recv += p.keys[k].length * sizeof(float);
         }
+        publish_to_host(p);
         p.op->part_done("");
         return;
       }
@@ -774,10 +939,66 @@ struct KvClient::Impl {
         bytes_recv += f.size;
         fp32_bytes_recv += p.keys[k].length * sizeof(float);
       }
+      publish_to_host(p);
     }
     p.op->part_done("");
   }
+
+  // Leader: the weights its host's push brought back, for the members.
+  void publish_to_host(const Part& p) {
+    if (p.publish_version == 0) return;
+    for (size_t k = 0; k < p.keys.size(); ++k) {
+      group->publish(p.ids[k], p.dests[k], p.keys[k].length, p.publish_version);
+      shm_bytes_sent += p.keys[k].length * sizeof(float);
+    }
+  }
 };
+
+namespace {
+
+// cluster.host_aggregation: which of `o`'s servers this worker's host pushes to once for all its workers. Every worker
+// of the job decides from the same config and cluster map, so the workers of a host agree.
+void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOptions& o) {
+  if (o.rank >= map.workers.size()) return;
+  if (!map.workers[o.rank].locality.empty()) {
+    std::vector<std::string> localities;
+    for (const NodeInfo& w : map.workers) localities.push_back(w.locality);
+    o.host = host_ranks(localities, o.rank).front();
+  } else {
+    o.host = o.rank;
+  }
+  const std::string mode = cfg.get_string("cluster.host_aggregation");
+  if (mode == "off") return;
+  std::vector<std::string> why_not;
+  if (cfg.get_string("cluster.mode") != "sync") why_not.push_back("cluster.mode = sync");
+  if (cfg.get_string("cluster.failure_policy") != "abort") why_not.push_back("cluster.failure_policy = abort");
+  if (cfg.get_bool("cluster.restart_workers")) why_not.push_back("cluster.restart_workers = false");
+  if (o.compression.push != protocol::Encoding::NONE) why_not.push_back("cluster.compression = none");
+  if (!why_not.empty()) {
+    if (mode == "always") {
+      std::string needs;
+      for (const std::string& w : why_not) needs += (needs.empty() ? "" : ", ") + w;
+      throw Error("cluster.host_aggregation = always needs " + needs +
+                  " (a host's sum counts for all its workers in one sync step, each worker's own state aside)");
+    }
+    return;
+  }
+  const std::string& here = map.workers[o.rank].locality;
+  if (here.empty()) return;  // a coordinator that does not know localities
+  std::vector<std::string> localities;
+  for (const NodeInfo& w : map.workers) localities.push_back(w.locality);
+  std::vector<uint32_t> ranks = host_ranks(localities, o.rank);
+  if (ranks.size() < 2) return;
+  o.host_aggregated.assign(map.servers.size(), 0);
+  bool any = false;
+  for (size_t s = 0; s < map.servers.size(); ++s) {
+    o.host_aggregated[s] = mode == "always" || map.servers[s].locality != here;
+    any = any || o.host_aggregated[s];
+  }
+  if (any) o.host_ranks = std::move(ranks);
+}
+
+}  // namespace
 
 KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   KvClientOptions o;
@@ -799,6 +1020,7 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterCli
   o.job_token = registered.job_token;
   o.curve = registered.curve;
   o.run_total_steps = run_total_steps;
+  aggregate_per_host(cfg, cluster.map(), o);
   return o;
 }
 
@@ -834,8 +1056,15 @@ KvClient::Handle KvClient::zpush_pull(const std::string& tensor, const float* gr
 }
 KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
 void KvClient::request_checkpoint(int64_t step) { impl_->checkpoint_step = step; }
-void KvClient::request_stop(int64_t step) { impl_->stop_step = step; }
-int64_t KvClient::stop_at() const { return impl_->stop_at.load(std::memory_order_acquire); }
+void KvClient::request_stop(int64_t step) {
+  impl_->stop_step = step;
+  if (impl_->group && !impl_->group->leader()) impl_->group->request_stop(step);  // the leader pushes for it
+}
+int64_t KvClient::stop_at() const {
+  const int64_t own = impl_->stop_at.load(std::memory_order_acquire);
+  if (!impl_->group || impl_->group->leader()) return own;
+  return std::max(own, impl_->group->stop_at());  // a member hears the servers through its leader
+}
 KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
   return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
 }
@@ -854,6 +1083,7 @@ KvTraffic KvClient::traffic() const {
   return {impl_->bytes_sent.load(),      impl_->bytes_recv.load(),     impl_->fp32_bytes_sent.load(),
           impl_->fp32_bytes_recv.load(), impl_->shm_bytes_sent.load(), impl_->shm_bytes_recv.load()};
 }
+uint32_t KvClient::host() const { return impl_->opt.host; }
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
 

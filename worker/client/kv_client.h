@@ -38,12 +38,20 @@ struct KvClientOptions {
   // cluster.transport: with auto or shm, float32 payloads to a server on this host go through shared memory
   // (server/kv/shm_host.h); kTcp here so that clients made in a test speak TCP unless it asks.
   transport::PayloadTransport transport = transport::PayloadTransport::kTcp;
+  // cluster.host_aggregation: the workers of this host (increasing ranks, this one among them) whose pushes to the
+  // servers marked in `host_aggregated` are summed on the host and sent once, by the lowest rank (worker/client/
+  // host_group.h). Fewer than two ranks: every worker pushes its own.
+  std::vector<uint32_t> host_ranks;
+  std::vector<char> host_aggregated;  // per server
+  uint32_t host = 0;  // the lowest worker rank on this worker's host (from the cluster map's localities): names the
+                      // host in the metrics' per-host figures
 
   // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
   // token, keys, run length) is the caller's.
   static KvClientOptions from_config(const Config& cfg);
   // A worker's client after its rendezvous: from_config(cfg), the worker's rank and the servers from `cluster`, the
-  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length.
+  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length, and the host's
+  // workers that sum their pushes (cluster.host_aggregation, from the processes' localities in the cluster map).
   //
   //   ClusterClient cluster(copt);
   //   KvClient kv(KvClientOptions::from_config(cfg, cluster, copt, tensors, steps_per_epoch * epochs));
@@ -68,6 +76,9 @@ class KvError : public Error {
 
 // Payload bytes that went through this client since it was made (inits, pushes, weights replies): as they travelled
 // (after compression) and as float32 (what cluster.compression = none and pull_precision = fp32 would have moved).
+// Shared memory counts what this process wrote into it (sent) and read from it (recv): its pushes and pulls to
+// servers on its host, and under host aggregation a member's gradients and weights, and the leader's published
+// weights and the members' gradients it added.
 // Sent bytes are the payload frames a call built, counted when it returns; received bytes are counted as each reply
 // arrives (a reply still in flight is not counted yet).
 struct KvTraffic {
@@ -154,6 +165,7 @@ class KvClient {
 
   // Thread-safe.
   KvTraffic traffic() const;
+  uint32_t host() const;  // KvClientOptions::host
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);

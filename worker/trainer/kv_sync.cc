@@ -32,6 +32,7 @@ SyncStats KvSync::stats() const {
   s.fp32_bytes_sent = t.fp32_bytes_sent;
   s.fp32_bytes_recv = t.fp32_bytes_recv;
   s.shm_bytes_sent = t.shm_bytes_sent;
+  s.host = kv_.host();
   s.shm_bytes_recv = t.shm_bytes_recv;
   return s;
 }

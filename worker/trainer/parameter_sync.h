@@ -19,6 +19,7 @@ struct SyncStats {
   uint64_t fp32_bytes_recv = 0;
   uint64_t shm_bytes_sent = 0;  // payload bytes through shared memory (not in bytes_sent/recv)
   uint64_t shm_bytes_recv = 0;  // (cluster.pull_precision = fp32)
+  uint32_t host = 0;            // the lowest worker rank on this worker's host (per-host figures in the metrics)
 };
 
 // The trainer calls these in this order every step:

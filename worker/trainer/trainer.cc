@@ -134,12 +134,13 @@ StepEvent step_event(uint32_t rank, int64_t epoch, int64_t step, const models::S
 }
 
 // The training part of the epoch that began at `begun` ended after `step`: its wall time, phases, last lr and traffic.
-void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t step, const ParameterSync& sync, PhaseClock& clock,
-               const PhaseTotals& totals, StepTrace& trace) {
+void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t first_step, int64_t step,
+               const ParameterSync& sync, PhaseClock& clock, const PhaseTotals& totals, StepTrace& trace) {
   report->epoch_s = seconds_between(begun.at, clock.flush());
   trace.end_epoch();
   report->phases = WorkerPhaseSeconds::between(begun.phases, totals.seconds());
   report->step = step;
+  report->steps = step - first_step;
   report->lr = sync.lr_at(step - 1);
   const SyncStats comm = sync.stats();
   report->bytes_sent = comm.bytes_sent - begun.comm.bytes_sent;
@@ -148,6 +149,7 @@ void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t step, const
   report->fp32_bytes_recv = comm.fp32_bytes_recv - begun.comm.fp32_bytes_recv;
   report->shm_bytes_sent = comm.shm_bytes_sent - begun.comm.shm_bytes_sent;
   report->shm_bytes_recv = comm.shm_bytes_recv - begun.comm.shm_bytes_recv;
+  report->host = comm.host;
 }
 
 }  // namespace
@@ -209,6 +211,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     WorkerEpochReport report = new_epoch_report(options_.rank, epoch, classification);
     const Mark epoch_start = mark(sync_, clock, totals);
+    const int64_t epoch_first_step = step;
     loader.start_epoch(epoch - 1);
     const int64_t skip = epoch == first_epoch ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
@@ -246,7 +249,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       }
     }
     if (stopped_at_ >= 0) break;  // the epoch is not over: a resumed run reports it
-    end_epoch(&report, epoch_start, step, sync_, clock, totals, trace);
+    end_epoch(&report, epoch_start, epoch_first_step, step, sync_, clock, totals, trace);
     if (options_.eval) {
       const auto eval_start = Clock::now();
       sync_.sync_all();

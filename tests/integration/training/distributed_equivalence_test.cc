@@ -100,4 +100,48 @@ TEST(DistributedEquivalence, SharedMemoryAndTcpGiveTheSameBits) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// The workers of one host summing their gradients before they push (cluster.host_aggregation = always, over TCP so
+// that every server counts as remote): the same bits as every worker pushing its own (the leader sums in rank order,
+// as the servers do), with one push and one pull per slice for the host: the network bytes per host and step are
+// about twice the model's, where three workers pushing their own move six times it.
+TEST(DistributedEquivalence, OnePushPerHostGivesTheSameBitsWithAThirdOfTheBytes) {
+  const std::string dir = fresh_dir("equiv-host");
+  const std::string common = " launch --servers 2 --workers 3 --timeout 300 --config " + source_dir() +
+                             "/configs/fmnist_mlp_sync.toml --set data.train_size=3840 --set data.test_size=256"
+                             " --set train.epochs=1 --set train.eval=false --set train.threads=1"
+                             " --set cluster.transport=tcp";
+  for (const char* a : {"off", "always"}) {
+    const int rc = run_with_timeout(pshard_bin() + common + " --set cluster.host_aggregation=" + a + " --run-dir " +
+                                        dir + "/" + a,
+                                    330, dir + "/" + a + ".log");
+    ASSERT_EQ(rc, 0) << read_file(dir + "/" + a + ".log");
+  }
+  EXPECT_TRUE(read_file(dir + "/off/model.bin") == read_file(dir + "/always/model.bin"))
+      << "the weights of the job that pushed once per host differ from the job whose workers pushed their own";
+  const Json off = pshard::testing::read_summary(dir + "/off"), host = pshard::testing::read_summary(dir + "/always");
+  const double model = host.at("model_bytes").as_number();
+  EXPECT_EQ(host.at("num_hosts").as_number(), 1.0);
+  EXPECT_LE(host.at("network_bytes_per_host_step").as_number(), 2.2 * model);
+  EXPECT_GE(off.at("network_bytes_per_host_step").as_number(), 5.5 * model);
+  EXPECT_GT(host.at("shm_bytes_per_host_step").as_number(), 4.0 * model);  // 2 members' gradients and weights
+  EXPECT_EQ(off.at("shm_bytes_per_host_step").as_number(), 0.0);
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// cluster.host_aggregation = always refuses a job it cannot serve, naming what it needs.
+TEST(DistributedEquivalence, OnePushPerHostRefusesAnAsyncJob) {
+  const std::string dir = fresh_dir("equiv-host-async");
+  const int rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 120 --config " +
+                                      source_dir() +
+                                      "/configs/fmnist_mlp_sync.toml --set data.train_size=512 --set train.epochs=1"
+                                      " --set cluster.mode=async --set cluster.host_aggregation=always --run-dir " +
+                                      dir + "/run",
+                                  150, dir + "/run.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(read_file(dir + "/run.log").find("cluster.host_aggregation = always needs cluster.mode = sync"),
+            std::string::npos)
+      << read_file(dir + "/run.log");
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 }  // namespace
