@@ -13,8 +13,9 @@ class BspPolicy final : public ConsistencyPolicy {
   BspPolicy(ConsistencySlice& slice, uint32_t num_workers);
 
   bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step
-  PushResult on_push(const Contributors& from, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
-                     const DeadWorkers& dead, std::vector<float>& scratch) override;
+  PushResult on_push(const Contributors& from, int64_t step, StepRequests asks,
+                     std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                     std::vector<float>& scratch) override;
   void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) override;
   std::string on_join(uint32_t rank, int64_t step) override;
   std::vector<uint32_t> missing(int64_t step, const DeadWorkers& dead) const override;  // not pushed the open step
@@ -32,10 +33,10 @@ class BspPolicy final : public ConsistencyPolicy {
   uint32_t next_rank_ = 0;                                // next rank to sum
   uint32_t contributions_ = 0;                            // workers summed so far
   uint32_t payloads_ = 0;                                 // payloads summed so far
-  std::shared_ptr<zmq::message_t> first_;  // the only contribution so far (summed lazily, no copy)
-  std::vector<float> acc_;                 // sum of >= 2 contributions
-  std::vector<int64_t> join_step_;         // per rank, the step from which a rejoined worker counts; -1: none
-  StepRequests asked_;                     // what the pushes of the open step asked for when it closes
+  std::shared_ptr<zmq::message_t> first_;                 // the only contribution so far (summed lazily, no copy)
+  std::vector<float> acc_;                                // sum of >= 2 contributions
+  std::vector<int64_t> join_step_;  // per rank, the step from which a rejoined worker counts; -1: none
+  StepRequests asked_;              // what the pushes of the open step asked for when it closes
 };
 
 }  // namespace pshard

@@ -61,8 +61,9 @@ class ConsistencyPolicy {
   // The gradient of the workers `from` (their sum) for step/clock `step`; the policy keeps it (BSP, out of rank order)
   // or releases it once applied. `asks`: what the worker asks for when this step closes (BSP). ASP and SSP refuse a
   // push from more than one worker.
-  virtual PushResult on_push(const Contributors& from, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
-                             const DeadWorkers& dead, std::vector<float>& scratch) = 0;
+  virtual PushResult on_push(const Contributors& from, int64_t step, StepRequests asks,
+                             std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                             std::vector<float>& scratch) = 0;
   // `rank` was declared dead (it is set in `dead`): an open BSP step may close without it.
   virtual void on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) = 0;
   // A dead worker rejoins at `step`: "" when accepted (counted again from `step`), else why not.

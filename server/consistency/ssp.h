@@ -12,8 +12,9 @@ class SspPolicy final : public AspPolicy {
   SspPolicy(ConsistencySlice& slice, uint32_t num_workers, int64_t staleness);
 
   bool ready(int64_t step, const DeadWorkers& dead) const override;  // slowest live clock >= step - staleness
-  PushResult on_push(const Contributors& from, int64_t step, StepRequests asks, std::shared_ptr<zmq::message_t> gradient,
-                     const DeadWorkers& dead, std::vector<float>& scratch) override;
+  PushResult on_push(const Contributors& from, int64_t step, StepRequests asks,
+                     std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
+                     std::vector<float>& scratch) override;
   std::vector<uint32_t> missing(int64_t step, const DeadWorkers& dead) const override;  // clocks below step - s
 
  private:

@@ -111,9 +111,9 @@ TEST(DistributedEquivalence, OnePushPerHostGivesTheSameBitsWithAThirdOfTheBytes)
                              " --set train.epochs=1 --set train.eval=false --set train.threads=1"
                              " --set cluster.transport=tcp";
   for (const char* a : {"off", "always"}) {
-    const int rc = run_with_timeout(pshard_bin() + common + " --set cluster.host_aggregation=" + a + " --run-dir " +
-                                        dir + "/" + a,
-                                    330, dir + "/" + a + ".log");
+    const int rc =
+        run_with_timeout(pshard_bin() + common + " --set cluster.host_aggregation=" + a + " --run-dir " + dir + "/" + a,
+                         330, dir + "/" + a + ".log");
     ASSERT_EQ(rc, 0) << read_file(dir + "/" + a + ".log");
   }
   EXPECT_TRUE(read_file(dir + "/off/model.bin") == read_file(dir + "/always/model.bin"))
@@ -131,12 +131,12 @@ TEST(DistributedEquivalence, OnePushPerHostGivesTheSameBitsWithAThirdOfTheBytes)
 // cluster.host_aggregation = always refuses a job it cannot serve, naming what it needs.
 TEST(DistributedEquivalence, OnePushPerHostRefusesAnAsyncJob) {
   const std::string dir = fresh_dir("equiv-host-async");
-  const int rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 120 --config " +
-                                      source_dir() +
-                                      "/configs/fmnist_mlp_sync.toml --set data.train_size=512 --set train.epochs=1"
-                                      " --set cluster.mode=async --set cluster.host_aggregation=always --run-dir " +
-                                      dir + "/run",
-                                  150, dir + "/run.log");
+  const int rc =
+      run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 120 --config " + source_dir() +
+                           "/configs/fmnist_mlp_sync.toml --set data.train_size=512 --set train.epochs=1"
+                           " --set cluster.mode=async --set cluster.host_aggregation=always --run-dir " +
+                           dir + "/run",
+                       150, dir + "/run.log");
   EXPECT_NE(rc, 0);
   EXPECT_NE(read_file(dir + "/run.log").find("cluster.host_aggregation = always needs cluster.mode = sync"),
             std::string::npos)
