@@ -1,6 +1,8 @@
 """2 Python workers with batch 32 through 2 servers, sync, server-side SGD, end with the same weights after 20 steps
 as single-process PyTorch SGD with batch 64 (relative 1e-5): the Python path adds nothing to BSP's arithmetic. Rank 1
-starts 3 s late: the epoch's clock starts when every rank is ready, so rank 0's epoch_s does not count the delay."""
+starts 3 s late: the epoch's clock starts when every rank is ready, so rank 0's epoch_s does not count the delay.
+The same job with one push per host (cluster.host_aggregation = always, over TCP) ends with the same bits, having
+put about twice the model's bytes on the network per step instead of four times."""
 import json
 import os
 import sys
@@ -63,11 +65,32 @@ def worker(out_dir):
     ps.shutdown()
 
 
+def summary(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if '"event":"summary"' in line][-1]
+
+
 def main():
     out = support.fresh_dir("equivalence")
     status, output, run_dir = support.launch(CONFIG, 2, 2, [os.path.abspath(__file__), "worker", out], 240,
                                              "equivalence")
     support.expect(status == 0, "the job failed (status %d)" % status, output)
+    per_host = support.fresh_dir("equivalence-host")
+    host_config = CONFIG + 'transport = "tcp"\nhost_aggregation = "always"\n'
+    status, host_output, host_run = support.launch(host_config, 2, 2,
+                                                   [os.path.abspath(__file__), "worker", per_host], 240,
+                                                   "equivalence-host")
+    support.expect(status == 0, "the job with one push per host failed (status %d)" % status, host_output)
+    for r in range(2):
+        a = torch.load(os.path.join(out, "rank%d.pt" % r))
+        b = torch.load(os.path.join(per_host, "rank%d.pt" % r))
+        for name in a:
+            support.expect(torch.equal(a[name], b[name]), "rank %d %s: the job with one push per host ended with "
+                           "other weights than the job whose workers pushed their own" % (r, name), host_output)
+    host = summary(host_run)
+    support.expect(host["network_bytes_per_host_step"] <= 2.2 * host["model_bytes"],
+                   "one push per host: %.0f network bytes per host and step for a %d-byte model"
+                   % (host["network_bytes_per_host_step"], host["model_bytes"]), host_output)
     ref = model(seed=1)
     sgd = torch.optim.SGD(ref.parameters(), lr=LR)
     x, y = data()
