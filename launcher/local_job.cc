@@ -58,7 +58,7 @@ bool ChildExit::failed() const {
   if (!started) return true;
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
-  if (stopped) return false;  // it was running when the job stopped it: a consequence, not a cause
+  if (stopped || after_success) return false;  // it was running when the job stopped it: a consequence, not a cause
   // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result). kExitStopped: it
   // stopped at a checkpoint on SIGTERM, as the job's other processes do.
   return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete && exit_code != kExitStopped : signal != 0;
@@ -72,7 +72,8 @@ std::string ChildExit::describe() const {
   if (hung) return who + " did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
     return who + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
-           (stopped ? " sent by the launcher" : "");
+           (stopped ? " sent by the launcher" : "") +
+           (after_success ? " after it had left the job successfully (not a failure)" : "");
   }
   return who + " is still running";
 }
@@ -401,6 +402,12 @@ struct LocalJob::Impl {
     reap();
     io.run();
     // Every child has been reaped here (the reaper only stops then).
+    bool ended_well = false;  // an ends_job child (the coordinator) exited 0: every worker had left successfully
+    for (auto& c : children) ended_well = ended_well || (c->spec.ends_job && c->exit.exited && c->exit.exit_code == 0);
+    for (auto& c : children) {
+      ChildExit& e = c->exit;
+      e.after_success = ended_well && e.may_fail && e.started && !e.exited && !e.stopped && !e.hung && e.signal != 0;
+    }
     Result r;
     for (auto& c : children) r.children.push_back(c->exit);
     r.failure = result.failure;

@@ -44,6 +44,10 @@ struct ChildExit {
   std::string error;     // its first output line's text after "error: " (pshard's error lines), at most 400 bytes
   bool may_fail = false;
   bool restarted = false;  // it failed and was started again (restart_argv): the new run's exit counts
+  // A may_fail child killed by a signal nobody in the job sent, in a job whose ends_job child exited 0: the
+  // coordinator exits 0 only when every worker left the job successfully, so the kill came after this one had done
+  // its part (e.g. while a Python interpreter exited). Not a failure; said in describe().
+  bool after_success = false;
 
   bool failed() const;  // could not start, non-zero exit, killed by a signal we did not send, or hung when stopped
   // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"; a failure's first error line is appended:

@@ -216,7 +216,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   terminal.clear();
   LocalJob::Result r = *finished;
   for (const ChildExit& e : r.children) {
-    if (e.failed()) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+    if (e.failed() || e.after_success) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
   }
   if (r.exit_code == 0) {
     std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");

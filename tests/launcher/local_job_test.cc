@@ -251,6 +251,38 @@ TEST(LocalJob, AChildKilledAfterTheGracePeriodFailsAnOtherwiseGoodJob) {
       << r.failure;
 }
 
+// Under failure_policy = continue the coordinator exits 0 only when every worker left the job successfully: a worker
+// killed afterwards (SIGKILL while its interpreter exits) had done its part, and the job succeeded. A worker that
+// exits non-zero on its own still fails it.
+TEST(LocalJob, AMayFailChildKilledAfterTheCoordinatorEndedWellIsNoFailure) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"coordinator", {child_exe(), "exit", "0", "100"}, {}, false, /*ends_job=*/true});
+  job.add({"worker 1", {"/bin/sh", "-c", "kill -KILL $$"}, {}, /*may_fail=*/true});
+  LocalJob::Result r = job.run();
+  EXPECT_EQ(r.exit_code, 0) << r.failure << out.read();
+  EXPECT_TRUE(r.children[1].after_success);
+  EXPECT_FALSE(r.children[1].failed());
+  EXPECT_NE(r.children[1].describe().find("was killed by signal 9 (SIGKILL) after it had left the job successfully"),
+            std::string::npos)
+      << r.children[1].describe();
+
+  LocalJob failing(opt);
+  failing.add({"coordinator", {child_exe(), "exit", "3", "100"}, {}, false, /*ends_job=*/true});
+  failing.add({"worker 1", {"/bin/sh", "-c", "kill -KILL $$"}, {}, /*may_fail=*/true});
+  r = failing.run();
+  EXPECT_NE(r.exit_code, 0);  // the coordinator did not end well: the kill may have cost the job a worker
+  EXPECT_FALSE(r.children[1].after_success);
+
+  LocalJob exiting(opt);
+  exiting.add({"coordinator", {child_exe(), "exit", "0", "100"}, {}, false, /*ends_job=*/true});
+  exiting.add({"worker 1", {child_exe(), "exit", "1", "10"}, {}, /*may_fail=*/true});
+  r = exiting.run();
+  EXPECT_EQ(r.exit_code, 1);  // its own exit status says it failed
+}
+
 TEST(LocalJob, AMayFailChildDoesNotStopTheJobButIsReported) {
   TempFile out;
   LocalJob::Options opt;
