@@ -89,6 +89,13 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   sync.emplace(kv, rank, cfg, global_batch, total_steps);
   sync->set_start_step(start_step);
   sync->set_rejoin(join);
+  sync->set_initialiser([&dead_mu, &dead_workers, rank] {
+    std::lock_guard<std::mutex> lock(dead_mu);
+    for (uint32_t r = 0; r < rank; ++r) {
+      if (dead_workers.count(r) == 0) return false;
+    }
+    return true;
+  });
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;

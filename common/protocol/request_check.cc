@@ -34,8 +34,9 @@ RequestCheck check_request(const Message& msg, const ServerView& view) {
     return refuse(ErrorCode::BAD_SENDER, "worker rank " + std::to_string(msg.sender_rank) + " >= number of workers " +
                                              std::to_string(view.num_workers));
   }
-  if (t == MessageType::INIT && msg.sender_rank != 0) {
-    return refuse(ErrorCode::BAD_SENDER, "init must come from worker 0, not worker " + std::to_string(msg.sender_rank));
+  if (t == MessageType::INIT && msg.sender_rank != view.initialiser) {
+    return refuse(ErrorCode::BAD_SENDER, "init must come from worker " + std::to_string(view.initialiser) +
+                                             ", not worker " + std::to_string(msg.sender_rank));
   }
   if (msg.step < 0) return refuse(ErrorCode::BAD_STEP, "negative step " + std::to_string(msg.step));
   if (!msg.contributors.empty()) {

@@ -16,6 +16,9 @@ struct ServerView {
   uint32_t server_rank = 0;
   uint32_t num_workers = 1;
   const SliceLayout* layout = nullptr;  // nullptr until the first init told the server the tensor list
+  // The worker whose inits are taken: 0, or the lowest rank still alive once every lower one was declared dead before
+  // the initial weights came (failure_policy = continue).
+  uint32_t initialiser = 0;
 };
 
 struct RequestCheck {

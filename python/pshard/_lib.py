@@ -98,6 +98,7 @@ def _declare(lib):
         "pshard_request_stop": (c.c_int, [client, c.c_int64]),
         "pshard_stop_at": (c.c_int, [client, c.POINTER(c.c_int64)]),
         "pshard_init_tensor": (c.c_int, [client, c.c_int, c.c_void_p, c.POINTER(c.c_uint64)]),
+        "pshard_initialiser": (c.c_int, [client, c.POINTER(c.c_int)]),
         "pshard_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),
         "pshard_push_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),
         "pshard_poll": (c.c_int, [client, c.c_uint64]),

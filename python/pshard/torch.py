@@ -28,7 +28,7 @@ import time
 import torch
 
 from . import _state
-from ._lib import FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
+from ._lib import ERR_TIMEOUT, FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client  # noqa: F401
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
@@ -251,26 +251,49 @@ class DistributedOptimizer:
                               "cluster.request_timeout_ms = %d ms (every rank must call DistributedOptimizer(model)): "
                               "%s" % (limit_ms, e), e.status) from None
 
+    def _initialiser(self):
+        out = ctypes.c_int()
+        check(lib().pshard_initialiser(self.client, ctypes.byref(out)), "DistributedOptimizer")
+        return out.value == 1
+
+    def _send_initial_weights(self, weights):
+        requests = []
+        for i, w in enumerate(weights):
+            r = ctypes.c_uint64()
+            check(lib().pshard_init_tensor(self.client, i, _ptr(w), ctypes.byref(r)), "DistributedOptimizer")
+            requests.append(r.value)
+        for r in requests:
+            _wait(r, "DistributedOptimizer: initial weights")
+
     def _start_weights(self):
         c = self.client
-        if rank() == 0 and self.start_step == 0:
-            requests = []
+        fresh = self.start_step == 0
+        # Rank 0 sends its weights; another rank keeps a copy of its own, which it sends instead if every lower rank
+        # dies before the servers have them (failure_policy = continue; the pulls below overwrite self.weights).
+        own = [p.detach().clone() for _, p in self.params] if fresh and rank() != 0 else None
+        if rank() == 0 and fresh:
             for i, (_, p) in enumerate(self.params):
                 self.weights[i].copy_(p.detach())
-                r = ctypes.c_uint64()
-                check(lib().pshard_init_tensor(c, i, _ptr(self.weights[i]), ctypes.byref(r)), "DistributedOptimizer")
-                requests.append(r.value)
-            for r in requests:
-                _wait(r, "DistributedOptimizer: initial weights")
+            self._send_initial_weights(self.weights)
         requests = []
         for i in range(len(self.params)):
             r = ctypes.c_uint64()
             check(lib().pshard_pull(c, i, _ptr(self.weights[i]), self.start_step, ctypes.byref(r)),
                   "DistributedOptimizer")
             requests.append(r.value)
+        what = "DistributedOptimizer: weights of step %d" % self.start_step
         try:
             for r in requests:
-                _wait(r, "DistributedOptimizer: weights of step %d" % self.start_step)
+                while own is not None:
+                    status = lib().pshard_wait(c, r, 200)
+                    if status != ERR_TIMEOUT:
+                        check(status, what)
+                        break
+                    if self._initialiser():  # every lower rank died before sending the weights
+                        self._send_initial_weights(own)
+                        own = None
+                else:
+                    _wait(r, what)
         except PshardError as e:
             if "fingerprint" in str(e):
                 raise PshardError(

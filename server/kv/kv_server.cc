@@ -302,10 +302,13 @@ struct KvServer::Impl {
     }
     protocol::Message& m = d.message;
     const std::string what = request_what(m);
+    // Worker 0 sends the initial weights; when it was declared dead first, the lowest live worker does.
+    uint32_t initialiser = 0;
+    while (initialiser + 1 < opt.num_workers && io_dead[initialiser] && !io_rejoined[initialiser]) ++initialiser;
     if (m.type == MessageType::INIT && !store.layout()) {
       ErrorCode code = ErrorCode::NONE;
       std::string why;
-      if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == 0) {
+      if (m.job_token == opt.job_token && m.sender_role == protocol::Role::WORKER && m.sender_rank == initialiser) {
         if (!store.install(m, code, why)) {
           send_error(frames[0], address, m.request_id, code, why, what);
           return;
@@ -314,7 +317,7 @@ struct KvServer::Impl {
         held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
       }
     }
-    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, store.layout()};
+    protocol::ServerView view{opt.job_token, opt.rank, opt.num_workers, store.layout(), initialiser};
     protocol::RequestCheck c = protocol::check_request(m, view);
     if (!c.ok) {
       if (c.code == ErrorCode::NOT_INITIALIZED && !store.layout() && m.type != MessageType::INIT) {

@@ -1,5 +1,7 @@
 """A Python worker SIGKILLed mid-run: cluster.failure_policy = abort ends the job naming it; continue finishes the
-run with the survivor, whose summary lists it as the only worker that finished. Neither hangs."""
+run with the survivor, whose summary lists it as the only worker that finished. Neither hangs. Rank 0 SIGKILLed
+before it sent the initial weights (continue): the lowest live rank sends its own, and the others train to the end
+without waiting cluster.request_timeout_ms for weights that would never come."""
 import json
 import os
 import signal
@@ -30,15 +32,18 @@ failure_policy = "%s"
 """
 
 
-def worker(out_dir):
+def worker(out_dir, victim="1"):
     import pshard.torch as ps
     ps.init()
+    if victim == "0-before-init" and ps.rank() == 0:
+        time.sleep(0.5)  # the other ranks are waiting for the weights of step 0 by now
+        os.kill(os.getpid(), signal.SIGKILL)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
     x, y = torch.randn(16, 10), torch.randint(0, 3, (16,))
     for t in range(STEPS):
-        if ps.rank() == 1 and t == 10:
+        if victim == "1" and ps.rank() == 1 and t == 10:
             os.kill(os.getpid(), signal.SIGKILL)
         loss = F.cross_entropy(net(x), y)
         opt.zero_grad()
@@ -73,10 +78,32 @@ def run(policy):
     print("%s: %s in %.1f s" % (policy, "job aborted" if policy == "abort" else "the survivor finished", took))
 
 
+def rank0_before_init():
+    out = support.fresh_dir("kill-rank0")
+    config = CONFIG % "continue" + "request_timeout_ms = 60000\n"
+    t0 = time.time()
+    status, output, run_dir = support.launch(config, 3, 1,
+                                             [os.path.abspath(__file__), "worker", out, "0-before-init"], 90,
+                                             "kill-rank0")
+    took = time.time() - t0
+    support.expect(took < 30, "rank 0 killed before the initial weights: the job took %.0f s (the survivors waited "
+                   "for weights nobody sends)" % took, output)
+    for r in (1, 2):
+        support.expect(os.path.exists(os.path.join(out, "finished-%d" % r)),
+                       "rank 0 killed before the initial weights: worker %d did not finish" % r, output)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        summary = json.loads(f.read().splitlines()[-1])
+    support.expect(summary.get("event") == "summary" and summary.get("workers_finished") == [1, 2],
+                   "rank 0 killed before the initial weights: the summary does not list workers 1 and 2: %s"
+                   % summary, output)
+    print("continue, rank 0 killed before the initial weights: workers 1 and 2 finished in %.1f s" % took)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        worker(sys.argv[2])
+        worker(*sys.argv[2:])
     else:
         run("abort")
         run("continue")
+        rank0_before_init()
         support.passed()

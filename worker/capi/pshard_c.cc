@@ -112,7 +112,11 @@ struct pshard_client {
 
   // Job events, from the cluster client's thread.
   std::mutex events_mu;
-  std::string abort_reason;  // non-empty once the job was aborted
+  std::string abort_reason;         // non-empty once the job was aborted
+  std::set<uint32_t> dead_workers;  // declared dead by the coordinator
+  // Inits this worker sent in place of a dead rank 0: a slice rank 0 initialised before it died refuses them
+  // (alreadyInitialized), which is no failure.
+  std::set<pshard_request> fallback_inits;
 
   // Since the last epoch report: the time blocked in waits, and the KV client's traffic at that report.
   std::mutex wait_mu;
@@ -159,6 +163,16 @@ struct pshard_client {
   std::string aborted() {
     std::lock_guard<std::mutex> lock(events_mu);
     return abort_reason;
+  }
+
+  // This worker sends the initial weights: rank 0, or the lowest live rank once every lower one was declared dead
+  // (failure_policy = continue) before the servers had them.
+  bool initialiser() {
+    std::lock_guard<std::mutex> lock(events_mu);
+    for (uint32_t r = 0; r < rank(); ++r) {
+      if (dead_workers.count(r) == 0) return false;
+    }
+    return true;
   }
 
   void check_tensor(int tensor) const {
@@ -258,11 +272,15 @@ std::string first_difference(const pshard_client* c) {
 }
 
 // A failed request: the job's abort, when there is one, is the cause worth naming.
-int request_failed(pshard_client* c, const std::exception& e) {
+int request_failed(pshard_client* c, const std::exception& e, pshard_request r) {
   const std::string reason = c->aborted();
   if (!reason.empty()) return fail(PSHARD_ERR_ABORTED, "pshard: the job was aborted: " + reason);
   const std::string what = e.what();
   const auto* refused = dynamic_cast<const pshard::KvError*>(&e);
+  if (refused != nullptr && refused->code() == pshard::protocol::ErrorCode::ALREADY_INITIALIZED) {
+    std::lock_guard<std::mutex> lock(c->requests_mu);
+    if (c->fallback_inits.count(r) != 0) return PSHARD_OK;  // rank 0 initialised those slices before it died
+  }
   if (refused != nullptr && refused->code() == pshard::protocol::ErrorCode::LAYOUT_MISMATCH && c->rank() != 0) {
     return fail(PSHARD_ERR_SERVER, "pshard: the tensors of rank " + std::to_string(c->rank()) +
                                        " (names, shapes, order) differ from rank 0's" + first_difference(c) + ": " +
@@ -331,6 +349,9 @@ int pshard_connect(pshard_client** out) {
       std::lock_guard<std::mutex> lock(raw->events_mu);
       if (e.kind == pshard::ClusterEvent::Kind::kAbort && raw->abort_reason.empty()) {
         raw->abort_reason = e.reason.empty() ? "no reason given" : e.reason;
+      }
+      if (e.kind == pshard::ClusterEvent::Kind::kNodeDead && e.node.role == pshard::NodeRole::kWorker) {
+        raw->dead_workers.insert(e.node.rank);
       }
     });
     pshard::log::configure("worker " + std::to_string(c->rank()),
@@ -439,7 +460,7 @@ int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms) {
     try {
       c->cluster->barrier(name, limit);
     } catch (const std::exception& e) {
-      if (!c->aborted().empty()) return request_failed(c, e);
+      if (!c->aborted().empty()) return request_failed(c, e, 0);
       throw;
     }
     return PSHARD_OK;
@@ -594,9 +615,9 @@ int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshar
     c->check_tensor(tensor);
     require(weights, "weights");
     require(out, "out");
-    if (c->rank() != 0) {
-      throw Failure{PSHARD_ERR_STATE,
-                    "pshard: only rank 0 sends the initial weights (this is rank " + std::to_string(c->rank()) + ")"};
+    if (!c->initialiser()) {
+      throw Failure{PSHARD_ERR_STATE, "pshard: rank 0 sends the initial weights (this is rank " +
+                                          std::to_string(c->rank()) + ", and a lower rank is alive)"};
     }
     if (c->start_step > 0) {
       throw Failure{PSHARD_ERR_STATE, "pshard: this worker starts at step " + std::to_string(c->start_step) +
@@ -604,6 +625,19 @@ int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshar
                                           "pull them (pshard_start_step)"};
     }
     *out = c->track(c->kv->init(c->tensors[static_cast<size_t>(tensor)].name, weights, c->numel(tensor)));
+    if (c->rank() != 0) {
+      std::lock_guard<std::mutex> lock(c->requests_mu);
+      c->fallback_inits.insert(*out);
+    }
+    return PSHARD_OK;
+  });
+}
+
+int pshard_initialiser(pshard_client* c, int* out) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(out, "out");
+    *out = c->initialiser() ? 1 : 0;
     return PSHARD_OK;
   });
 }
@@ -658,7 +692,7 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
         done = c->kv->wait_for(r, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::max<Clock::duration>(slice, Clock::duration::zero())));
       } catch (const std::exception& e) {
-        status = request_failed(c, e);
+        status = request_failed(c, e, r);
         break;
       }
       if (done) break;
@@ -687,7 +721,7 @@ int pshard_poll(pshard_client* c, pshard_request r) {
     try {
       if (c->kv->wait_for(r, std::chrono::milliseconds(0))) status = PSHARD_OK;
     } catch (const std::exception& e) {
-      status = request_failed(c, e);
+      status = request_failed(c, e, r);
     }
     if (status != PSHARD_PENDING) c->finished(r);
     return status;

@@ -142,9 +142,14 @@ int pshard_request_stop(pshard_client* c, int64_t step);
  * whose next step is >= it ends there, leaving with pshard_close(c, 75, ...) (75: stopped at a checkpoint). */
 int pshard_stop_at(const pshard_client* c, int64_t* out);
 
-/* Rank 0 only, once per tensor, before anyone pulls, in a run that starts at step 0: the initial weights (STATE on
- * another rank, or when pshard_start_step is not 0). */
+/* The initialiser only (pshard_initialiser), once per tensor, in a run that starts at step 0: the initial weights
+ * (STATE on another rank, or when pshard_start_step is not 0). */
 int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out);
+
+/* *out = 1 when this worker sends the initial weights: rank 0, or, under failure_policy = continue, the lowest live
+ * rank once every lower one was declared dead (before the servers had the weights, the others would wait for them
+ * forever); 0 otherwise. A worker waiting for the weights of step 0 asks again while it waits. */
+int pshard_initialiser(pshard_client* c, int* out);
 
 /* The weights a worker about to compute step `step` (0-based) may read, written into `weights` (BSP: step-1 was
  * applied everywhere; SSP: within the staleness bound; ASP: current). */

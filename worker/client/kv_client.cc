@@ -1030,7 +1030,6 @@ KvClient::~KvClient() = default;
 const SliceLayout& KvClient::layout() const { return impl_->layout; }
 
 KvClient::Handle KvClient::init(const std::string& tensor, const float* weights, size_t numel) {
-  if (impl_->opt.rank != 0) throw Error("init of '" + tensor + "': only worker 0 initialises weights");
   return impl_->submit(MessageType::INIT, tensor, weights, nullptr, numel, 0, true);
 }
 KvClient::Handle KvClient::push(const std::string& tensor, const float* grad, size_t numel, int64_t step) {

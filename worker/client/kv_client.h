@@ -122,7 +122,8 @@ class KvClient {
 
   const SliceLayout& layout() const;
 
-  // Worker 0 only, once per tensor before training: the initial weights (copied).
+  // Worker 0 (or, when every lower rank was declared dead before, the lowest live worker: the servers refuse the
+  // others), once per tensor before training: the initial weights (copied).
   Handle init(const std::string& tensor, const float* weights, size_t numel);
 
   // The gradient of step `step` (0-based). push() copies `grad`, so the caller may reuse it at

@@ -81,14 +81,18 @@ void KvSync::start(models::Model& model) {
   }
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
-  if (rank_ == 0 && start_step_ == 0 && !rejoin_) {
-    std::vector<KvClient::Handle> inits;
-    staging_->download_all_weights();
+  const bool fresh = start_step_ == 0 && !rejoin_;
+  std::vector<std::vector<float>> own;  // a worker other than 0: its initial weights, which it may have to send
+  if (fresh) staging_->download_all_weights();
+  if (fresh && rank_ == 0) {
+    std::vector<const float*> weights;
+    for (size_t i = 0; i < params.size(); ++i) weights.push_back(staging_->weights(i));
+    send_initial_weights(weights);
+  } else if (fresh && initialiser_) {
+    own.resize(params.size());
     for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].frozen) continue;
-      inits.push_back(kv_.init(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel)));
+      if (!params[i].frozen) own[i].assign(staging_->weights(i), staging_->weights(i) + params[i].numel);
     }
-    for (KvClient::Handle h : inits) kv_.wait(h);
   }
   // Every worker, worker 0 included, starts from the servers' copy.
   for (size_t i = 0; i < params.size(); ++i) {
@@ -97,7 +101,42 @@ void KvSync::start(models::Model& model) {
     pending_[i] = rejoin_ ? kv_.join(params[i].name, staging_->weights(i), n, start_step_)
                           : kv_.zpull(params[i].name, staging_->weights(i), n, start_step_);
   }
+  if (!own.empty()) wait_initial_weights(own);
   sync_all();
+}
+
+void KvSync::send_initial_weights(const std::vector<const float*>& weights) {
+  const auto& params = model_->params();
+  std::vector<KvClient::Handle> inits;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].frozen) continue;
+    inits.push_back(kv_.init(params[i].name, weights[i], static_cast<size_t>(params[i].numel)));
+  }
+  for (KvClient::Handle h : inits) {
+    try {
+      kv_.wait(h);
+    } catch (const KvError& e) {
+      // Sent in place of a dead worker 0, which had initialised some slices before it died: those keep its weights.
+      if (rank_ == 0 || e.code() != protocol::ErrorCode::ALREADY_INITIALIZED) throw;
+    }
+  }
+}
+
+void KvSync::wait_initial_weights(std::vector<std::vector<float>>& own) {
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i] == 0) continue;
+    while (!kv_.wait_for(pending_[i], std::chrono::milliseconds(200))) {
+      if (own.empty() || !initialiser_()) continue;
+      PSHARD_LOG(kWarn) << "every lower rank died before the servers had the initial weights: worker " << rank_
+                        << " sends its own";
+      std::vector<const float*> weights;
+      for (const std::vector<float>& w : own) weights.push_back(w.data());
+      send_initial_weights(weights);
+      own.clear();
+    }
+    pending_[i] = 0;
+    staging_->begin_weight_upload(i);
+  }
 }
 
 void KvSync::wait_param(size_t i) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,9 @@ class KvSync : public ParameterSync {
   // Rejoin a running job at the start step (a restarted worker): the first
   // pulls are `join`s, so the servers count this worker from that step on.
   void set_rejoin(bool rejoin) { rejoin_ = rejoin; }
+  // Whether this worker must send the initial weights because every lower rank was declared dead before the servers
+  // had them (failure_policy = continue): asked while a worker other than 0 waits for the weights of step 0.
+  void set_initialiser(std::function<bool()> initialiser) { initialiser_ = std::move(initialiser); }
   // trace.steps: each push_pull of a traced step becomes a span on row 3 from the call that sends
   // it to the end of the wait for its reply, with the tensor and bytes.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
@@ -55,7 +59,7 @@ class KvSync : public ParameterSync {
   // stop flag, and every worker of the job ends at the boundary after it (stop_before), where the servers checkpoint.
   void set_stop_signal(const std::atomic<bool>* signalled) { stop_signal_ = signalled; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
-  // then pulls the step-0 weights.
+  // then pulls the step-0 weights (sending its own instead if it becomes the initialiser meanwhile).
   void start(models::Model& model) override;
   void begin_step(int64_t step) override;
   void wait_layer(int layer) override;
@@ -68,6 +72,10 @@ class KvSync : public ParameterSync {
 
  private:
   void wait_param(size_t i);
+  // The first pulls of a worker other than 0 (its own initial weights in `own`): sends `own` as the initial weights
+  // if every lower rank dies before the servers have them.
+  void wait_initial_weights(std::vector<std::vector<float>>& own);
+  void send_initial_weights(const std::vector<const float*>& weights);
   // CUDA: push the layers whose gradient download was started, in order; block = false stops at the first download
   // still in flight (the host keeps queueing the backward), block = true waits for each.
   void push_downloaded(bool block);
@@ -80,6 +88,7 @@ class KvSync : public ParameterSync {
   int64_t step_ = 0;
   int64_t start_step_ = 0;
   bool rejoin_ = false;
+  std::function<bool()> initialiser_;
   double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
   const std::atomic<bool>* stop_signal_ = nullptr;
   bool stop_asked_ = false;     // this worker's pushes of one step carried the stop flag

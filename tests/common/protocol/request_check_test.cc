@@ -63,6 +63,18 @@ TEST_F(RequestCheckTest, APushMayNameItsHostsContributorsInRankOrderSenderFirst)
   EXPECT_EQ(check_request(m, view).error, "pull cannot name contributors (only a push can)");
 }
 
+// Worker 0 sends the initial weights; once it and every rank below the next live one were declared dead first, that
+// rank does (ServerView::initialiser), and nobody else.
+TEST_F(RequestCheckTest, InitComesFromTheInitialiser) {
+  Message m = request(MessageType::INIT, own_slice());  // from worker 1
+  EXPECT_EQ(check_request(m, view).error, "init must come from worker 0, not worker 1");
+  ServerView rank0_dead = view;
+  rank0_dead.initialiser = 1;
+  EXPECT_TRUE(check_request(m, rank0_dead).ok);
+  m.sender_rank = 0;
+  EXPECT_EQ(check_request(m, rank0_dead).code, ErrorCode::BAD_SENDER);
+}
+
 TEST_F(RequestCheckTest, RefusesEachKindOfBadRequest) {
   Message m = request(MessageType::PUSH, own_slice());
   m.job_token = "other";
