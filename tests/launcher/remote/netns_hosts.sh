@@ -1,4 +1,5 @@
 # Sourced, not run: "hosts" as network namespaces on one machine, each with its own sshd, for `pshard launch --hosts`.
+# shellcheck shell=bash
 # The caller sets PREFIX (namespace names: $PREFIX-h1..N, $PREFIX-net holds the bridge), SUBNET (three octets: host i
 # is $SUBNET.(10+i), this machine $SUBNET.1), HOSTS (N) and WORK (a fresh temporary directory, removed by the caller),
 # then calls netns_hosts_require (exits 77, skipped, when not root or a tool is missing or the subnet or a namespace

@@ -21,7 +21,7 @@ SRC=${PSHARD_SOURCE_DIR:?PSHARD_SOURCE_DIR is not set}
 PREFIX=pss
 SUBNET=10.250.79
 HOSTS=3
-# shellcheck source=netns_hosts.sh
+# shellcheck source=tests/launcher/remote/netns_hosts.sh
 . "$(dirname "$0")/netns_hosts.sh"
 netns_hosts_require
 WORK=$(mktemp -d /tmp/pshard-ssh-hosts-test.XXXXXX)
