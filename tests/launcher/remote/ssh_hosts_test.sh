@@ -4,8 +4,10 @@
 # a 2-host job with CurveZMQ trains to the end with every line prefixed by its host; killing a remote worker ends the
 # job with that worker's name; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
-# missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables. Exits 77 (skipped) when not
-# root or when sshd, ssh, ssh-keygen, ip or nsenter is missing (openssh-server: scripts/install-deps.sh).
+# missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
+# pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
+# `pshard train`'s weights at the global batch. The namespaces and sshds come from netns_hosts.sh. Exits 77 (skipped)
+# when not root or when sshd, ssh, ssh-keygen, ip or nsenter is missing (openssh-server: scripts/install-deps.sh).
 #
 # With `--measure ROUNDS` it checks nothing and instead times, ROUNDS times alternately, a 3-server 3-worker job of
 # linreg_sgd.toml (1 epoch) started by `pshard launch` on this host and by `pshard launch --hosts` on the three
@@ -16,40 +18,18 @@ MEASURE=0
 if [ "${1:-}" = --measure ]; then MEASURE=${2:?--measure needs a number of rounds}; fi
 PSHARD=${PSHARD_BIN:?PSHARD_BIN is not set}
 SRC=${PSHARD_SOURCE_DIR:?PSHARD_SOURCE_DIR is not set}
-[ "$(id -u)" -eq 0 ] || { echo "not root: skipped"; exit 77; }
-SSHD=/usr/sbin/sshd
-[ -x "$SSHD" ] || { echo "$SSHD not found (openssh-server): skipped"; exit 77; }
-for tool in ssh ssh-keygen ip nsenter unshare getent; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: skipped"; exit 77; }
-done
-
 PREFIX=pss
-LOGIN_HOME=$(getent passwd "$(id -un)" | cut -d: -f6)
-[ -d "$LOGIN_HOME" ] || { echo "no home directory for $(id -un): skipped"; exit 77; }
 SUBNET=10.250.79
 HOSTS=3
+# shellcheck source=tests/launcher/remote/netns_hosts.sh
+. "$(dirname "$0")/netns_hosts.sh"
+netns_hosts_require
 WORK=$(mktemp -d /tmp/pshard-ssh-hosts-test.XXXXXX)
 LAUNCH_PID=
-SSHD_PIDS=()
-MADE_RUN_SSHD=0
-host_ns() { echo "$PREFIX-h$1"; }
-host_ip() { echo "$SUBNET.$((10 + $1))"; }
-
-# Every process in a namespace: what this test's sshds started (and nothing else runs there).
-ns_pids() { ip netns pids "$1" 2>/dev/null || true; }
-# A process's command line, spaces between the arguments ("" once it is gone).
-cmdline() { { tr '\0' ' ' < "/proc/$1/cmdline"; } 2>/dev/null || true; }
 cleanup() {
   set +e
   [ -n "$LAUNCH_PID" ] && kill -KILL "$LAUNCH_PID" 2>/dev/null
-  for pid in "${SSHD_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for i in $(seq 1 $HOSTS); do
-    for pid in $(ns_pids "$(host_ns "$i")"); do kill -KILL "$pid" 2>/dev/null; done
-  done
-  for i in $(seq 1 $HOSTS); do ip netns del "$(host_ns "$i")" 2>/dev/null; done
-  ip netns del "$PREFIX-net" 2>/dev/null  # takes the veth pairs with it
-  ip link del "$PREFIX-host0" 2>/dev/null
-  [ "$MADE_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
+  netns_hosts_cleanup
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -57,65 +37,7 @@ trap 'exit 1' INT TERM
 die() { echo "ssh_hosts_test: $*" >&2; echo "--- output:" >&2; tail -n 60 "$WORK/out.log" >&2 || true; exit 1; }
 
 # ------------------------------------------------------------------ network and sshds
-if ip -4 route show | grep -q "^$SUBNET\.0/24"; then echo "$SUBNET.0/24 is already routed here: skipped"; exit 77; fi
-for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX-" || true); do
-  echo "ssh_hosts_test: namespace $ns exists (another run of this test?): skipped"; exit 77
-done
-ip netns add "$PREFIX-net"
-ip -n "$PREFIX-net" link set lo up
-ip -n "$PREFIX-net" link add br0 type bridge
-ip -n "$PREFIX-net" link set br0 up
-ip link add "$PREFIX-host0" type veth peer name h0 netns "$PREFIX-net"
-ip -n "$PREFIX-net" link set h0 master br0 up
-ip addr add "$SUBNET.1/24" dev "$PREFIX-host0"
-ip link set "$PREFIX-host0" up
-[ -d /run/sshd ] || { mkdir -p -m 0755 /run/sshd; MADE_RUN_SSHD=1; }  # sshd's privilege separation directory
-ssh-keygen -q -t ed25519 -N '' -f "$WORK/user_key"
-cp "$WORK/user_key.pub" "$WORK/authorized_keys"
-for i in $(seq 1 $HOSTS); do
-  ns=$(host_ns "$i")
-  ip netns add "$ns"
-  ip -n "$ns" link set lo up
-  ip link add "${PREFIX}n$i" netns "$PREFIX-net" type veth peer name eth0 netns "$ns"
-  ip -n "$PREFIX-net" link set "${PREFIX}n$i" master br0 up
-  ip -n "$ns" addr add "$(host_ip "$i")/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  d="$WORK/h$i"
-  mkdir -p "$d"
-  ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
-  cat > "$d/sshd_config" <<CONF
-ListenAddress $(host_ip "$i")
-Port 22
-HostKey $d/host_key
-PidFile $d/sshd.pid
-AuthorizedKeysFile $WORK/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PrintMotd no
-MaxStartups 100
-LogLevel ERROR
-CONF
-  # A private mount namespace hides the login user's home behind an empty directory: the remote commands run
-  # without ~/.bashrc and the like (a shell start-up file that waits on a lock would stall every ssh; one killed
-  # mid-way by the cleanup would leave its lock behind), and nothing in the real home is touched.
-  mkdir -p "$d/home"
-  nsenter --net="/run/netns/$ns" unshare --mount --propagation private -- \
-    sh -c 'mount --bind "$1" "$2" && exec "$3" -D -f "$4" -E "$5"' sh "$d/home" "$LOGIN_HOME" "$SSHD" \
-    "$d/sshd_config" "$d/sshd.log" &
-  SSHD_PIDS+=($!)
-done
-export PSHARD_SSH="ssh -i $WORK/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5"
-for i in $(seq 1 $HOSTS); do
-  ok=0
-  for _ in $(seq 1 50); do
-    if timeout 10 $PSHARD_SSH -o BatchMode=yes "$(host_ip "$i")" true 2>/dev/null; then ok=1; break; fi
-    sleep 0.1
-  done
-  [ "$ok" = 1 ] || { cat "$WORK/h$i/sshd.log" >&2; die "sshd in $(host_ns "$i") does not accept the key"; }
-done
+netns_hosts_start
 : > "$WORK/out.log"
 
 # Processes other than the sshd listener in a host's namespace (pids, one a line).
@@ -269,3 +191,73 @@ grep -qx "PSHARD_NUM_WORKERS=3" "$WORK/env-0" || die "worker 0: PSHARD_NUM_WORKE
 grep -q "^PSHARD_JOB_TOKEN=[0-9a-f]\{32\}$" "$WORK/env-1" || die "worker 1 has no job token"
 expect_no_remote_process "a -- CMD job"
 echo "ssh_hosts_test: -- CMD workers got the PSHARD_* variables on their hosts"
+
+# ------------------------------------------------------------------ 6. one push per host across two hosts
+# A sync job, 2 hosts x 2 workers, one server on each host (batch 32 a worker, 20 steps). With host_aggregation auto
+# a host's workers reach their own host's server through shared memory and the other host's through their leader,
+# which pushes and pulls that server's share of the model once for both: at most twice the model's bytes per host
+# and step on the network (1.66 x here: the busiest host's remote server holds most of the first layer). With `off`
+# each worker pushes and pulls that share itself: twice that. The weights equal `pshard train` at batch 4 x 32 up to
+# float rounding (the sum is grouped by host), and a second auto run gives the same bits.
+AGG_CONFIG="$SRC/configs/fmnist_mlp_sync.toml"
+AGG_SET=(--set data.train_size=2560 --set data.test_size=256 --set train.epochs=1 --set train.eval=false
+  --set model.dropout=0 --set lr_schedule.name=constant --set lr_schedule.scaling=none --set train.threads=1)
+for run in auto auto-again off; do
+  timeout 120 "$PSHARD" launch --hosts "$H1:2,$H2:2" --config "$AGG_CONFIG" "${AGG_SET[@]}" --set train.batch_size=32 \
+    --set "cluster.host_aggregation=${run%-again}" --run-dir "$WORK/agg-$run" > "$WORK/out.log" 2>&1 \
+    || die "the 2-host job with host_aggregation=${run%-again} failed (status $?)"
+  grep -q "^\[launch\] host $H1 ($H1): coordinator, server 0, workers 0-1$" "$WORK/out.log" \
+    || die "$run: workers 0-1 and server 0 are not placed on $H1"
+  grep -q "^\[launch\] host $H2 ($H2): server 1, workers 2-3$" "$WORK/out.log" \
+    || die "$run: workers 2-3 and server 1 are not placed on $H2"
+  expect_no_remote_process "the $run job"
+done
+timeout 120 "$PSHARD" train --config "$AGG_CONFIG" "${AGG_SET[@]}" --set train.batch_size=128 \
+  --run-dir "$WORK/agg-local" > "$WORK/out.log" 2>&1 || die "pshard train at batch 128 failed (status $?)"
+cmp -s "$WORK/agg-auto/model.bin" "$WORK/agg-auto-again/model.bin" \
+  || die "two runs with host_aggregation=auto gave different weights"
+/usr/bin/python3 - "$SRC/scripts" "$WORK" > "$WORK/out.log" 2>&1 <<'PY' || die "host aggregation across 2 hosts"
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from torch_to_pshard import read_model_file
+work = sys.argv[2]
+def events(run):
+    with open("%s/agg-%s/metrics.jsonl" % (work, run)) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    return [e for e in lines if e.get("event") == "epoch"], [e for e in lines if e.get("event") == "summary"][-1]
+failed = []
+def check(ok, what):
+    print(("ok:     " if ok else "FAILED: ") + what)
+    if not ok: failed.append(what)
+figures = {}
+for run in ("auto", "off"):
+    epochs, s = events(run)
+    model = s["model_bytes"]
+    net, shm = s["network_bytes_per_host_step"], s["shm_bytes_per_host_step"]
+    figures[run] = net
+    print("%s: model %d bytes, network %.3f x model, shm %.3f x model per host and step, %s hosts, steps %s"
+          % (run, model, net / model, shm / model, s["num_hosts"], s["steps"]))
+    check(s["num_hosts"] == 2, "%s: num_hosts %s == 2" % (run, s["num_hosts"]))
+    hosts = sorted((h["host"], h["workers"]) for h in epochs[-1]["hosts"])
+    check(hosts == [(0, 2), (2, 2)], "%s: the epoch's hosts %s are (0, 2 workers) and (2, 2 workers)" % (run, hosts))
+    if run == "auto":
+        check(net <= 2.2 * model, "auto: network bytes per host and step %.0f <= 2.2 x model %d" % (net, model))
+        check(shm > 0, "auto: shared-memory bytes per host and step %.0f > 0" % shm)
+# Each worker of a host moves what its leader moved for both: twice the bytes (the first requests too, by TCP).
+ratio = figures["off"] / figures["auto"]
+check(1.8 <= ratio <= 2.2, "off: network bytes per host and step %.0f are 1.8-2.2 x auto's %.0f (%.3f)"
+      % (figures["off"], figures["auto"], ratio))
+local = read_model_file(work + "/agg-local/model.bin")
+for run in ("auto", "off"):
+    dist = read_model_file("%s/agg-%s/model.bin" % (work, run))
+    check([n for n, _ in local] == [n for n, _ in dist], "%s: the same tensors as pshard train" % run)
+    for (name, a), (_, b) in zip(local, dist):
+        a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+        d = np.linalg.norm(a64 - b64) / max(np.linalg.norm(a64), 1e-30)
+        check(d <= 1e-5, "%s: %s relative distance %.3g to pshard train <= 1e-5" % (run, name, d))
+sys.exit(1 if failed else 0)
+PY
+grep "^auto: \|^off: " "$WORK/out.log" | sed 's/^/ssh_hosts_test: /'
+echo "ssh_hosts_test: one push per host across 2 hosts x 2 workers: the network bytes per host and step halved," \
+  "the same bits twice, pshard train's weights within 1e-5"
