@@ -3,7 +3,8 @@
 # `pshard bench kv` over TCP and shared memory (3 runs each) and with CurveZMQ, pshard's CPU compute against
 # PyTorch (ResNet-20 at 1 and 2 threads, LeNet and the MLP at 1 thread, batch 64), the Python front-end and the C++
 # workers against PyTorch DDP, the pshard.torch step cost, the PS overhead and MLP scaling with bf16, the timeline's
-# cost, and the ResNet-50 profile against DDP at 1 and 2 workers (tools/bench_report.py has the settings).
+# cost, the ResNet-50 profile against DDP at 1 and 2 workers, and (as root) one push per host between two
+# network-namespace hosts on a 1 Gbit/s link (tools/bench_report.py has the settings).
 #
 #   scripts/bench-report.sh            # writes docs/results/bench-report-YYYY-MM-DD.json, prints the table
 #   scripts/bench-report.sh --update   # also regenerates docs/PERFORMANCE.md's table from it

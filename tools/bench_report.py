@@ -59,6 +59,9 @@ MEASURES = [
     ("python_vs_cpp", "Python workers against C++ workers, same job"),
     ("torch_step", "`pshard.torch` step, MLP, 1 worker + 1 server (ms per step, wall)"),
     ("profile_resnet50", "Profile ResNet-50 (simulated compute, batch 64), 2 workers + 1 server over DDP (samples/s)"),
+    ("host_aggregation_2x2", "Profile ResNet-50, 2 hosts x 2 workers on a 1 Gbit/s link (`tc`), one push per host "
+                             "(samples/s; efficiency per worker against 2 hosts x 1)"),
+    ("host_aggregation_bytes", "Same job: network bytes per host and step, in models (fp32 model bytes)"),
     ("trace_overhead", "Timeline: every step traced, MLP sync 2 workers + 1 server (samples/s, medians)"),
     ("idle_server_rss", "Idle `pshard server` RSS, CUDA-enabled build (MiB)"),
     ("help_time", "`pshard --help` wall time (ms)"),
@@ -73,6 +76,8 @@ NOT_HERE = {
     "compression_bytes": "10-epoch accuracy runs of compression_accuracy_test",
     "idle_server_rss": "needs a CUDA-enabled build",
     "help_time": "its anchor is an older build (57a6a7d)",
+    "host_aggregation_2x2": "needs root (network namespaces and tc)",
+    "host_aggregation_bytes": "needs root (network namespaces and tc)",
 }
 # Older names of a measure in docs/PERFORMANCE.md, for carrying a row from the table written before the reports.
 OLD_NAMES = {
@@ -342,6 +347,37 @@ def bench_jobs(r, pshard):
               "**%.2f**" % x["ratio"], rec, note="%d steps per worker" % x["steps"])
 
 
+def bench_hosts(r, pshard):
+    """One push per host between two network-namespace hosts on a tc-limited link (root only: skipped otherwise)."""
+    if os.geteuid() != 0:
+        sys.stderr.write("bench-report: hosts: not root, the host_aggregation rows are carried over\n")
+        return
+    out_json = tempfile.mktemp(prefix="bench-report-hosts.", suffix=".json")
+    cmd = ["bash", os.path.join(REPO, "tests/bench/host_aggregation_netns.sh"), "--pshard", pshard, "--rate", "1gbit",
+           "--steps", "8", "--json", out_json]
+    rec, out = r.run("host_aggregation_netns", cmd, timeout=900)
+    rec["command"] = rec["command"].replace(out_json, "FILE")
+    if rec["rc"] != 0 or not os.path.exists(out_json):
+        return
+    with open(out_json) as f:
+        got = json.load(f)
+    os.unlink(out_json)
+    rec["results"] = got
+    jobs = {j["job"]: j for j in got["jobs"]}
+    auto, off = jobs.get("2x2-auto"), jobs.get("2x2-off")
+    if not (auto and off):
+        return
+    loads = [j["load_1min"] for j in got["jobs"]]
+    r.row("host_aggregation_2x2", "%s (efficiency %.2f)" % (fmt_num(auto["samples_per_s"]), auto["efficiency"]),
+          "each worker pushing its own (`off`): %s (efficiency %.2f)" % (fmt_num(off["samples_per_s"]),
+                                                                         off["efficiency"]),
+          "**%.2f**" % (auto["samples_per_s"] / off["samples_per_s"]), rec, loads=loads,
+          note="%d steps per worker" % auto["steps"])
+    r.row("host_aggregation_bytes", "%.2f" % auto["network_models_per_host_step"],
+          "`off`: %.2f; target <= 2.2" % off["network_models_per_host_step"],
+          "%.2f" % (auto["network_models_per_host_step"] / off["network_models_per_host_step"]), rec, loads=loads)
+
+
 def kernels(pshard):
     """What the compute kernels are: oneDNN's info lines and the implementations it picked, PyTorch's build."""
     out = {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}
@@ -429,7 +465,7 @@ def main():
     ap.add_argument("--pshard", default=os.path.join(REPO, "build", "bin", "pshard"))
     ap.add_argument("--library", default="", help="libpshard_c.so (default: next to the executable's lib/)")
     ap.add_argument("--out", required=True, help="the JSON file to write")
-    ap.add_argument("--only", default="", help="comma list of kv, compute, python, jobs (default: all)")
+    ap.add_argument("--only", default="", help="comma list of kv, compute, python, jobs, hosts (default: all)")
     ap.add_argument("--kv-runs", type=int, default=3, help="runs of `bench kv` per transport")
     ap.add_argument("--compute-rounds", type=int, default=3)
     ap.add_argument("--ddp-rounds", type=int, default=5)
@@ -447,7 +483,7 @@ def main():
     args.torch_version = ".".join(k["pytorch_version"].split("+")[0].split(".")[:2]) or "?"
 
     r = Runner(args)
-    groups = {"kv": bench_kv, "compute": bench_compute, "python": bench_python, "jobs": bench_jobs}
+    groups = {"kv": bench_kv, "compute": bench_compute, "python": bench_python, "jobs": bench_jobs, "hosts": bench_hosts}
     chosen = [g for g in args.only.split(",") if g] or list(groups)
     for g in chosen:
         groups[g](r, pshard)
