@@ -174,7 +174,9 @@ const std::vector<std::string> kScalingColumns = {"group",
                                                   "bandwidth_MBps",
                                                   "bandwidth_per_worker_MBps",
                                                   "fp32_traffic_MB_per_step",
-                                                  "traffic_vs_fp32"};
+                                                  "traffic_vs_fp32",
+                                                  "host_network_MB_per_step",
+                                                  "host_shm_MB_per_step"};
 
 void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>& groups,
                        const std::vector<RunMetrics>& runs, const std::vector<std::string>& labels) {
@@ -211,7 +213,9 @@ void write_scaling_csv(const std::string& path, const std::vector<ScalingGroup>&
              num(r.bandwidth_bytes_per_s / kMB),
              num(r.bandwidth_per_worker_bytes_per_s / kMB),
              num(r.fp32_traffic_bytes_per_step / kMB),
-             num(r.traffic_vs_fp32)});
+             num(r.traffic_vs_fp32),
+             num(r.host_network_bytes_per_step / kMB),
+             num(r.host_shm_bytes_per_step / kMB)});
     }
   }
   f.close();
@@ -480,6 +484,8 @@ const char* kScalingDefinitions =
 | ring/worker/step | 2(W-1)/W x M: what each worker sends (and receives) per step in a ring all-reduce | MB |
 | bandwidth | (bytes sent + received by all workers) / training seconds | MB/s |
 | bw/worker | bandwidth / W | MB/s |
+| net/host/step | payload bytes through sockets per step of the busiest host (sent + received): with one push per host (`cluster.host_aggregation`) about 2 x M whatever the host's workers | MB |
+| shm/host/step | the same host's bytes through shared memory per step | MB |
 )";
 
 std::string png_line(const PlotOutcome& plots, const std::string& png, const std::string& alt) {
@@ -498,8 +504,10 @@ std::string scaling_markdown(const ScalingGroup& g, const std::vector<std::strin
   out << "| run | W | S | epoch time (s) | speedup | efficiency | samples/s | step (ms) | data (ms) | fwd (ms) | "
          "bwd (ms) | comm (ms) | other (ms) | traffic/step (MB) | fp32/step (MB) | vs fp32 | PS bound/step (MB) | "
          "sent/worker/step (MB) | "
-         "ring/worker/step (MB) | bandwidth (MB/s) | bw/worker (MB/s) |\n";
-  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "ring/worker/step (MB) | bandwidth (MB/s) | bw/worker (MB/s) | net/host/step (MB) | shm/host/step (MB) |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+         "|---:"
+         "|\n";
   for (const ScalingRow& r : g.rows) {
     out << "| " << md_cell(labels[r.run]) << " | " << r.workers << " | " << r.servers << " | " << md(r.epoch_s) << " | "
         << md(r.speedup, 3) << " | " << md(r.efficiency, 3) << " | " << md(r.samples_per_s) << " | "
@@ -508,7 +516,8 @@ std::string scaling_markdown(const ScalingGroup& g, const std::vector<std::strin
     out << md(r.traffic_bytes_per_step / kMB) << " | " << md(r.fp32_traffic_bytes_per_step / kMB) << " | "
         << md(r.traffic_vs_fp32, 3) << " | " << md(r.ps_bound_bytes_per_step / kMB) << " | "
         << md(r.sent_bytes_per_worker_step / kMB) << " | " << md(r.ring_bytes_per_worker_step / kMB) << " | "
-        << md(r.bandwidth_bytes_per_s / kMB) << " | " << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " |\n";
+        << md(r.bandwidth_bytes_per_s / kMB) << " | " << md(r.bandwidth_per_worker_bytes_per_s / kMB) << " | "
+        << md(r.host_network_bytes_per_step / kMB) << " | " << md(r.host_shm_bytes_per_step / kMB) << " |\n";
   }
   return out.str();
 }

@@ -115,6 +115,11 @@ ScalingRow scaling_row(const RunMetrics& run, size_t index) {
   row.ring_bytes_per_worker_step = 2.0 * (workers - 1.0) / workers * row.model_bytes;
   row.bandwidth_bytes_per_s = (sent + recv) / row.train_s;
   row.bandwidth_per_worker_bytes_per_s = row.bandwidth_bytes_per_s / workers;
+  auto summary_or_nan = [&](std::optional<double> SummaryRecord::*field) {
+    return run.summary && (*run.summary).*field ? *((*run.summary).*field) : kNaN;
+  };
+  row.host_network_bytes_per_step = summary_or_nan(&SummaryRecord::network_bytes_per_host_step);
+  row.host_shm_bytes_per_step = summary_or_nan(&SummaryRecord::shm_bytes_per_host_step);
   return row;
 }
 

@@ -44,6 +44,8 @@ struct ScalingRow {
   double ring_bytes_per_worker_step = 0;        // 2 * (workers - 1) / workers * model_bytes
   double bandwidth_bytes_per_s = 0;             // (bytes_sent + bytes_recv) of all workers / train_s
   double bandwidth_per_worker_bytes_per_s = 0;  // bandwidth_bytes_per_s / workers
+  double host_network_bytes_per_step = 0;       // the busiest host's bytes through sockets per step (NaN: unknown)
+  double host_shm_bytes_per_step = 0;           // and through shared memory
 };
 
 // A set of runs that differ only in the worker count (and run.name / servers).

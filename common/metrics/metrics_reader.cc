@@ -191,6 +191,8 @@ SummaryRecord read_summary(const LineReader& r) {
   s.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
   s.bytes_sent = r.opt_number("bytes_sent");
   s.bytes_recv = r.opt_number("bytes_recv");
+  s.network_bytes_per_host_step = r.opt_number("network_bytes_per_host_step");
+  s.shm_bytes_per_host_step = r.opt_number("shm_bytes_per_host_step");
   s.epochs = r.opt_integer("epochs", 0);
   s.steps = r.opt_integer("steps", 0);
   s.batch_size = r.opt_integer("batch_size", 0);

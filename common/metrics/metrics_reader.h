@@ -48,7 +48,10 @@ struct SummaryRecord {
   std::optional<double> test_acc, test_loss, train_loss, train_acc;
   std::optional<double> samples_per_s, wall_s, lr, bytes_sent, bytes_recv;
   std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
-  std::optional<WorkerPhaseSeconds> phases;                // totals over the run, mean over workers
+  // The busiest host's payload bytes per step, through sockets and through shared memory (absent in runs recorded
+  // before hosts were counted).
+  std::optional<double> network_bytes_per_host_step, shm_bytes_per_host_step;
+  std::optional<WorkerPhaseSeconds> phases;  // totals over the run, mean over workers
   std::vector<ServerPhasesRecord> servers_phases;
   int64_t epochs = 0, steps = 0;
   int64_t batch_size = 0, global_batch = 0, model_bytes = 0;

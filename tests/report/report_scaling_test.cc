@@ -76,6 +76,11 @@ TEST(ReportScaling, TrafficAgainstParameterServerAndRingBounds) {
   EXPECT_DOUBLE_EQ(r[0].fp32_traffic_bytes_per_step, 4e6);
   EXPECT_DOUBLE_EQ(r[2].fp32_traffic_bytes_per_step, 16e6);
   for (const ScalingRow& row : r) EXPECT_DOUBLE_EQ(row.traffic_vs_fp32, 0.5);
+  // The busiest host's bytes per step, from the summary (one push per host: about 2 x model); NaN for runs recorded
+  // without hosts.
+  EXPECT_DOUBLE_EQ(r[2].host_network_bytes_per_step, 2.1e6);
+  EXPECT_DOUBLE_EQ(r[2].host_shm_bytes_per_step, 6e6);
+  EXPECT_TRUE(std::isnan(r[0].host_network_bytes_per_step));
   // Ring all-reduce: 2 (W-1)/W x model per worker per step.
   EXPECT_DOUBLE_EQ(r[0].ring_bytes_per_worker_step, 0.0);
   EXPECT_DOUBLE_EQ(r[1].ring_bytes_per_worker_step, 1e6);

@@ -90,6 +90,8 @@ inline std::string scaling_metrics(int workers, bool compressed = true) {
              "\"update_s\":3,\"reply_s\":1,\"idle_s\":22,\"other_s\":1},{\"rank\":1,\"threads\":3,\"wall_s\":10,"
              "\"recv_s\":2,\"aggregate_s\":2,\"update_s\":3,\"reply_s\":1,\"idle_s\":21,\"other_s\":1}],"
            : "") +
+      (workers == 4 ? "\"num_hosts\":2,\"network_bytes_per_host_step\":2100000,\"shm_bytes_per_host_step\":6000000,"
+                    : "") +
       "\"bytes_sent\":200000000,\"bytes_recv\":200000000,\"workers\":" + std::to_string(workers) +
       ",\"servers\":2,\"mode\":\"sync\",\"workers_finished\":[]}\n";
   return text;
