@@ -74,7 +74,8 @@ struct Part {
   // Host aggregation (HostGroup), the leader's push for its host: each slice's own gradient, to be summed with the
   // members' before the part is sent; the weights of step + 1 that come back are published to the members.
   std::vector<std::pair<uint32_t, const float*>> host_sums;
-  std::vector<float> own_copy;  // push(): the caller's gradient, copied (the caller may reuse its buffer)
+  std::vector<float> own_copy;  // push(): this part's slices of the caller's gradient, copied (the caller may reuse
+                                // its buffer), one after the other
   std::vector<float> scratch;   // a push without a pull: where the weights for the members land
   int64_t publish_version = 0;  // > 0: publish the reply's weights to the host at this version
   std::vector<zmq::message_t> frames;
@@ -384,12 +385,10 @@ struct KvClient::Impl {
       if (host_leader) {
         m.contributors = opt.host_ranks;
         p.publish_version = step + 1;
-        if (copy) p.own_copy.assign(grad, grad + spec.numel);
-        if (out == nullptr) {
-          size_t n = 0;
-          for (uint32_t id : ids) n += layout.slice(id).length;
-          p.scratch.resize(n);
-        }
+        size_t n = 0;
+        for (uint32_t id : ids) n += layout.slice(id).length;
+        if (copy) p.own_copy.reserve(n);
+        if (out == nullptr) p.scratch.resize(n);
       }
       m.shared_memory = p.shared_memory;
       if (type == MessageType::INIT) {
@@ -420,7 +419,13 @@ struct KvClient::Impl {
           // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
           fp32_bytes_sent += bytes;
           if (host_leader) {  // the host thread sums and sends it
-            p.host_sums.emplace_back(id, (copy ? p.own_copy.data() : grad) + s.offset);
+            if (copy) {
+              const size_t at = p.own_copy.size();
+              p.own_copy.insert(p.own_copy.end(), grad + s.offset, grad + s.offset + s.length);
+              p.host_sums.emplace_back(id, p.own_copy.data() + at);  // reserved: no reallocation moves it
+            } else {
+              p.host_sums.emplace_back(id, grad + s.offset);
+            }
             (p.shared_memory ? shm_bytes_sent : bytes_sent) += bytes;
           } else if (p.shared_memory) {
             // push() (the caller reuses grad at once) and small slices copy now: the copier's thread hand-off costs
