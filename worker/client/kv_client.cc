@@ -511,6 +511,7 @@ struct KvClient::Impl {
         }
       } catch (const Error& e) {
         job.part.op->part_done(e.what());
+        wake.notify();
       }
     }
   }
@@ -549,6 +550,7 @@ struct KvClient::Impl {
       fp32_bytes_recv += n * sizeof(float);
     }
     p.op->part_done("");
+    wake.notify();  // a caller polling the sockets for this request looks at it again now, not after kScanPeriod
   }
 
   void copy_loop() {

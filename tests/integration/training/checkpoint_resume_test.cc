@@ -136,14 +136,15 @@ TEST(CheckpointResume, ResumedRunEndsWithTheSameWeightsAsAnUninterruptedOne) {
 // checkpoint.on_sigterm = checkpoint: a SIGTERM to `pshard launch` (as a preemption or a time limit sends) stops the
 // job at the next step boundary, every server checkpoints that boundary, the launch exits 75; `--resume` then ends
 // with the weights of an uninterrupted run, bit for bit (and not those of the run's start: it trained).
-TEST(Preemption, SigtermStopsTheJobAtACheckpointThatResumeContinuesBitwise) {
-  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const std::string dir = fresh_dir("sigterm-stop");
+// `extra`: settings added to every launch of the test.
+void sigterm_stop_then_resume(const std::string& name, const std::string& extra) {
+  const std::string dir = fresh_dir(name);
   // 12800 samples / (2 x 64) = 100 steps per epoch, 500 in all, a step event every 10 steps; no periodic
   // checkpoints.
   const std::string args = job_args(5, 0) +
                            " --set data.train_size=12800 --set checkpoint.on_sigterm=checkpoint"
-                           " --set train.log_every=10";
+                           " --set train.log_every=10" +
+                           extra;
   const std::string a = dir + "/a";
   int rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120" + args + " --run-dir " + a,
                             150, dir + "/a.log");
@@ -194,6 +195,18 @@ TEST(Preemption, SigtermStopsTheJobAtACheckpointThatResumeContinuesBitwise) {
                                                       "uninterrupted run's (bitwise)";
   EXPECT_GT(read_summary(b).at("test_acc").as_number(), 0.75);  // it learned: the weights compared are trained ones
   pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(Preemption, SigtermStopsTheJobAtACheckpointThatResumeContinuesBitwise) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  sigterm_stop_then_resume("sigterm-stop", "");
+}
+
+// The same with one push per host (over TCP, so that the host's two workers push through their leader): the member's
+// stop reaches the servers with the leader's push, and the boundary they stop at reaches the member.
+TEST(Preemption, AJobPushingOncePerHostStopsAndResumesBitwiseToo) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  sigterm_stop_then_resume("sigterm-stop-host", " --set cluster.host_aggregation=always --set cluster.transport=tcp");
 }
 
 // A top-k job resumes exactly what docs/OPERATIONS.md says: without error feedback bitwise like an uninterrupted run;
