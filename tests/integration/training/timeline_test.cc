@@ -118,10 +118,15 @@ TEST(Timeline, TwoByTwoJobMergesIntoOneConsistentTrace) {
   // The picture's table: the middle traced step (4), spans of the servers and workers, clipped to it.
   const std::string step_csv = read_file(o.out_dir + "/timeline_step.csv");
   EXPECT_EQ(step_csv.rfind("lane,name,what,start_ms,dur_ms\n", 0), 0u) << step_csv;
-  for (const char* lane :
-       {"\nworker 0 / steps,step 4,step,", "\nworker 1 / steps,step 4,step,", "\n\"server 0 / ", "\n\"server 1 / "}) {
+  for (const char* lane : {"\nworker 0 / steps,step 4,step,", "\nworker 1 / steps,step 4,step,"}) {
     EXPECT_NE(step_csv.find(lane), std::string::npos) << lane << " in\n" << step_csv;
   }
+  // A server's lane is there when some of its spans fall in the step: a server whose replies of step 3 all went out
+  // before step 4 began, and whose pushes of step 4 arrive after its end, has none (which one varies from run to run).
+  EXPECT_TRUE(step_csv.find("\n\"server 0 / ") != std::string::npos ||
+              step_csv.find("\n\"server 1 / ") != std::string::npos)
+      << "no server lane in\n"
+      << step_csv;
   EXPECT_EQ(step_csv.find(",-"), std::string::npos) << "nothing starts before the step or has a negative length";
 
   const std::string md = read_file(r.report_md);
