@@ -73,6 +73,7 @@ ChildSpec JobPlan::server_process(int64_t rank, const std::string& bind) const {
   ChildSpec c;
   c.name = process_name(NodeRole::kServer, rank);
   c.role = NodeRole::kServer;
+  if (rank >= 0) c.rank = rank;
   const std::string exe = executable.empty() ? self_executable() : executable;
   c.argv = server_command.empty() ? std::vector<std::string>{exe, "server"} : server_command;
   if (coordinator.empty()) {  // standalone: no rendezvous, the layout comes from the command line
@@ -99,6 +100,7 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
   ChildSpec c;
   c.name = process_name(NodeRole::kWorker, rank);
   c.role = NodeRole::kWorker;
+  if (rank >= 0) c.rank = rank;
   const int64_t host_index = local_rank >= 0 ? local_rank : std::max<int64_t>(rank, 0);
   if (!user_command.empty()) {
     c.argv = user_command;

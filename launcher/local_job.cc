@@ -65,17 +65,20 @@ bool ChildExit::failed() const {
 }
 
 std::string ChildExit::describe() const {
-  std::string who = name + (pid ? " (pid " + std::to_string(pid) + ")" : "");
-  if (!started) return who + " could not be started: " + start_error;
+  return name + (pid ? " (pid " + std::to_string(pid) + ")" : "") + " " + ending();
+}
+
+std::string ChildExit::ending() const {
+  if (!started) return "could not be started: " + start_error;
   const std::string said = error.empty() ? "" : ": " + error;
-  if (exited) return who + " exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "");
-  if (hung) return who + " did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
+  if (exited) return "exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "");
+  if (hung) return "did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
-    return who + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
+    return "was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
            (stopped ? " sent by the launcher" : "") +
            (after_success ? " after it had left the job successfully (not a failure)" : "");
   }
-  return who + " is still running";
+  return "is still running";
 }
 
 struct LocalJob::Impl {
@@ -271,6 +274,7 @@ struct LocalJob::Impl {
     // Leftovers of its process group (what a Python worker spawned and left running) end with it, whether the job is
     // stopping or the child ended on its own: nothing a child started outlives pshard launch.
     ::kill(-static_cast<pid_t>(c.exit.pid), SIGKILL);
+    if (c.exit.failed() && !stopping && c.spec.role && opt.on_child_failed) opt.on_child_failed(c.spec, c.exit);
     if (c.exit.failed()) {
       if (c.spec.may_fail && !stopping && c.restart && c.max_restarts > 0) {
         write_all(opt.err_fd, "[launch] " + c.exit.describe() + ": starting it again (" +
@@ -279,6 +283,7 @@ struct LocalJob::Impl {
         ChildSpec again = *c.restart;
         again.name = c.spec.name;
         again.role = c.spec.role;
+        again.rank = c.spec.rank;
         again.may_fail = true;
         const int left = c.max_restarts - 1;
         // Not inside the reap loop, which iterates over `children`.

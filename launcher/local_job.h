@@ -23,6 +23,7 @@ struct ChildSpec {
   bool ends_job = false;          // when it exits, the others get Options::grace to finish, then are stopped
   std::optional<NodeRole> role =
       std::nullopt;  // what it is in the job (launchers order failures by it); empty: a helper
+  std::optional<int64_t> rank = std::nullopt;  // its rank within `role`, when it has one
   // Non-empty: written to the child's stdin, which then stays open until the child ends (an ssh child forwards it:
   // secrets that must not be on a command line, and an EOF that tells the far side its launcher is gone).
   // Empty: stdin is /dev/null. Starting such a child makes this process ignore SIGPIPE.
@@ -53,6 +54,7 @@ struct ChildExit {
   // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"; a failure's first error line is appended:
   // "coordinator (pid 7) exited with status 1: aborting the job: worker 0 ... fewer than one global batch".
   std::string describe() const;
+  std::string ending() const;  // describe() without the name: "was killed by signal 9 (SIGKILL)"
 };
 
 // Supervises the children of one job from a background thread (Boost.Asio:
@@ -81,6 +83,9 @@ class LocalJob {
     // being written to out_fd/err_fd (e.g. to redraw a progress line around
     // it). Called from the job's I/O thread.
     std::function<void(int fd, const std::string& text)> line_sink;
+    // When set, called on the job's I/O thread as soon as a child that has a role fails while the job runs (not
+    // one the job stopped), before any restart of it: e.g. to tell the coordinator at once.
+    std::function<void(const ChildSpec& spec, const ChildExit& how)> on_child_failed;
   };
 
   struct Result {

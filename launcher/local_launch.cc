@@ -12,6 +12,7 @@
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
 #include "common/control/coordinator.h"
+#include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/progress.h"
 #include "common/metrics/trace.h"
@@ -157,7 +158,17 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
   }
 
+  // A process that dies here is dead for the coordinator at once, not after cluster.heartbeat_timeout_ms: under
+  // failure_policy = continue the others go on without waiting that long (over ssh the children are the agents).
+  std::unique_ptr<ProcessNotifier> notices;
+  if (hosts.empty()) notices = std::make_unique<ProcessNotifier>(plan.coordinator, plan.job_token, keys);
   LocalJob::Options opt;
+  if (notices) {
+    opt.on_child_failed = [&notices](const ChildSpec& spec, const ChildExit& how) {
+      if (!spec.rank || *spec.role == NodeRole::kCoordinator) return;
+      notices->process_ended(*spec.role, static_cast<uint32_t>(*spec.rank), how.pid, how.ending());
+    };
+  }
   opt.handle_signals = true;
   opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   opt.grace = o.grace;

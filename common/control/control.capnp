@@ -134,6 +134,18 @@ struct Stuck {
                                 # for the push of worker 1, which did not come"
 }
 
+# launcher -> coordinator: a process the launcher started has ended. pshard launch sees its children end at once,
+# where the coordinator would wait cluster.heartbeat_timeout_ms for a silent node. Sent by a peer that is not a node:
+# it carries the job token and names the process by role, rank and pid, so that a restarted process of that rank is
+# not affected; the coordinator applies the failure policy as to a node whose heartbeats stopped.
+struct ProcessEnded {
+  jobToken @0 :Text;
+  role @1 :Wire.Role;
+  rank @2 :UInt32;
+  pid @3 :Int64;
+  how @4 :Text;                 # e.g. "was killed by signal 9 (SIGKILL)"
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -149,5 +161,6 @@ struct ControlMessage {
     leave @9 :Leave;
     report @10 :Report;
     stuck @11 :Stuck;
+    processEnded @12 :ProcessEnded;
   }
 }

@@ -328,6 +328,30 @@ struct Coordinator::Impl {
     }
   }
 
+  // The launcher saw a node's process end: the node is dead now, not when its heartbeats would have been missed. Only
+  // with the job's token (a job without one takes no such word from anybody), and only for the live node of that
+  // role, rank and pid.
+  void on_process_ended(control::ProcessEnded::Reader ended) {
+    const std::string token = ended.getJobToken().cStr();
+    if (opt.job_token.empty() || !transport::same_secret(token, opt.job_token)) {
+      PSHARD_LOG(kWarn) << "ignoring a process-ended notice without this job's token";
+      return;
+    }
+    const NodeRole role = cc::from_wire(ended.getRole());
+    for (auto& [id, p] : peers) {
+      if (p.state != Peer::State::kLive || p.info.role != role || p.info.rank != ended.getRank() ||
+          p.info.pid != ended.getPid()) {
+        continue;
+      }
+      std::string how = std::string(ended.getHow().cStr()).substr(0, 256);
+      for (char& c : how) {
+        if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+      }
+      on_node_failed(p, "its process " + how + " (pshard launch saw it end)");
+      return;
+    }
+  }
+
   void on_leave(Peer& p, int status, const std::string& reason) {
     if (p.state == Peer::State::kRegistered) {
       PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
@@ -366,6 +390,10 @@ struct Coordinator::Impl {
       auto root = msg.root();
       if (root.which() == control::ControlMessage::REGISTER) {
         on_register(id, root.getRegister());
+        return;
+      }
+      if (root.which() == control::ControlMessage::PROCESS_ENDED) {  // from the launcher, not a node
+        on_process_ended(root.getProcessEnded());
         return;
       }
       if (it == peers.end()) {

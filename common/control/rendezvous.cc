@@ -9,6 +9,7 @@
 
 #include "common/control/control_codec.h"
 #include "common/error.h"
+#include "common/transport/peer_auth.h"
 #include "common/util/log.h"
 
 namespace pshard::coordinator_detail {
@@ -50,7 +51,7 @@ std::optional<Peer> Rendezvous::read(const std::string& id, control::Register::R
     send_refused(outbox_, id, e.what());
     return std::nullopt;
   }
-  if (std::string(r.getJobToken().cStr()) != opt_.job_token) {
+  if (!transport::same_secret(std::string(r.getJobToken().cStr()), opt_.job_token)) {
     refuse(p, "job token mismatch: the coordinator at " + endpoint_ +
                   " runs another job (PSHARD_JOB_TOKEN differs); this process belongs to a different job or was "
                   "started by hand without the job's token");

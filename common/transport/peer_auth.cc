@@ -22,16 +22,6 @@ namespace {
 
 constexpr size_t kMaxPlainField = 255;  // ZMTP PLAIN: user name and password are at most 255 bytes each
 
-// Equal bytes, in time that does not depend on where they first differ.
-bool same_secret(const void* a, size_t a_size, const void* b, size_t b_size) {
-  if (a_size != b_size) return false;
-  unsigned char diff = 0;
-  const auto* x = static_cast<const unsigned char*>(a);
-  const auto* y = static_cast<const unsigned char*>(b);
-  for (size_t i = 0; i < a_size; ++i) diff |= static_cast<unsigned char>(x[i] ^ y[i]);
-  return diff == 0;
-}
-
 std::string protocol_failure(uint32_t value, const char* mechanism) {
   if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
     return std::string("the peer speaks another ZeroMQ security mechanism than ") + mechanism +
@@ -63,6 +53,15 @@ std::string monitor_endpoint(const void* owner, const char* what) {
 }
 
 }  // namespace
+
+bool same_secret(const void* a, size_t a_size, const void* b, size_t b_size) {
+  if (a_size != b_size) return false;
+  unsigned char diff = 0;
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  for (size_t i = 0; i < a_size; ++i) diff |= static_cast<unsigned char>(x[i] ^ y[i]);
+  return diff == 0;
+}
 
 Mechanism job_mechanism(const CurveKeys& keys, const std::string& job_token) {
   if (keys.enabled()) return Mechanism::kCurve;

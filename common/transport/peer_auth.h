@@ -33,6 +33,12 @@ enum class Mechanism { kNull, kPlain, kCurve };
 Mechanism job_mechanism(const CurveKeys& keys, const std::string& job_token);
 const char* mechanism_name(Mechanism m);  // "NULL", "PLAIN", "CURVE"
 
+// Equal bytes, in time that does not depend on where they first differ: how a job token or key is compared.
+bool same_secret(const void* a, size_t a_size, const void* b, size_t b_size);
+inline bool same_secret(const std::string& a, const std::string& b) {
+  return same_secret(a.data(), a.size(), b.data(), b.size());
+}
+
 // Makes a connecting socket authenticate as a process of the job. Call before connect(). Throws pshard::Error
 // for a token PLAIN cannot carry (over 255 bytes).
 void apply_client_auth(zmq::socket_t& socket, const CurveKeys& keys, const std::string& job_token);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/transport/peer_auth.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -18,13 +19,6 @@ std::string field(const std::string& text, const std::string& key) {
     if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
   }
   return "";
-}
-
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 }  // namespace
@@ -59,7 +53,7 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd) {
     }
   } close_unless_taken{fd};
   const std::string who = "server " + std::to_string(rank_);
-  if (!same_token(field(request, "token"), token_)) {
+  if (!transport::same_secret(field(request, "token"), token_)) {
     PSHARD_LOG(kWarn) << who << ": refused a shared-memory request with another job's token";
     return "refused\nthe job token is not this job's (a process of another job?)";
   }

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/transport/peer_auth.h"
 #include "common/transport/shm_futex.h"
 #include "common/util/log.h"
 
@@ -77,7 +78,7 @@ std::string HostGroup::answer(const std::string& request, int fd, int* reply_fd)
     if (key == "rank") in >> rank;
     if (key == "fingerprint") in >> fingerprint;
   }
-  if (token != opt_.job_token) return "refused\nthe job token differs";
+  if (!transport::same_secret(token, opt_.job_token)) return "refused\nthe job token differs";
   if (rank < 0 ||
       std::find(opt_.ranks.begin() + 1, opt_.ranks.end(), static_cast<uint32_t>(rank)) == opt_.ranks.end()) {
     return "refused\nworker " + std::to_string(rank) + " is not a member of this host's group";

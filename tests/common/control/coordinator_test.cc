@@ -21,6 +21,7 @@
 
 #include "common/control/cluster_client.h"
 #include "common/control/control_codec.h"
+#include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/transport/peer_auth.h"
@@ -423,6 +424,41 @@ TEST(Coordinator, AWorkerLeavingWithAFailureUnderPolicyContinueIsALostWorker) {
   nodes[1]->leave(0);
   ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
   nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
+}
+
+// pshard launch's notice that a process ended: with the job's token and the node's pid it kills the node at once
+// (its heartbeats still come: this test's nodes share one process); another token, or another pid (a restarted process
+// of that rank), changes nothing.
+TEST(Coordinator, ALaunchersNoticeThatAProcessEndedDeclaresItsNodeDead) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  ProcessNotifier stranger(coord.endpoint(), "token-B", transport::CurveKeys{});
+  stranger.process_ended(NodeRole::kWorker, 1, ::getpid(), "was killed by signal 9 (SIGKILL)");
+  ProcessNotifier launcher(coord.endpoint(), "token-A", transport::CurveKeys{});
+  launcher.process_ended(NodeRole::kWorker, 1, ::getpid() + 1, "was killed by signal 9 (SIGKILL)");
+  ClusterEvent e;
+  EXPECT_FALSE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(500), &e)) << e.reason;
+  launcher.process_ended(NodeRole::kWorker, 1, ::getpid(), "was killed by signal 9 (SIGKILL)");
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
+  EXPECT_EQ(e.node.rank, 1u);
+  EXPECT_NE(e.reason.find("worker 1 (host "), std::string::npos) << e.reason;
+  EXPECT_NE(e.reason.find(" is dead: its process was killed by signal 9 (SIGKILL) (pshard launch saw it end)"),
+            std::string::npos)
+      << e.reason;
+  nodes[1]->leave(0);
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  nodes[0]->leave(0);
+  nodes[2].reset();
   auto r = coord.wait_for(milliseconds(3000));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;

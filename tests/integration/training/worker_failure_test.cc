@@ -72,6 +72,37 @@ TEST(WorkerFailure, ContinuePolicyFinishesWithTheSurvivors) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// pshard launch tells the coordinator when a worker's process ends, so the others go on at once instead of after the
+// heartbeat timeout (30 s here; the job takes a few seconds).
+TEST(WorkerFailure, ContinuePolicyGoesOnAtOnceWhenLaunchSawTheWorkerDie) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) GTEST_SKIP();
+  const std::string dir = fresh_dir("kill-noticed");
+  BackgroundJob job(pshard_bin() + " launch --servers 2 --workers 2 --timeout 240 --config " + source_dir() +
+                        "/configs/fmnist_mlp_sync.toml --set data.train_size=12800 --set data.test_size=2000"
+                        " --set train.epochs=4 --set cluster.heartbeat_timeout_ms=30000"
+                        " --set cluster.failure_policy=continue --run-dir " +
+                        dir + "/run",
+                    dir + "/log");
+  ASSERT_TRUE(job.started());
+  const int64_t victim = worker_pid_after_first_epoch(dir + "/run", 1, std::chrono::seconds(120));
+  ASSERT_GT(victim, 0) << read_file(dir + "/log");
+  const auto killed = Clock::now();
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  std::optional<int> rc = job.wait(std::chrono::seconds(240));
+  const double took = std::chrono::duration<double>(Clock::now() - killed).count();
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the job hung after a worker was killed\n" << log;
+  EXPECT_LT(took, 15.0) << "the survivor waited for the heartbeat timeout\n" << log;
+  EXPECT_NE(log.find("worker 1 (host"), std::string::npos) << log;
+  EXPECT_NE(log.find("is dead: its process was killed by signal 9 (SIGKILL) (pshard launch saw it end)"),
+            std::string::npos)
+      << log;
+  Json summary = read_summary(dir + "/run");
+  EXPECT_EQ(summary.at("epochs").as_int(), 4);
+  ASSERT_EQ(summary.at("workers_finished").size(), 1u) << summary.dump();
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 // Worker 0 usually saves the model; when it died, the lowest worker still alive does, and the
 // summary (and its line) names the file.
 TEST(WorkerFailure, ContinuePolicySavesTheModelWhenWorkerZeroDies) {
