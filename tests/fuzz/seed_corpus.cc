@@ -198,6 +198,16 @@ void control_seeds() {
   }
   {
     capnp::MallocMessageBuilder b;
+    auto m = b.initRoot<control::ControlMessage>().initProcessEnded();
+    m.setJobToken("0123456789abcdef0123456789abcdef");
+    m.setRole(wire::Role::WORKER);
+    m.setRank(1);
+    m.setPid(4242);
+    m.setHow("was killed by signal 9 (SIGKILL)");
+    save("fuzz_control_message", "process_ended", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initReport().setJson(
         "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"steps\":10,\"host\":0,\"samples\":64,"
         "\"has_train_loss\":true,"
