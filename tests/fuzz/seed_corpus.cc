@@ -94,6 +94,10 @@ void kv_seeds() {
   push.type = MessageType::PUSH;
   save("fuzz_kv_message", "push", with_payloads(2, push, true));
   save("fuzz_kv_message", "push-unaligned", with_payloads(3, push, true));
+  Message host_sum = push;  // the sum of a host's workers (cluster.host_aggregation)
+  host_sum.type = MessageType::PUSH_PULL;
+  host_sum.contributors = {host_sum.sender_rank, host_sum.sender_rank + 1};
+  save("fuzz_kv_message", "push-pull-host-sum", with_payloads(2, host_sum, true));
   Message pp = m;
   pp.type = MessageType::PUSH_PULL;
   pp.sender_rank = 1;
@@ -140,7 +144,7 @@ std::string bytes_of(capnp::MessageBuilder& b) {
 }
 
 void control_seeds() {
-  NodeInfo node{NodeRole::kServer, 1, "tcp://127.0.0.1:4000", "host-a", 42};
+  NodeInfo node{NodeRole::kServer, 1, "tcp://127.0.0.1:4000", "host-a", 42, "boot-a/net:[4026531992]"};
   {
     capnp::MallocMessageBuilder b;
     auto r = b.initRoot<control::ControlMessage>().initRegister();
@@ -149,6 +153,7 @@ void control_seeds() {
     r.setEndpoint("");
     r.setHost("host-b");
     r.setPid(43);
+    r.setLocality("boot-b/net:[4026531992]");
     r.setJobToken("tok");
     r.setLayoutFingerprint(99);
     save("fuzz_control_message", "register", bytes_of(b));
@@ -159,7 +164,7 @@ void control_seeds() {
     cm.setNumServers(1);
     cm.setNumWorkers(1);
     control_codec::fill_node(node, cm.initServers(1)[0]);
-    NodeInfo worker{NodeRole::kWorker, 0, "", "host-b", 43};
+    NodeInfo worker{NodeRole::kWorker, 0, "", "host-b", 43, "boot-b/net:[4026531992]"};
     control_codec::fill_node(worker, cm.initWorkers(1)[0]);
     cm.setYourRole(wire::Role::WORKER);
     cm.setHeartbeatIntervalMs(500);
