@@ -10,7 +10,8 @@
 # Environment: PSHARD_FUZZ_BUILD (build dir, default build-fuzz), PSHARD_FUZZ_TARGETS (names to
 # run, default all), PSHARD_FUZZ_OUT (where corpora, logs and reproducers go, default
 # <build>/fuzz-out), PSHARD_FUZZ_NICE (nice level for the fuzzers, default 0),
-# PSHARD_FUZZ_TIMEOUT (seconds per input before it counts as a hang, default 5).
+# PSHARD_FUZZ_TIMEOUT (seconds per input before it counts as a hang, default 5), PSHARD_FUZZ_JOBS (targets fuzzed at
+# once, default 2).
 set -euo pipefail
 
 seconds="${1:-20}"
@@ -38,16 +39,17 @@ echo "   built in $(( $(date +%s) - start )) s"
 targets="${PSHARD_FUZZ_TARGETS:-$(cd "$root/tests/fuzz" && ls fuzz_*.cc | sed 's/\.cc$//' | tr '\n' ' ')}"
 rm -rf "$out"
 mkdir -p "$out"
-failed=0
-printf '%-22s %10s %8s %10s  %s\n' target executions seconds exec/s result
-for t in $targets; do
-  bin="$build/bin/$t"
-  [[ -x "$bin" ]] || { echo "fuzz: $bin was not built" >&2; exit 1; }
+jobs_max="${PSHARD_FUZZ_JOBS:-2}"
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: PSHARD_FUZZ_JOBS '$jobs_max' is not a positive number" >&2; exit 2; }
+
+# fuzz_one TARGET: runs it and writes its table line (and, on failure, what to look at) to $out/TARGET/result.
+fuzz_one() {
+  local t="$1" bin="$build/bin/$1" t0 rc secs execs rate
   mkdir -p "$out/$t/corpus" "$out/$t/artifacts"
   cp "$root/tests/fuzz/corpus/$t/"* "$out/$t/corpus/"
   t0=$(date +%s)
   set +e
-  # -fork/-jobs are not used: one process, so a crash ends the run with its reproducer saved.
+  # -fork/-jobs are not used: one process per target, so a crash ends its run with its reproducer saved.
   nice -n "$nice_level" "$bin" "$out/$t/corpus" -max_total_time="$seconds" -timeout="${PSHARD_FUZZ_TIMEOUT:-5}" -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -detect_leaks=1 -print_final_stats=1 -artifact_prefix="$out/$t/artifacts/" \
     >"$out/$t/log" 2>&1
@@ -58,18 +60,36 @@ for t in $targets; do
   execs="${execs:-?}"
   rate="?"
   [[ "$execs" =~ ^[0-9]+$ && "$secs" -gt 0 ]] && rate=$(( execs / secs ))
-  if [[ $rc -eq 0 ]]; then
-    printf '%-22s %10s %8s %10s  %s\n' "$t" "$execs" "$secs" "$rate" ok
-  else
-    failed=1
-    printf '%-22s %10s %8s %10s  %s\n' "$t" "$execs" "$secs" "$rate" "FAILED (exit $rc)"
-    grep -E "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)|runtime error:|fuzz invariant failed|==ERROR" \
-      "$out/$t/log" | head -5 | sed 's/^/    /'
-    for r in "$out/$t/artifacts/"*; do
-      [[ -e "$r" ]] && echo "    reproducer: $r   (re-run: $bin $r)"
-    done
-    echo "    log: $out/$t/log"
-  fi
+  {
+    if [[ $rc -eq 0 ]]; then
+      printf '%-22s %10s %8s %10s  %s\n' "$t" "$execs" "$secs" "$rate" ok
+    else
+      printf '%-22s %10s %8s %10s  %s\n' "$t" "$execs" "$secs" "$rate" "FAILED (exit $rc)"
+      grep -E "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)|runtime error:|fuzz invariant failed|==ERROR" \
+        "$out/$t/log" | head -5 | sed 's/^/    /'
+      for r in "$out/$t/artifacts/"*; do
+        [[ -e "$r" ]] && echo "    reproducer: $r   (re-run: $bin $r)"
+      done
+      echo "    log: $out/$t/log"
+    fi
+  } >"$out/$t/result"
+  return "$rc"
+}
+
+for t in $targets; do
+  [[ -x "$build/bin/$t" ]] || { echo "fuzz: $build/bin/$t was not built" >&2; exit 1; }
+done
+# PSHARD_FUZZ_JOBS targets at a time (default 2: one per core of the 2-core machines CI runs on).
+failed=0
+for t in $targets; do
+  while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || failed=1; done
+  fuzz_one "$t" &
+done
+while (( $(jobs -rp | wc -l) > 0 )); do wait -n || failed=1; done
+printf '%-22s %10s %8s %10s  %s\n' target executions seconds exec/s result
+for t in $targets; do
+  cat "$out/$t/result"
+  grep -q "  ok$" "$out/$t/result" || failed=1
 done
 if [[ $failed -ne 0 ]]; then
   echo "== fuzz: FAILED (logs and reproducers under $out)"
