@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/util/stream_copy.h"
 
 namespace pshard::transport {
 namespace {
@@ -112,7 +113,7 @@ void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generati
   const uint64_t s = head->seq.load(std::memory_order_relaxed);
   head->seq.store(s + 1, std::memory_order_relaxed);  // odd: a write is under way
   std::atomic_thread_fence(std::memory_order_release);
-  std::memcpy(SlotTable::values(head), values, n * sizeof(float));
+  copy_to_other_core(SlotTable::values(head), values, n * sizeof(float));  // read next by the other processes
   head->generation.store(generation, std::memory_order_relaxed);
   head->seq.store(s + 2, std::memory_order_release);
 }
@@ -124,7 +125,7 @@ bool read_slot(SlotHead* head, float* out, size_t n, int tries) {
       std::this_thread::yield();
       continue;
     }
-    std::memcpy(out, SlotTable::values(head), n * sizeof(float));
+    copy_to_other_core(out, SlotTable::values(head), n * sizeof(float));
     std::atomic_thread_fence(std::memory_order_acquire);
     if (head->seq.load(std::memory_order_relaxed) == before) return true;
   }

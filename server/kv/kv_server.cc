@@ -410,7 +410,10 @@ struct KvServer::Impl {
       return false;
     }
     if (req.msg.type != MessageType::PUSH && req.msg.type != MessageType::PUSH_PULL) return true;
-    if (!shm->push_payloads(req.msg.sender_rank, req.slice_ids, req.msg.keys, req.payloads, why)) return false;
+    if (!shm->push_payloads(req.msg.sender_rank, req.slice_ids, req.msg.keys, req.payloads, req.first_non_finite,
+                            why)) {
+      return false;
+    }
     for (const auto& p : req.payloads) shm_bytes_in += p->size();
     return true;
   }

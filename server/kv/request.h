@@ -24,6 +24,9 @@ struct Request {
   std::string address;  // the peer's address (refusal log lines)
   protocol::Message msg;
   std::vector<std::shared_ptr<zmq::message_t>> payloads;
+  // A push through shared memory: per key, the index of the first NaN or infinity that the sender found as it copied
+  // the gradient into its slot (the key's length: none). Empty: the server looks itself.
+  std::vector<uint64_t> first_non_finite;
   std::vector<uint32_t> slice_ids;
   std::vector<zmq::message_t> replies;  // weights: one per key
   std::atomic<int> remaining{0};        // keys not finished yet

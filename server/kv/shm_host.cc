@@ -110,22 +110,27 @@ void release_push_slot(void*, void* hint) {
 
 bool ShmHost::push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_ids,
                             const std::vector<protocol::KeyRef>& keys,
-                            std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::string& why) {
+                            std::vector<std::shared_ptr<zmq::message_t>>& payloads,
+                            std::vector<uint64_t>& first_non_finite, std::string& why) {
   std::shared_ptr<transport::SharedSegment> segment = push_segment(rank);
   if (!segment) {
     why = "worker " + std::to_string(rank) + " has no push segment on this server";
     return false;
   }
   payloads.clear();
+  first_non_finite.clear();
   for (size_t k = 0; k < slice_ids.size(); ++k) {
     transport::SlotHead* head = table().head(segment->data(), slice_ids[k]);
     if (head == nullptr) {
       why = "slice " + std::to_string(slice_ids[k]) + " has no slot in worker " + std::to_string(rank) +
             "'s push segment";
       payloads.clear();
+      first_non_finite.clear();
       return false;
     }
     const size_t bytes = keys[k].length * sizeof(float);
+    // Written with the values, before the worker sent the push.
+    first_non_finite.push_back(head->first_non_finite.load(std::memory_order_acquire));
     payloads.push_back(std::make_shared<zmq::message_t>(transport::SlotTable::values(head), bytes, &release_push_slot,
                                                         new PushSlotHold{segment, head}));
   }

@@ -39,10 +39,12 @@ class ShmHost {
   std::shared_ptr<transport::SharedSegment> push_segment(uint32_t rank);
   const transport::SlotTable& table() const { return table_; }
   // Worker `rank`'s push of slices `slice_ids` (keys[k].length floats each) as `payloads`: frames that point into
-  // its push segment, each marking its slot free again when destroyed (the server has used the gradient). False
-  // with `why` (and no payloads) when the worker has no push segment here or a slice has no slot in it.
+  // its push segment, each marking its slot free again when destroyed (the server has used the gradient), and
+  // the first non-finite index the worker found in each (SlotHead::first_non_finite). False with `why` (and no
+  // payloads) when the worker has no push segment here or a slice has no slot in it.
   bool push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_ids, const std::vector<protocol::KeyRef>& keys,
-                     std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::string& why);
+                     std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::vector<uint64_t>& first_non_finite,
+                     std::string& why);
 
   // Copies `values` (n floats, update `generation` of the slice) into global slice `id`'s weights slot unless it
   // already holds that generation.

@@ -95,10 +95,15 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
   const protocol::Message& m = req->msg;
   const Contributors from = m.contributors.empty() ? Contributors{m.sender_rank} : m.contributors;
   std::shared_ptr<zmq::message_t> g = gradient(std::move(req->payloads[k]), m.keys[k]);
-  // A NaN or an infinity would make the weights NaN for every worker: the push is refused, naming it.
+  // A NaN or an infinity would make the weights NaN for every worker: the push is refused, naming it. Through shared
+  // memory the worker looked while it copied the gradient into its slot (pshard's client, in a process of the job's
+  // own); an index it names that holds a finite value is not believed.
   const float* gv = static_cast<const float*>(g->data());
-  const size_t bad = first_non_finite(gv, m.keys[k].length);
-  if (bad < m.keys[k].length) {
+  const size_t n = m.keys[k].length;
+  size_t bad = k < req->first_non_finite.size() ? req->first_non_finite[k] : 0;
+  if (k >= req->first_non_finite.size() || bad > n || (bad < n && std::isfinite(gv[bad])))
+    bad = first_non_finite(gv, n);
+  if (bad < n) {
     req->fail(ErrorCode::NON_FINITE_GRADIENT, protocol::sender_name(m) + " pushed a non-finite gradient for " +
                                                   slice_.name() + " at step " + std::to_string(m.step) + " (element " +
                                                   std::to_string(bad) + " is " +

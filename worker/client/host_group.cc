@@ -13,6 +13,7 @@
 #include "common/transport/peer_auth.h"
 #include "common/transport/shm_futex.h"
 #include "common/util/log.h"
+#include "common/util/stream_copy.h"
 
 namespace pshard {
 
@@ -148,7 +149,7 @@ void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t
                   " for step " + std::to_string(h->generation.load()) + " within cluster.request_timeout_ms");
     }
   }
-  std::memcpy(SlotTable::values(h), values, n * sizeof(float));
+  copy_to_other_core(SlotTable::values(h), values, n * sizeof(float));  // the leader reads it next
   h->generation.store(static_cast<uint64_t>(step), std::memory_order_relaxed);
   h->busy.store(1, std::memory_order_release);
   transport::wake_all(&h->busy);

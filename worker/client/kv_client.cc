@@ -27,6 +27,7 @@
 #include "common/transport/shm_segment.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "common/util/stream_copy.h"
 #include "common/util/tsan.h"
 #include "worker/client/host_group.h"
 
@@ -303,7 +304,9 @@ struct KvClient::Impl {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
-    std::memcpy(transport::SlotTable::values(head), values, n * sizeof(float));
+    // The server reads it next; it refuses a non-finite gradient by the index found here.
+    head->first_non_finite.store(copy_floats_to_other_core(transport::SlotTable::values(head), values, n),
+                                 std::memory_order_relaxed);
     head->busy.store(1, std::memory_order_release);
   }
 
