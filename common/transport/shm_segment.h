@@ -88,6 +88,10 @@ class SlotTable {
 // Seqlock copies of a weights slot (see SlotHead). write_slot() is for the slot's one writer; read_slot() returns
 // false when it could not get a stable copy within `tries` (a writer that died in the middle).
 void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generation);
+// A write of a weights slot in place (a server's weights kept in their slot, server/kv/slice_weights.h): from begin
+// to end the seqlock is odd, so readers retry; end stores `generation` and releases the values.
+void begin_slot_write(SlotHead* head);
+void end_slot_write(SlotHead* head, uint64_t generation);
 bool read_slot(SlotHead* head, float* out, size_t n, int tries = 1 << 20);
 
 }  // namespace pshard::transport

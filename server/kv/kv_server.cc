@@ -116,7 +116,7 @@ struct KvServer::Impl {
     io_rejoined.assign(opt.num_workers, 0);
     inline_thread.shm = shm.get();
     if (opt.prepare_store) opt.prepare_store(store);  // a restored checkpoint, a checkpointer
-    if (shm && store.layout()) shm->install(*store.layout());
+    if (shm && store.layout()) install_shared_memory();
     started = std::chrono::steady_clock::now();
     // A request the update threads finished goes to the socket thread, which replies.
     auto finished = [this](RequestPtr r) {
@@ -313,7 +313,7 @@ struct KvServer::Impl {
           send_error(frames[0], address, m.request_id, code, why, what);
           return;
         }
-        if (shm) shm->install(*store.layout());
+        if (shm) install_shared_memory();
         held_after_init.swap(deferred);  // requests that came before the layout are served right after this init
       }
     }
@@ -398,6 +398,17 @@ struct KvServer::Impl {
       } else {
         updates->run(store.owner(id), req, k);
       }
+    }
+  }
+
+  // The layout is known: the weights segment, and this server's weights kept in it (SliceWeights::home_in), before
+  // any thread works on the slices.
+  void install_shared_memory() {
+    shm->install(*store.layout());
+    for (uint32_t id = 0; id < store.size(); ++id) {
+      Slice* s = store.slice(id);
+      transport::SlotHead* slot = s ? shm->weights_slot(id) : nullptr;
+      if (slot) s->weights.home_in(slot);
     }
   }
 

@@ -137,6 +137,11 @@ bool ShmHost::push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_id
   return true;
 }
 
+transport::SlotHead* ShmHost::weights_slot(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return installed_ && weights_.data() != nullptr ? table_.head(weights_.data(), id) : nullptr;
+}
+
 void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t generation) {
   transport::SlotHead* head = table_.head(weights_.data(), id);
   if (head == nullptr) return;

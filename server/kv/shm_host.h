@@ -46,6 +46,9 @@ class ShmHost {
                      std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::vector<uint64_t>& first_non_finite,
                      std::string& why);
 
+  // Global slice `id`'s slot in the weights segment, where the slice's weights can live (SliceWeights::home_in);
+  // null when the slice is another server's or before install().
+  transport::SlotHead* weights_slot(uint32_t id);
   // Copies `values` (n floats, update `generation` of the slice) into global slice `id`'s weights slot unless it
   // already holds that generation.
   void publish(uint32_t id, const float* values, size_t n, uint64_t generation);

@@ -52,7 +52,8 @@ bool SliceRequests::ready(int64_t step, const DeadWorkers& dead) const {
 // The weights as the reader asked for them, zero-copy: float32, else encoded (cluster.pull_precision) once per
 // update of the slice for all its readers; or, for a read in shared memory, published to the weights segment.
 void SliceRequests::answer(Request& req, size_t key, ShmHost* shm) {
-  if (req.msg.shared_memory) {  // the reply carries no payload: the reader copies the slot
+  if (req.msg.shared_memory) {           // the reply carries no payload: the reader copies the slot
+    if (slice_.weights.homed()) return;  // the update wrote it
     shm->publish(req.slice_ids[key], slice_.weights.data(), slice_.weights.size(), slice_.weights.generation());
     return;
   }

@@ -50,8 +50,8 @@ void Slice::apply(const float* gradient, int64_t lr_step) {
   const auto t0 = tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   ++updates;
   const uint64_t copies_before = weights.copies();
-  store_.opt_.optimizer->apply(weights.writable(), gradient, opt_state.data(), length_, store_.lr_at_(lr_step),
-                               updates);
+  const float lr = store_.lr_at_(lr_step);
+  weights.update([&](float* w) { store_.opt_.optimizer->apply(w, gradient, opt_state.data(), length_, lr, updates); });
   ++store_.updates_;
   store_.weight_copies_ += weights.copies() - copies_before;
   ++version_;

@@ -1,4 +1,4 @@
-// SliceWeights: shared_ptr-counted pooled buffers behind zero-copy reply frames.
+// SliceWeights: shared_ptr-counted pooled buffers behind zero-copy reply frames, or the slice's shared-memory slot.
 #include "server/kv/slice_weights.h"
 
 #include <atomic>
@@ -10,7 +10,7 @@ namespace pshard {
 namespace {
 
 // On ZeroMQ's I/O thread once the reply is sent. The TSan annotations stand for what TSan
-// cannot see: libzmq's hand-off of the frame (see frame()), and the acquire fence in writable()
+// cannot see: libzmq's hand-off of the frame (see frame()), and the acquire fence in begin_update()
 // pairing with this reference's release.
 void drop_reference(void*, void* hint) {
   tsan_acquire(hint);
@@ -21,22 +21,43 @@ void drop_reference(void*, void* hint) {
 
 }  // namespace
 
+void SliceWeights::home_in(transport::SlotHead* slot) {
+  slot_ = slot;
+  encoded_.reset();
+  if (buf_) {  // restored weights: into the slot; the buffer goes back to the pool
+    transport::write_slot(slot_, static_cast<const float*>(buf_->memory.data()), n_, ++generation_);
+    buf_.reset();
+  }
+}
+
 void SliceWeights::assign(const float* values, size_t n) {
+  encoded_.reset();
+  ++generation_;
+  n_ = n;
+  assigned_ = true;
+  if (slot_) {
+    transport::write_slot(slot_, values, n, generation_);
+    return;
+  }
   auto fresh = std::make_shared<Buffer>();
   fresh->memory = pool_->message(n * sizeof(float));
   std::memcpy(fresh->memory.data(), values, n * sizeof(float));
   buf_ = std::move(fresh);
-  encoded_.reset();
-  ++generation_;
-  n_ = n;
 }
 
-const float* SliceWeights::data() const { return buf_ ? static_cast<const float*>(buf_->memory.data()) : nullptr; }
+const float* SliceWeights::data() const {
+  if (!assigned_) return nullptr;
+  return slot_ ? transport::SlotTable::values(slot_) : static_cast<const float*>(buf_->memory.data());
+}
 
-float* SliceWeights::writable() {
-  if (!buf_) return nullptr;
+float* SliceWeights::begin_update() {
+  if (!assigned_) return nullptr;
   encoded_.reset();  // the caller changes the values (replies still holding the old encoding keep it)
   ++generation_;
+  if (slot_) {
+    transport::begin_slot_write(slot_);
+    return transport::SlotTable::values(slot_);
+  }
   if (buf_.use_count() > 1) {
     // A reply is still being sent from this buffer: leave it to the reply and update a copy.
     auto fresh = std::make_shared<Buffer>();
@@ -53,20 +74,33 @@ float* SliceWeights::writable() {
   return static_cast<float*>(buf_->memory.data());
 }
 
+void SliceWeights::end_update() {
+  if (slot_ && assigned_) transport::end_slot_write(slot_, generation_);
+}
+
 zmq::message_t SliceWeights::share(const std::shared_ptr<Buffer>& buffer, size_t bytes) {
   auto* hint = new std::shared_ptr<void>(buffer);
   tsan_release(hint);  // libzmq orders this with drop_reference, out of TSan's sight
   return zmq::message_t(buffer->memory.data(), bytes, &drop_reference, hint);
 }
 
-zmq::message_t SliceWeights::frame() const { return share(buf_, n_ * sizeof(float)); }
+zmq::message_t SliceWeights::frame() {
+  if (slot_) return encoded_frame(compression::Encoding::NONE);  // a copy of the slot, once per update
+  return share(buf_, n_ * sizeof(float));
+}
 
 zmq::message_t SliceWeights::encoded_frame(compression::Encoding encoding) {
   if (!encoded_ || encoded_as_ != encoding) {
-    std::unique_ptr<compression::Codec> codec = compression::make_codec({encoding});
     auto fresh = std::make_shared<Buffer>();
-    fresh->memory = pool_->message(codec->max_encoded_bytes(n_));
-    encoded_bytes_ = codec->encode(data(), n_, static_cast<uint8_t*>(fresh->memory.data()));
+    if (encoding == compression::Encoding::NONE) {
+      encoded_bytes_ = n_ * sizeof(float);
+      fresh->memory = pool_->message(encoded_bytes_);
+      std::memcpy(fresh->memory.data(), data(), encoded_bytes_);
+    } else {
+      std::unique_ptr<compression::Codec> codec = compression::make_codec({encoding});
+      fresh->memory = pool_->message(codec->max_encoded_bytes(n_));
+      encoded_bytes_ = codec->encode(data(), n_, static_cast<uint8_t*>(fresh->memory.data()));
+    }
     encoded_ = std::move(fresh);
     encoded_as_ = encoding;
   }
