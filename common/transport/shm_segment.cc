@@ -122,7 +122,7 @@ void end_slot_write(SlotHead* head, uint64_t generation) {
 
 void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generation) {
   begin_slot_write(head);
-  copy_to_other_core(SlotTable::values(head), values, n * sizeof(float));  // read next by the other processes
+  copy_past_cache(SlotTable::values(head), values, n * sizeof(float));  // read next by the other processes
   end_slot_write(head, generation);
 }
 
@@ -133,7 +133,7 @@ bool read_slot(SlotHead* head, float* out, size_t n, int tries) {
       std::this_thread::yield();
       continue;
     }
-    copy_to_other_core(out, SlotTable::values(head), n * sizeof(float));
+    copy_past_cache(out, SlotTable::values(head), n * sizeof(float));
     std::atomic_thread_fence(std::memory_order_acquire);
     if (head->seq.load(std::memory_order_relaxed) == before) return true;
   }

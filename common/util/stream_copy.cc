@@ -1,4 +1,4 @@
-// copy_to_other_core: SSE2 non-temporal stores (every x86-64 CPU has them), memcpy elsewhere.
+// copy_past_cache: SSE2 non-temporal stores (every x86-64 CPU has them), memcpy elsewhere.
 #include "common/util/stream_copy.h"
 
 #include <algorithm>
@@ -66,7 +66,7 @@ __m128i stream_lines(char* d, const char* s, size_t bytes, size_t& done) {
 
 }  // namespace
 
-void copy_to_other_core(void* dst, const void* src, size_t bytes) {
+void copy_past_cache(void* dst, const void* src, size_t bytes) {
 #ifdef PSHARD_STREAM_STORES
   if (bytes < kSmall) {
     std::memcpy(dst, src, bytes);
@@ -85,7 +85,7 @@ void copy_to_other_core(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
-size_t copy_floats_to_other_core(float* dst, const float* src, size_t n) {
+size_t copy_floats_past_cache(float* dst, const float* src, size_t n) {
 #ifdef PSHARD_STREAM_STORES
   // A float pointer is 4-byte aligned: plain stores of whole floats up to the 16-byte boundary.
   const size_t head = std::min<size_t>(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16 / sizeof(float));

@@ -149,7 +149,7 @@ void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t
                   " for step " + std::to_string(h->generation.load()) + " within cluster.request_timeout_ms");
     }
   }
-  copy_to_other_core(SlotTable::values(h), values, n * sizeof(float));  // the leader reads it next
+  copy_past_cache(SlotTable::values(h), values, n * sizeof(float));  // the leader reads it next
   h->generation.store(static_cast<uint64_t>(step), std::memory_order_relaxed);
   h->busy.store(1, std::memory_order_release);
   transport::wake_all(&h->busy);

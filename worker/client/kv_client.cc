@@ -305,7 +305,7 @@ struct KvClient::Impl {
       }
     }
     // The server reads it next; it refuses a non-finite gradient by the index found here.
-    head->first_non_finite.store(copy_floats_to_other_core(transport::SlotTable::values(head), values, n),
+    head->first_non_finite.store(copy_floats_past_cache(transport::SlotTable::values(head), values, n),
                                  std::memory_order_relaxed);
     head->busy.store(1, std::memory_order_release);
   }
