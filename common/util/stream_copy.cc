@@ -67,6 +67,7 @@ __m128i stream_lines(char* d, const char* s, size_t bytes, size_t& done) {
 }  // namespace
 
 void copy_past_cache(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // nothing to copy, and an empty buffer's pointer may be null (memcpy must not see one)
 #ifdef PSHARD_STREAM_STORES
   if (bytes < kSmall) {
     std::memcpy(dst, src, bytes);
@@ -86,6 +87,7 @@ void copy_past_cache(void* dst, const void* src, size_t bytes) {
 }
 
 size_t copy_floats_past_cache(float* dst, const float* src, size_t n) {
+  if (n == 0) return 0;  // as above
 #ifdef PSHARD_STREAM_STORES
   // A float pointer is 4-byte aligned: plain stores of whole floats up to the 16-byte boundary.
   const size_t head = std::min<size_t>(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16 / sizeof(float));
