@@ -22,12 +22,6 @@
 namespace pshard {
 namespace {
 
-// Below a few cache lines the fence costs more than the stores save.
-constexpr size_t kSmall = 4096;
-
-// Exponent bits all ones: NaN or an infinity.
-constexpr uint32_t kExponent = 0x7f800000u;
-
 size_t first_non_finite(const float* v, size_t n) {
   size_t i = 0;
   while (i < n && std::isfinite(v[i])) ++i;
@@ -35,6 +29,12 @@ size_t first_non_finite(const float* v, size_t n) {
 }
 
 #ifdef PSHARD_STREAM_STORES
+// Below a few cache lines the fence costs more than the stores save.
+constexpr size_t kSmall = 4096;
+
+// Exponent bits all ones: NaN or an infinity.
+constexpr uint32_t kExponent = 0x7f800000u;
+
 // Copies `bytes` (from a 16-byte aligned `d`), one cache line per iteration; with kCheck, ORs into the result each
 // 32-bit lane that has all exponent bits set (only meaningful for float data).
 template <bool kCheck>
