@@ -8,6 +8,21 @@
 namespace pshard::app {
 namespace {
 
+// A whole number >= 1 of `what`, e.g. MIN of --workers MIN:MAX.
+int64_t parse_count(const std::string& text, const std::string& option, const std::string& what) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 1 || v > 1024) {
+    throw Error("pshard launch: " + option + ": " + what + " must be a number in 1..1024, got '" + text + "'");
+  }
+  return v;
+}
+
 int run_launch(const std::vector<std::string>& args) {
   ArgParser p("pshard launch",
               "start a whole job on this machine (or, with --hosts, on several hosts over ssh): the coordinator, S "
@@ -16,7 +31,10 @@ int run_launch(const std::vector<std::string>& args) {
               "everything (SIGTERM, then SIGKILL after --grace-ms). Exits non-zero if any process failed. "
               "See docs/OPERATIONS.md for the command lines the children get.");
   p.add_option("servers", "S", "number of parameter servers (with --hosts: default one per host)");
-  p.add_option("workers", "W", "number of workers (with --hosts: the sum of the hosts' counts)");
+  p.add_option("workers", "W",
+               "number of workers (with --hosts: the sum of the hosts' counts); MIN:MAX: an elastic sync job that "
+               "starts MIN workers, trains each epoch with the workers then in the job, drops a dead one, and takes "
+               "up to MAX (`pshard join RUN_DIR` adds one; docs/OPERATIONS.md, \"Elastic jobs\")");
   p.add_option("hosts", "H1:N1,H2:N2",
                "run the job on these hosts over ssh (no scheduler): HOST or USER@HOST with its number of workers; "
                "the coordinator runs on the first host, server s on host s % hosts. Needs ssh keys that log in "
@@ -64,7 +82,20 @@ int run_launch(const std::vector<std::string>& args) {
     }
   }
   o.servers = p.has("servers") ? p.get_int("servers") : 0;
-  o.workers = p.has("workers") ? p.get_int("workers") : 0;
+  o.workers = 0;
+  if (p.has("workers")) {
+    const std::string w = p.get("workers");
+    const size_t colon = w.find(':');
+    if (colon == std::string::npos) {
+      o.workers = p.get_int("workers");
+    } else {
+      o.workers = parse_count(w.substr(0, colon), "--workers MIN:MAX", "MIN");
+      o.max_workers = parse_count(w.substr(colon + 1), "--workers MIN:MAX", "MAX");
+      if (o.max_workers < o.workers) {
+        throw Error("pshard launch: --workers " + w + ": MAX is less than MIN (MIN:MAX, e.g. 2:4)");
+      }
+    }
+  }
   o.config_path = p.get("config");
   o.overrides = p.get_all("set");
   if (p.has("trace")) o.overrides.push_back("trace.steps=" + p.get("trace"));

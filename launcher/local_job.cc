@@ -58,7 +58,8 @@ bool ChildExit::failed() const {
   if (!started) return true;
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
-  if (stopped || after_success) return false;  // it was running when the job stopped it: a consequence, not a cause
+  if (stopped || after_success || dropped)
+    return false;  // it was running when the job stopped it: a consequence, not a cause
   // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result). kExitStopped: it
   // stopped at a checkpoint on SIGTERM, as the job's other processes do.
   return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete && exit_code != kExitStopped : signal != 0;
@@ -71,12 +72,13 @@ std::string ChildExit::describe() const {
 std::string ChildExit::ending() const {
   if (!started) return "could not be started: " + start_error;
   const std::string said = error.empty() ? "" : ": " + error;
-  if (exited) return "exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "");
+  const std::string went_on = dropped ? " (the elastic job went on without it)" : "";
+  if (exited) return "exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "") + went_on;
   if (hung) return "did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
     return "was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")" +
            (stopped ? " sent by the launcher" : "") +
-           (after_success ? " after it had left the job successfully (not a failure)" : "");
+           (after_success ? " after it had left the job successfully (not a failure)" : "") + went_on;
   }
   return "is still running";
 }
@@ -411,7 +413,10 @@ struct LocalJob::Impl {
     for (auto& c : children) ended_well = ended_well || (c->spec.ends_job && c->exit.exited && c->exit.exit_code == 0);
     for (auto& c : children) {
       ChildExit& e = c->exit;
-      e.after_success = ended_well && e.may_fail && e.started && !e.exited && !e.stopped && !e.hung && e.signal != 0;
+      const bool died = e.exited ? e.exit_code != 0 : e.signal != 0;
+      e.dropped = opt.drops_workers && ended_well && e.may_fail && e.started && !e.stopped && !e.hung && died;
+      e.after_success = !opt.drops_workers && ended_well && e.may_fail && e.started && !e.exited && !e.stopped &&
+                        !e.hung && e.signal != 0;
     }
     Result r;
     for (auto& c : children) r.children.push_back(c->exit);

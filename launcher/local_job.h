@@ -49,6 +49,9 @@ struct ChildExit {
   // coordinator exits 0 only when every worker left the job successfully, so the kill came after this one had done
   // its part (e.g. while a Python interpreter exited). Not a failure; said in describe().
   bool after_success = false;
+  // A may_fail worker of an elastic job (Options::drops_workers) that died, in a job whose ends_job child exited 0:
+  // the job went on without it, as it was meant to. Not a failure; said in describe().
+  bool dropped = false;
 
   bool failed() const;  // could not start, non-zero exit, killed by a signal we did not send, or hung when stopped
   // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"; a failure's first error line is appended:
@@ -77,6 +80,9 @@ class LocalJob {
     // With handle_signals: the first SIGTERM is passed on to every child instead, which decides what to do
     // (checkpoint.on_sigterm = checkpoint); the job ends when they do. SIGINT, or a second SIGTERM, stops it.
     bool forward_sigterm = false;
+    // An elastic job (pshard launch --workers MIN:MAX): its coordinator exits 0 when the job ran to its end, also
+    // after it dropped a dead worker, so a may_fail child that failed was dropped, not killed after it finished.
+    bool drops_workers = false;
     int out_fd = 1;  // where children's stdout lines go (prefixed)
     int err_fd = 2;  // where children's stderr lines and the job's own messages go
     // When set, each prefixed child line (with its "\n") goes here instead of

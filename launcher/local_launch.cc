@@ -19,8 +19,10 @@
 #include "common/run/run_directory.h"
 #include "common/run/run_settings.h"
 #include "common/transport/curve.h"
+#include "common/util/binary_file.h"
 #include "common/util/child_process.h"
 #include "common/util/host.h"
+#include "common/util/json.h"
 #include "launcher/gpu_assignment.h"
 #include "launcher/job_plan.h"
 #include "launcher/local_job.h"
@@ -105,6 +107,17 @@ void check_resume_settings(const std::string& run_dir, const Config& now) {
               "failure policies may change (docs/OPERATIONS.md, \"Resuming a run\")");
 }
 
+// An elastic job: how `pshard join RUN_DIR` starts one more worker (its command line and environment, with the job
+// token: a 0600 file, like the token file of `pshard task`).
+void write_join_file(const std::string& run_dir, const JobPlan& plan) {
+  const ChildSpec worker = plan.worker_process(-1);  // no rank: the coordinator gives it a free one
+  Json argv = Json::array(), env = Json::array();
+  for (const std::string& a : worker.argv) argv.push(a);
+  for (const std::string& e : worker.env) env.push(e);
+  binary::write_file_atomically(run_dir + "/" + kJoinFile,
+                                Json::object().set("argv", argv).set("env", env).dump() + "\n", "join file", 0600);
+}
+
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
                               const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
                               int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
@@ -124,7 +137,9 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   std::vector<int> ports = hosts.empty() ? pick_free_ports(static_cast<int>(servers) + 1) : std::vector<int>{0};
   int coord_port = ports[0];
   if (o.port > 0) coord_port = o.port;
-  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue";
+  const bool elastic = o.max_workers > 0;
+  // An elastic job drops a dead worker, as failure policy continue does.
+  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue" || elastic;
   const bool restart_workers = cfg.get_bool("cluster.restart_workers");
   if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
     throw Error(
@@ -135,17 +150,19 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   JobPlan plan;
   plan.config_path = config_path;
   plan.overrides = o.overrides;
+  if (elastic) plan.overrides.push_back("cluster.min_workers=" + std::to_string(workers));
   plan.run_dir = run_dir;
   plan.job_token = new_job_token();
   plan.run_id = run_id;
   plan.num_servers = static_cast<uint32_t>(servers);
-  plan.num_workers = static_cast<uint32_t>(workers);
+  plan.num_workers = static_cast<uint32_t>(elastic ? o.max_workers : workers);
   plan.coordinator = "tcp://127.0.0.1:" + std::to_string(coord_port);
   plan.resume_step = resume_step;
   if (!o.server_exe.empty()) plan.server_command = {std::filesystem::absolute(o.server_exe).string()};
   if (!o.worker_exe.empty()) plan.worker_command = {std::filesystem::absolute(o.worker_exe).string()};
   plan.user_command = o.worker_program;
-  plan.workers_on_host = workers;  // every worker runs here: train.threads = 0 shares the cores among them
+  // Every worker runs here: train.threads = 0 shares the cores among them (an elastic job's most workers).
+  plan.workers_on_host = elastic ? o.max_workers : workers;
   const bool cuda = cfg.get_string("train.device") == "cuda";
   if (cuda && hosts.empty()) {  // and CUDA workers spread over the GPUs this launcher may use
     plan.worker_gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
@@ -171,6 +188,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   }
   opt.handle_signals = true;
   opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
+  opt.drops_workers = elastic;
   opt.grace = o.grace;
   opt.timeout = o.timeout;
   opt.line_sink = [&terminal](int fd, const std::string& text) { terminal.print(fd, text); };
@@ -209,10 +227,12 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     }
   }
 
-  std::fprintf(stderr, "[launch] job with %lld servers and %lld workers, coordinator %s, run dir %s, security: %s%s\n",
-               static_cast<long long>(servers), static_cast<long long>(workers), plan.coordinator.c_str(),
-               run_dir.c_str(), security.c_str(),
-               resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
+  if (elastic) write_join_file(run_dir, plan);
+  const std::string worker_count =
+      std::to_string(workers) + (elastic ? " (elastic, up to " + std::to_string(o.max_workers) + ")" : "");
+  std::fprintf(stderr, "[launch] job with %lld servers and %s workers, coordinator %s, run dir %s, security: %s%s\n",
+               static_cast<long long>(servers), worker_count.c_str(), plan.coordinator.c_str(), run_dir.c_str(),
+               security.c_str(), resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
   for (const std::string& line : placement) std::fprintf(stderr, "[launch] host %s\n", line.c_str());
   // Follow the coordinator's metrics.jsonl for the progress line.
   MetricsFollower follower(run_dir + "/metrics.jsonl");
@@ -227,7 +247,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   terminal.clear();
   LocalJob::Result r = *finished;
   for (const ChildExit& e : r.children) {
-    if (e.failed() || e.after_success) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+    if (e.failed() || e.after_success || e.dropped) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
   }
   if (r.exit_code == 0) {
     std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
@@ -267,6 +287,31 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   }
   std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
   return r;
+}
+
+// --workers MIN:MAX: what an elastic job cannot do (yet), refused before any process starts.
+void check_elastic_settings(const LocalLaunchOptions& o, const Config& cfg) {
+  const std::string what = "pshard launch --workers " + std::to_string(o.workers) + ":" +
+                           std::to_string(o.max_workers) + " (an elastic job): ";
+  if (cfg.get_string("cluster.mode") != "sync") {
+    throw Error(what +
+                "needs cluster.mode = sync: async and SSP workers already train with whichever workers push, "
+                "so add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
+  }
+  if (!o.hosts.empty()) throw Error(what + "not over ssh (--hosts): run it on one host");
+  if (!o.worker_program.empty()) {
+    throw Error(what + "not for a program after -- yet: elastic jobs run pshard's own workers");
+  }
+  if (!o.resume_dir.empty()) throw Error(what + "cannot be resumed: its epochs' members are not in its checkpoints");
+  if (cfg.get_bool("cluster.restart_workers")) {
+    throw Error(what + "cluster.restart_workers is for a fixed number of workers: here a new worker joins instead");
+  }
+  if (cfg.get_string("cluster.server_failure_policy") == "restart" ||
+      cfg.get_string("checkpoint.on_sigterm") == "checkpoint") {
+    throw Error(what +
+                "cluster.server_failure_policy = restart and checkpoint.on_sigterm = checkpoint resume the "
+                "job from a checkpoint, which an elastic job cannot do");
+  }
 }
 
 // `-- CMD`: the program names the workers' executable. Where it starts comes from the environment: PSHARD_START_STEP
@@ -332,7 +377,10 @@ int run_local_launch(const LocalLaunchOptions& o) {
   // Validate the config here, before any process starts.
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
-  Config cfg = Config::from_file(config_path, o.overrides);
+  std::vector<std::string> overrides = o.overrides;
+  if (o.max_workers > 0) overrides.push_back("cluster.min_workers=" + std::to_string(o.workers));
+  Config cfg = Config::from_file(config_path, overrides);
+  if (o.max_workers > 0) check_elastic_settings(o, cfg);
   if (!o.worker_program.empty()) check_worker_program(o);
   if (!hosts.empty()) check_remote_settings(cfg);
   (void)TraceWindow::parse(cfg.get_string("trace.steps"),

@@ -11,6 +11,7 @@ namespace pshard {
 struct LocalLaunchOptions {
   int64_t servers = 1;                      // 1..1024
   int64_t workers = 1;                      // 1..1024
+  int64_t max_workers = 0;                  // --workers MIN:MAX: MAX (workers is MIN); 0: a fixed number of workers
   std::string config_path;                  // "" with resume_dir: RUN_DIR/config.toml
   std::vector<std::string> overrides;       // --set KEY=VALUE, passed to every process
   std::string run_dir;                      // "" = runs/<run.name>

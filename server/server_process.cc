@@ -196,11 +196,15 @@ int run_server_process(const ServerProcessOptions& o) {
     // The server's checkpoints (a restore, and the steps it closes); the checkpointer outlives the server's threads.
     std::unique_ptr<Checkpointer> checkpointer;
     opt.prepare_store = server_checkpoints(opt, checkpointer);
+    for (uint32_t r = 0; r < opt.num_workers; ++r) {
+      if (cluster.map().vacant(r)) opt.vacant_workers.push_back(r);
+    }
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                       << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
 
-    const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue";
+    // An elastic job drops a dead worker as under failure policy continue.
+    const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue" || cluster.map().elastic();
     cluster.on_event([&](const ClusterEvent& e) {
       switch (e.kind) {
         case ClusterEvent::Kind::kNodeDead:

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -44,8 +45,33 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   const bool join = o.join;
   int64_t start_step = o.start_step;
   const uint32_t rank = cluster.rank();
-  const uint32_t world = cluster.map().num_workers;
+  const bool elastic = cluster.map().elastic();
+  // An elastic job's epochs train with whichever workers are in it; its first with at least min_workers.
+  const uint32_t world = elastic ? cluster.map().min_workers : cluster.map().num_workers;
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
+  if (elastic && (join || start_step > 0 || cfg.get_string("checkpoint.on_sigterm") == "checkpoint")) {
+    throw Error(
+        "an elastic job (cluster.min_workers > 0) cannot be resumed, restarted or stopped at a checkpoint: its "
+        "epochs' members are not recorded in the checkpoints; workers join it as new ones");
+  }
+  if (elastic && cfg.get_string("lr_schedule.name") == "cosine" && cfg.get_int("lr_schedule.total_steps") == 0) {
+    throw Error(
+        "an elastic job's length in steps depends on who trains each epoch: a cosine schedule needs "
+        "lr_schedule.total_steps");
+  }
+  // A worker that joins a running elastic job waits for the next epoch's start, and trains from there on.
+  std::optional<EpochPlan> joining;
+  if (elastic && cluster.joins_running()) {
+    PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
+    // The wait lasts the rest of the running epoch; it ends with the job (abort or shutdown) at the latest.
+    joining = cluster.enter_epoch(0, -1, std::chrono::hours(24 * 365));
+    if (!joining) {
+      PSHARD_LOG(kInfo) << "the job ended before another epoch began: this worker did not train";
+      cluster.leave(0);
+      return 0;
+    }
+    start_step = joining->first_step;
+  }
   // Workers declared dead (cluster.failure_policy = continue): the lowest live worker saves the model.
   std::mutex dead_mu;
   std::set<uint32_t> dead_workers;
@@ -64,8 +90,9 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
   opts.start_step = start_step;
   const int64_t global_batch = opts.batch_size * world;
+  // Elastic jobs: at most one worker's steps (what the run's length bounds: the check of --start-step, a schedule).
   const int64_t total_steps =
-      trainer::steps_per_epoch_for(setup.data.train.size(), world, opts.batch_size) * opts.epochs;
+      trainer::steps_per_epoch_for(setup.data.train.size(), elastic ? 1 : world, opts.batch_size) * opts.epochs;
 
   const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps);
   // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
@@ -88,7 +115,43 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   }
   sync.emplace(kv, rank, cfg, global_batch, total_steps);
   sync->set_start_step(start_step);
-  sync->set_rejoin(join);
+  sync->set_rejoin(join || joining.has_value());
+  std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last
+  if (elastic) {
+    // A member waits at an epoch's start for the others to finish the epoch before, and for workers to join when
+    // fewer than min_workers are left (the coordinator gives up after cluster.rendezvous_timeout_ms).
+    const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms") +
+                                         cfg.get_int("cluster.rendezvous_timeout_ms"));
+    opts.plan_epoch = [&cluster, wait](int64_t epoch, int64_t step) { return cluster.enter_epoch(epoch, step, wait); };
+    opts.joining = joining;
+    opts.joined = [&cluster](int64_t epoch) { cluster.epoch_joined(epoch); };
+    opts.on_plan = [&, rank](const EpochPlan& plan, int64_t steps) {
+      last_plan = plan;
+      {
+        // A rank declared dead earlier that a member holds now belongs to a worker that joined.
+        std::lock_guard<std::mutex> lock(dead_mu);
+        for (uint32_t r : plan.members) dead_workers.erase(r);
+      }
+      const int64_t global = opts.batch_size * static_cast<int64_t>(plan.members.size());
+      sync->set_global_batch(global);
+      if (rank != plan.members.front()) return;  // one worker says it
+      const double lr = sync->lr_at(plan.first_step);
+      PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch "
+                        << opts.batch_size << " = global batch " << global << ", " << steps << " steps from step "
+                        << plan.first_step << ", learning rate " << lr
+                        << (cfg.get_string("lr_schedule.scaling") == "linear" ? " (linear scaling rule)" : "");
+      Json ranks = Json::array();
+      for (uint32_t r : plan.members) ranks.push(r);
+      cluster.report(Json::object()
+                         .set("event", "members")
+                         .set("epoch", plan.epoch)
+                         .set("first_step", plan.first_step)
+                         .set("steps", steps)
+                         .set("workers", ranks)
+                         .set("global_batch", global)
+                         .set("lr", lr));
+    };
+  }
   sync->set_initialiser([&dead_mu, &dead_workers, rank] {
     std::lock_guard<std::mutex> lock(dead_mu);
     for (uint32_t r = 0; r < rank; ++r) {
@@ -105,7 +168,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     t.set_tracer(tracer.get());
     sync->set_tracer(tracer.get());
   }
-  if (rank == 0 && !join) {
+  if (rank == 0 && !join && !joining) {
     PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
                       << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
     if (!setup.init_report.empty()) PSHARD_LOG(kInfo) << setup.init_report;
@@ -137,10 +200,15 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   }
   // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
+  // Elastic jobs: the lowest live member of the last epoch (a lower rank may belong to a worker that joined too late
+  // to train).
   bool lowest_alive = true;
   {
     std::lock_guard<std::mutex> lock(dead_mu);
-    for (uint32_t r = 0; r < rank; ++r) lowest_alive = lowest_alive && dead_workers.count(r) == 1;
+    for (uint32_t r = 0; r < rank; ++r) {
+      const bool member = !last_plan || std::count(last_plan->members.begin(), last_plan->members.end(), r) > 0;
+      lowest_alive = lowest_alive && (!member || dead_workers.count(r) == 1);
+    }
   }
   if (lowest_alive && !o.run_dir.empty()) {
     const std::string path = o.run_dir + "/model.bin";

@@ -130,6 +130,9 @@ std::vector<ConfigKey> kSchema = {
      "largest slice of a tensor (bytes); lars/lamb take their trust ratio per slice of a cut tensor"},
     {"cluster.failure_policy", T::kString, "abort", 0, 0, "abort|continue",
      "on a dead worker: abort the job, or continue with the others"},
+    {"cluster.min_workers", T::kInt, "0", 0, 1 << 20, "",
+     "elastic sync jobs (pshard launch --workers MIN:MAX): the fewest workers an epoch trains with; workers join at "
+     "an epoch's start and a dead one is dropped; 0: a fixed number of workers"},
     {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
     {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
     {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "",

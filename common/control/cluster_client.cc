@@ -13,6 +13,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <zmq.hpp>
 
@@ -36,10 +37,12 @@ namespace cc = control_codec;
 
 struct ClusterClient::Impl {
   struct Command {
-    enum class Kind { kBarrier, kReport, kStuck, kLeave, kStop } kind;
+    enum class Kind { kBarrier, kReport, kStuck, kEpochEnter, kEpochJoined, kLeave, kStop } kind;
     std::string name;  // barrier name, report text, a stuck report's or a leave's reason
     int status = 0;
     std::vector<uint32_t> workers;  // kStuck
+    int64_t epoch = 0;              // kEpochEnter, kEpochJoined
+    int64_t step = 0;               // kEpochEnter
   };
 
   Options opt;
@@ -60,6 +63,9 @@ struct ClusterClient::Impl {
   std::string abort_reason;
   std::atomic<bool> stopping{false};
   std::map<std::string, uint64_t> releases;  // barrier name -> number of releases seen
+  bool joins_running = false;                // ClusterMap.joinsRunning
+  std::optional<EpochPlan> plan;             // the last epoch plan received
+  bool shut_down = false;                    // a shutdown arrived
   std::deque<ClusterEvent> pending_events;
   std::function<void(const ClusterEvent&)> callback;
   bool leave_requested = false;
@@ -148,6 +154,7 @@ struct ClusterClient::Impl {
         ClusterMap m;
         m.num_servers = cm.getNumServers();
         m.num_workers = cm.getNumWorkers();
+        m.min_workers = cm.getMinWorkers();
         for (auto n : cm.getServers()) m.servers.push_back(cc::read_node(n));
         for (auto n : cm.getWorkers()) m.workers.push_back(cc::read_node(n));
         if (m.servers.size() != m.num_servers || m.workers.size() != m.num_workers) {
@@ -161,6 +168,7 @@ struct ClusterClient::Impl {
           map_arrived = true;
           map = std::move(m);
           rank = cm.getYourRank();
+          joins_running = cm.getJoinsRunning();
           have_map = true;
         }
         cv.notify_all();
@@ -170,6 +178,20 @@ struct ClusterClient::Impl {
         {
           std::lock_guard<std::mutex> lock(mu);
           ++releases[root.getBarrierRelease().getName().cStr()];
+        }
+        cv.notify_all();
+        break;
+      }
+      case control::ControlMessage::EPOCH_PLAN: {
+        auto ep = root.getEpochPlan();
+        EpochPlan p;
+        p.epoch = ep.getEpoch();
+        p.first_step = ep.getFirstStep();
+        p.join = ep.getJoin();
+        for (uint32_t r : ep.getMembers()) p.members.push_back(r);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          plan = std::move(p);
         }
         cv.notify_all();
         break;
@@ -204,6 +226,7 @@ struct ClusterClient::Impl {
         {
           std::lock_guard<std::mutex> lock(mu);
           pending_events.push_back(e);
+          shut_down = true;
         }
         stopping = true;
         cv.notify_all();
@@ -292,6 +315,16 @@ struct ClusterClient::Impl {
           if (!sock.send(frame, zmq::send_flags::dontwait)) {  // never block the heartbeat thread
             PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
           }
+        } else if (c.kind == Command::Kind::kEpochEnter) {
+          capnp::MallocMessageBuilder b;
+          auto e = b.initRoot<control::ControlMessage>().initEpochEnter();
+          e.setEpoch(c.epoch);
+          e.setStep(c.step);
+          send(sock, b);
+        } else if (c.kind == Command::Kind::kEpochJoined) {
+          capnp::MallocMessageBuilder b;
+          b.initRoot<control::ControlMessage>().initEpochJoined().setEpoch(c.epoch);
+          send(sock, b);
         } else if (c.kind == Command::Kind::kStuck) {
           capnp::MallocMessageBuilder b;
           auto stuck = b.initRoot<control::ControlMessage>().initStuck();
@@ -385,7 +418,7 @@ struct ClusterClient::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (leave_requested) return;
       leave_requested = true;
-      commands.push_back(Command{kind, reason, status, {}});
+      commands.push_back(Command{kind, reason, status, {}, 0, 0});
     }
     wake();
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
@@ -466,7 +499,7 @@ void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds t
   if (m.aborted) throw Error("barrier '" + name + "' on " + who + ": the job was aborted: " + m.abort_reason);
   if (m.leave_requested || m.thread_done) throw Error("barrier '" + name + "' on " + who + ": already left the job");
   const uint64_t generation = m.releases[name];
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}});
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}, 0, 0});
   lock.unlock();
   m.wake();
   lock.lock();
@@ -478,6 +511,43 @@ void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds t
   (void)ok;
   throw Error("barrier '" + name + "' on " + who + " timed out after " + std::to_string(timeout.count()) +
               " ms: not every live node of the job reached it (coordinator " + m.opt.coordinator + ")");
+}
+
+bool ClusterClient::joins_running() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->joins_running;
+}
+
+std::optional<EpochPlan> ClusterClient::enter_epoch(int64_t epoch, int64_t step, std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  const std::string what = "the start of epoch " + (epoch > 0 ? std::to_string(epoch) : std::string("to join")) +
+                           " on worker " + std::to_string(m.rank);
+  if (m.aborted) throw Error(what + ": the job was aborted: " + m.abort_reason);
+  if (m.leave_requested || m.thread_done) throw Error(what + ": already left the job");
+  // Plans come in epoch order; the one asked for is the first with a later epoch than the last seen.
+  const int64_t seen = m.plan ? m.plan->epoch : 0;
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kEpochEnter, "", 0, {}, epoch, step});
+  lock.unlock();
+  m.wake();
+  lock.lock();
+  auto arrived = [&] { return m.plan && m.plan->epoch > seen && (epoch <= 0 || m.plan->epoch >= epoch); };
+  m.cv.wait_for(lock, timeout, [&] { return arrived() || m.aborted || m.shut_down || m.thread_done; });
+  if (arrived()) return m.plan;
+  if (m.aborted) throw Error(what + " interrupted: the job was aborted: " + m.abort_reason);
+  if (m.shut_down) return std::nullopt;
+  if (m.thread_done) throw Error(what + ": left the job while waiting");
+  throw Error(what + " timed out after " + std::to_string(timeout.count()) +
+              " ms: the coordinator sent no plan (coordinator " + m.opt.coordinator + ")");
+}
+
+void ClusterClient::epoch_joined(int64_t epoch) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->leave_requested) return;
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kEpochJoined, "", 0, {}, epoch, 0});
+  }
+  impl_->wake();
 }
 
 void ClusterClient::on_event(std::function<void(const ClusterEvent&)> callback) {
@@ -492,7 +562,7 @@ void ClusterClient::report(const Json& event) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;  // after leave() there is nobody to report to
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}, 0, 0});
   }
   impl_->wake();
 }
@@ -501,7 +571,7 @@ void ClusterClient::report_stuck(const std::vector<uint32_t>& workers, const std
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kStuck, reason, 0, workers});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kStuck, reason, 0, workers, 0, 0});
   }
   impl_->wake();
 }

@@ -81,10 +81,22 @@ class ClusterClient {
 
   const ClusterMap& map() const;
   uint32_t rank() const;  // this node's rank within its role
+  // Workers of an elastic job: this worker registered while the job ran (it joins at an epoch's start).
+  bool joins_running() const;
 
   // Blocks until every live node of this node's role (workers: every worker) has entered barrier `name`.
   // Throws pshard::Error on timeout or when the job is aborted meanwhile.
   void barrier(const std::string& name, std::chrono::milliseconds timeout);
+
+  // Elastic jobs (workers): waits at the start of `epoch`, whose first step is `step`, until the coordinator says who
+  // trains it. A worker that joined the running job passes epoch 0 and step -1 and gets the plan of the epoch it
+  // joins with (`join` set): it then has the servers count it from the plan's first step and calls epoch_joined().
+  // Throws pshard::Error on timeout or when the job is aborted meanwhile; nullopt when the job ended (shutdown)
+  // before the epoch began (a joining worker that came too late).
+  //
+  //   std::optional<EpochPlan> plan = cluster.enter_epoch(epoch, step, std::chrono::minutes(10));
+  std::optional<EpochPlan> enter_epoch(int64_t epoch, int64_t step, std::chrono::milliseconds timeout);
+  void epoch_joined(int64_t epoch);
 
   // Sets the callback for job events; it runs on the client's background
   // thread. Events that arrived before the callback was set are delivered

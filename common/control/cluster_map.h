@@ -24,9 +24,22 @@ struct NodeInfo {
 // The full membership of a job, identical on every node after rendezvous.
 struct ClusterMap {
   uint32_t num_servers = 0;
-  uint32_t num_workers = 0;
+  uint32_t num_workers = 0;       // elastic jobs: the most workers (ranks 0 .. num_workers - 1)
+  uint32_t min_workers = 0;       // elastic jobs (cluster.min_workers): the fewest an epoch trains with; 0: fixed
   std::vector<NodeInfo> servers;  // index = server rank
-  std::vector<NodeInfo> workers;  // index = worker rank
+  std::vector<NodeInfo> workers;  // index = worker rank; a rank no process holds (elastic jobs) has pid 0
+
+  bool elastic() const { return min_workers > 0; }
+  // Elastic jobs: no process holds worker rank `rank` (yet).
+  bool vacant(uint32_t rank) const { return rank < workers.size() && workers[rank].pid == 0; }
+};
+
+// Who trains one epoch of an elastic job (control.capnp EpochPlan).
+struct EpochPlan {
+  int64_t epoch = 0;
+  int64_t first_step = 0;
+  std::vector<uint32_t> members;  // worker ranks, increasing
+  bool join = false;              // to a worker that joins the running job with this epoch
 };
 
 }  // namespace pshard

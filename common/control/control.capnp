@@ -17,6 +17,8 @@
 #   node -> report(json)        (metrics events; the coordinator writes DIR/metrics.jsonl)
 #   server -> stuck(workers)    coordinator -> nodeDead or abort (as for a dead worker), and abort to the stuck ones
 #   node -> leave(status)       coordinator -> shutdown (all workers left: servers finish and leave)
+#   worker -> epochEnter        coordinator -> epochPlan (elastic jobs: who trains the next epoch, from which step)
+#   worker -> epochJoined       (a worker that joined the running job is counted by the servers from the plan's step)
 #
 # Versioning: add fields at the end of a struct with the next ordinal and
 # new union members with the next ordinal; never renumber.
@@ -68,6 +70,10 @@ struct ClusterMap {
   yourRank @5 :UInt32;          # the receiving node's rank within its role
   heartbeatIntervalMs @6 :UInt32;   # the coordinator's heartbeat period (milliseconds)
   heartbeatTimeoutMs @7 :UInt32;    # silence after which the coordinator declares a node dead (milliseconds)
+  minWorkers @8 :UInt32;        # elastic jobs (cluster.min_workers): the fewest workers an epoch trains with;
+                                # numWorkers is then the most, and a rank no process holds is listed with pid 0.
+                                # 0: every rank is held (a fixed number of workers)
+  joinsRunning @9 :Bool;        # the receiving worker registered while the job ran: it joins at an epoch's start
 }
 
 # node -> coordinator: this node has reached barrier `name`.
@@ -146,6 +152,30 @@ struct ProcessEnded {
   how @4 :Text;                 # e.g. "was killed by signal 9 (SIGKILL)"
 }
 
+# worker -> coordinator (elastic jobs): this worker is at the start of `epoch`, whose first step is `step` (the step
+# after the last one it trained). A worker that joined the running job sends epoch 0 and step -1: the plan says both.
+struct EpochEnter {
+  epoch @0 :Int64;
+  step @1 :Int64;
+}
+
+# coordinator -> worker (elastic jobs): who trains `epoch`, once every live worker has entered it and at least
+# minWorkers do. Each member trains shard i of n of the data (i: its place in `members`, n: their number), so the
+# epoch has (training samples / (n x batch)) steps. A worker that joins with this epoch gets the plan first, with
+# `join` set: it tells the servers to count it from firstStep and answers epochJoined; the other members get the
+# plan after every joining worker has answered (or died), so that no server closes firstStep without it.
+struct EpochPlan {
+  epoch @0 :Int64;
+  firstStep @1 :Int64;
+  members @2 :List(UInt32);     # worker ranks, increasing
+  join @3 :Bool;
+}
+
+# worker -> coordinator: a joining worker's servers count it from the plan's first step.
+struct EpochJoined {
+  epoch @0 :Int64;
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -162,5 +192,8 @@ struct ControlMessage {
     report @10 :Report;
     stuck @11 :Stuck;
     processEnded @12 :ProcessEnded;
+    epochEnter @13 :EpochEnter;
+    epochPlan @14 :EpochPlan;
+    epochJoined @15 :EpochJoined;
   }
 }

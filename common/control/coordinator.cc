@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 
 #include "common/control/barriers.h"
 #include "common/control/control_codec.h"
+#include "common/control/epoch_plans.h"
 #include "common/control/job_metrics.h"
 #include "common/control/liveness.h"
 #include "common/control/peers.h"
@@ -31,6 +33,7 @@ namespace pshard {
 using coordinator_detail::Barriers;
 using coordinator_detail::Clock;
 using coordinator_detail::describe_unranked;
+using coordinator_detail::EpochPlans;
 using coordinator_detail::JobMetrics;
 using coordinator_detail::Liveness;
 using coordinator_detail::Outbox;
@@ -46,8 +49,10 @@ Coordinator::Options Coordinator::Options::from_config(const Config& config, uin
   Options o;
   o.num_servers = num_servers;
   o.num_workers = num_workers;
-  o.failure_policy =
-      config.get_string("cluster.failure_policy") == "continue" ? FailurePolicy::kContinue : FailurePolicy::kAbort;
+  o.min_workers = static_cast<uint32_t>(config.get_int("cluster.min_workers"));
+  o.failure_policy = config.get_string("cluster.failure_policy") == "continue" || o.min_workers > 0
+                         ? FailurePolicy::kContinue
+                         : FailurePolicy::kAbort;
   o.heartbeat_interval = milliseconds(config.get_int("cluster.heartbeat_interval_ms"));
   o.heartbeat_timeout = milliseconds(config.get_int("cluster.heartbeat_timeout_ms"));
   o.rendezvous_timeout = milliseconds(config.get_int("cluster.rendezvous_timeout_ms"));
@@ -77,6 +82,9 @@ struct Coordinator::Impl {
   Barriers barriers{peers, outbox};
   Liveness liveness{opt, peers, outbox};
   JobMetrics metrics{opt, peers};
+  EpochPlans epochs{opt, peers, outbox, [this](const EpochPlan& plan, const std::set<std::string>& members) {
+                      metrics.set_epoch_members(plan.epoch, members);
+                    }};
   Clock::time_point started;
   Clock::time_point shutdown_deadline;
   Result result;
@@ -132,7 +140,7 @@ struct Coordinator::Impl {
       auto it = peers.find(id);
       if (it != peers.end() && reachable(it->second)) return;  // a duplicate of an accepted registration
       if (phase == Phase::kRunning && p->info.role == NodeRole::kWorker &&
-          opt.failure_policy == FailurePolicy::kContinue) {
+          opt.failure_policy == FailurePolicy::kContinue) {  // (elastic jobs: a worker joining)
         rejoin(*p);
         return;
       }
@@ -151,11 +159,22 @@ struct Coordinator::Impl {
     rendezvous.hand_out_map([this](const ClusterMap& m) { publish(m); });
     phase = Phase::kRunning;
     metrics.start_clock();
-    PSHARD_LOG(kInfo) << "rendezvous complete: " << opt.num_servers << " servers, " << opt.num_workers
-                      << " workers; cluster map sent";
+    PSHARD_LOG(kInfo) << "rendezvous complete: " << opt.num_servers << " servers, "
+                      << rendezvous.map().workers.size() - vacancies() << " workers"
+                      << (opt.min_workers > 0 ? " (elastic: " + std::to_string(opt.min_workers) + " to " +
+                                                    std::to_string(opt.num_workers) + ")"
+                                              : "")
+                      << "; cluster map sent";
   }
 
-  // A worker registering while the job runs (failure policy continue) takes over a dead worker's rank.
+  uint32_t vacancies() const {
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < rendezvous.map().workers.size(); ++r) n += rendezvous.map().vacant(r) ? 1 : 0;
+    return n;
+  }
+
+  // A worker registering while the job runs (failure policy continue) takes over a dead worker's rank; in an elastic
+  // job, also a rank no process held yet.
   void rejoin(const Peer& p) {
     if (Peer* old = rendezvous.replaced_by(p)) {
       if (!p.replaces_live) {
@@ -200,11 +219,17 @@ struct Coordinator::Impl {
     if (std::optional<std::string> why = barriers.stalemate()) abort_job(*why, nullptr);
   }
 
+  // Elastic jobs: the workers disagree on where an epoch starts, or too few have waited too long for others.
+  void abort_if_epochs_broken() {
+    if (phase != Phase::kRunning || opt.min_workers == 0) return;
+    if (std::optional<std::string> why = epochs.check(Clock::now())) abort_job(*why, nullptr);
+  }
+
   bool workers_all_done(uint32_t* left_ok) const {
     uint32_t ok = 0;
     for (const auto& [id, p] : peers) {
       if (p.info.role != NodeRole::kWorker) continue;
-      if (p.state == Peer::State::kLive) return false;
+      if (p.state == Peer::State::kLive && !epochs.waiting_to_join(p)) return false;
       if (p.state == Peer::State::kLeft) ++ok;
     }
     *left_ok = ok;
@@ -215,6 +240,7 @@ struct Coordinator::Impl {
   std::string lost_workers() const {
     std::string lost;
     for (uint32_t rank = 0; rank < opt.num_workers; ++rank) {
+      if (opt.min_workers > 0) break;  // elastic: workers come and go; the epoch lines say who trained
       bool finished = false;
       for (const auto& [id, p] : peers) {
         finished =
@@ -290,7 +316,8 @@ struct Coordinator::Impl {
     }
     PSHARD_LOG(kWarn) << reason << "; continuing with the other workers (cluster.failure_policy = continue)";
     liveness.announce_dead(p, std::string(verdict) == "dead" ? why : verdict + (": " + why));
-    // The dead worker no longer holds up a barrier or an epoch line.
+    // The dead worker no longer holds up a barrier, an epoch's start or an epoch line.
+    epochs.worker_gone(p);
     barriers.release_complete();
     abort_if_barriers_stalled();
     metrics.flush_epochs();
@@ -375,6 +402,7 @@ struct Coordinator::Impl {
     }
     p.state = Peer::State::kLeft;
     PSHARD_LOG(kInfo) << cc::describe(p.info) << " left";
+    epochs.worker_gone(p);
     barriers.release_complete();
     abort_if_barriers_stalled();
     maybe_shutdown();
@@ -417,6 +445,15 @@ struct Coordinator::Impl {
         }
         case control::ControlMessage::REPORT: metrics.on_report(p, root.getReport().getJson().cStr()); break;
         case control::ControlMessage::STUCK: on_stuck(p, root.getStuck()); break;
+        case control::ControlMessage::EPOCH_ENTER:
+          if (phase == Phase::kRunning) {
+            epochs.enter(p, root.getEpochEnter().getEpoch(), root.getEpochEnter().getStep());
+            abort_if_epochs_broken();
+          }
+          break;
+        case control::ControlMessage::EPOCH_JOINED:
+          if (phase == Phase::kRunning) epochs.joined(p, root.getEpochJoined().getEpoch());
+          break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
                             << peer_name;
@@ -446,6 +483,8 @@ struct Coordinator::Impl {
       finish_ran_to_end();
       return;
     }
+    abort_if_epochs_broken();
+    if (phase == Phase::kDone) return;
     for (const std::string& id : liveness.silent(now)) {
       auto it = peers.find(id);
       if (it == peers.end() || phase == Phase::kDone) continue;
@@ -505,6 +544,10 @@ Coordinator::Coordinator(const Options& options) : impl_(std::make_unique<Impl>(
   if (options.num_servers == 0 || options.num_workers == 0) {
     throw Error("coordinator: a job needs at least one server and one worker (got " +
                 std::to_string(options.num_servers) + " servers, " + std::to_string(options.num_workers) + " workers)");
+  }
+  if (options.min_workers > options.num_workers) {
+    throw Error("coordinator: cluster.min_workers = " + std::to_string(options.min_workers) +
+                " is more than the job's " + std::to_string(options.num_workers) + " workers");
   }
   transport::bound_router(m.router, transport::kMaxControlMessageBytes);
   m.router.set(zmq::sockopt::linger, 1000);

@@ -38,7 +38,11 @@ class Coordinator {
 
   struct Options {
     uint32_t num_servers = 1;
-    uint32_t num_workers = 1;
+    uint32_t num_workers = 1;  // elastic jobs: the most workers
+    // Elastic jobs (cluster.min_workers > 0): the job starts once this many workers registered, and each epoch
+    // trains with every worker then in the job (at least this many; more join at an epoch's start, up to
+    // num_workers). A dead worker is dropped, as under failure policy continue. 0: exactly num_workers workers.
+    uint32_t min_workers = 0;
     std::string bind = "tcp://127.0.0.1:0";  // ROUTER endpoint; port 0 picks a free port
     std::string job_token;                   // registrations with another token are refused
     transport::CurveKeys curve;              // empty: plaintext; else CurveZMQ, only the job's clients connect
@@ -51,7 +55,7 @@ class Coordinator {
     TraceWindow
         trace;  // trace.steps: the workers' step lines of these steps are marked in RUN_DIR/trace/coordinator.json
 
-    // Reads cluster.failure_policy, cluster.heartbeat_*_ms and cluster.rendezvous_timeout_ms.
+    // Reads cluster.failure_policy, cluster.min_workers, cluster.heartbeat_*_ms and cluster.rendezvous_timeout_ms.
     static Options from_config(const Config& config, uint32_t num_servers, uint32_t num_workers);
   };
 

@@ -1,6 +1,7 @@
 // The job's metrics sink: epoch lines combined from the workers' reports, the summary, cluster.json.
 #include "common/control/job_metrics.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -117,6 +118,14 @@ void JobMetrics::flush_epochs() {
   const int64_t steps_per_epoch = start_event_.has("steps_per_epoch") ? start_event_.at("steps_per_epoch").as_int() : 0;
   auto expected_reports = [&](int64_t epoch) {
     size_t n = 0;
+    auto members = epoch_members_.find(epoch);
+    if (members != epoch_members_.end()) {  // elastic: the epoch's members still in the job
+      for (const std::string& id : members->second) {
+        auto q = peers_.find(id);
+        n += q != peers_.end() && (q->second.state == Peer::State::kLive || q->second.state == Peer::State::kLeft);
+      }
+      return n;
+    }
     for (const auto& [id, q] : peers_) {
       if (q.info.role != NodeRole::kWorker || (q.state != Peer::State::kLive && q.state != Peer::State::kLeft))
         continue;
@@ -135,12 +144,31 @@ void JobMetrics::flush_epochs() {
   }
 }
 
+std::vector<uint32_t> JobMetrics::expected_ranks(int64_t epoch) const {
+  std::vector<uint32_t> ranks;
+  auto members = epoch_members_.find(epoch);
+  if (members == epoch_members_.end()) {
+    for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) ranks.push_back(rank);
+    return ranks;
+  }
+  for (const std::string& id : members->second) {
+    auto q = peers_.find(id);
+    if (q != peers_.end()) ranks.push_back(q->second.info.rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+void JobMetrics::set_epoch_members(int64_t epoch, const std::set<std::string>& members) {
+  epoch_members_[epoch] = members;
+}
+
 void JobMetrics::flush_incomplete_epochs() {
   for (auto& [epoch, by_rank] : epoch_reports_) {
     std::vector<WorkerEpochReport> reports;
     Json missing = Json::array();
     std::string names;
-    for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) {
+    for (uint32_t rank : expected_ranks(epoch)) {
       auto it = by_rank.find(rank);
       if (it != by_rank.end()) {
         reports.push_back(it->second);
@@ -156,7 +184,15 @@ void JobMetrics::flush_incomplete_epochs() {
   }
   epoch_reports_.clear();
   if (!start_event_.has("epochs")) return;  // training never started: no epoch was due
-  for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) {
+  std::set<uint32_t> trained;               // elastic jobs: the ranks some epoch had; else every rank
+  for (uint32_t rank = 0; rank < opt_.num_workers; ++rank) trained.insert(rank);
+  if (!epoch_members_.empty()) {
+    trained.clear();
+    for (const auto& [epoch, ids] : epoch_members_) {
+      for (uint32_t rank : expected_ranks(epoch)) trained.insert(rank);
+    }
+  }
+  for (uint32_t rank : trained) {
     if (reported_.count(rank) == 0) {
       PSHARD_LOG(kWarn) << "worker " << rank
                         << " never reported an epoch (a program reports with pshard_report_epoch / ps.report()): "

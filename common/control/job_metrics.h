@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/control/cluster_map.h"
 #include "common/control/coordinator.h"
@@ -31,6 +32,10 @@ class JobMetrics {
   void on_report(const Peer& from, const std::string& text);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
+  // Elastic jobs: the workers (routing ids) that train `epoch`; its line waits for those of them still in the job.
+  void set_epoch_members(int64_t epoch, const std::set<std::string>& members);
+  // The ranks whose reports an epoch's line combines: its members (elastic jobs), else every rank.
+  std::vector<uint32_t> expected_ranks(int64_t epoch) const;
   // At the job's end: writes the epochs still waiting for a report, from the reports they have (their lines
   // name the missing ranks in `missing_workers`), and warns about each worker rank that never reported an epoch.
   void flush_incomplete_epochs();
@@ -69,6 +74,7 @@ class JobMetrics {
   int64_t last_epoch_written_ = 0;
   std::map<uint32_t, int64_t> join_step_;  // worker rank -> the step it rejoined at (a restarted worker)
   std::set<uint32_t> reported_;            // worker ranks that reported some epoch
+  std::map<int64_t, std::set<std::string>> epoch_members_;  // elastic jobs: epoch -> routing ids of its workers
   Clock::time_point running_since_;
   bool write_failed_ = false;  // the summary or cluster.json could not be written
 };

@@ -111,7 +111,10 @@ std::optional<std::string> Rendezvous::admit(Peer p) {
 }
 
 bool Rendezvous::complete() const {
-  return count_role(NodeRole::kServer) == opt_.num_servers && count_role(NodeRole::kWorker) == opt_.num_workers;
+  const uint32_t workers = count_role(NodeRole::kWorker);
+  // An elastic job starts with its fewest workers; the others join at an epoch's start.
+  return count_role(NodeRole::kServer) == opt_.num_servers &&
+         (opt_.min_workers > 0 ? workers >= opt_.min_workers : workers == opt_.num_workers);
 }
 
 const ClusterMap& Rendezvous::hand_out_map(const MapHook& before_sending) {
@@ -120,8 +123,10 @@ const ClusterMap& Rendezvous::hand_out_map(const MapHook& before_sending) {
   ClusterMap m;
   m.num_servers = opt_.num_servers;
   m.num_workers = opt_.num_workers;
+  m.min_workers = opt_.min_workers;
   m.servers.resize(opt_.num_servers);
   m.workers.resize(opt_.num_workers);
+  for (uint32_t r = 0; r < opt_.num_workers; ++r) m.workers[r].rank = r;  // vacant (pid 0) unless a worker holds it
   for (auto& [id, p] : peers_) {
     if (!reachable(p)) continue;
     p.state = Peer::State::kLive;
@@ -130,7 +135,7 @@ const ClusterMap& Rendezvous::hand_out_map(const MapHook& before_sending) {
   map_ = m;
   before_sending(map_);
   for (auto& [id, p] : peers_) {
-    if (p.state == Peer::State::kLive) send_map(id, p.info);
+    if (p.state == Peer::State::kLive) send_map(id, p.info, false);
   }
   return map_;
 }
@@ -159,6 +164,11 @@ bool Rendezvous::rejoin(Peer p, const MapHook& before_sending) {
       return false;
     }
   }
+  if (opt_.min_workers > 0) {  // elastic: a rank no process held yet is free too
+    for (uint32_t r = 0; r < map_.workers.size(); ++r) {
+      if (map_.vacant(r)) dead.insert(r);
+    }
+  }
   for (uint32_t r : live) dead.erase(r);
   int64_t rank = -1;
   if (p.requested_rank >= 0) {
@@ -167,6 +177,13 @@ bool Rendezvous::rejoin(Peer p, const MapHook& before_sending) {
     rank = *dead.begin();
   }
   if (rank < 0) {
+    if (opt_.min_workers > 0) {
+      refuse(p, "the job already has its most workers (" + std::to_string(opt_.num_workers) +
+                    (p.requested_rank >= 0 ? ", and worker rank " + std::to_string(p.requested_rank) + " is taken"
+                                           : std::string()) +
+                    "): a worker can join when one has left");
+      return false;
+    }
     refuse(p, "the job is already running and " +
                   (p.requested_rank >= 0 ? "worker rank " + std::to_string(p.requested_rank) + " is not dead"
                                          : std::string("no worker is dead")) +
@@ -179,8 +196,12 @@ bool Rendezvous::rejoin(Peer p, const MapHook& before_sending) {
   peers_[p.id] = p;
   map_.workers.at(p.info.rank) = p.info;
   before_sending(map_);
-  send_map(p.id, p.info);
-  PSHARD_LOG(kInfo) << cc::describe(p.info) << " rejoined the job in place of the dead worker " << rank;
+  send_map(p.id, p.info, opt_.min_workers > 0);
+  if (opt_.min_workers > 0) {
+    PSHARD_LOG(kInfo) << cc::describe(p.info) << " joined the job; it trains from the next epoch on";
+  } else {
+    PSHARD_LOG(kInfo) << cc::describe(p.info) << " rejoined the job in place of the dead worker " << rank;
+  }
   return true;
 }
 
@@ -245,11 +266,13 @@ void Rendezvous::assign_ranks(NodeRole role) {
   }
 }
 
-void Rendezvous::send_map(const std::string& id, const NodeInfo& to) {
+void Rendezvous::send_map(const std::string& id, const NodeInfo& to, bool joins_running) {
   capnp::MallocMessageBuilder b;
   auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
   cm.setNumServers(map_.num_servers);
   cm.setNumWorkers(map_.num_workers);
+  cm.setMinWorkers(map_.min_workers);
+  cm.setJoinsRunning(joins_running);
   auto servers = cm.initServers(map_.num_servers);
   for (uint32_t i = 0; i < map_.num_servers; ++i) cc::fill_node(map_.servers[i], servers[i]);
   auto workers = cm.initWorkers(map_.num_workers);

@@ -32,7 +32,7 @@ class Rendezvous {
   // nodes of its role, its requested rank is out of range or taken). Returns the reason when `p`'s
   // layout fingerprint differs from an earlier node's: `p` was refused and the job cannot run.
   std::optional<std::string> admit(Peer p);
-  // Every server and worker has registered.
+  // Every server and worker has registered (elastic jobs: every server and at least min_workers workers).
   bool complete() const;
   // Assigns ranks (requested ones, then the rest in registration order), marks every node live and
   // sends each the cluster map; returns it. `before_sending` sees the map first (the coordinator publishes it
@@ -57,7 +57,8 @@ class Rendezvous {
   uint32_t count_role(NodeRole role) const;
   uint32_t expected(NodeRole role) const;
   void assign_ranks(NodeRole role);
-  void send_map(const std::string& id, const NodeInfo& to);
+  // `joins_running`: to a worker that joins an elastic job while it runs.
+  void send_map(const std::string& id, const NodeInfo& to, bool joins_running);
 
   const Coordinator::Options& opt_;
   const std::string& endpoint_;

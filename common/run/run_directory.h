@@ -10,6 +10,9 @@ namespace pshard {
 
 // The file in a run directory that holds the run's id (16 hex digits), written when the run is created.
 inline constexpr const char* kRunIdFile = "run-id";
+// An elastic job's: the command line and environment of one more worker (`pshard join RUN_DIR`); 0600, it holds the
+// job token.
+inline constexpr const char* kJoinFile = "join.json";
 
 // The files of a run that `dir` holds (config.toml, metrics.jsonl, metrics.csv, model.bin, run-id, checkpoints),
 // by name; empty when `dir` is missing or holds none of them.

@@ -15,7 +15,7 @@ PushResult AspPolicy::on_push(const Contributors& from, int64_t step, StepReques
                                                  " workers' gradients: only sync jobs combine a host's pushes"};
   }
   if (dead[rank]) return {protocol::ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
-  slice_.apply(aligned_floats(*gradient, scratch), step);
+  slice_.apply(aligned_floats(*gradient, scratch), step, 1);
   return {};
 }
 

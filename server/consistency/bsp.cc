@@ -128,7 +128,7 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   if (contributions_ == 0) return;  // every worker is dead
   const int64_t step = slice_.version();
   if (contributions_ == 1) {
-    slice_.apply(aligned_floats(*first_, scratch), step);
+    slice_.apply(aligned_floats(*first_, scratch), step, contributions_);
     first_.reset();
   } else if (payloads_ == 1) {  // one host's sum: its mean
     acc_.resize(length);
@@ -137,14 +137,14 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
     const float n = static_cast<float>(contributions_);
     for (uint64_t i = 0; i < length; ++i) a[i] = f[i] / n;
     first_.reset();
-    slice_.apply(a, step);
+    slice_.apply(a, step, contributions_);
   } else {
     float* a = acc_.data();
     if (!averaged) {  // a worker died after the last contribution came in
       const float n = static_cast<float>(contributions_);
       for (uint64_t i = 0; i < length; ++i) a[i] /= n;
     }
-    slice_.apply(a, step);
+    slice_.apply(a, step, contributions_);
   }
   contributions_ = 0;
   payloads_ = 0;

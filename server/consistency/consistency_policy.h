@@ -26,8 +26,9 @@ class ConsistencySlice {
   virtual bool initialized() const = 0;  // worker 0's init (or a checkpoint) has given it weights
   virtual uint64_t length() const = 0;   // floats
   virtual int64_t version() const = 0;   // BSP: steps closed; ASP/SSP: pushes applied
-  // The optimizer on `gradient` (length() floats) at the learning rate of step `lr_step`; version() + 1.
-  virtual void apply(const float* gradient, int64_t lr_step) = 0;
+  // The optimizer on `gradient` (length() floats, the mean of `workers` workers' gradients) at the learning rate of
+  // step `lr_step`; version() + 1. An elastic job's learning rate follows `workers` (the linear scaling rule).
+  virtual void apply(const float* gradient, int64_t lr_step, uint32_t workers) = 0;
   // BSP: a step has just closed; `asked`: what its pushes asked for (a checkpoint, the stop).
   virtual void step_closed(StepRequests asked) = 0;
   virtual std::string name() const = 0;  // e.g. "fc1.weight slice 0", for error messages

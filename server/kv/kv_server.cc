@@ -129,6 +129,8 @@ struct KvServer::Impl {
     updates = std::make_unique<UpdateThreads>(
         UpdateThreads::Options{opt.update_threads, opt.rank, opt.num_workers, shm.get(), opt.tracer.get()}, store,
         stalls, phases, started, std::move(finished));
+    // An elastic job's ranks that no worker holds yet: dead ones until a worker joins with one (before any request).
+    for (uint32_t rank : opt.vacant_workers) handle_dead(rank, /*vacant=*/true);
     io = std::thread([this] { socket_loop(); });
   }
 
@@ -440,12 +442,12 @@ struct KvServer::Impl {
     return s;
   }
 
-  void handle_dead(uint32_t rank) {
+  void handle_dead(uint32_t rank, bool vacant = false) {
     if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
     io_rejoined[rank] = 0;
     if (shm) shm->forget(rank);
-    PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
+    if (!vacant) PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     updates->worker_dead(rank);
     store.for_each_owned(-1, [&](Slice& s) { reply_all(s.requests.worker_dead(rank, inline_thread)); });
   }

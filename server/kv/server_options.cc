@@ -52,6 +52,7 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.schedule = sp;
   o.base_lr = params.lr;
   o.batch_size = batch;
+  o.elastic = cfg.get_int("cluster.min_workers") > 0;
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
@@ -62,6 +63,11 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
     throw Error(
         "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
         "boundaries)");
+  }
+  if (o.elastic && o.mode != Consistency::kBsp) {
+    throw Error(
+        "cluster.min_workers (an elastic number of workers) needs cluster.mode = sync: its members change at epoch "
+        "starts, which async and SSP workers do not share (they already run with whichever workers push)");
   }
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint" && o.mode != Consistency::kBsp) {
     throw Error(

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/metrics/trace.h"
 #include "common/transport/curve.h"
@@ -41,6 +42,10 @@ struct KvServerOptions {
   optim::LrScheduleParams schedule;
   float base_lr = 0.01f;
   int64_t batch_size = 64;  // per worker (train.batch_size)
+  // Elastic jobs (cluster.min_workers > 0): the global batch of a step is batch_size x the workers whose gradients
+  // its update holds, not x num_workers (which is the most workers).
+  bool elastic = false;
+  std::vector<uint32_t> vacant_workers;  // elastic jobs: the worker ranks no process holds at the start
   // cluster.server_threads. 0: every slice on the socket thread (no hand-off to an update thread and back, ~50 us
   // per round trip of a large slice on an idle 2-core VM; but updates no longer run beside the receiving).
   int update_threads = 2;

@@ -44,13 +44,13 @@ void Slice::restore(CheckpointSlice&& c) {
   store_.raise_max_version(c.version);
 }
 
-void Slice::apply(const float* gradient, int64_t lr_step) {
+void Slice::apply(const float* gradient, int64_t lr_step, uint32_t workers) {
   ScopedPhase updating(ServerPhase::kUpdate);
   Tracer* tracer = store_.opt_.tracer.get();
   const auto t0 = tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   ++updates;
   const uint64_t copies_before = weights.copies();
-  const float lr = store_.lr_at_(lr_step);
+  const float lr = store_.lr_at_(lr_step, workers);
   weights.update([&](float* w) { store_.opt_.optimizer->apply(w, gradient, opt_state.data(), length_, lr, updates); });
   ++store_.updates_;
   store_.weight_copies_ += weights.copies() - copies_before;
@@ -93,7 +93,9 @@ std::string layer_wise_slicing_warning(const optim::Optimizer& optimizer, const 
 }
 
 SliceStore::SliceStore(const KvServerOptions& opt, int update_threads)
-    : opt_(opt), update_threads_(std::max(update_threads, 0)), lr_at_(opt.lr_at) {}
+    : opt_(opt), update_threads_(std::max(update_threads, 0)) {
+  if (opt.lr_at) lr_at_ = [f = opt.lr_at](int64_t step, uint32_t) { return f(step); };
+}
 
 void SliceStore::raise_max_version(int64_t v) {
   for (int64_t seen = max_version_.load(std::memory_order_relaxed);
@@ -140,10 +142,19 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
       return false;
     }
     try {
-      auto schedule = std::make_shared<optim::LrSchedule>(opt_.base_lr, opt_.schedule,
-                                                          opt_.batch_size * static_cast<int64_t>(opt_.num_workers),
-                                                          std::max<int64_t>(run_steps, 1));
-      lr_at_ = [schedule](int64_t step) { return schedule->lr_at(step); };
+      // An elastic job's global batch is that of the workers whose gradients an update holds: a schedule for each
+      // number of them (the linear scaling rule; the same schedule for all without it). Else W's, whoever pushed.
+      const uint32_t counts = opt_.elastic ? opt_.num_workers : 1;
+      std::vector<std::shared_ptr<const optim::LrSchedule>> schedules;
+      for (uint32_t n = 1; n <= counts; ++n) {
+        const int64_t workers = opt_.elastic ? n : opt_.num_workers;
+        schedules.push_back(std::make_shared<optim::LrSchedule>(opt_.base_lr, opt_.schedule, opt_.batch_size * workers,
+                                                                std::max<int64_t>(run_steps, 1)));
+      }
+      lr_at_ = [schedules](int64_t step, uint32_t workers) {
+        const size_t i = std::min<size_t>(std::max<uint32_t>(workers, 1), schedules.size()) - 1;
+        return schedules[i]->lr_at(step);
+      };
     } catch (const Error& e) {
       code = ErrorCode::BAD_HEADER;
       why = std::string("learning-rate schedule for a run of ") + std::to_string(total_steps) + " steps: " + e.what();

@@ -39,7 +39,7 @@ class Slice final : public ConsistencySlice {
   bool initialized() const override { return initialized_; }
   uint64_t length() const override { return length_; }
   int64_t version() const override { return version_; }
-  void apply(const float* gradient, int64_t lr_step) override;
+  void apply(const float* gradient, int64_t lr_step, uint32_t workers) override;
   void step_closed(StepRequests asked) override;
   std::string name() const override;
 
@@ -115,7 +115,7 @@ class SliceStore {
 
   const KvServerOptions& opt_;
   const int update_threads_;
-  std::function<float(int64_t step)> lr_at_;
+  std::function<float(int64_t step, uint32_t workers)> lr_at_;  // workers: those whose gradients the update holds
   std::shared_ptr<transport::BufferPool> pool_ = transport::BufferPool::create(size_t{1} << 30);
   std::unique_ptr<SliceLayout> layout_;
   std::vector<std::unique_ptr<Slice>> slices_;  // by global slice id

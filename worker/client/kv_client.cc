@@ -982,6 +982,7 @@ void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOption
   std::vector<std::string> why_not;
   if (cfg.get_string("cluster.mode") != "sync") why_not.push_back("cluster.mode = sync");
   if (cfg.get_string("cluster.failure_policy") != "abort") why_not.push_back("cluster.failure_policy = abort");
+  if (map.elastic()) why_not.push_back("cluster.min_workers = 0");
   if (cfg.get_bool("cluster.restart_workers")) why_not.push_back("cluster.restart_workers = false");
   if (o.compression.push != protocol::Encoding::NONE) why_not.push_back("cluster.compression = none");
   if (!why_not.empty()) {

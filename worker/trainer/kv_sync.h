@@ -58,6 +58,11 @@ class KvSync : public ParameterSync {
   // checkpoint.on_sigterm = checkpoint: once `*signalled` (SIGTERM), the pushes of the next step begun carry the
   // stop flag, and every worker of the job ends at the boundary after it (stop_before), where the servers checkpoint.
   void set_stop_signal(const std::atomic<bool>* signalled) { stop_signal_ = signalled; }
+  // Elastic jobs: the global batch of the epoch's members, which the learning rate reported follows (the servers'
+  // follows the workers whose gradients each update holds).
+  void set_global_batch(int64_t global_batch) {
+    schedule_ = optim::LrSchedule(base_lr_, schedule_params_, global_batch, total_steps_);
+  }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights (sending its own instead if it becomes the initialiser meanwhile).
   void start(models::Model& model) override;
@@ -83,6 +88,9 @@ class KvSync : public ParameterSync {
 
   KvClient& kv_;
   uint32_t rank_;
+  float base_lr_;
+  optim::LrScheduleParams schedule_params_;
+  int64_t total_steps_;
   optim::LrSchedule schedule_;
   models::Model* model_ = nullptr;
   int64_t step_ = 0;

@@ -1,6 +1,7 @@
 // The training loop.
 #include "worker/trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -182,15 +183,38 @@ int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size) {
 Trainer::Trainer(const TrainerOptions& options, models::Model& model, const data::DataSplits& data, ParameterSync& sync)
     : options_(options), model_(model), data_(data), sync_(sync) {
   steps_per_epoch_ = steps_per_epoch_for(data.train.size(), options.world, options.batch_size);
+  shard_ = static_cast<int>(options.rank);
+  shards_ = static_cast<int>(options.world);
+}
+
+std::optional<EpochPlan> Trainer::plan(int64_t epoch, int64_t step, bool first) {
+  std::optional<EpochPlan> p = first && options_.joining ? options_.joining : options_.plan_epoch(epoch, step);
+  if (!p) return p;
+  auto me = std::find(p->members.begin(), p->members.end(), options_.rank);
+  if (p->epoch != epoch || p->first_step != step || me == p->members.end()) {
+    throw Error("the coordinator's plan of epoch " + std::to_string(p->epoch) + " (from step " +
+                std::to_string(p->first_step) + ") does not fit worker " + std::to_string(options_.rank) +
+                " at the start of epoch " + std::to_string(epoch) + ", step " + std::to_string(step));
+  }
+  shard_ = static_cast<int>(me - p->members.begin());
+  shards_ = static_cast<int>(p->members.size());
+  return p;
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                   const std::function<void(const WorkerEpochReport&)>& on_epoch) {
-  data::ShardSampler sampler(data_.train.size(), static_cast<int>(options_.rank), static_cast<int>(options_.world),
-                             options_.seed);
-  data::BatchLoader loader(data_.train, sampler, options_.batch_size, options_.prefetch);
+  const bool elastic = static_cast<bool>(options_.plan_epoch);
+  // Elastic jobs cut each epoch's data among that epoch's members: a loader per epoch.
+  std::unique_ptr<data::BatchLoader> loader;
+  auto make_loader = [&] {
+    loader.reset();
+    loader = std::make_unique<data::BatchLoader>(data_.train,
+                                                 data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed),
+                                                 options_.batch_size, options_.prefetch);
+  };
+  if (!elastic) make_loader();
   const bool classification = data_.train.num_classes > 0;
   const auto start = Clock::now();
   // Everything on this thread between two ScopedPhases counts as other; the phases of an epoch are
@@ -202,22 +226,38 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   StepTrace trace(tracer_, clock, model_);
 
   sync_.start(model_);
+  if (options_.joining) {
+    // A joining worker's first pulls were joins: once answered, the servers count it from its first step on, and
+    // the plan's other members may start.
+    sync_.sync_all();
+    if (options_.joined) options_.joined(options_.joining->epoch);
+  }
   int64_t step = options_.start_step;
   // A run resumed at its very end (a server restarted after the last step) still evaluates and reports its last
   // epoch, with no samples trained, so that the resumed part of the run's records ends in an epoch and a summary.
   const bool at_end = step > 0 && step == options_.epochs * steps_per_epoch_;
-  const int64_t first_epoch = at_end ? options_.epochs : step / steps_per_epoch_ + 1;
+  const int64_t first_epoch = options_.joining ? options_.joining->epoch
+                              : at_end         ? options_.epochs
+                                               : step / steps_per_epoch_ + 1;
   data::Batch batch;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
+    int64_t steps = steps_per_epoch_;
+    if (elastic) {
+      const std::optional<EpochPlan> p = plan(epoch, step, epoch == first_epoch);
+      if (!p) break;  // the job ended before this epoch began
+      steps = steps_per_epoch_for(data_.train.size(), static_cast<uint32_t>(shards_), options_.batch_size);
+      if (options_.on_plan) options_.on_plan(*p, steps);
+      make_loader();
+    }
     WorkerEpochReport report = new_epoch_report(options_.rank, epoch, classification);
     const Mark epoch_start = mark(sync_, clock, totals);
     const int64_t epoch_first_step = step;
-    loader.start_epoch(epoch - 1);
-    const int64_t skip = epoch == first_epoch ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
+    loader->start_epoch(epoch - 1);
+    const int64_t skip = epoch == first_epoch && !elastic ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
-      if (!loader.next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
+      if (!loader->next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
-    for (int64_t i = skip; i < steps_per_epoch_; ++i, ++step) {
+    for (int64_t i = skip; i < steps; ++i, ++step) {
       if (sync_.stop_before(step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
         stopped_at_ = step;
         break;
@@ -227,7 +267,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(clock, totals)) : std::nullopt;
       {
         ScopedPhase data(WorkerPhase::kData);
-        if (!loader.next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
+        if (!loader->next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
       }
       sync_.begin_step(step);
       const models::StepResult r = compute_step(model_, sync_, options_.simulate_compute_ms, batch, trace);
@@ -266,8 +306,7 @@ void Trainer::evaluate(WorkerEpochReport* report) {
   // Each worker evaluates a disjoint shard (i % world == rank); the shards
   // cover the whole test set, so the combined numbers are exact.
   const int64_t eval_batch = std::max<int64_t>(options_.batch_size, 256);
-  std::vector<int64_t> shard =
-      data::eval_shard(data_.test.size(), static_cast<int>(options_.rank), static_cast<int>(options_.world));
+  std::vector<int64_t> shard = data::eval_shard(data_.test.size(), shard_, shards_);
   data::BatchLoader loader(data_.test, shard, eval_batch, /*prefetch_depth=*/1);
   loader.start_epoch(0);
   data::Batch batch;

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
+#include "common/control/cluster_map.h"
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/phases.h"
 #include "common/util/json.h"
@@ -37,6 +39,18 @@ struct TrainerOptions {
   // steps_per_epoch + 1 with that epoch's seeded shuffle, the first step % steps_per_epoch batches
   // skipped), so a resumed sync run sees the same batches as an uninterrupted one.
   int64_t start_step = 0;
+
+  // Elastic jobs (cluster.min_workers > 0): who trains each epoch is decided at its start. `plan_epoch(epoch, step)`
+  // waits for the plan of `epoch`, which starts at global step `step` (nullopt: the job ended before it began). This
+  // worker trains shard i of the plan's n members (i: its place among them) in (train size / (n x batch)) steps.
+  // Empty: every epoch trains with the `world` workers, shard `rank`.
+  std::function<std::optional<EpochPlan>(int64_t epoch, int64_t step)> plan_epoch;
+  // A worker that joins the running job: the plan of its first epoch (start_step is its first step), and what it
+  // calls once its first pulls (joins) were answered, when the servers count it in every step from there on.
+  std::optional<EpochPlan> joining;
+  std::function<void(int64_t epoch)> joined;
+  // Each plan as the epoch starts, with its number of steps (to log it, to follow its global batch).
+  std::function<void(const EpochPlan&, int64_t steps)> on_plan;
 
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };
@@ -81,6 +95,8 @@ class Trainer {
 
  private:
   void evaluate(WorkerEpochReport* report);
+  // Elastic jobs: the plan of `epoch` (starting at `step`), or nullopt when the job ended before it.
+  std::optional<EpochPlan> plan(int64_t epoch, int64_t step, bool first);
 
   TrainerOptions options_;
   models::Model& model_;
@@ -88,6 +104,8 @@ class Trainer {
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
   int64_t stopped_at_ = -1;
+  int shard_ = 0;   // this worker's shard of the epoch's data (elastic jobs: its place among the members)
+  int shards_ = 1;  // how many shards the epoch's data is cut into
   Tracer* tracer_ = nullptr;
 };
 

@@ -18,15 +18,17 @@ struct FakeSlice final : ConsistencySlice {
   int64_t ver = 0;
   std::vector<std::vector<float>> applied;  // each gradient given to apply()
   std::vector<int64_t> lr_steps;
-  std::vector<bool> closed;  // step_closed: whether a checkpoint was asked
-  std::vector<bool> stops;   // step_closed: whether the stop was asked
+  std::vector<uint32_t> lr_workers;  // apply: how many workers' gradients the mean holds
+  std::vector<bool> closed;          // step_closed: whether a checkpoint was asked
+  std::vector<bool> stops;           // step_closed: whether the stop was asked
 
   bool initialized() const override { return init; }
   uint64_t length() const override { return n; }
   int64_t version() const override { return ver; }
-  void apply(const float* g, int64_t lr_step) override {
+  void apply(const float* g, int64_t lr_step, uint32_t workers) override {
     applied.emplace_back(g, g + n);
     lr_steps.push_back(lr_step);
+    lr_workers.push_back(workers);
     ++ver;
   }
   void step_closed(StepRequests asked) override {

@@ -1,0 +1,65 @@
+// Joining a running elastic job: exec the worker the launch described in RUN_DIR/join.json.
+#include "launcher/join_job.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/error.h"
+#include "common/run/run_directory.h"
+#include "common/util/binary_file.h"
+#include "common/util/json.h"
+
+extern char** environ;
+
+namespace pshard {
+namespace {
+
+std::vector<std::string> strings(const Json& doc, const char* key, const std::string& path) {
+  if (!doc.is_object() || !doc.has(key) || !doc.at(key).is_array()) {
+    throw Error("pshard join: " + path + " has no list \"" + key + "\" (not written by pshard launch?)");
+  }
+  std::vector<std::string> out;
+  for (const Json& e : doc.at(key).elements()) {
+    if (!e.is_string()) throw Error("pshard join: " + path + ": \"" + key + "\" holds a non-string");
+    out.push_back(e.as_string());
+  }
+  return out;
+}
+
+}  // namespace
+
+void join_running_job(const std::string& run_dir) {
+  const std::string path = (std::filesystem::path(run_dir) / kJoinFile).string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw Error("pshard join: " + path +
+                " does not exist: only an elastic job started by `pshard launch --workers MIN:MAX` takes new workers "
+                "(is " +
+                run_dir + " its run directory, and is the job running?)");
+  }
+  const Json doc = Json::parse(binary::read_file(path, "join file", 1 << 20), "join file " + path);
+  const std::vector<std::string> argv = strings(doc, "argv", path);
+  std::vector<std::string> env = strings(doc, "env", path);
+  if (argv.empty()) throw Error("pshard join: " + path + ": the worker's command line is empty");
+  // The worker's environment is this one's with the job's variables (PSHARD_JOB_TOKEN, ...) set.
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var(*e);
+    const std::string name = var.substr(0, var.find('='));
+    bool replaced = false;
+    for (const std::string& mine : env) replaced = replaced || mine.compare(0, name.size() + 1, name + "=") == 0;
+    if (!replaced && name != "PSHARD_RANK") env.push_back(var);
+  }
+  std::vector<char*> args, vars;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const std::string& v : env) vars.push_back(const_cast<char*>(v.c_str()));
+  vars.push_back(nullptr);
+  ::execve(args[0], args.data(), vars.data());
+  throw Error("pshard join: cannot run " + argv[0] + ": " + std::strerror(errno));
+}
+
+}  // namespace pshard
