@@ -64,7 +64,10 @@ Coordinator::Options Coordinator::Options::from_config(const Config& config, uin
 struct Coordinator::Impl {
   enum class Phase { kRendezvous, kRunning, kShuttingDown, kDone };
 
-  explicit Impl(const Options& options) : opt(options) {}
+  explicit Impl(const Options& options) : opt(options) {
+    // An elastic job drops a dead worker: failure policy continue, whatever the options said.
+    if (opt.min_workers > 0) opt.failure_policy = FailurePolicy::kContinue;
+  }
 
   Options opt;
   zmq::context_t ctx{1};

@@ -48,8 +48,24 @@ void read_all(control::ControlMessage::Reader root) {
       (void)cm.getYourRole();
       (void)cm.getHeartbeatIntervalMs();
       (void)cm.getHeartbeatTimeoutMs();
+      m.min_workers = cm.getMinWorkers();
+      (void)cm.getJoinsRunning();
+      for (uint32_t r = 0; r < m.workers.size(); ++r) (void)m.vacant(r);
       break;
     }
+    case control::ControlMessage::EPOCH_ENTER:
+      (void)(root.getEpochEnter().getEpoch() + root.getEpochEnter().getStep());
+      break;
+    case control::ControlMessage::EPOCH_PLAN: {
+      auto ep = root.getEpochPlan();
+      EpochPlan p;
+      p.epoch = ep.getEpoch();
+      p.first_step = ep.getFirstStep();
+      p.join = ep.getJoin();
+      for (uint32_t r : ep.getMembers()) p.members.push_back(r);
+      break;
+    }
+    case control::ControlMessage::EPOCH_JOINED: (void)root.getEpochJoined().getEpoch(); break;
     case control::ControlMessage::BARRIER_ENTER: (void)std::string(root.getBarrierEnter().getName().cStr()); break;
     case control::ControlMessage::BARRIER_RELEASE: (void)std::string(root.getBarrierRelease().getName().cStr()); break;
     case control::ControlMessage::HEARTBEAT: (void)root.getHeartbeat().getSeq(); break;

@@ -172,6 +172,26 @@ void control_seeds() {
     save("fuzz_control_message", "cluster-map", bytes_of(b));
   }
   {
+    // An elastic job's map: two of three ranks vacant, sent to a worker that joins the running job.
+    capnp::MallocMessageBuilder b;
+    auto cm = b.initRoot<control::ControlMessage>().initClusterMap();
+    cm.setNumServers(1);
+    cm.setNumWorkers(3);
+    cm.setMinWorkers(1);
+    cm.setJoinsRunning(true);
+    control_codec::fill_node(node, cm.initServers(1)[0]);
+    auto workers = cm.initWorkers(3);
+    for (uint32_t r = 0; r < 3; ++r) {
+      NodeInfo w{NodeRole::kWorker, r, "", r == 0 ? "host-b" : "", r == 0 ? 43 : 0, ""};
+      control_codec::fill_node(w, workers[r]);
+    }
+    cm.setYourRole(wire::Role::WORKER);
+    cm.setYourRank(0);
+    cm.setHeartbeatIntervalMs(500);
+    cm.setHeartbeatTimeoutMs(5000);
+    save("fuzz_control_message", "cluster-map-elastic", bytes_of(b));
+  }
+  {
     capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initBarrierEnter().setName("epoch-1");
     save("fuzz_control_message", "barrier", bytes_of(b));
@@ -195,6 +215,28 @@ void control_seeds() {
     d.setReason("no heartbeat for 5000 ms");
     control_codec::fill_node(node, d.initNode());
     save("fuzz_control_message", "node-dead", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto e = b.initRoot<control::ControlMessage>().initEpochEnter();
+    e.setEpoch(3);
+    e.setStep(936);
+    save("fuzz_control_message", "epoch-enter", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto p = b.initRoot<control::ControlMessage>().initEpochPlan();
+    p.setEpoch(3);
+    p.setFirstStep(936);
+    auto members = p.initMembers(3);
+    for (unsigned i = 0; i < 3; ++i) members.set(i, i);
+    p.setJoin(true);
+    save("fuzz_control_message", "epoch-plan", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<control::ControlMessage>().initEpochJoined().setEpoch(3);
+    save("fuzz_control_message", "epoch-joined", bytes_of(b));
   }
   {
     capnp::MallocMessageBuilder b;

@@ -777,6 +777,105 @@ TEST(Coordinator, ARejoinedWorkerIsNotWaitedForInEpochsBeforeItsJoinStep) {
   std::filesystem::remove_all(dir);
 }
 
+// An elastic job (min 1, max 3) starts with one worker; the ranks nobody holds are vacant. A worker registering
+// while it runs joins at the next epoch's start: it gets the plan first, and the member waiting at that start gets it
+// only once the joining worker answered that the servers count it (else a server could close the first step
+// without it).
+TEST(Coordinator, ElasticJobsSendAJoiningWorkerThePlanBeforeTheOtherMembers) {
+  auto opt = coord_options(1, 3);
+  opt.min_workers = 1;  // failure policy continue, whatever the options say
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all(
+      {client_options(coord.endpoint(), NodeRole::kServer, 0), client_options(coord.endpoint(), NodeRole::kWorker)});
+  const ClusterMap map = nodes[1]->map();
+  EXPECT_EQ(map.min_workers, 1u);
+  EXPECT_EQ(map.num_workers, 3u);
+  EXPECT_FALSE(map.vacant(0));
+  EXPECT_TRUE(map.vacant(1) && map.vacant(2));
+  EXPECT_FALSE(nodes[1]->joins_running());
+
+  std::optional<EpochPlan> first = nodes[1]->enter_epoch(1, 0, milliseconds(3000));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->epoch, 1);
+  EXPECT_EQ(first->first_step, 0);
+  EXPECT_EQ(first->members, (std::vector<uint32_t>{0}));
+  EXPECT_FALSE(first->join);
+
+  auto joiner = std::make_unique<ClusterClient>(client_options(coord.endpoint(), NodeRole::kWorker));
+  EXPECT_TRUE(joiner->joins_running());
+  EXPECT_EQ(joiner->rank(), 1u);
+  auto member = std::async(std::launch::async, [&] { return nodes[1]->enter_epoch(2, 10, milliseconds(5000)); });
+  std::optional<EpochPlan> joining = joiner->enter_epoch(0, -1, milliseconds(3000));
+  ASSERT_TRUE(joining.has_value());
+  EXPECT_EQ(joining->epoch, 2);
+  EXPECT_EQ(joining->first_step, 10);
+  EXPECT_EQ(joining->members, (std::vector<uint32_t>{0, 1}));
+  EXPECT_TRUE(joining->join);
+  EXPECT_EQ(member.wait_for(milliseconds(300)), std::future_status::timeout)
+      << "the member got the plan before the joining worker answered";
+  joiner->epoch_joined(2);
+  ASSERT_EQ(member.wait_for(milliseconds(3000)), std::future_status::ready);
+  std::optional<EpochPlan> second = member.get();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->members, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(second->first_step, 10);
+  EXPECT_FALSE(second->join);
+
+  joiner.reset();
+  nodes[1]->leave(0);
+  for (auto deadline = Clock::now() + milliseconds(5000); !nodes[0]->stopping() && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
+// Below its minimum (a worker died), an elastic job waits at the next epoch's start for a worker to join, and ends
+// naming the minimum when none comes within the rendezvous timeout. Workers that disagree on where an epoch starts
+// end the job too.
+TEST(Coordinator, ElasticJobsWaitForTheirMinimumAndGiveUpAfterTheRendezvousTimeout) {
+  auto opt = coord_options(1, 3);
+  opt.min_workers = 2;
+  opt.rendezvous_timeout = milliseconds(1500);
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  auto other = std::async(std::launch::async, [&] { return nodes[2]->enter_epoch(1, 0, milliseconds(3000)); });
+  ASSERT_TRUE(nodes[1]->enter_epoch(1, 0, milliseconds(3000)).has_value());
+  ASSERT_TRUE(other.get().has_value());
+  nodes[2]->leave(1, "it failed in epoch 1");
+  try {
+    nodes[1]->enter_epoch(2, 20, milliseconds(5000));
+    ADD_FAILURE() << "epoch 2 began with one worker of at least two";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch 2 has 1 worker, fewer than cluster.min_workers = 2, and none joined"),
+              std::string::npos)
+        << e.what();
+  }
+  auto r = coord.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 1);
+
+  auto opt2 = coord_options(1, 2);
+  opt2.min_workers = 2;
+  Coordinator disagreeing(opt2);
+  disagreeing.start();
+  auto nodes2 = join_all({client_options(disagreeing.endpoint(), NodeRole::kServer, 0),
+                          client_options(disagreeing.endpoint(), NodeRole::kWorker, 0),
+                          client_options(disagreeing.endpoint(), NodeRole::kWorker, 1)});
+  auto a = std::async(std::launch::async, [&] { return nodes2[1]->enter_epoch(1, 0, milliseconds(3000)); });
+  EXPECT_THROW(nodes2[2]->enter_epoch(1, 7, milliseconds(3000)), Error);
+  EXPECT_THROW(a.get(), Error);
+  auto r2 = disagreeing.wait_for(milliseconds(5000));
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_NE(r2->reason.find("the workers disagree on the first step of epoch 1"), std::string::npos) << r2->reason;
+}
+
 TEST(Coordinator, WritesTheClusterMapToClusterJsonInOnePiece) {
   char tmpl[] = "/tmp/pshard_coord_map_XXXXXX";
   std::string dir = ::mkdtemp(tmpl);

@@ -134,6 +134,7 @@ TEST(BspPolicy, AHostsSumCountsAsItsWorkersInTheMean) {
   ASSERT_TRUE(f.push_sum({0, 1, 2}, 2, {9, 1}).ok());
   ASSERT_EQ(f.slice.applied.size(), 3u);
   EXPECT_EQ(f.slice.applied[2], (std::vector<float>{3, 1}));
+  EXPECT_EQ(f.slice.lr_workers, (std::vector<uint32_t>{4, 4, 4}));  // a host's sum counts as its workers
 }
 
 TEST(BspPolicy, AHostSumOfEveryWorkerRoundsAsTheServersOwnSum) {
@@ -205,6 +206,8 @@ TEST(BspPolicy, ADeadWorkerClosesTheOpenStepWithTheOthersMean) {
   ASSERT_EQ(f.slice.applied.size(), 2u);
   EXPECT_EQ(f.slice.applied[1], (std::vector<float>{2, 2}));
   EXPECT_EQ(f.slice.lr_steps, (std::vector<int64_t>{0, 1}));
+  // Each update says how many workers' gradients it holds (an elastic job's learning rate follows it).
+  EXPECT_EQ(f.slice.lr_workers, (std::vector<uint32_t>{2, 2}));
 }
 
 // The last contribution of a step divides by the count in the same pass as its addition; when the last rank dies
