@@ -56,7 +56,8 @@ std::optional<std::string> EpochPlans::check(Clock::time_point now) {
   if (short_since_ && now - *short_since_ > opt_.rendezvous_timeout) {
     const size_t here = entered_.size() + joiners_.size();
     return "epoch " + std::to_string(plan_.epoch + 1) + " has " + std::to_string(here) +
-           (here == 1 ? " worker" : " workers") + ", fewer than cluster.min_workers = " + std::to_string(opt_.min_workers) + ", and none joined in " +
+           (here == 1 ? " worker" : " workers") +
+           ", fewer than cluster.min_workers = " + std::to_string(opt_.min_workers) + ", and none joined in " +
            std::to_string(opt_.rendezvous_timeout.count()) + " ms (cluster.rendezvous_timeout_ms)";
   }
   return std::nullopt;
