@@ -125,19 +125,26 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     opts.plan_epoch = [&cluster, wait](int64_t epoch, int64_t step) { return cluster.enter_epoch(epoch, step, wait); };
     opts.joining = joining;
     opts.joined = [&cluster](int64_t epoch) { cluster.epoch_joined(epoch); };
-    opts.on_plan = [&, rank](const EpochPlan& plan, int64_t steps) {
+    // cluster.elastic_batch = global: the global batch stays that of the fewest workers, whoever trains.
+    const bool global_batch = cfg.get_string("cluster.elastic_batch") == "global";
+    if (global_batch) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(cluster.map().min_workers);
+    opts.on_plan = [&, rank, global_batch](const EpochPlan& plan, int64_t steps, int64_t batch) {
       last_plan = plan;
       {
         // A rank declared dead earlier that a member holds now belongs to a worker that joined.
         std::lock_guard<std::mutex> lock(dead_mu);
         for (uint32_t r : plan.members) dead_workers.erase(r);
       }
-      const int64_t global = opts.batch_size * static_cast<int64_t>(plan.members.size());
-      sync->set_global_batch(global);
+      const int64_t global = batch * static_cast<int64_t>(plan.members.size());
+      sync->set_global_batch(global_batch ? opts.elastic_global_batch : global);
       if (rank != plan.members.front()) return;  // one worker says it
       const double lr = sync->lr_at(plan.first_step);
-      PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch "
-                        << opts.batch_size << " = global batch " << global << ", " << steps << " steps from step "
+      const std::string rounded = global_batch && global != opts.elastic_global_batch
+                                      ? " (" + std::to_string(opts.elastic_global_batch) + " / " +
+                                            std::to_string(plan.members.size()) + " rounded down)"
+                                      : std::string();
+      PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch " << batch
+                        << " = global batch " << global << rounded << ", " << steps << " steps from step "
                         << plan.first_step << ", learning rate " << lr
                         << (cfg.get_string("lr_schedule.scaling") == "linear" ? " (linear scaling rule)" : "");
       Json ranks = Json::array();
@@ -148,6 +155,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
                          .set("first_step", plan.first_step)
                          .set("steps", steps)
                          .set("workers", ranks)
+                         .set("batch", batch)
                          .set("global_batch", global)
                          .set("lr", lr));
     };

@@ -133,6 +133,10 @@ std::vector<ConfigKey> kSchema = {
     {"cluster.min_workers", T::kInt, "0", 0, 1 << 20, "",
      "elastic sync jobs (pshard launch --workers MIN:MAX): the fewest workers an epoch trains with; workers join at "
      "an epoch's start and a dead one is dropped; 0: a fixed number of workers"},
+    {"cluster.elastic_batch", T::kString, "worker", 0, 0, "worker|global",
+     "elastic jobs: worker: each worker's batch is train.batch_size and the global batch (and, with "
+     "lr_schedule.scaling = linear, the lr) follows the members; global: the global batch stays cluster.min_workers "
+     "x train.batch_size and each member's batch is that / members (rounded down)"},
     {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
     {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
     {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "",

@@ -52,7 +52,10 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.schedule = sp;
   o.base_lr = params.lr;
   o.batch_size = batch;
-  o.elastic = cfg.get_int("cluster.min_workers") > 0;
+  const uint32_t min_workers = static_cast<uint32_t>(cfg.get_int("cluster.min_workers"));
+  const bool global_batch = cfg.get_string("cluster.elastic_batch") == "global";
+  o.lr_follows_workers = min_workers > 0 && !global_batch;
+  o.lr_workers = min_workers > 0 && global_batch ? min_workers : 0;
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
@@ -64,7 +67,7 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
         "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
         "boundaries)");
   }
-  if (o.elastic && o.mode != Consistency::kBsp) {
+  if (min_workers > 0 && o.mode != Consistency::kBsp) {
     throw Error(
         "cluster.min_workers (an elastic number of workers) needs cluster.mode = sync: its members change at epoch "
         "starts, which async and SSP workers do not share (they already run with whichever workers push)");

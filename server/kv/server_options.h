@@ -42,9 +42,12 @@ struct KvServerOptions {
   optim::LrScheduleParams schedule;
   float base_lr = 0.01f;
   int64_t batch_size = 64;  // per worker (train.batch_size)
-  // Elastic jobs (cluster.min_workers > 0): the global batch of a step is batch_size x the workers whose gradients
-  // its update holds, not x num_workers (which is the most workers).
-  bool elastic = false;
+  // Elastic jobs (cluster.min_workers > 0) with cluster.elastic_batch = worker: the global batch of a step is
+  // batch_size x the workers whose gradients its update holds, not x num_workers (which is the most workers).
+  bool lr_follows_workers = false;
+  // The workers whose batches make the schedule's global batch otherwise (0: num_workers); an elastic job with
+  // cluster.elastic_batch = global: cluster.min_workers.
+  uint32_t lr_workers = 0;
   std::vector<uint32_t> vacant_workers;  // elastic jobs: the worker ranks no process holds at the start
   // cluster.server_threads. 0: every slice on the socket thread (no hand-off to an update thread and back, ~50 us
   // per round trip of a large slice on an idle 2-core VM; but updates no longer run beside the receiving).

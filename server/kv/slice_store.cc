@@ -143,11 +143,12 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
     }
     try {
       // An elastic job's global batch is that of the workers whose gradients an update holds: a schedule for each
-      // number of them (the linear scaling rule; the same schedule for all without it). Else W's, whoever pushed.
-      const uint32_t counts = opt_.elastic ? opt_.num_workers : 1;
+      // number of them (the linear scaling rule; the same schedule for all without it). Else that of W workers (or
+      // of lr_workers), whoever pushed.
+      const uint32_t counts = opt_.lr_follows_workers ? opt_.num_workers : 1;
       std::vector<std::shared_ptr<const optim::LrSchedule>> schedules;
       for (uint32_t n = 1; n <= counts; ++n) {
-        const int64_t workers = opt_.elastic ? n : opt_.num_workers;
+        const int64_t workers = opt_.lr_follows_workers ? n : opt_.lr_workers > 0 ? opt_.lr_workers : opt_.num_workers;
         schedules.push_back(std::make_shared<optim::LrSchedule>(opt_.base_lr, opt_.schedule, opt_.batch_size * workers,
                                                                 std::max<int64_t>(run_steps, 1)));
       }

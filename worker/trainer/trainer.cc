@@ -185,6 +185,7 @@ Trainer::Trainer(const TrainerOptions& options, models::Model& model, const data
   steps_per_epoch_ = steps_per_epoch_for(data.train.size(), options.world, options.batch_size);
   shard_ = static_cast<int>(options.rank);
   shards_ = static_cast<int>(options.world);
+  batch_ = options.batch_size;
 }
 
 std::optional<EpochPlan> Trainer::plan(int64_t epoch, int64_t step, bool first) {
@@ -198,6 +199,8 @@ std::optional<EpochPlan> Trainer::plan(int64_t epoch, int64_t step, bool first) 
   }
   shard_ = static_cast<int>(me - p->members.begin());
   shards_ = static_cast<int>(p->members.size());
+  batch_ = options_.elastic_global_batch > 0 ? std::max<int64_t>(1, options_.elastic_global_batch / shards_)
+                                             : options_.batch_size;
   return p;
 }
 
@@ -210,9 +213,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   std::unique_ptr<data::BatchLoader> loader;
   auto make_loader = [&] {
     loader.reset();
-    loader = std::make_unique<data::BatchLoader>(data_.train,
-                                                 data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed),
-                                                 options_.batch_size, options_.prefetch);
+    loader = std::make_unique<data::BatchLoader>(
+        data_.train, data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed), batch_, options_.prefetch);
   };
   if (!elastic) make_loader();
   const bool classification = data_.train.num_classes > 0;
@@ -245,8 +247,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     if (elastic) {
       const std::optional<EpochPlan> p = plan(epoch, step, epoch == first_epoch);
       if (!p) break;  // the job ended before this epoch began
-      steps = steps_per_epoch_for(data_.train.size(), static_cast<uint32_t>(shards_), options_.batch_size);
-      if (options_.on_plan) options_.on_plan(*p, steps);
+      steps = steps_per_epoch_for(data_.train.size(), static_cast<uint32_t>(shards_), batch_);
+      if (options_.on_plan) options_.on_plan(*p, steps, batch_);
       make_loader();
     }
     WorkerEpochReport report = new_epoch_report(options_.rank, epoch, classification);

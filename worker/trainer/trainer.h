@@ -49,8 +49,11 @@ struct TrainerOptions {
   // calls once its first pulls (joins) were answered, when the servers count it in every step from there on.
   std::optional<EpochPlan> joining;
   std::function<void(int64_t epoch)> joined;
-  // Each plan as the epoch starts, with its number of steps (to log it, to follow its global batch).
-  std::function<void(const EpochPlan&, int64_t steps)> on_plan;
+  // cluster.elastic_batch = global: the global batch every epoch's members share, each training this / members
+  // (rounded down) samples a step; 0: each member's batch is batch_size.
+  int64_t elastic_global_batch = 0;
+  // Each plan as the epoch starts, with its steps and this worker's batch (to log it, to follow its global batch).
+  std::function<void(const EpochPlan&, int64_t steps, int64_t batch)> on_plan;
 
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };
@@ -104,8 +107,9 @@ class Trainer {
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
   int64_t stopped_at_ = -1;
-  int shard_ = 0;   // this worker's shard of the epoch's data (elastic jobs: its place among the members)
-  int shards_ = 1;  // how many shards the epoch's data is cut into
+  int shard_ = 0;      // this worker's shard of the epoch's data (elastic jobs: its place among the members)
+  int shards_ = 1;     // how many shards the epoch's data is cut into
+  int64_t batch_ = 0;  // this worker's batch in the epoch (elastic jobs: it may change with the members)
   Tracer* tracer_ = nullptr;
 };
 

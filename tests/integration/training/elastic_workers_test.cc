@@ -134,6 +134,43 @@ TEST(ElasticWorkers, DropsADeadWorkerAndTakesTwoNewOnes) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// cluster.elastic_batch = global: the global batch stays min workers x batch (2 x 64), so a third worker makes each
+// member's batch 128 / 3 = 42, the epoch 60000 / 126 = 476 steps, and the learning rate stays 0.05 x 128 / 64.
+TEST(ElasticWorkers, AGlobalBatchIsSharedAmongTheMembers) {
+  if (!have_fashion_mnist()) GTEST_SKIP();
+  const std::string dir = fresh_dir("elastic-global");
+  const std::string run = dir + "/run";
+  BackgroundJob job(
+      launch(run, "2:3", "--set train.epochs=4 --set data.train_size=0 --set cluster.elastic_batch=global"),
+      dir + "/log");
+  ASSERT_TRUE(job.started());
+  ASSERT_TRUE(wait_until([&] { return !events(run, "members").empty(); }, std::chrono::seconds(120)))
+      << read_file(dir + "/log");
+  BackgroundJob joiner(pshard_bin() + " join " + run, dir + "/join.log");
+  std::optional<int> rc = job.wait(std::chrono::seconds(300));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << log;
+  EXPECT_EQ(*rc, 0) << log;
+  ASSERT_TRUE(joiner.wait(std::chrono::seconds(30)).has_value());
+  int64_t step = 0;
+  bool three = false;
+  for (const Json& p : events(run, "members")) {
+    const size_t n = p.at("workers").size();
+    const int64_t batch = n == 3 ? 42 : 64;
+    three = three || n == 3;
+    EXPECT_EQ(p.at("batch").as_int(), batch) << p.dump();
+    EXPECT_EQ(p.at("global_batch").as_int(), batch * static_cast<int64_t>(n)) << p.dump();
+    EXPECT_EQ(p.at("steps").as_int(), 60000 / (batch * static_cast<int64_t>(n))) << p.dump();
+    EXPECT_EQ(p.at("first_step").as_int(), step) << p.dump();
+    EXPECT_NEAR(p.at("lr").as_number(), 0.1, 1e-6) << p.dump();
+    step += p.at("steps").as_int();
+  }
+  EXPECT_TRUE(three) << "the third worker never trained\n" << log;
+  EXPECT_NE(log.find("3 workers x batch 42 = global batch 126 (128 / 3 rounded down), 476 steps"), std::string::npos)
+      << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 // With nobody joining or leaving, an elastic job is the fixed-size job: the same shards, steps and learning rate,
 // summed in rank order, so the same model bit for bit.
 TEST(ElasticWorkers, AFixedMembershipTrainsBitwiseLikeAFixedSizeJob) {
