@@ -53,12 +53,19 @@ void join_running_job(const std::string& run_dir) {
     for (const std::string& mine : env) replaced = replaced || mine.compare(0, name.size() + 1, name + "=") == 0;
     if (!replaced && name != "PSHARD_RANK") env.push_back(var);
   }
+  if (doc.has("cwd") && doc.at("cwd").is_string()) {
+    std::error_code cd;
+    std::filesystem::current_path(doc.at("cwd").as_string(), cd);
+    if (cd)
+      throw Error("pshard join: cannot enter the launch's directory " + doc.at("cwd").as_string() + ": " +
+                  cd.message());
+  }
   std::vector<char*> args, vars;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (const std::string& v : env) vars.push_back(const_cast<char*>(v.c_str()));
   vars.push_back(nullptr);
-  ::execve(args[0], args.data(), vars.data());
+  ::execvpe(args[0], args.data(), vars.data());  // a program after -- may be named without its path
   throw Error("pshard join: cannot run " + argv[0] + ": " + std::strerror(errno));
 }
 

@@ -114,8 +114,11 @@ void write_join_file(const std::string& run_dir, const JobPlan& plan) {
   Json argv = Json::array(), env = Json::array();
   for (const std::string& a : worker.argv) argv.push(a);
   for (const std::string& e : worker.env) env.push(e);
+  // A program after -- may name its script relative to where the launch runs.
+  const std::string cwd = std::filesystem::current_path().string();
   binary::write_file_atomically(run_dir + "/" + kJoinFile,
-                                Json::object().set("argv", argv).set("env", env).dump() + "\n", "join file", 0600);
+                                Json::object().set("argv", argv).set("env", env).set("cwd", cwd).dump() + "\n",
+                                "join file", 0600);
 }
 
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
@@ -246,6 +249,8 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   for (const Json& e : follower.poll()) progress.add(e);
   terminal.clear();
   LocalJob::Result r = *finished;
+  // Nobody can join a job that ended: `pshard join` then says so instead of waiting for its coordinator.
+  if (elastic) std::remove((run_dir + "/" + kJoinFile).c_str());
   for (const ChildExit& e : r.children) {
     if (e.failed() || e.after_success || e.dropped) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
   }
@@ -299,9 +304,6 @@ void check_elastic_settings(const LocalLaunchOptions& o, const Config& cfg) {
                 "so add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
   }
   if (!o.hosts.empty()) throw Error(what + "not over ssh (--hosts): run it on one host");
-  if (!o.worker_program.empty()) {
-    throw Error(what + "not for a program after -- yet: elastic jobs run pshard's own workers");
-  }
   if (!o.resume_dir.empty()) throw Error(what + "cannot be resumed: its epochs' members are not in its checkpoints");
   if (cfg.get_bool("cluster.restart_workers")) {
     throw Error(what + "cluster.restart_workers is for a fixed number of workers: here a new worker joins instead");

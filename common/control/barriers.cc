@@ -15,7 +15,7 @@ void Barriers::release_complete() {
   for (auto it = entered_.begin(); it != entered_.end();) {
     bool complete = true;
     for (const auto& [id, p] : peers_) {
-      if (p.state == Peer::State::kLive && p.info.role == it->first.first && !it->second.count(id)) complete = false;
+      if (counts(p) && p.info.role == it->first.first && !it->second.count(id)) complete = false;
     }
     if (!complete) {
       ++it;
@@ -36,7 +36,7 @@ std::optional<std::string> Barriers::stalemate() const {
     std::map<std::string, std::set<uint32_t>> waiting;  // barrier -> the ranks that wait in it (named in rank order)
     bool all_waiting = true, any_live = false;
     for (const auto& [id, p] : peers_) {
-      if (p.state != Peer::State::kLive || p.info.role != role) continue;
+      if (!counts(p) || p.info.role != role) continue;
       any_live = true;
       bool in_one = false;
       for (const auto& [key, ids] : entered_) {

@@ -1,6 +1,7 @@
 // Named barriers of a job: each is released once every live node of its role has entered it (internal).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,6 +18,9 @@ namespace pshard::coordinator_detail {
 class Barriers {
  public:
   Barriers(const Peers& peers, Outbox& outbox) : peers_(peers), outbox_(outbox) {}
+  // Elastic jobs: live workers that `aside(peer)` holds (those waiting to join at the next epoch's start) are in no
+  // barrier of the others and hold none up.
+  void set_aside(std::function<bool(const Peer&)> aside) { aside_ = std::move(aside); }
 
   // Node `id` entered barrier `name`; releases it if every live node has now entered.
   void enter(const std::string& name, const std::string& id);
@@ -28,8 +32,11 @@ class Barriers {
   std::optional<std::string> stalemate() const;
 
  private:
+  bool counts(const Peer& p) const { return p.state == Peer::State::kLive && !(aside_ && aside_(p)); }
+
   const Peers& peers_;
   Outbox& outbox_;
+  std::function<bool(const Peer&)> aside_;
   std::map<std::pair<NodeRole, std::string>, std::set<std::string>> entered_;  // (role, name) -> routing ids in it
 };
 

@@ -67,6 +67,7 @@ struct Coordinator::Impl {
   explicit Impl(const Options& options) : opt(options) {
     // An elastic job drops a dead worker: failure policy continue, whatever the options said.
     if (opt.min_workers > 0) opt.failure_policy = FailurePolicy::kContinue;
+    barriers.set_aside([this](const Peer& p) { return epochs.waiting_to_join(p); });
   }
 
   Options opt;
@@ -196,7 +197,9 @@ struct Coordinator::Impl {
       rendezvous.refuse(p, "the job is no longer running");
       return;
     }
-    rendezvous.rejoin(p, [this](const ClusterMap& m) { publish(m); });
+    if (rendezvous.rejoin(p, [this](const ClusterMap& m) { publish(m); }) && opt.min_workers > 0) {
+      epochs.arrived(peers.at(p.id));
+    }
   }
 
   // The map that map() returns and DIR/cluster.json records.

@@ -24,6 +24,7 @@ EpochPlans::EpochPlans(const Coordinator::Options& options, const Peers& peers, 
 void EpochPlans::enter(const Peer& p, int64_t epoch, int64_t step) {
   if (p.info.role != NodeRole::kWorker) return;
   if (epoch <= 0) {
+    arrived_.insert(p.id);
     joiners_.insert(p.id);
   } else if (epoch != plan_.epoch + 1 && !broken_) {
     broken_ = control_codec::describe(p.info) + " is at the start of epoch " + std::to_string(epoch) +
@@ -42,13 +43,14 @@ void EpochPlans::joined(const Peer& p, int64_t epoch) {
 
 void EpochPlans::worker_gone(const Peer& p) {
   entered_.erase(p.id);
+  arrived_.erase(p.id);
   joiners_.erase(p.id);
   joining_.erase(p.id);  // a plan is never changed: its members go on without the dead one
   waiting_members_.erase(p.id);
   try_release(Clock::now());
 }
 
-bool EpochPlans::waiting_to_join(const Peer& p) const { return joiners_.count(p.id) > 0; }
+bool EpochPlans::waiting_to_join(const Peer& p) const { return arrived_.count(p.id) > 0; }
 
 std::optional<std::string> EpochPlans::check(Clock::time_point now) {
   if (broken_) return broken_;
@@ -84,7 +86,8 @@ void EpochPlans::try_release(Clock::time_point now) {
   if (entered_.empty()) return;  // no worker has finished an epoch: nothing to start from
   for (const auto& [id, p] : peers_) {
     if (p.info.role != NodeRole::kWorker || p.state != Peer::State::kLive) continue;
-    if (!entered_.count(id) && !joiners_.count(id)) return;  // a worker is still training the epoch
+    // A worker still training the epoch holds its end up; one that joined and is still starting does not.
+    if (!entered_.count(id) && !arrived_.count(id)) return;
   }
   const int64_t epoch = plan_.epoch + 1;
   const int64_t step = entered_.begin()->second;
@@ -120,7 +123,10 @@ void EpochPlans::try_release(Clock::time_point now) {
   std::sort(next.members.begin(), next.members.end());
   plan_ = next;
   entered_.clear();
-  if (joins) joiners_.clear();
+  if (joins) {
+    for (const std::string& id : joiners_) arrived_.erase(id);
+    joiners_.clear();
+  }
   std::set<std::string> everyone = members;
   everyone.insert(joining.begin(), joining.end());
   if (on_plan_) on_plan_(plan_, everyone);

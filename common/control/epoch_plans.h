@@ -28,6 +28,9 @@ class EpochPlans {
   using PlanHook = std::function<void(const EpochPlan&, const std::set<std::string>&)>;
   EpochPlans(const Coordinator::Options& options, const Peers& peers, Outbox& outbox, PlanHook on_plan);
 
+  // Worker `p` registered while the job runs: until an epoch's plan counts it, it holds up no epoch's start (it may
+  // still be starting) and no barrier.
+  void arrived(const Peer& p) { arrived_.insert(p.id); }
   // Worker `p` is at the start of `epoch` at step `step`; epoch 0: it joined the running job.
   void enter(const Peer& p, int64_t epoch, int64_t step);
   // Joining worker `p` is counted by the servers from the first step of `epoch`.
@@ -37,7 +40,8 @@ class EpochPlans {
   // Why the job cannot go on (the workers disagree on where an epoch starts, or fewer than min_workers have waited
   // longer than the rendezvous timeout for others to join); nullopt while it can.
   std::optional<std::string> check(Clock::time_point now);
-  // A live worker that waits to join and has not trained yet: it does not hold the job's end up.
+  // A live worker that joined the running job and has not trained yet: it holds up neither the job's end nor a
+  // barrier.
   bool waiting_to_join(const Peer& p) const;
 
  private:
@@ -48,12 +52,13 @@ class EpochPlans {
   const Peers& peers_;
   Outbox& outbox_;
   PlanHook on_plan_;
-  EpochPlan plan_;                                // the last plan decided (epoch 0: none yet)
-  std::map<std::string, int64_t> entered_;        // routing id -> step, workers at the start of plan_.epoch + 1
-  std::set<std::string> joiners_;                 // routing ids of workers waiting to join
-  std::set<std::string> joining_;                 // joining workers sent plan_ that have not answered yet
-  std::set<std::string> waiting_members_;         // the other members of plan_, sent it once joining_ is empty
-  std::set<std::string> member_ids_;              // routing ids of plan_'s members
+  EpochPlan plan_;                          // the last plan decided (epoch 0: none yet)
+  std::map<std::string, int64_t> entered_;  // routing id -> step, workers at the start of plan_.epoch + 1
+  std::set<std::string> arrived_;           // routing ids of workers that joined the running job, not in a plan yet
+  std::set<std::string> joiners_;           // of those, the ones waiting at the next epoch's start
+  std::set<std::string> joining_;           // joining workers sent plan_ that have not answered yet
+  std::set<std::string> waiting_members_;   // the other members of plan_, sent it once joining_ is empty
+  std::set<std::string> member_ids_;        // routing ids of plan_'s members
   std::optional<Clock::time_point> short_since_;  // every live worker waits, but fewer than min_workers
   std::optional<std::string> broken_;
 };

@@ -106,8 +106,13 @@ def rank():
 
 
 def size():
-    """The number of workers in the job."""
+    """The number of workers in the job (an elastic job's most: epoch_plan() says who trains an epoch)."""
     return check(lib().pshard_size(client()), "pshard.size")
+
+
+def elastic():
+    """True in an elastic job (`pshard launch --workers MIN:MAX`): who trains changes between epochs."""
+    return check(lib().pshard_elastic(client()), "pshard.elastic") == 1
 
 
 def local_rank():

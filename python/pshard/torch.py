@@ -29,10 +29,11 @@ import torch
 
 from . import _state
 from ._lib import ERR_TIMEOUT, FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
-from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client  # noqa: F401
+from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client, elastic  # noqa: F401
 
-__all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
-           "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "PshardError"]
+__all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
+           "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
+           "PshardError"]
 
 
 # The exit status of a rank that stopped at a checkpoint on SIGTERM (checkpoint.on_sigterm = checkpoint): EX_TEMPFAIL,
@@ -54,11 +55,18 @@ def _ptr(t):
 class ShardSampler(torch.utils.data.Sampler):
     """This rank's share of a dataset, like DistributedSampler: every rank gets len(dataset) // size() samples
     (the rest are left out, so that every rank runs the same number of steps, which sync mode needs), reshuffled
-    each epoch with `seed` when shuffle=True (call set_epoch(e) at each epoch)."""
+    each epoch with `seed` when shuffle=True (call set_epoch(e) at each epoch).
+
+    In an elastic job (`pshard launch --workers MIN:MAX`) the share is that of the epoch's plan: set_epoch(e), or the
+    epoch's first iteration, waits at the epoch's start for the coordinator to say who trains it (epoch_plan()),
+    and member i of n gets block i of n. The DistributedOptimizer must exist by then."""
 
     def __init__(self, dataset, shuffle=True, seed=0):
         self.n = len(dataset)
-        self.rank, self.size = rank(), size()
+        self.elastic = elastic()
+        self.planned = None  # elastic: the epoch whose plan set rank and size
+        # An elastic job's first epoch trains with its fewest workers; its plan says which share is this rank's.
+        self.rank, self.size = (0, config("cluster.min_workers")) if self.elastic else (rank(), size())
         self.per_rank = self.n // self.size
         if self.per_rank == 0:
             raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (self.n, self.size))
@@ -66,16 +74,33 @@ class ShardSampler(torch.utils.data.Sampler):
 
     def set_epoch(self, epoch):
         self.epoch = epoch
+        if self.elastic and _state.optimizer is not None:
+            self._plan()
+
+    def _plan(self):
+        """Elastic jobs: this epoch's members decide this rank's share."""
+        if self.planned == self.epoch:
+            return
+        _, index, count = epoch_plan(self.epoch)
+        self.rank, self.size, self.planned = index, count, self.epoch
+        self.per_rank = self.n // count
+        if self.per_rank == 0:
+            raise PshardError("pshard: a dataset of %d samples cannot be shared by the %d workers of epoch %d"
+                              % (self.n, count, self.epoch))
 
     def _skipped(self):
         """Samples of this rank's share already trained in this epoch: in the epoch a resumed or rejoining worker
-        starts in, those of the steps before start_step() (DistributedOptimizer's batch size); else none."""
+        starts in, those of the steps before start_step() (DistributedOptimizer's batch size); else none (and always
+        none in an elastic job, whose workers start at an epoch's start)."""
         opt = _state.optimizer
-        if opt is None or not opt.steps_per_epoch or self.epoch != opt.start_step // opt.steps_per_epoch:
+        if self.elastic or opt is None or not opt.steps_per_epoch or \
+                self.epoch != opt.start_step // opt.steps_per_epoch:
             return 0
         return min(self.per_rank, (opt.start_step - self.epoch * opt.steps_per_epoch) * opt.batch_size)
 
     def __iter__(self):
+        if self.elastic:
+            self._plan()
         if self.shuffle:
             g = torch.Generator()
             g.manual_seed(self.seed + self.epoch)
@@ -90,11 +115,30 @@ class ShardSampler(torch.utils.data.Sampler):
 
 def shard(dataset):
     """This rank's fixed share of `dataset` (a torch Dataset): the contiguous block rank() of size() equal
-    blocks. For a per-epoch reshuffle use ShardSampler."""
-    per = len(dataset) // size()
+    blocks. For a per-epoch reshuffle use ShardSampler. In an elastic job, the block of this rank's place among the
+    members of the epoch being trained (epoch_plan(); call shard() again each epoch, e.g. for the test set)."""
+    index, count = (_state.plan[2], _state.plan[3]) if _state.plan is not None else (rank(), size())
+    per = len(dataset) // count
     if per == 0:
-        raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (len(dataset), size()))
-    return torch.utils.data.Subset(dataset, range(rank() * per, (rank() + 1) * per))
+        raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (len(dataset), count))
+    return torch.utils.data.Subset(dataset, range(index * per, (index + 1) * per))
+
+
+def epoch_plan(epoch):
+    """Elastic jobs: waits at the start of `epoch` (0-based, as the script's loop counts) until the coordinator says
+    who trains it, and returns (first step, this rank's index among the members, their number). ShardSampler calls
+    it; a script with its own data split calls it at each epoch's start, after DistributedOptimizer(model), and
+    trains block index of count. A worker that joined the running job starts at start_epoch()."""
+    opt = _state.optimizer
+    if opt is None:
+        raise PshardError("pshard: epoch_plan() needs DistributedOptimizer(model) first (the epoch starts at its "
+                          "next step)", "PSHARD_ERR_STATE")
+    first, index, count = ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
+    check(lib().pshard_epoch_plan(client(), epoch + 1, opt.step_count, ctypes.byref(first), ctypes.byref(index),
+                                  ctypes.byref(count), None, 0), "pshard.epoch_plan")
+    _state.plan = (epoch, first.value, index.value, count.value)
+    opt.step_count = first.value
+    return first.value, index.value, count.value
 
 
 class DistributedOptimizer:
@@ -148,6 +192,9 @@ class DistributedOptimizer:
         start = ctypes.c_int64()
         check(lib().pshard_start_step(c, ctypes.byref(start)), "DistributedOptimizer")
         self.start_step = start.value  # 0, or where a resumed run / a restarted worker continues (start_step())
+        joining = ctypes.c_int64()
+        check(lib().pshard_joining_epoch(c, ctypes.byref(joining)), "DistributedOptimizer")
+        self.joining_epoch = joining.value  # elastic jobs: the epoch (1-based) a joining worker starts with; 0: none
         self.cuda = any(p.is_cuda for _, p in self.params)
         # Host buffers the servers read gradients from and write weights into (pinned for CUDA parameters, so that
         # the copies run asynchronously on the GPU's copy engine).
@@ -188,7 +235,8 @@ class DistributedOptimizer:
         # when every rank is ready, as DDP's constructor (a broadcast) does: a rank that is ready first would
         # otherwise count its wait for the others' start-up as training time (and as comm_wait_s).
         # A worker restarted by the launcher (PSHARD_REJOIN=1) skips it: the running ranks passed it long ago.
-        if os.environ.get("PSHARD_REJOIN") != "1":
+        # So does a worker that joins a running elastic job.
+        if os.environ.get("PSHARD_REJOIN") != "1" and not self.joining_epoch:
             self._start_barrier()
         self.epoch_started = time.perf_counter()
         self._start_weights()
@@ -214,6 +262,10 @@ class DistributedOptimizer:
                 raise PshardError("pshard: grad_scaler=%s lacks %s: give a torch.cuda.amp.GradScaler or "
                                   "torch.amp.GradScaler (or an object with its methods %s)"
                                   % (type(scaler).__name__, ", ".join(missing), ", ".join(_SCALER_METHODS)),
+                                  "PSHARD_ERR_ARGUMENT")
+            if elastic():
+                raise PshardError("pshard: grad_scaler is not supported in an elastic job (pshard launch --workers "
+                                  "MIN:MAX) yet: the workers' vote on a step to skip assumes a fixed membership",
                                   "PSHARD_ERR_ARGUMENT")
             if size() > 1 and not os.environ.get("PSHARD_RUN_DIR"):
                 raise PshardError("pshard: grad_scaler with %d workers needs the run directory (PSHARD_RUN_DIR, set "
@@ -789,8 +841,13 @@ def start_step():
 
 
 def start_epoch():
-    """The epoch (0-based) of start_step(): `for epoch in range(ps.start_epoch(), epochs)`. Needs steps_per_epoch."""
+    """The epoch (0-based) of start_step(): `for epoch in range(ps.start_epoch(), epochs)`. Needs steps_per_epoch
+    (in an elastic job: the epoch a joining worker starts with, else 0)."""
     opt = _state.optimizer
+    if opt is not None and opt.joining_epoch:
+        return opt.joining_epoch - 1
+    if opt is not None and elastic():
+        return 0
     if opt is None or not opt.steps_per_epoch:
         raise PshardError("pshard: start_epoch() needs DistributedOptimizer(model, steps_per_epoch=N)",
                           "PSHARD_ERR_STATE")
@@ -802,5 +859,8 @@ def report_step(loss):
     opt = _state.optimizer
     if opt is None:
         raise PshardError("pshard: report_step() needs a DistributedOptimizer")
-    epoch = 1 + (opt.step_count - 1) // opt.steps_per_epoch if opt.steps_per_epoch else 1
+    if _state.plan is not None:  # elastic: the epoch being trained
+        epoch = _state.plan[0] + 1
+    else:
+        epoch = 1 + (opt.step_count - 1) // opt.steps_per_epoch if opt.steps_per_epoch else 1
     check(lib().pshard_report_step(client(), epoch, max(opt.step_count - 1, 0), float(loss)), "pshard.report_step")

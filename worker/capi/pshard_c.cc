@@ -104,7 +104,19 @@ struct pshard_client {
   // (PSHARD_REJOIN), a step boundary the running workers have not reached; its first pull of each tensor at that step
   // is then a join (the servers count this worker again from it).
   int64_t start_step = 0;
+  bool rejoin = false;   // the first pulls at start_step are joins: restarted (PSHARD_REJOIN) or joining an elastic job
   std::set<int> joined;  // tensors whose join was sent
+
+  // Elastic jobs (docs/OPERATIONS.md "Elastic jobs"): the plan of the epoch this worker trains (joining: the one it
+  // joins with), whether the coordinator was told that the servers count it (its joins done), and what the learning
+  // rate of an epoch's plan follows.
+  std::optional<pshard::EpochPlan> plan;
+  bool joining = false;
+  std::set<pshard_request> join_requests;  // joins not done yet
+  bool joined_told = false;
+  int64_t plan_told = 0;  // the last epoch whose plan this worker logged and reported (the lowest member does)
+  int64_t batch_size = 0;
+  int64_t total_steps = 0;
 
   // Requests not yet reported done, so that an unknown or finished one is an ARGUMENT error.
   std::mutex requests_mu;
@@ -210,6 +222,18 @@ struct pshard_client {
     tracer->span(t->second.name, "comm", t->second.issued, Clock::now(),
                  pshard::TraceArgs().set("step", t->second.step).set("fp32_bytes", t->second.bytes), 1);
     traced.erase(t);
+  }
+
+  // Elastic jobs: a joining worker's join `r` is done; once every tensor's is, the servers count it from its first
+  // step, and the coordinator may send the epoch's plan to the other members.
+  void join_done(pshard_request r) {
+    {
+      std::lock_guard<std::mutex> lock(requests_mu);
+      if (!joining || joined_told || join_requests.erase(r) == 0) return;
+      if (!join_requests.empty() || joined.size() < tensors.size()) return;
+      joined_told = true;
+    }
+    cluster->epoch_joined(plan->epoch);
   }
 
   void add_wait(double s) {
@@ -397,6 +421,92 @@ int pshard_size(const pshard_client* c) {
                  [&]() -> int { return static_cast<int>(require(c, "client")->cluster->map().num_workers); });
 }
 
+int pshard_elastic(const pshard_client* c) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int { return require(c, "client")->cluster->map().elastic() ? 1 : 0; });
+}
+
+int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* first_step, int* index, int* count,
+                      uint32_t* members, int max_members) {
+  return guarded(PSHARD_ERR_SERVER, [&]() -> int {
+    require(c, "client");
+    require(first_step, "first_step");
+    require(index, "index");
+    require(count, "count");
+    if (!c->cluster->map().elastic()) {
+      throw Failure{PSHARD_ERR_STATE, "pshard: epoch plans are for elastic jobs (pshard launch --workers MIN:MAX)"};
+    }
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: ask for an epoch's plan after pshard_start"};
+    if (epoch < 1 || epoch > c->epochs) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: epoch " + std::to_string(epoch) +
+                                             " is outside 1..train.epochs = " + std::to_string(c->epochs)};
+    }
+    // The plan of the epoch asked for last is kept (a joining worker's first is the one it joined with); every other
+    // epoch's is asked for at its start.
+    if (!(c->plan && epoch == c->plan->epoch)) {
+      if (c->joining && c->plan && epoch < c->plan->epoch) {
+        throw Failure{PSHARD_ERR_ARGUMENT, "pshard: this worker joined the job with epoch " +
+                                               std::to_string(c->plan->epoch) + " (0-based " +
+                                               std::to_string(c->plan->epoch - 1) + "); it cannot train epoch " +
+                                               std::to_string(epoch) + " (start the loop at ps.start_epoch())"};
+      }
+      const std::chrono::milliseconds wait(c->cfg.get_int("cluster.request_timeout_ms") +
+                                           c->cfg.get_int("cluster.rendezvous_timeout_ms"));
+      std::optional<pshard::EpochPlan> plan;
+      try {
+        plan = c->cluster->enter_epoch(epoch, step, wait);
+      } catch (const std::exception& e) {
+        if (!c->aborted().empty()) return request_failed(c, e, 0);
+        throw Failure{PSHARD_ERR_TIMEOUT, e.what()};
+      }
+      if (!plan) throw Failure{PSHARD_ERR_ABORTED, "pshard: the job ended before epoch " + std::to_string(epoch)};
+      c->plan = plan;
+    }
+    const pshard::EpochPlan& p = *c->plan;
+    auto me = std::find(p.members.begin(), p.members.end(), c->rank());
+    if (p.epoch != epoch || me == p.members.end()) {
+      throw Failure{PSHARD_ERR_STATE, "pshard: the coordinator's plan of epoch " + std::to_string(p.epoch) +
+                                          " does not fit worker " + std::to_string(c->rank()) + " at epoch " +
+                                          std::to_string(epoch)};
+    }
+    *first_step = p.first_step;
+    *index = static_cast<int>(me - p.members.begin());
+    *count = static_cast<int>(p.members.size());
+    for (int i = 0; members && i < max_members && i < *count; ++i) members[i] = p.members[static_cast<size_t>(i)];
+    // The learning rate reported follows the global batch of the epoch's members, as the servers' does.
+    const int64_t global = c->batch_size * static_cast<int64_t>(p.members.size());
+    c->schedule = std::make_unique<pshard::optim::LrSchedule>(
+        pshard::optim::LrSchedule::from_config(c->cfg, global, std::max<int64_t>(c->total_steps, 1)));
+    if (c->rank() == p.members.front() && c->plan_told < p.epoch) {
+      c->plan_told = p.epoch;
+      const double lr = c->schedule->lr_at(p.first_step);
+      PSHARD_LOG(kInfo) << "epoch " << p.epoch << ": " << p.members.size() << " workers x batch " << c->batch_size
+                        << " = global batch " << global << ", from step " << p.first_step << ", learning rate " << lr
+                        << (c->cfg.get_string("lr_schedule.scaling") == "linear" ? " (linear scaling rule)" : "");
+      pshard::Json ranks = pshard::Json::array();
+      for (uint32_t r : p.members) ranks.push(r);
+      c->cluster->report(pshard::Json::object()
+                             .set("event", "members")
+                             .set("epoch", p.epoch)
+                             .set("first_step", p.first_step)
+                             .set("workers", ranks)
+                             .set("batch", c->batch_size)
+                             .set("global_batch", global)
+                             .set("lr", lr));
+    }
+    return PSHARD_OK;
+  });
+}
+
+int pshard_joining_epoch(const pshard_client* c, int64_t* out) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(out, "out");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: the epoch a worker joins with is known after pshard_start"};
+    *out = c->joining && c->plan ? c->plan->epoch : 0;
+    return PSHARD_OK;
+  });
+}
+
 int pshard_local_rank(const pshard_client* c) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int { return static_cast<int>(require(c, "client")->local_rank); });
 }
@@ -514,12 +624,33 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                                              std::to_string(batch_size) + " and " + std::to_string(steps_per_epoch)};
     }
     const pshard::Config& cfg = c->cfg;
-    const uint32_t world = c->cluster->map().num_workers;
+    const bool elastic = c->cluster->map().elastic();
+    // An elastic job's epochs train with whichever workers are in it: at first, its fewest.
+    const uint32_t world = elastic ? c->cluster->map().min_workers : c->cluster->map().num_workers;
     const int64_t epochs = cfg.get_int("train.epochs");
     c->epochs = epochs;
+    // An elastic job's epochs have as many steps as its members make: its end is known by the epochs reported.
+    if (elastic) steps_per_epoch = 0;
     c->steps_per_epoch = steps_per_epoch;
+    c->batch_size = batch_size;
     const int64_t total_steps = steps_per_epoch * epochs;
+    c->total_steps = total_steps;
     const pshard::optim::LrScheduleParams sp = pshard::optim::LrScheduleParams::from_config(cfg);
+    if (elastic && sp.name == "cosine" && sp.total_steps == 0) {
+      throw Failure{PSHARD_ERR_CONFIG,
+                    "pshard: an elastic job's length in steps depends on who trains each epoch: a cosine schedule "
+                    "needs lr_schedule.total_steps"};
+    }
+    if (elastic && cfg.get_string("cluster.elastic_batch") == "global") {
+      throw Failure{PSHARD_ERR_CONFIG,
+                    "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "
+                    "is its data loader's (keep the default, worker)"};
+    }
+    if (elastic && (c->env.rejoin || c->env.start_step > 0)) {
+      throw Failure{PSHARD_ERR_STATE,
+                    "pshard: an elastic job (cluster.min_workers > 0) cannot be resumed or restarted: workers join it "
+                    "as new ones"};
+    }
     if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: lr_schedule.name = cosine needs the run's length: give steps_per_epoch "
@@ -534,7 +665,20 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const pshard::KvClientOptions kopt =
         pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps);
     c->kv = std::make_unique<pshard::KvClient>(kopt);
-    if (c->env.rejoin) {
+    c->rejoin = c->env.rejoin;
+    if (elastic && c->cluster->joins_running()) {
+      // Joining a running elastic job: at the next epoch's start, counted by the servers from its first step on.
+      PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
+      std::optional<pshard::EpochPlan> plan = c->cluster->enter_epoch(0, -1, std::chrono::hours(24 * 365));
+      if (!plan) {
+        throw Failure{PSHARD_ERR_STATE,
+                      "pshard: the job ended before another epoch began: this worker joined too late to train"};
+      }
+      c->plan = plan;
+      c->joining = true;
+      c->rejoin = true;
+      c->start_step = plan->first_step;
+    } else if (c->env.rejoin) {
       if (total_steps == 0) {
         throw Failure{PSHARD_ERR_ARGUMENT,
                       "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
@@ -561,7 +705,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::Tracer::name_this_thread(c->tracer.get(), 0, "training (the caller's thread)");
       c->tracer->name_row(1, "requests (issued to done)");
     }
-    if (c->rank() == 0 && !c->env.rejoin) {
+    if (c->rank() == 0 && !c->rejoin) {
       write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
       for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
@@ -650,8 +794,12 @@ int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, psha
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
     const std::string& name = c->tensors[static_cast<size_t>(tensor)].name;
-    if (c->env.rejoin && step == c->start_step && c->joined.insert(tensor).second) {
+    if (c->rejoin && step == c->start_step && c->joined.insert(tensor).second) {
       *out = c->track(c->kv->join(name, weights, c->numel(tensor), step), "join", tensor, step);
+      if (c->joining) {
+        std::lock_guard<std::mutex> lock(c->requests_mu);
+        c->join_requests.insert(*out);
+      }
       return PSHARD_OK;
     }
     *out = c->track(c->kv->zpull(name, weights, c->numel(tensor), step), "pull", tensor, step);
@@ -709,6 +857,7 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
     }
     c->add_wait(std::chrono::duration<double>(Clock::now() - t0).count());
     if (status != PSHARD_ERR_TIMEOUT) c->finished(r);  // done, well or not (an abort drops the request)
+    if (status == PSHARD_OK) c->join_done(r);
     return status;
   });
 }
@@ -724,6 +873,7 @@ int pshard_poll(pshard_client* c, pshard_request r) {
       status = request_failed(c, e, r);
     }
     if (status != PSHARD_PENDING) c->finished(r);
+    if (status == PSHARD_OK) c->join_done(r);
     return status;
   });
 }

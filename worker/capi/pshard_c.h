@@ -44,8 +44,9 @@
 extern "C" {
 #endif
 
-/* 2: pshard_epoch_report gained `figures` (which figures were measured). */
-#define PSHARD_C_API_VERSION 3
+/* 2: pshard_epoch_report gained `figures` (which figures were measured). 4: elastic jobs (pshard_elastic,
+ * pshard_epoch_plan, pshard_joining_epoch). */
+#define PSHARD_C_API_VERSION 4
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -89,10 +90,28 @@ int pshard_connect(pshard_client** out);
  * Reporting epoch train.epochs is always finishing. `reason` then says why the program left, if it knows. */
 int pshard_close(pshard_client* c, int exit_status, const char* reason);
 
-/* This worker's rank (0..size-1), the number of workers, and the rank among the workers on this host. */
+/* This worker's rank (0..size-1), the number of workers (an elastic job's: the most), and the rank among the workers
+ * on this host. */
 int pshard_rank(const pshard_client* c);
 int pshard_size(const pshard_client* c);
 int pshard_local_rank(const pshard_client* c);
+/* ---- Elastic jobs (`pshard launch --workers MIN:MAX`; docs/OPERATIONS.md "Elastic jobs") --------------------- */
+/* 1 when the job's workers may change between epochs, else 0. */
+int pshard_elastic(const pshard_client* c);
+/* After pshard_start: waits at the start of `epoch` (1-based), whose first step is `step` (the next step this worker
+ * pushes), for the coordinator's plan of it: *first_step, this worker's place among the epoch's members (*index) and
+ * their number (*count); their ranks into members[0..max_members) when members is not NULL. Member i of n trains
+ * shard i of n of the epoch's data. A worker that joined the running job (pshard_joining_epoch) gets the plan of
+ * that epoch at once. The learning rate the servers apply follows the members' global batch (n x batch_size).
+ * ABORTED when the job ended meanwhile, TIMEOUT when no plan came within cluster.request_timeout_ms +
+ * cluster.rendezvous_timeout_ms, STATE in a job that is not elastic. */
+int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* first_step, int* index, int* count,
+                      uint32_t* members, int max_members);
+/* After pshard_start: the epoch (1-based) this worker joins the running elastic job with, or 0 when it did not join
+ * one (it trains from the first epoch). A joining worker's pshard_start waits for that epoch's start; its
+ * pshard_start_step is the epoch's first step, and its first pull of each tensor there is a join: once all are done,
+ * the epoch's other members start it. */
+int pshard_joining_epoch(const pshard_client* c, int64_t* out);
 
 /* The job config's value of `key` ("train.epochs") as TOML text ("3", "0.05", "sgd"), written with its
  * terminating NUL into buf[0..len); returns the text's length (without NUL), which may be >= len (then the text
