@@ -67,6 +67,13 @@ void ProgressState::add(const Json& e) {
     step_ = static_cast<int64_t>(num(e, "step")) - 1;
     wall_s_ = num(e, "wall_s", wall_s_);
     if (e.has("train_loss") && e.at("train_loss").is_numeric()) loss_ = e.at("train_loss").as_number();
+  } else if (kind == "members") {
+    const int64_t first = static_cast<int64_t>(num(e, "first_step"));
+    samples_before_plan_ += (first - plan_step_) * global_batch_;
+    plan_step_ = first;
+    global_batch_ = static_cast<int64_t>(num(e, "global_batch", static_cast<double>(global_batch_)));
+    const int64_t steps = static_cast<int64_t>(num(e, "steps"));  // a program's plans do not know their steps
+    if (steps > 0) planned_total_ = first + steps * (epochs_ - static_cast<int64_t>(num(e, "epoch")) + 1);
   } else if (kind == "summary") {
     summary_ = e;
   } else if (kind == "stall") {
@@ -105,9 +112,10 @@ std::string ProgressState::stall_note(const Json& e) {
 std::optional<std::string> ProgressState::line() const {
   if (step_ < 0 && !stall_.empty()) return stall_;
   if (step_ < 0) return std::nullopt;
-  const int64_t total = epochs_ * steps_per_epoch_;
+  const int64_t total = planned_total_ > 0 ? planned_total_ : epochs_ * steps_per_epoch_;
   const int64_t done = step_ + 1;
-  const double rate = wall_s_ > 0 ? static_cast<double>(done * global_batch_) / wall_s_ : 0.0;
+  const int64_t samples = samples_before_plan_ + (done - plan_step_) * global_batch_;
+  const double rate = wall_s_ > 0 ? static_cast<double>(samples) / wall_s_ : 0.0;
   std::string eta = "-";
   if (total > 0 && done > 0 && wall_s_ > 0) {
     const int64_t left = static_cast<int64_t>(wall_s_ / static_cast<double>(done) * static_cast<double>(total - done));

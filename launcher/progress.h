@@ -39,6 +39,9 @@ class ProgressState {
 
  private:
   int64_t epochs_ = 0, steps_per_epoch_ = 0, global_batch_ = 0;
+  // Elastic jobs (`members` events): the run's length as the latest plan makes it (its epoch's steps for every epoch
+  // left), and the samples of the steps before that plan, whose global batch was another.
+  int64_t planned_total_ = 0, plan_step_ = 0, samples_before_plan_ = 0;
   int64_t epoch_ = 0, step_ = -1;
   double loss_ = 0, wall_s_ = 0;
   Json summary_;

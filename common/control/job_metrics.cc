@@ -220,7 +220,13 @@ void JobMetrics::write_summary(const std::string& aborted) {
   for (const auto& [key, value] : start_event_.items()) {
     if (key != "event" && key != "epochs" && key != "steps_per_epoch" && !summary.has(key)) summary.set(key, value);
   }
-  summary.set("workers", opt_.num_workers);
+  if (opt_.min_workers > 0 && !epoch_members_.empty()) {
+    // Elastic: the workers of the last epoch, and the range; the members events say who trained each epoch.
+    summary.set("workers", static_cast<int64_t>(epoch_members_.rbegin()->second.size()));
+    summary.set("min_workers", opt_.min_workers).set("max_workers", opt_.num_workers);
+  } else {
+    summary.set("workers", opt_.num_workers);
+  }
   summary.set("servers", opt_.num_servers);
   Json finished = Json::array();
   for (const auto& [id, q] : peers_) {

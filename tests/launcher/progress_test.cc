@@ -47,6 +47,17 @@ TEST(ProgressState, LineHasEpochStepLossRateAndEta) {
   EXPECT_DOUBLE_EQ(p.summary().at("test_acc").as_number(), 0.9);
 }
 
+// Elastic jobs: each epoch's plan (a `members` event) changes the global batch and the run's length.
+TEST(ProgressState, AnElasticJobsPlansSetTheRateAndTheLength) {
+  pshard::ProgressState p;
+  p.add(Json::parse(R"({"event":"start","epochs":3,"steps_per_epoch":100,"global_batch":128})", "t"));
+  p.add(Json::parse(R"({"event":"members","epoch":1,"first_step":0,"steps":100,"global_batch":128})", "t"));
+  p.add(Json::parse(R"({"event":"members","epoch":2,"first_step":100,"steps":66,"global_batch":192})", "t"));
+  p.add(Json::parse(R"({"event":"step","epoch":2,"step":149,"loss":0.5,"wall_s":20})", "t"));
+  // 100 x 128 + 50 x 192 = 22,400 samples in 20 s; 100 + 2 x 66 = 232 steps, 150 done at 0.133 s each.
+  EXPECT_EQ(*p.line(), "epoch 2/3  step 150/232  loss 0.5000  1120 samples/s  ETA 0:10");
+}
+
 TEST(ProgressState, AStallNamesTheMissingWorkerUntilTheJobMovesOn) {
   pshard::ProgressState p;
   p.add(Json::parse(R"({"event":"stall","server":0,"step":0,"waited_s":5.04,"missing":[0],"initial_weights":true,)"

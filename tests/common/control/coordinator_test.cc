@@ -805,8 +805,12 @@ TEST(Coordinator, ElasticJobsSendAJoiningWorkerThePlanBeforeTheOtherMembers) {
   auto joiner = std::make_unique<ClusterClient>(client_options(coord.endpoint(), NodeRole::kWorker));
   EXPECT_TRUE(joiner->joins_running());
   EXPECT_EQ(joiner->rank(), 1u);
+  // The joining worker asks first: a worker that registered but has not asked yet (it may still be starting) does not
+  // hold an epoch's start up, and would join with the epoch after.
+  auto asked = std::async(std::launch::async, [&] { return joiner->enter_epoch(0, -1, milliseconds(5000)); });
+  std::this_thread::sleep_for(milliseconds(500));
   auto member = std::async(std::launch::async, [&] { return nodes[1]->enter_epoch(2, 10, milliseconds(5000)); });
-  std::optional<EpochPlan> joining = joiner->enter_epoch(0, -1, milliseconds(3000));
+  std::optional<EpochPlan> joining = asked.get();
   ASSERT_TRUE(joining.has_value());
   EXPECT_EQ(joining->epoch, 2);
   EXPECT_EQ(joining->first_step, 10);

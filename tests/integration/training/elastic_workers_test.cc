@@ -129,6 +129,9 @@ TEST(ElasticWorkers, DropsADeadWorkerAndTakesTwoNewOnes) {
   EXPECT_EQ(epochs.back().at("workers").size(), 3u) << epochs.back().dump();
   Json summary = read_summary(run);
   EXPECT_EQ(summary.at("epochs").as_int(), 4);
+  EXPECT_EQ(summary.at("workers").as_int(), 3);
+  EXPECT_EQ(summary.at("min_workers").as_int(), 2);
+  EXPECT_EQ(summary.at("max_workers").as_int(), 4);
   EXPECT_GT(summary.at("test_acc").as_number(), 0.82) << summary.dump();
   EXPECT_TRUE(std::filesystem::exists(run + "/model.bin"));
   pshard::testing::remove_dir_if_passed(dir);
