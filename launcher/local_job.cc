@@ -55,11 +55,13 @@ void write_all(int fd, const std::string& text) {
 }  // namespace
 
 bool ChildExit::failed() const {
+  if (unneeded) return false;  // a restart the job, which ended well, no longer needed
   if (!started) return true;
   // A process that does not even end when asked (e.g. frozen) did not finish its part: never a success.
   if (hung) return true;
-  if (stopped || after_success || dropped)
-    return false;  // it was running when the job stopped it: a consequence, not a cause
+  // It was running when the job stopped it, was killed after its part was done, or an elastic job went on without
+  // it: a consequence, not a cause.
+  if (stopped || after_success || dropped) return false;
   // kExitRecordsIncomplete: it did its work but a write failed; the job goes on (see Result). kExitStopped: it
   // stopped at a checkpoint on SIGTERM, as the job's other processes do.
   return exited ? exit_code != 0 && exit_code != kExitRecordsIncomplete && exit_code != kExitStopped : signal != 0;
@@ -72,7 +74,9 @@ std::string ChildExit::describe() const {
 std::string ChildExit::ending() const {
   if (!started) return "could not be started: " + start_error;
   const std::string said = error.empty() ? "" : ": " + error;
-  const std::string went_on = dropped ? " (the elastic job went on without it)" : "";
+  const std::string went_on = dropped    ? " (the elastic job went on without it)"
+                              : unneeded ? " (a restart the job no longer needed: every worker rank had finished)"
+                                         : "";
   if (exited) return "exited with status " + std::to_string(exit_code) + (exit_code != 0 ? said : "") + went_on;
   if (hung) return "did not stop within the grace period after SIGTERM and was killed (SIGKILL)";
   if (signal) {
@@ -299,6 +303,7 @@ struct LocalJob::Impl {
           n->max_restarts = left;
           n->exit.name = again.name;
           n->exit.role = again.role;
+          n->exit.restart_run = true;
           {
             std::lock_guard<std::mutex> lock(mu);  // pids() iterates the list
             children.push_back(std::move(n));
@@ -415,6 +420,7 @@ struct LocalJob::Impl {
       ChildExit& e = c->exit;
       const bool died = e.exited ? e.exit_code != 0 : e.signal != 0;
       e.dropped = opt.drops_workers && ended_well && e.may_fail && e.started && !e.stopped && !e.hung && died;
+      e.unneeded = ended_well && e.restart_run && !e.stopped && !e.hung && (died || !e.started);
       e.after_success = !opt.drops_workers && ended_well && e.may_fail && e.started && !e.exited && !e.stopped &&
                         !e.hung && e.signal != 0;
     }

@@ -52,6 +52,11 @@ struct ChildExit {
   // A may_fail worker of an elastic job (Options::drops_workers) that died, in a job whose ends_job child exited 0:
   // the job went on without it, as it was meant to. Not a failure; said in describe().
   bool dropped = false;
+  // A run of a restartable child started again after a failure (add_restartable) that failed in a job whose ends_job
+  // child exited 0: the coordinator exits 0 only when every worker rank finished its part, so this run was not
+  // needed (typically it came after the job had ended, and the coordinator was gone). Not a failure.
+  bool restart_run = false;
+  bool unneeded = false;
 
   bool failed() const;  // could not start, non-zero exit, killed by a signal we did not send, or hung when stopped
   // "worker 1 (pid 4242) was killed by signal 9 (SIGKILL)"; a failure's first error line is appended:

@@ -252,7 +252,8 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   // Nobody can join a job that ended: `pshard join` then says so instead of waiting for its coordinator.
   if (elastic) std::remove((run_dir + "/" + kJoinFile).c_str());
   for (const ChildExit& e : r.children) {
-    if (e.failed() || e.after_success || e.dropped) std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+    if (e.failed() || e.after_success || e.dropped || e.unneeded)
+      std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
   }
   if (r.exit_code == 0) {
     std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");

@@ -197,6 +197,8 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
           j.set("event", "worker_epoch");
           cluster.report(j);
         });
+  // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
+  if (t.stopped_at() < 0) cluster.report(Json::object().set("event", "trained"));
   if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
   if (t.stopped_at() >= 0) {
     // The servers checkpointed this boundary; the model is not final, so it is not saved.

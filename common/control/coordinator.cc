@@ -249,8 +249,8 @@ struct Coordinator::Impl {
       if (opt.min_workers > 0) break;  // elastic: workers come and go; the epoch lines say who trained
       bool finished = false;
       for (const auto& [id, p] : peers) {
-        finished =
-            finished || (p.info.role == NodeRole::kWorker && p.info.rank == rank && p.state == Peer::State::kLeft);
+        finished = finished || (p.info.role == NodeRole::kWorker && p.info.rank == rank &&
+                                (p.state == Peer::State::kLeft || p.trained));
       }
       if (finished) continue;
       auto why = worker_lost_why.find(rank);
@@ -311,6 +311,18 @@ struct Coordinator::Impl {
     p.state = Peer::State::kDead;
     if (p.info.role == NodeRole::kWorker) worker_lost_why[p.info.rank] = why;
     std::string reason = cc::describe(p.info) + " is " + verdict + ": " + why;
+    if (p.info.role == NodeRole::kWorker && p.trained && phase == Phase::kRunning) {
+      // It pushed the job's last step: its part is done, under any policy. Under continue the others are told, so
+      // that the lowest live worker saves the model when it was worker 0.
+      PSHARD_LOG(kWarn) << reason << ", after it had pushed the job's last step: counted as finished";
+      if (opt.failure_policy == FailurePolicy::kContinue) liveness.announce_dead(p, why);
+      epochs.worker_gone(p);
+      barriers.release_complete();
+      abort_if_barriers_stalled();
+      metrics.flush_epochs();
+      maybe_shutdown();
+      return;
+    }
     if (phase == Phase::kShuttingDown) {
       PSHARD_LOG(kWarn) << reason << " (during shutdown)";
       maybe_finish_shutdown();
@@ -449,7 +461,12 @@ struct Coordinator::Impl {
           on_leave(p, leave.getExitStatus(), reason);
           break;
         }
-        case control::ControlMessage::REPORT: metrics.on_report(p, root.getReport().getJson().cStr()); break;
+        case control::ControlMessage::REPORT:
+          if (metrics.on_report(p, root.getReport().getJson().cStr()) == "trained" &&
+              p.info.role == NodeRole::kWorker) {
+            p.trained = true;
+          }
+          break;
         case control::ControlMessage::STUCK: on_stuck(p, root.getStuck()); break;
         case control::ControlMessage::EPOCH_ENTER:
           if (phase == Phase::kRunning) {

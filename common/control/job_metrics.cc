@@ -34,10 +34,12 @@ MetricsWriter* JobMetrics::writer() {
   return metrics_.get();
 }
 
-void JobMetrics::on_report(const Peer& from, const std::string& text) {
+std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
   Json event = Json::parse(text, "metrics report from " + control_codec::describe(from.info));
   const std::string kind = event.at("event").as_string();
-  if (kind == "start") {
+  if (kind == "trained") {
+    return kind;  // the coordinator's (a worker that pushed the last step), not a metrics line
+  } else if (kind == "start") {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
@@ -63,7 +65,7 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
     WorkerEpochReport r = WorkerEpochReport::from_json(event);
     r.rank = from.info.rank;
     reported_.insert(r.rank);
-    if (r.epoch <= last_epoch_written_) return;  // a rejoined worker's part of an epoch already written
+    if (r.epoch <= last_epoch_written_) return kind;  // a rejoined worker's part of an epoch already written
     for (const auto& [measured, value, what] :
          {std::tuple(r.has_train_loss, r.loss_sum, "training loss"),
           std::tuple(r.evaluated && r.has_test_loss, r.test_loss_sum, "test loss")}) {
@@ -81,6 +83,7 @@ void JobMetrics::on_report(const Peer& from, const std::string& text) {
   } else if (MetricsWriter* w = writer()) {
     w->write(event);
   }
+  return kind;
 }
 
 // A server's stall, with when the coordinator last heard from each worker it waits for: a worker heard a moment

@@ -27,9 +27,9 @@ class JobMetrics {
 
   // The job started running: the summary's wall time counts from here.
   void start_clock() { running_since_ = Clock::now(); }
-  // One metrics event (JSON text) that `from` reported. Throws pshard::Error naming the node when
-  // the text is not a valid event.
-  void on_report(const Peer& from, const std::string& text);
+  // One metrics event (JSON text) that `from` reported; returns its kind ("epoch", "trained", ...). Throws
+  // pshard::Error naming the node when the text is not a valid event.
+  std::string on_report(const Peer& from, const std::string& text);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
   // Elastic jobs: the workers (routing ids) that train `epoch`; its line waits for those of them still in the job.

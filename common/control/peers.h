@@ -23,6 +23,7 @@ struct Peer {
   int64_t requested_rank = -1;
   uint64_t fingerprint = 0;
   bool replaces_live = false;  // Register.replacesLive: a restarted worker that may take over a live-looking rank
+  bool trained = false;        // a worker that said it pushed the job's last step: its death after costs nothing
   Clock::time_point registered_at;
   Clock::time_point last_seen;
   State state = State::kRegistered;

@@ -402,6 +402,37 @@ TEST(LocalJob, ARestartableChildIsStartedAgainUpToItsLimit) {
   EXPECT_EQ(out.read().find("still running"), std::string::npos) << out.read();
 }
 
+// A worker killed after its part was done is started again; the restart comes after the job ended (its coordinator
+// is gone) and fails. The coordinator exited 0, so every worker rank had finished: the restart was not needed, and
+// the job succeeded.
+TEST(LocalJob, ARestartTheJobNoLongerNeededIsNoFailure) {
+  TempFile out;
+  LocalJob::Options opt;
+  opt.out_fd = opt.err_fd = out.fd;
+  LocalJob job(opt);
+  job.add({"coordinator", {child_exe(), "exit", "0", "300"}, {}, false, /*ends_job=*/true});
+  job.add_restartable({"worker 1", {"/bin/sh", "-c", "kill -KILL $$"}, {}},
+                      {"worker 1", {"/bin/sh", "-c", "sleep 0.5; exit 1"}, {}}, 1);
+  LocalJob::Result r = job.run();
+  ASSERT_EQ(r.children.size(), 3u) << out.read();
+  EXPECT_TRUE(r.children[1].restarted);
+  EXPECT_TRUE(r.children[2].restart_run);
+  EXPECT_TRUE(r.children[2].unneeded);
+  EXPECT_EQ(r.exit_code, 0) << r.failure << out.read();
+  EXPECT_NE(r.children[2].describe().find("a restart the job no longer needed"), std::string::npos)
+      << r.children[2].describe();
+
+  // The coordinator did not end well: the restart's failure counts.
+  LocalJob failing(opt);
+  failing.add({"coordinator", {child_exe(), "exit", "4", "300"}, {}, false, /*ends_job=*/true});
+  failing.add_restartable({"worker 1", {"/bin/sh", "-c", "kill -KILL $$"}, {}},
+                          {"worker 1", {"/bin/sh", "-c", "sleep 0.5; exit 1"}, {}}, 1);
+  r = failing.run();
+  EXPECT_NE(r.exit_code, 0);
+  ASSERT_EQ(r.children.size(), 3u) << out.read();
+  EXPECT_FALSE(r.children[2].unneeded);
+}
+
 // pids() from another thread while the supervisor thread restarts a child
 // (appends to its list, sets the new pid): a data race under TSan before
 // pids() took the job's lock.

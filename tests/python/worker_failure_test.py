@@ -99,11 +99,50 @@ def rank0_before_init():
     print("continue, rank 0 killed before the initial weights: workers 1 and 2 finished in %.1f s" % took)
 
 
+def worker_killed_after_last_step():
+    """Rank 1 reports the last epoch (it pushed every step) and is SIGKILLed before ps.shutdown(); the launcher starts
+    it again (cluster.restart_workers), and the restart comes while the job ends or after it ended."""
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)
+    x, y = torch.randn(16, 10), torch.randint(0, 3, (16,))
+    loss = torch.zeros(())
+    for _ in range(ps.start_step(), STEPS):
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    ps.report(epoch=0, train_loss=float(loss))
+    if ps.rank() == 1 and os.environ.get("PSHARD_REJOIN") != "1":
+        time.sleep(0.5)  # its report of the last epoch is on its way (a kill in the same instant may overtake it)
+        os.kill(os.getpid(), signal.SIGKILL)
+    ps.shutdown()
+
+
+def killed_after_last_step():
+    config = CONFIG % "continue" + "restart_workers = true\n"
+    status, output, run_dir = support.launch(config, 2, 1, [os.path.abspath(__file__), "after-last-step"], 90,
+                                             "kill-after-last-step")
+    support.expect("after it had pushed the job's last step: counted as finished" in output,
+                   "the worker killed after its last step is not counted as finished", output)
+    support.expect(status == 0, "a worker killed after its last step failed the job (status %d)" % status, output)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        summary = json.loads(f.read().splitlines()[-1])
+    support.expect(summary.get("event") == "summary" and summary.get("epochs") == 1, "no summary: %s" % summary,
+                   output)
+    print("continue + restart_workers, a worker killed after its last step: the job succeeded")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(*sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "after-last-step":
+        worker_killed_after_last_step(*sys.argv[2:])
     else:
         run("abort")
         run("continue")
         rank0_before_init()
+        killed_after_last_step()
         support.passed()

@@ -1001,6 +1001,8 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     j.set("event", "worker_epoch");
     c->cluster->report(j);
     raise_to(c->epochs_reported, report->epoch);
+    // The job's last epoch: this worker pushed its last step, and its death from here on costs the job nothing.
+    if (report->epoch == c->epochs) c->cluster->report(pshard::Json::object().set("event", "trained"));
     return PSHARD_OK;
   });
 }

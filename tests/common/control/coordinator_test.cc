@@ -429,6 +429,33 @@ TEST(Coordinator, AWorkerLeavingWithAFailureUnderPolicyContinueIsALostWorker) {
   EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
 }
 
+// A worker that said it pushed the job's last step and then died (before its model save or its leave) is counted as
+// finished, under either policy: the job ends with status 0.
+TEST(Coordinator, AWorkerThatDiesAfterItsLastStepIsCountedAsFinished) {
+  for (auto policy : {Coordinator::FailurePolicy::kContinue, Coordinator::FailurePolicy::kAbort}) {
+    auto opt = coord_options(1, 2);
+    opt.failure_policy = policy;
+    Coordinator coord(opt);
+    coord.start();
+    auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                           client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                           client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+    nodes[2]->report(Json::object().set("event", "trained"));
+    nodes[2]->leave(1, "killed while it saved the model");
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_FALSE(nodes[0]->stopping()) << "the job ended when worker 1 died after its last step";
+    nodes[1]->report(Json::object().set("event", "trained"));
+    nodes[1]->leave(0);
+    for (auto deadline = Clock::now() + milliseconds(5000); !nodes[0]->stopping() && Clock::now() < deadline;) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    nodes[0]->leave(0);
+    auto r = coord.wait_for(milliseconds(5000));
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->exit_code, 0) << r->reason;
+  }
+}
+
 // pshard launch's notice that a process ended: with the job's token and the node's pid it kills the node at once
 // (its heartbeats still come: this test's nodes share one process); another token, or another pid (a restarted process
 // of that rank), changes nothing.
