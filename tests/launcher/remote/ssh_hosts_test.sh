@@ -176,10 +176,16 @@ expect_no_remote_process "a job without pshard on its hosts"
 echo "ssh_hosts_test: a missing --remote-pshard ends the job, named"
 
 # ------------------------------------------------------------------ 5. `-- CMD` workers get the PSHARD_* contract
-# Each worker writes its PSHARD_* variables (its argv reaches it unchanged: no remote shell re-reads it), then fails on
-# purpose, which ends the job naming it.
+# Each worker writes its PSHARD_* variables (its argv reaches it unchanged: no remote shell re-reads it), then worker 2
+# fails on purpose, which ends the job naming it. It waits (at most 10 s) for the others' files first: the job's end
+# stops every process, and on a loaded machine a worker started beside it may not have written its file yet.
 timeout 60 "$PSHARD" launch --hosts "$H1:1,$H2:2" --config "$CONFIG" --run-dir "$WORK/run-cmd" -- \
-  /bin/sh -c 'env | grep "^PSHARD_" | sort > "$1/env-$PSHARD_RANK"; [ "$PSHARD_RANK" = 2 ] && exit 3; sleep 30' \
+  /bin/sh -c 'env | grep "^PSHARD_" | sort > "$1/env-$PSHARD_RANK"
+    if [ "$PSHARD_RANK" = 2 ]; then
+      for i in $(seq 100); do [ -s "$1/env-0" ] && [ -s "$1/env-1" ] && break; sleep 0.1; done
+      exit 3
+    fi
+    sleep 30' \
   "it's a name" "$WORK" > "$WORK/out.log" 2>&1 && die "a job whose worker exits 3 succeeded"
 grep "^\[launch\] job failed: " "$WORK/out.log" | grep -q "worker 2 (pid [0-9]*) exited with status 3" \
   || die "the failure does not name worker 2 (status 3)"
