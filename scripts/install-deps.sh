@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake pkg-config clang-format
+  # a compiler cache: the test suite builds four configurations (CMakeLists.txt, PSHARD_CCACHE)
+  ccache
   # transport and protocol
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   # launcher (Boost.Asio), configs, compressed data files
