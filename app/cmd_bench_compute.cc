@@ -27,8 +27,9 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("device", "DEV", "cpu|cuda", false, "cpu");
   p.add_option("cpu-kernels", "K",
                "cpu kernels of conv, batch norm, pooling, GEMM: onednn|reference (train.cpu_kernels)", false, "onednn");
-  p.add_option("precision", "P", "what convolutions and GEMMs read: fp32|bf16 (train.precision; bf16 on cpu only)",
-               false, "fp32");
+  p.add_option("precision", "P",
+               "what convolutions and GEMMs read: fp32|bf16|fp16 (train.precision; bf16 and fp16 on cpu only)", false,
+               "fp32");
   p.add_option("cuda-wgrad", "W", "cuda convolution weight gradient: gemm|cudnn (train.cuda_conv_wgrad)", false,
                "gemm");
   p.add_option("seed", "S", "seed of weights and data", false, "1");

@@ -305,6 +305,11 @@ void check_elastic_settings(const LocalLaunchOptions& o, const Config& cfg) {
                 "so add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
   }
   if (!o.hosts.empty()) throw Error(what + "not over ssh (--hosts): run it on one host");
+  if (cfg.get_string("train.loss_scaling") != "none") {
+    throw Error(what +
+                "train.loss_scaling: the workers' vote on each step to skip assumes a fixed membership; use a fixed "
+                "--workers, or train.loss_scaling = none");
+  }
   if (!o.resume_dir.empty()) throw Error(what + "cannot be resumed: its epochs' members are not in its checkpoints");
   if (cfg.get_bool("cluster.restart_workers")) {
     throw Error(what + "cluster.restart_workers is for a fixed number of workers: here a new worker joins instead");

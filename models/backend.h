@@ -114,7 +114,7 @@ const char* cpu_kernels_name(CpuKernels kernels);
 // The CPU backend (oneDNN or reference convolution, batch norm, pooling and GEMM; OpenMP). threads = 0: one
 // per core. Sets both OpenBLAS's and OpenMP's (and so oneDNN's) thread counts. With oneDNN it keeps activations of a
 // multiple of 16 channels in blocks of 16 (Backend::channel_block). `precision`: what convolutions and GEMMs read
-// (models/precision.h): bf16 needs the oneDNN kernels; fp16 is an Error (oneDNN 2.6 has no CPU fp16 kernels).
+// (models/precision.h): bf16 and fp16 need the oneDNN kernels (fp16: operands rounded to half, OneDnnKernels).
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels = CpuKernels::kOneDnn,
                                           Precision precision = Precision::kFp32);
 

@@ -230,6 +230,10 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
   int cur = 0;
   Tensor d = grad_buffers_[cur].get(backend_, out.shape());
   loss_->backward(out, last_labels_, last_targets_, d);
+  if (loss_scale_ != 1.0f) {
+    float* g = d.data();
+    for (int64_t i = 0; i < d.numel(); ++i) g[i] *= loss_scale_;
+  }
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
     Layer& ly = *layers_[l].layer;
     if (ly.is_view()) {
@@ -246,6 +250,17 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
     if (l == first_compute) break;            // only views (no parameters) before it
     if (l == lowest_trainable_layer_) break;  // frozen below: no gradient is wanted there
   }
+}
+
+void Model::set_loss_scale(float scale) {
+  if (!(scale > 0.0f) || !std::isfinite(scale)) {
+    throw Error("model " + spec_.name + ": the loss scale must be a positive finite number, got " +
+                std::to_string(scale));
+  }
+  if (scale != 1.0f && !backend_.host_accessible()) {
+    throw Error("model " + spec_.name + ": loss scaling runs on the CPU backend only (" + backend_.describe() + ")");
+  }
+  loss_scale_ = scale;
 }
 
 int Model::freeze(const std::vector<std::string>& prefixes) {

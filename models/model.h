@@ -102,6 +102,11 @@ class Model {
   // count) is called as soon as a layer's parameter gradients are final, in reverse layer order. Layers below the
   // lowest layer with a trainable parameter (freeze) are not run: their gradients are left as they were.
   void backward(const std::function<void(int first_param, int count)>& on_grads_ready = {});
+  // Loss scaling (train.loss_scaling): backward() starts from `scale` x the mean loss's gradient, so every gradient it
+  // writes is `scale` times the true one (the caller divides the parameters' gradients back). 1 by default. A backend
+  // whose memory the host cannot write (CUDA) takes no scale other than 1 (an Error).
+  void set_loss_scale(float scale);
+  float loss_scale() const { return loss_scale_; }
 
   int num_layers() const { return static_cast<int>(layers_.size()); }
   const std::string& layer_name(int layer) const;
@@ -135,6 +140,7 @@ class Model {
   const float* last_targets_ = nullptr;
   bool have_train_forward_ = false;
   uint64_t dropout_seed_ = 0;
+  float loss_scale_ = 1.0f;
 };
 
 }  // namespace pshard::models

@@ -168,6 +168,18 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     return true;
   });
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
+  if (opts.loss_scaler.active() && cfg.get_string("cluster.mode") == "sync") {
+    // Every worker skips a step whose gradients some worker found not finite, so that no server applies a part of
+    // it; async and SSP workers skip their own such steps alone.
+    if (join) {
+      throw Error(
+          "pshard worker: a worker rejoining the job cannot take part in the vote on each step to skip "
+          "(train.loss_scaling = " +
+          std::string(trainer::loss_scaling_name(opts.loss_scaler.mode())) + ")");
+    }
+    const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms"));
+    sync->set_vote([&cluster, wait](bool finite) { return !cluster.barrier_vote("finite gradients", !finite, wait); });
+  }
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");

@@ -10,6 +10,7 @@
 
 #include "common/compression/codec.h"
 #include "common/compression/dense.h"
+#include "common/compression/fp16.h"
 
 namespace pshard::compression {
 namespace {
@@ -79,6 +80,15 @@ __attribute__((target("avx,f16c"))) size_t encode_f16c(const float* in, size_t n
   return i;
 }
 
+__attribute__((target("avx,f16c"))) size_t round_f16c(float* x, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+  }
+  return i;
+}
+
 __attribute__((target("avx,f16c"))) size_t decode_f16c(const uint8_t* in, size_t n, float* out) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -90,6 +100,7 @@ __attribute__((target("avx,f16c"))) size_t decode_f16c(const uint8_t* in, size_t
 bool has_f16c() { return false; }
 size_t encode_f16c(const float*, size_t, uint8_t*) { return 0; }
 size_t decode_f16c(const uint8_t*, size_t, float*) { return 0; }
+size_t round_f16c(float*, size_t) { return 0; }
 #endif
 
 class Fp16Codec final : public Codec {
@@ -117,5 +128,9 @@ class Fp16Codec final : public Codec {
 }  // namespace
 
 std::unique_ptr<Codec> make_fp16_codec() { return std::make_unique<Fp16Codec>(); }
+
+void round_to_fp16(float* x, size_t n) {
+  for (size_t i = has_f16c() ? round_f16c(x, n) : 0; i < n; ++i) x[i] = from_half(to_half(x[i]));
+}
 
 }  // namespace pshard::compression

@@ -65,27 +65,42 @@ void check_together(const Config& cfg, const std::string& origin) {
   }
   (void)TraceWindow::parse(cfg.get_string("trace.steps"), "config " + origin + ": key 'trace.steps'");
   const std::string precision = cfg.get_string("train.precision");
-  if (precision == "fp16") {
+  if (precision != "fp32" && cfg.get_string("train.device") == "cuda") {
     fail(origin, "train.precision",
-         "fp16 is not computed by this build: oneDNN 2.6 (Debian's libdnnl) has no fp16 convolution or matmul on "
-         "CPU and the CUDA backend computes in fp32 only; use bf16 on CPU");
+         precision +
+             " runs on CPU only (bf16: oneDNN's AVX512_BF16/AMX kernels); the CUDA backend computes in fp32 "
+             "only: use train.device = cpu or train.precision = fp32");
   }
-  if (precision == "bf16" && cfg.get_string("train.device") == "cuda") {
-    fail(origin, "train.precision",
-         "bf16 runs on CPU only (oneDNN's AVX512_BF16/AMX kernels); the CUDA backend computes in fp32 only: use "
-         "train.device = cpu or train.precision = fp32");
+  const std::string scaling = cfg.get_string("train.loss_scaling");
+  if (scaling != "none") {
+    if (cfg.get_string("train.device") == "cuda") {
+      fail(origin, "train.loss_scaling",
+           "loss scaling runs on CPU workers only (the CUDA backend computes in fp32): set it to none for cuda");
+    }
+    if (cfg.get_bool("cluster.restart_workers")) {
+      fail(origin, "train.loss_scaling",
+           "a worker restarted by cluster.restart_workers cannot take part in the workers' vote on each step to "
+           "skip: set cluster.restart_workers = false, or train.loss_scaling = none");
+    }
   }
 }
 
-// Defaults that follow another key: a bf16 job (train.precision) pushes gradients and pulls weights as bfloat16
-// unless its config names their encodings, since its convolutions and GEMMs read bf16 operands and float32 on the
-// wire would carry bits they drop. Resolved here, once, so that the run directory's config.toml (what the servers and
-// workers load) says what the job does.
+// Defaults that follow another key (train.loss_scaling = auto follows train.precision): a bf16 job (train.precision)
+// pushes gradients and pulls weights as bfloat16 unless its config names their encodings, since its convolutions and
+// GEMMs read bf16 operands and float32 on the wire would carry bits they drop. An fp16 job pulls fp16 weights for the
+// same reason, but pushes float32 gradients: unscaled gradients below fp16's range (2^-24) would reach the servers as
+// zeros. Resolved here, once, so that the run directory's config.toml (what the servers and workers load) says what the
+// job does.
 void apply_derived_defaults(std::map<std::string, std::string>& values,
                             const std::map<std::string, bool>& explicit_keys) {
-  if (values.at("train.precision") != "bf16") return;
+  const std::string precision = values.at("train.precision");
+  // train.loss_scaling = auto: dynamic loss scaling for fp16 (whose small gradients underflow without it), none else.
+  if (values.at("train.loss_scaling") == "auto")
+    values["train.loss_scaling"] = precision == "fp16" ? "dynamic" : "none";
+  if (precision == "fp32") return;
   for (const char* key : {"cluster.compression", "cluster.pull_precision"}) {
-    if (explicit_keys.count(key) == 0) values[key] = "bf16";
+    if (precision == "fp16" && std::string(key) == "cluster.compression") continue;
+    if (explicit_keys.count(key) == 0) values[key] = precision;
   }
 }
 

@@ -78,9 +78,19 @@ std::vector<ConfigKey> kSchema = {
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
     {"train.precision", T::kString, "fp32", 0, 0, "fp32|bf16|fp16",
-     "what a worker's convolutions and GEMMs read: fp32, or bf16 (oneDNN AVX512_BF16/AMX kernels, fp32 accumulation "
+     "what a worker's convolutions and GEMMs read: fp32, bf16 (oneDNN AVX512_BF16/AMX kernels, fp32 accumulation "
      "and outputs; batch norm, pooling, softmax and loss in fp32; CPU only); bf16 also makes cluster.compression and "
-     "cluster.pull_precision default to bf16. fp16 is refused: no backend of this build computes in it"},
+     "cluster.pull_precision default to bf16. fp16: the same with IEEE half operands (on CPU, where oneDNN has no "
+     "fp16 kernels, float32 kernels read operands rounded to half: fp16's numerics, slower than fp32; CPU only)"},
+    {"train.loss_scaling", T::kString, "auto", 0, 0, "auto|dynamic|static|none",
+     "multiply the loss by train.loss_scale before backward (so that small gradients survive fp16) and divide the "
+     "gradients back before the push; a step whose gradients are not finite on any worker is skipped by every worker "
+     "(nothing pushed, the weights stay as they were). dynamic: the scale halves at each skipped step and doubles "
+     "after train.loss_scale_growth_interval clean steps; static: it stays; auto: dynamic for fp16, none otherwise"},
+    {"train.loss_scale", T::kDouble, "65536", 1e-8, 1e30, "",
+     "train.loss_scaling: the initial (dynamic) or fixed (static) scale; a power of two scales without rounding"},
+    {"train.loss_scale_growth_interval", T::kInt, "2000", 1, 1e9, "",
+     "train.loss_scaling = dynamic: clean steps in a row after which the scale doubles"},
     {"train.cuda_conv_wgrad", T::kString, "gemm", 0, 0, "gemm|cudnn",
      "CUDA convolution weight gradient: gemm (im2col + one cuBLAS SGEMM per chunk of samples) or cudnn (cuDNN's "
      "deterministic direct algorithms); both deterministic"},

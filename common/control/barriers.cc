@@ -6,8 +6,10 @@
 
 namespace pshard::coordinator_detail {
 
-void Barriers::enter(const std::string& name, const std::string& id) {
-  entered_[{peers_.at(id).info.role, name}].insert(id);
+void Barriers::enter(const std::string& name, const std::string& id, bool vote) {
+  Round& round = entered_[{peers_.at(id).info.role, name}];
+  round.ids.insert(id);
+  round.vote = round.vote || vote;
   release_complete();
 }
 
@@ -15,15 +17,17 @@ void Barriers::release_complete() {
   for (auto it = entered_.begin(); it != entered_.end();) {
     bool complete = true;
     for (const auto& [id, p] : peers_) {
-      if (counts(p) && p.info.role == it->first.first && !it->second.count(id)) complete = false;
+      if (counts(p) && p.info.role == it->first.first && !it->second.ids.count(id)) complete = false;
     }
     if (!complete) {
       ++it;
       continue;
     }
     capnp::MallocMessageBuilder b;
-    b.initRoot<control::ControlMessage>().initBarrierRelease().setName(it->first.second);
-    for (const std::string& id : it->second) {
+    auto release = b.initRoot<control::ControlMessage>().initBarrierRelease();
+    release.setName(it->first.second);
+    release.setAnyVote(it->second.vote);
+    for (const std::string& id : it->second.ids) {
       if (peers_.at(id).state == Peer::State::kLive) outbox_.send(id, b);
     }
     PSHARD_LOG(kDebug) << "barrier '" << it->first.second << "' released";
@@ -39,8 +43,8 @@ std::optional<std::string> Barriers::stalemate() const {
       if (!counts(p) || p.info.role != role) continue;
       any_live = true;
       bool in_one = false;
-      for (const auto& [key, ids] : entered_) {
-        if (key.first != role || !ids.count(id)) continue;
+      for (const auto& [key, round] : entered_) {
+        if (key.first != role || !round.ids.count(id)) continue;
         in_one = true;
         waiting[key.second].insert(p.info.rank);
       }

@@ -22,9 +22,9 @@ class Barriers {
   // barrier of the others and hold none up.
   void set_aside(std::function<bool(const Peer&)> aside) { aside_ = std::move(aside); }
 
-  // Node `id` entered barrier `name`; releases it if every live node has now entered.
-  void enter(const std::string& name, const std::string& id);
-  // Sends barrierRelease for every barrier that all live nodes have entered.
+  // Node `id` entered barrier `name`, raising its flag or not (`vote`); releases it if every live node has now entered.
+  void enter(const std::string& name, const std::string& id, bool vote = false);
+  // Sends barrierRelease for every barrier that all live nodes have entered, saying whether any of them voted.
   void release_complete();
   // After release_complete(): when every live node of a role waits in a barrier and none of them can be released (the
   // nodes named their barriers differently), why, naming each barrier and who waits in it, e.g. "the workers wait in
@@ -37,7 +37,11 @@ class Barriers {
   const Peers& peers_;
   Outbox& outbox_;
   std::function<bool(const Peer&)> aside_;
-  std::map<std::pair<NodeRole, std::string>, std::set<std::string>> entered_;  // (role, name) -> routing ids in it
+  struct Round {
+    std::set<std::string> ids;  // routing ids of the nodes in it
+    bool vote = false;          // one of them raised its flag
+  };
+  std::map<std::pair<NodeRole, std::string>, Round> entered_;  // (role, name) -> the round waiting for release
 };
 
 }  // namespace pshard::coordinator_detail

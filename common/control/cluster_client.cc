@@ -43,6 +43,7 @@ struct ClusterClient::Impl {
     std::vector<uint32_t> workers;  // kStuck
     int64_t epoch = 0;              // kEpochEnter, kEpochJoined
     int64_t step = 0;               // kEpochEnter
+    bool vote = false;              // kBarrier: this node raises its flag
   };
 
   Options opt;
@@ -62,10 +63,11 @@ struct ClusterClient::Impl {
   bool aborted = false;
   std::string abort_reason;
   std::atomic<bool> stopping{false};
-  std::map<std::string, uint64_t> releases;  // barrier name -> number of releases seen
-  bool joins_running = false;                // ClusterMap.joinsRunning
-  std::optional<EpochPlan> plan;             // the last epoch plan received
-  bool shut_down = false;                    // a shutdown arrived
+  std::map<std::string, uint64_t> releases;   // barrier name -> number of releases seen
+  std::map<std::string, bool> release_votes;  // barrier name -> whether its last release said some node voted
+  bool joins_running = false;                 // ClusterMap.joinsRunning
+  std::optional<EpochPlan> plan;              // the last epoch plan received
+  bool shut_down = false;                     // a shutdown arrived
   std::deque<ClusterEvent> pending_events;
   std::function<void(const ClusterEvent&)> callback;
   bool leave_requested = false;
@@ -177,7 +179,9 @@ struct ClusterClient::Impl {
       case control::ControlMessage::BARRIER_RELEASE: {
         {
           std::lock_guard<std::mutex> lock(mu);
-          ++releases[root.getBarrierRelease().getName().cStr()];
+          auto release = root.getBarrierRelease();
+          ++releases[release.getName().cStr()];
+          release_votes[release.getName().cStr()] = release.getAnyVote();
         }
         cv.notify_all();
         break;
@@ -306,7 +310,9 @@ struct ClusterClient::Impl {
       for (const Command& c : todo) {
         if (c.kind == Command::Kind::kBarrier) {
           capnp::MallocMessageBuilder b;
-          b.initRoot<control::ControlMessage>().initBarrierEnter().setName(c.name);
+          auto enter = b.initRoot<control::ControlMessage>().initBarrierEnter();
+          enter.setName(c.name);
+          enter.setVote(c.vote);
           send(sock, b);
         } else if (c.kind == Command::Kind::kReport) {
           capnp::MallocMessageBuilder b;
@@ -418,7 +424,7 @@ struct ClusterClient::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (leave_requested) return;
       leave_requested = true;
-      commands.push_back(Command{kind, reason, status, {}, 0, 0});
+      commands.push_back(Command{kind, reason, status, {}, 0, 0, false});
     }
     wake();
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
@@ -493,18 +499,22 @@ const ClusterMap& ClusterClient::map() const { return impl_->map; }
 uint32_t ClusterClient::rank() const { return impl_->rank; }
 
 void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds timeout) {
+  (void)barrier_vote(name, false, timeout);
+}
+
+bool ClusterClient::barrier_vote(const std::string& name, bool vote, std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   std::unique_lock<std::mutex> lock(m.mu);
   const std::string who = std::string(role_name(m.opt.role)) + " " + std::to_string(m.rank);
   if (m.aborted) throw Error("barrier '" + name + "' on " + who + ": the job was aborted: " + m.abort_reason);
   if (m.leave_requested || m.thread_done) throw Error("barrier '" + name + "' on " + who + ": already left the job");
   const uint64_t generation = m.releases[name];
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}, 0, 0});
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}, 0, 0, vote});
   lock.unlock();
   m.wake();
   lock.lock();
   bool ok = m.cv.wait_for(lock, timeout, [&] { return m.releases[name] > generation || m.aborted || m.thread_done; });
-  if (m.releases[name] > generation) return;
+  if (m.releases[name] > generation) return m.release_votes[name];
   if (m.aborted)
     throw Error("barrier '" + name + "' on " + who + " interrupted: the job was aborted: " + m.abort_reason);
   if (m.thread_done) throw Error("barrier '" + name + "' on " + who + ": left the job while waiting");
@@ -527,7 +537,7 @@ std::optional<EpochPlan> ClusterClient::enter_epoch(int64_t epoch, int64_t step,
   if (m.leave_requested || m.thread_done) throw Error(what + ": already left the job");
   // Plans come in epoch order; the one asked for is the first with a later epoch than the last seen.
   const int64_t seen = m.plan ? m.plan->epoch : 0;
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kEpochEnter, "", 0, {}, epoch, step});
+  m.commands.push_back(Impl::Command{Impl::Command::Kind::kEpochEnter, "", 0, {}, epoch, step, false});
   lock.unlock();
   m.wake();
   lock.lock();
@@ -545,7 +555,7 @@ void ClusterClient::epoch_joined(int64_t epoch) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kEpochJoined, "", 0, {}, epoch, 0});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kEpochJoined, "", 0, {}, epoch, 0, false});
   }
   impl_->wake();
 }
@@ -562,7 +572,7 @@ void ClusterClient::report(const Json& event) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;  // after leave() there is nobody to report to
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}, 0, 0});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}, 0, 0, false});
   }
   impl_->wake();
 }
@@ -571,7 +581,7 @@ void ClusterClient::report_stuck(const std::vector<uint32_t>& workers, const std
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;
-    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kStuck, reason, 0, workers, 0, 0});
+    impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kStuck, reason, 0, workers, 0, 0, false});
   }
   impl_->wake();
 }

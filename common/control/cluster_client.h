@@ -87,6 +87,9 @@ class ClusterClient {
   // Blocks until every live node of this node's role (workers: every worker) has entered barrier `name`.
   // Throws pshard::Error on timeout or when the job is aborted meanwhile.
   void barrier(const std::string& name, std::chrono::milliseconds timeout);
+  // The same barrier, where each node may raise a flag: true when some node of the round raised it (the same answer
+  // on every node). The workers agree this way on a step to skip (a non-finite gradient on any of them).
+  bool barrier_vote(const std::string& name, bool vote, std::chrono::milliseconds timeout);
 
   // Elastic jobs (workers): waits at the start of `epoch`, whose first step is `step`, until the coordinator says who
   // trains it. A worker that joined the running job passes epoch 0 and step -1 and gets the plan of the epoch it

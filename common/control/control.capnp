@@ -79,11 +79,13 @@ struct ClusterMap {
 # node -> coordinator: this node has reached barrier `name`.
 struct BarrierEnter {
   name @0 :Text;                # barrier name; a name can be reused once its previous round was released
+  vote @1 :Bool;                # this node raises a flag in this round (e.g. its gradients are not finite)
 }
 
 # coordinator -> node: every live node entered barrier `name`.
 struct BarrierRelease {
   name @0 :Text;
+  anyVote @1 :Bool;             # some node that entered this round raised its flag (BarrierEnter.vote)
 }
 
 # Both directions: liveness. Nodes send one every heartbeat interval (and one

@@ -212,9 +212,9 @@ struct Coordinator::Impl {
   }
 
   // --- running ---------------------------------------------------------------
-  void on_barrier(Peer& p, const std::string& name) {
+  void on_barrier(Peer& p, const std::string& name, bool vote) {
     if (phase != Phase::kRunning && phase != Phase::kShuttingDown) return;
-    barriers.enter(name, p.id);
+    barriers.enter(name, p.id, vote);
     abort_if_barriers_stalled();
   }
 
@@ -451,7 +451,11 @@ struct Coordinator::Impl {
       Liveness::heard_from(p);
       switch (root.which()) {
         case control::ControlMessage::HEARTBEAT: liveness.echo(id, root.getHeartbeat().getSeq()); break;
-        case control::ControlMessage::BARRIER_ENTER: on_barrier(p, root.getBarrierEnter().getName().cStr()); break;
+        case control::ControlMessage::BARRIER_ENTER: {
+          auto enter = root.getBarrierEnter();
+          on_barrier(p, enter.getName().cStr(), enter.getVote());
+          break;
+        }
         case control::ControlMessage::LEAVE: {
           auto leave = root.getLeave();
           std::string reason = std::string(leave.getReason().cStr()).substr(0, 1024);

@@ -32,6 +32,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("fp32_bytes_sent", fp32_bytes_sent).set("fp32_bytes_recv", fp32_bytes_recv);
   j.set("shm_bytes_sent", shm_bytes_sent).set("shm_bytes_recv", shm_bytes_recv);
   if (has_gpu) j.set("gpu_util_pct", gpu_util_pct).set("gpu_mem_peak_bytes", gpu_mem_peak_bytes);
+  if (has_loss_scale) j.set("loss_scale", loss_scale).set("skipped_steps", skipped_steps);
   return j;
 }
 
@@ -97,6 +98,14 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
     }
     r.gpu_mem_peak_bytes = static_cast<uint64_t>(count("gpu_mem_peak_bytes", kMaxCount));
   }
+  r.has_loss_scale = j.has("loss_scale");  // optional: present when the worker scales its loss
+  if (r.has_loss_scale) {
+    r.loss_scale = number("loss_scale");
+    if (!(r.loss_scale > 0)) {
+      throw Error("worker epoch report: field 'loss_scale': " + Json(r.loss_scale).dump() + " is not positive");
+    }
+    r.skipped_steps = static_cast<int64_t>(count("skipped_steps", kMaxCount));
+  }
   return r;
 }
 
@@ -129,7 +138,15 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   Json workers = Json::array();
   Mean gpu_util;
   uint64_t gpu_mem_peak = 0;
+  bool scaled = false;
+  double loss_scale = 0;
+  int64_t skipped = 0;
   for (const WorkerEpochReport& r : reports) {
+    if (r.has_loss_scale) {
+      scaled = true;
+      loss_scale = std::max(loss_scale, r.loss_scale);
+      skipped = std::max(skipped, r.skipped_steps);
+    }
     gpu_util.add(r.has_gpu, r.gpu_util_pct, 1);
     if (r.has_gpu) gpu_mem_peak = std::max(gpu_mem_peak, r.gpu_mem_peak_bytes);
     samples += r.samples;
@@ -194,6 +211,7 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   e.set("network_bytes_per_host_step", steps > 0 ? Json(net_max / static_cast<double>(steps)) : Json());
   e.set("shm_bytes_per_host_step", steps > 0 ? Json(shm_max / static_cast<double>(steps)) : Json());
   if (gpu_util.n > 0) e.set("gpu_util_pct", gpu_util.value()).set("gpu_mem_peak_bytes", gpu_mem_peak);
+  if (scaled) e.set("loss_scale", loss_scale).set("skipped_steps", skipped);
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
 }
@@ -229,6 +247,10 @@ void RunTotals::add_epoch(const Json& epoch_event) {
     gpu_util_s_ += s;
     gpu_mem_peak_ = std::max(gpu_mem_peak_, num("gpu_mem_peak_bytes"));
   }
+  if (epoch_event.has("loss_scale")) {
+    has_loss_scale_ = true;
+    skipped_steps_ += num("skipped_steps");
+  }
 }
 
 Json RunTotals::summary(double wall_s) const {
@@ -252,6 +274,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("network_bytes_per_host_step", steps_ > 0 ? Json(net_max / steps_) : Json());
   s.set("shm_bytes_per_host_step", steps_ > 0 ? Json(shm_max / steps_) : Json());
   if (has_gpu_) s.set("gpu_util_pct", gpu_util_weighted_ / gpu_util_s_).set("gpu_mem_peak_bytes", gpu_mem_peak_);
+  if (has_loss_scale_) s.set("loss_scale", last("loss_scale")).set("skipped_steps", skipped_steps_);
   return s;
 }
 

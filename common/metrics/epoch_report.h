@@ -47,6 +47,10 @@ struct WorkerEpochReport {
   bool has_gpu = false;
   double gpu_util_pct = 0;          // mean utilisation, percent
   uint64_t gpu_mem_peak_bytes = 0;  // highest memory use of the GPU
+  // Loss scaling (train.loss_scaling): has_loss_scale false (the fields absent from the JSON) when it is off.
+  bool has_loss_scale = false;
+  double loss_scale = 0;      // the scale at the end of the epoch
+  int64_t skipped_steps = 0;  // steps of the epoch skipped since some worker's gradients were not finite
 
   // Fills the gpu fields from what `sampler` gathered since its last take (nothing when it is null or has nothing).
   void take_gpu_usage(GpuSampler* sampler);
@@ -61,7 +65,8 @@ struct WorkerEpochReport {
 // shared memory apart), and network_bytes_per_host_step / shm_bytes_per_host_step are the busiest host's per step. Each
 // figure combines the workers that measured it (null when none did); a non-finite one makes the combined figure
 // non-finite. gpu_util_pct (mean over the workers that sampled a GPU) and gpu_mem_peak_bytes (the highest of theirs)
-// are there only when some worker sampled one.
+// are there only when some worker sampled one; loss_scale and skipped_steps (the highest of the workers': in a sync job
+// they agree) only when the workers scale the loss.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
 // Totals over the run, fed with every combined `epoch` event; summary()
@@ -84,6 +89,8 @@ class RunTotals {
   double gpu_util_weighted_ = 0, gpu_util_s_ = 0;  // utilisation weighted by epoch_s, over the epochs that have it
   double gpu_mem_peak_ = 0;
   bool has_gpu_ = false;
+  bool has_loss_scale_ = false;
+  double skipped_steps_ = 0;
 };
 
 }  // namespace pshard

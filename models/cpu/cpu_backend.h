@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
   // block_channels (oneDNN only): activations with a multiple of 16 channels in blocks of 16 (channel_block), or in
   // bf16 all channels in one block (NHWC, the layout of oneDNN's AMX convolutions); false keeps every activation NCHW,
   // for tests that compare single operations with another backend's. precision: what the convolutions and GEMMs read
-  // (models/precision.h); bf16 needs the oneDNN kernels, fp16 is refused (an Error).
+  // (models/precision.h); bf16 and fp16 need the oneDNN kernels (an Error otherwise).
   explicit CpuBackend(int threads = 0, CpuKernels kernels = CpuKernels::kOneDnn, bool block_channels = true,
                       Precision precision = Precision::kFp32);
   ~CpuBackend() override;

@@ -2,9 +2,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 #include <utility>
 
+#include "common/compression/fp16.h"
 #include "common/error.h"
 #include "models/cpu/onednn_state.h"
 
@@ -20,10 +22,17 @@ void cap_threads_at_limit() {
   const int limit = omp_get_thread_limit();
   if (omp_get_max_threads() > limit) omp_set_num_threads(limit);
 }
+
+// What a convolution or matmul reads as its operands: its source, weights and output gradient (not the bias).
+bool is_operand(const dnnl::primitive& p, const Arg& a) {
+  const auto kind = p.get_kind();
+  if (kind != dnnl::primitive::kind::convolution && kind != dnnl::primitive::kind::matmul) return false;
+  return !a.output && (a.id == DNNL_ARG_SRC || a.id == DNNL_ARG_WEIGHTS || a.id == DNNL_ARG_DIFF_DST);
+}
 }  // namespace
 
-OneDnnKernels::State::State(Arena a, bool block, memory::data_type operand_type)
-    : arena(std::move(a)), block_channels(block), operand(operand_type) {
+OneDnnKernels::State::State(Arena a, bool block, memory::data_type operand_type, bool fp16_operands)
+    : arena(std::move(a)), block_channels(block), operand(operand_type), fp16(fp16_operands) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 }
 
@@ -37,6 +46,8 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   };
   // Arena layout: one region per reordered tensor (inputs read by several steps share theirs), then one scratchpad
   // region for the largest step (steps run one after the other).
+  // fp16 operands are a copy rounded to half precision, in the arena even where the format is the caller's.
+  auto rounded = [&](size_t s, const Arg& a) { return fp16 && is_operand(steps[s].primitive, a); };
   struct Placed {
     size_t offset;
     bool shared;  // an input already reordered for an earlier step
@@ -46,11 +57,11 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   for (size_t s = 0; s < steps.size(); ++s) {
     for (const Arg& a : steps[s].args) {
       Placed p{0, false};
-      if (a.want != a.plain) {
+      if (a.want != a.plain || rounded(s, a)) {
         for (size_t e = 0; e < s && !p.shared; ++e) {
           for (size_t i = 0; i < steps[e].args.size(); ++i) {
             const Arg& b = steps[e].args[i];
-            if (!a.output && !b.output && b.data == a.data && b.want == a.want) {
+            if (!a.output && !b.output && b.data == a.data && b.want == a.want && rounded(e, b) == rounded(s, a)) {
               p = {placed[e][i].offset, true};
               break;
             }
@@ -71,7 +82,8 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
     for (size_t i = 0; i < steps[s].args.size(); ++i) {
       const Arg& a = steps[s].args[i];
       memory user(a.plain, engine, a.data);
-      if (a.want == a.plain) {
+      const bool round = rounded(s, a);
+      if (a.want == a.plain && !round) {
         exec_args.emplace(a.id, user);
         continue;
       }
@@ -79,7 +91,13 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
       if (a.output) {
         write_back.emplace_back(mine, user);
       } else if (!placed[s][i].shared) {
-        dnnl::reorder(user, mine).execute(stream, user, mine);
+        if (a.want == a.plain) {
+          std::memcpy(mine.get_data_handle(), a.data, a.plain.get_size());
+        } else {
+          dnnl::reorder(user, mine).execute(stream, user, mine);
+          stream.wait();
+        }
+        if (round) compression::round_to_fp16(static_cast<float*>(mine.get_data_handle()), a.want.get_size() / 4);
       }
       exec_args.emplace(a.id, mine);
     }
@@ -90,22 +108,9 @@ void OneDnnKernels::State::run(const std::vector<Step>& steps) {
   stream.wait();
 }
 
-namespace {
-memory::data_type operand_type(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16: return kBf16;
-    case Precision::kFp16:
-      throw Error(
-          "train.precision = fp16: oneDNN 2.6 (Debian's libdnnl) has no fp16 convolution or matmul on CPU; use bf16 "
-          "on CPU (this CPU's AVX512_BF16/AMX kernels)");
-    case Precision::kFp32: break;
-  }
-  return kF32;
-}
-}  // namespace
-
 OneDnnKernels::OneDnnKernels(Arena arena, bool block_channels, Precision precision)
-    : state_(std::make_unique<State>(std::move(arena), block_channels, operand_type(precision))) {
+    : state_(std::make_unique<State>(std::move(arena), block_channels, precision == Precision::kBf16 ? kBf16 : kF32,
+                                     precision == Precision::kFp16)) {
   cap_threads_at_limit();  // before any primitive is created: some pick their split when they are made
 }
 OneDnnKernels::~OneDnnKernels() = default;

@@ -22,7 +22,8 @@ namespace pshard::models::cpu {
 // Precision::kBf16: convolutions and matmuls read their operands (src, weights, diff_dst) as bfloat16, reordered
 // from the caller's float32 into the arena, and accumulate and write (dst, diff_src, diff_weights, bias) in float32
 // (AMX / AVX512_BF16 kernels); batch norm and pooling stay float32. oneDNN 2.6 has no fp16 convolution or matmul on
-// CPU: Precision::kFp16 is an Error.
+// CPU: with Precision::kFp16 the float32 primitives read copies of their operands rounded to half precision (fp16's
+// values, range and overflow; slower than float32, for checking fp16 training where no fp16 hardware is).
 //
 //   OneDnnKernels dnn([&](int64_t floats) { return backend.workspace(floats); }, /*block_channels=*/true);
 //   dnn.conv2d_forward(shape, x, w, bias, y);

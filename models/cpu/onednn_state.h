@@ -91,22 +91,25 @@ struct OneDnnKernels::State {
   // What convolutions and matmuls read their operands (src, weights, diff_dst) as: f32, or bf16 (train.precision);
   // what they write is always f32.
   memory::data_type operand;
+  // train.precision = fp16: oneDNN 2.6 has no fp16 convolution or matmul on CPU, so they run in f32 on copies of
+  // their operands rounded to half precision (the values, range and overflow an fp16 kernel reads; slower than f32).
+  bool fp16 = false;
   bool nhwc() const { return block_channels && operand == kBf16; }
   memory::desc activation(const memory::dims& nchw) const {
     if (nhwc()) return memory::desc(nchw, kF32, Tag::nhwc);
     return memory::desc(nchw, kF32, block_channels && nchw[1] % 16 == 0 ? Tag::nChw16c : Tag::nchw);
   }
 
-  State(Arena a, bool block, memory::data_type operand_type);
+  State(Arena a, bool block, memory::data_type operand_type, bool fp16_operands);
   // One primitive and its arguments.
   struct Step {
     const dnnl::primitive& primitive;
     memory::desc scratchpad;
     std::vector<Arg> args;
   };
-  // Runs the steps in order: inputs whose format differs from the caller's are reordered into arena memory first
-  // (once, when several steps read the same buffer in the same format), outputs are computed in arena memory and
-  // reordered back to the caller's buffers after their step. Waits until done.
+  // Runs the steps in order: inputs whose format differs from the caller's (and fp16 operands) are reordered into
+  // arena memory first (once, when several steps read the same buffer in the same format), outputs are computed in
+  // arena memory and reordered back to the caller's buffers after their step. Waits until done.
   void run(const std::vector<Step>& steps);
   void run(const dnnl::primitive& p, const memory::desc& scratchpad, const std::vector<Arg>& args) {
     run({Step{p, scratchpad, args}});

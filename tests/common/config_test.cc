@@ -143,12 +143,34 @@ TEST(Config, Bf16JobDefaultsItsWireEncodingsToBf16) {
 }
 
 TEST(Config, PrecisionsNoBackendComputesAreRefused) {
-  const std::string fp16 = error_of("", {"train.precision=fp16"});
-  EXPECT_NE(fp16.find("train.precision"), std::string::npos) << fp16;
-  EXPECT_NE(fp16.find("fp16 is not computed by this build"), std::string::npos) << fp16;
   const std::string cuda = error_of("", {"train.precision=bf16", "train.device=cuda"});
   EXPECT_NE(cuda.find("bf16 runs on CPU only"), std::string::npos) << cuda;
+  const std::string fp16_cuda = error_of("", {"train.precision=fp16", "train.device=cuda"});
+  EXPECT_NE(fp16_cuda.find("fp16 runs on CPU only"), std::string::npos) << fp16_cuda;
   EXPECT_NE(error_of("", {"train.precision=int8"}).find("train.precision"), std::string::npos);
+}
+
+// train.loss_scaling = auto is resolved when the config is read: dynamic for fp16 (which pulls fp16 weights and
+// pushes float32 gradients, since unscaled gradients below half's range would arrive as zeros), none otherwise.
+TEST(Config, Fp16JobScalesItsLossAndPushesFloat32Gradients) {
+  Config fp16 = Config::from_string("[train]\nprecision = \"fp16\"\n", "t.toml");
+  EXPECT_EQ(fp16.get_string("train.loss_scaling"), "dynamic");
+  EXPECT_EQ(fp16.get_string("cluster.pull_precision"), "fp16");
+  EXPECT_EQ(fp16.get_string("cluster.compression"), "none");
+  EXPECT_EQ(Config::from_string(fp16.to_toml(), "dump.toml").get_string("train.loss_scaling"), "dynamic");
+  EXPECT_EQ(Config::from_string("", "t.toml").get_string("train.loss_scaling"), "none");
+  EXPECT_EQ(Config::from_string("", "t.toml", {"train.precision=bf16"}).get_string("train.loss_scaling"), "none");
+  EXPECT_EQ(Config::from_string("", "t.toml", {"train.precision=fp16", "train.loss_scaling=none"})
+                .get_string("train.loss_scaling"),
+            "none");
+  // What cannot take part in the workers' vote on a step to skip is refused, naming the key.
+  const std::string restart =
+      error_of("", {"train.loss_scaling=static", "cluster.failure_policy=continue", "cluster.restart_workers=true"});
+  EXPECT_NE(restart.find("train.loss_scaling"), std::string::npos) << restart;
+  EXPECT_NE(restart.find("cluster.restart_workers"), std::string::npos) << restart;
+  const std::string cuda = error_of("", {"train.loss_scaling=dynamic", "train.device=cuda"});
+  EXPECT_NE(cuda.find("loss scaling runs on CPU workers only"), std::string::npos) << cuda;
+  EXPECT_NE(error_of("", {"train.loss_scale=0"}).find("train.loss_scale"), std::string::npos);
 }
 
 TEST(Config, ToTomlRoundTrips) {

@@ -229,6 +229,11 @@ void KvSync::end_step(int64_t) {
   staging_->finish_uploads();
 }
 
+void KvSync::skip_step(int64_t) {
+  // Nothing was pushed, so no pull is pending: the model keeps this step's weights for the next one.
+  staging_->finish_uploads();
+}
+
 bool KvSync::stop_before(int64_t step) {
   // The replies that bring this step's weights say whether the servers stopped the job here (stopAt): the first
   // layer's arrive first, and the forward would wait for them next anyway.

@@ -58,6 +58,9 @@ class KvSync : public ParameterSync {
   // checkpoint.on_sigterm = checkpoint: once `*signalled` (SIGTERM), the pushes of the next step begun carry the
   // stop flag, and every worker of the job ends at the boundary after it (stop_before), where the servers checkpoint.
   void set_stop_signal(const std::atomic<bool>* signalled) { stop_signal_ = signalled; }
+  // Sync jobs with loss scaling: how the workers agree on a step to skip; `vote(finite)` returns whether every
+  // worker's gradients of the step were finite (ClusterClient::barrier_vote). Unset: this worker answers alone.
+  void set_vote(std::function<bool(bool finite)> vote) { vote_ = std::move(vote); }
   // Elastic jobs: the global batch of the epoch's members, which the learning rate reported follows (the servers'
   // follows the workers whose gradients each update holds).
   void set_global_batch(int64_t global_batch) {
@@ -70,6 +73,8 @@ class KvSync : public ParameterSync {
   void wait_layer(int layer) override;
   void grads_ready(int first, int count) override;
   void end_step(int64_t) override;
+  bool all_finite(bool finite) override { return vote_ ? vote_(finite) : finite; }
+  void skip_step(int64_t) override;
   void sync_all() override;
   bool stop_before(int64_t step) override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
@@ -97,6 +102,7 @@ class KvSync : public ParameterSync {
   int64_t start_step_ = 0;
   bool rejoin_ = false;
   std::function<bool()> initialiser_;
+  std::function<bool(bool)> vote_;
   double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
   const std::atomic<bool>* stop_signal_ = nullptr;
   bool stop_asked_ = false;     // this worker's pushes of one step carried the stop flag

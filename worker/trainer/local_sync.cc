@@ -42,4 +42,8 @@ void LocalSync::end_step(int64_t step) {
   }
 }
 
+void LocalSync::skip_step(int64_t) {
+  staging_->finish_uploads();  // as end_step: the next step's uploads reuse the buffers
+}
+
 }  // namespace pshard::trainer

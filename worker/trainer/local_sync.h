@@ -31,6 +31,7 @@ class LocalSync : public ParameterSync {
   void wait_layer(int) override {}
   void grads_ready(int, int) override {}
   void end_step(int64_t step) override;
+  void skip_step(int64_t) override;
   void sync_all() override {}
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
   SyncStats stats() const override { return {}; }

@@ -29,6 +29,7 @@ Json StepEvent::to_json() const {
                .set("wall_s", wall_s)
                .set("step_s", step_s);
   phases.set_fields(j);
+  if (loss_scale > 0) j.set("loss_scale", loss_scale).set("skipped", skipped);
   return j;
 }
 namespace {
@@ -74,8 +75,9 @@ WorkerEpochReport new_epoch_report(uint32_t rank, int64_t epoch, bool classifica
 
 // One step's forward and backward (or, with train.simulate_compute_ms, sleeps that stand in for them), waiting for
 // each layer's weights and handing over each layer's gradients as the sync asks, so communication overlaps compute.
+// hand_over false (loss scaling): the gradients stay with the model, for the check before they are handed over.
 models::StepResult compute_step(models::Model& model, ParameterSync& sync, double simulate_compute_ms,
-                                const data::Batch& batch, StepTrace& trace) {
+                                const data::Batch& batch, StepTrace& trace, bool hand_over) {
   const int num_layers = model.num_layers();
   const std::vector<models::ParamRef>& params = model.params();
   models::StepResult r;
@@ -91,7 +93,7 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
     {
       ScopedPhase backward(WorkerPhase::kBackward);
       sleep_ms(simulate_compute_ms * 2 / 3);
-      sync.grads_ready(0, static_cast<int>(params.size()));
+      if (hand_over) sync.grads_ready(0, static_cast<int>(params.size()));
     }
     r.n = batch.n;
     return r;
@@ -110,22 +112,23 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
   trace.layer_start();
   model.backward([&](int first, int count) {
     trace.layer_done(StepTrace::Pass::kBackward, params[static_cast<size_t>(first)].layer);
-    sync.grads_ready(first, count);
+    if (hand_over) sync.grads_ready(first, count);
     trace.layer_start();
   });
   return r;
 }
 
 // The `step` event of a step that ended now; its time and phases when it was logged (`begun` holds their start).
-StepEvent step_event(uint32_t rank, int64_t epoch, int64_t step, const models::StepResult& r, const ParameterSync& sync,
-                     const std::optional<Mark>& begun, PhaseClock& clock, const PhaseTotals& totals,
-                     Clock::time_point run_start) {
+// sync_step: the sync's number of the step (it lags `step` by the steps loss scaling skipped).
+StepEvent step_event(uint32_t rank, int64_t epoch, int64_t step, int64_t sync_step, const models::StepResult& r,
+                     const ParameterSync& sync, const std::optional<Mark>& begun, PhaseClock& clock,
+                     const PhaseTotals& totals, Clock::time_point run_start) {
   StepEvent ev;
   ev.rank = rank;
   ev.epoch = epoch;
   ev.step = step;
   ev.loss = r.n ? r.loss_sum / static_cast<double>(r.n) : 0.0;
-  ev.lr = sync.lr_at(step);
+  ev.lr = sync.lr_at(sync_step);
   if (begun) {
     ev.step_s = seconds_between(begun->at, clock.flush());
     ev.phases = WorkerPhaseSeconds::between(begun->phases, totals.seconds());
@@ -135,14 +138,14 @@ StepEvent step_event(uint32_t rank, int64_t epoch, int64_t step, const models::S
 }
 
 // The training part of the epoch that began at `begun` ended after `step`: its wall time, phases, last lr and traffic.
-void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t first_step, int64_t step,
+void end_epoch(WorkerEpochReport* report, const Mark& begun, int64_t first_step, int64_t step, int64_t sync_step,
                const ParameterSync& sync, PhaseClock& clock, const PhaseTotals& totals, StepTrace& trace) {
   report->epoch_s = seconds_between(begun.at, clock.flush());
   trace.end_epoch();
   report->phases = WorkerPhaseSeconds::between(begun.phases, totals.seconds());
   report->step = step;
   report->steps = step - first_step;
-  report->lr = sync.lr_at(step - 1);
+  report->lr = sync.lr_at(std::max<int64_t>(sync_step - 1, 0));  // 0: every step of the run so far was skipped
   const SyncStats comm = sync.stats();
   report->bytes_sent = comm.bytes_sent - begun.comm.bytes_sent;
   report->bytes_recv = comm.bytes_recv - begun.comm.bytes_recv;
@@ -166,6 +169,7 @@ TrainerOptions TrainerOptions::from_config(const Config& cfg, uint32_t rank, uin
   o.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
   o.prefetch = static_cast<int>(cfg.get_int("data.prefetch"));
   o.simulate_compute_ms = cfg.get_double("train.simulate_compute_ms");
+  o.loss_scaler = LossScaler::from_config(cfg);
   return o;
 }
 
@@ -242,6 +246,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                               : at_end         ? options_.epochs
                                                : step / steps_per_epoch_ + 1;
   data::Batch batch;
+  LossScaler& scaler = options_.loss_scaler;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     int64_t steps = steps_per_epoch_;
     if (elastic) {
@@ -259,9 +264,11 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
       if (!loader->next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
+    const int64_t epoch_skipped = scaler.skipped();
     for (int64_t i = skip; i < steps; ++i, ++step) {
-      if (sync_.stop_before(step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
-        stopped_at_ = step;
+      const int64_t sync_step = step - scaler.skipped();
+      if (sync_.stop_before(sync_step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
+        stopped_at_ = sync_step;
         break;
       }
       const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
@@ -271,27 +278,59 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
         ScopedPhase data(WorkerPhase::kData);
         if (!loader->next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
       }
-      sync_.begin_step(step);
-      const models::StepResult r = compute_step(model_, sync_, options_.simulate_compute_ms, batch, trace);
-      sync_.end_step(step);
+      sync_.begin_step(sync_step);
+      const float loss_scale = scaler.scale();
+      if (scaler.active()) model_.set_loss_scale(loss_scale);
+      const models::StepResult r =
+          compute_step(model_, sync_, options_.simulate_compute_ms, batch, trace, !scaler.active());
+      bool applied = true;
+      if (scaler.active()) {
+        bool finite = true;
+        {
+          ScopedPhase unscale(WorkerPhase::kBackward);
+          finite = scaler.unscale(model_.params());
+        }
+        {
+          ScopedPhase vote(WorkerPhase::kCommWait);
+          applied = sync_.all_finite(finite);
+        }
+        if (applied) sync_.grads_ready(0, static_cast<int>(model_.params().size()));
+        scaler.update(applied);  // an Error when every step is being skipped
+      }
+      if (applied) {
+        sync_.end_step(sync_step);
+      } else {
+        sync_.skip_step(sync_step);
+      }
       trace.end_step(step);
       report.samples += r.n;
       report.loss_sum += r.loss_sum;
       report.correct += r.correct;
       const bool diverged = !std::isfinite(r.loss_sum);
-      if ((logged || diverged) && on_step) {
-        on_step(step_event(options_.rank, epoch, step, r, sync_, step_start, clock, totals, start));
+      if ((logged || diverged || !applied) && on_step) {
+        StepEvent ev = step_event(options_.rank, epoch, step, sync_step, r, sync_, step_start, clock, totals, start);
+        if (scaler.active()) {
+          ev.loss_scale = loss_scale;
+          ev.skipped = !applied;
+        }
+        on_step(ev);
       }
       // Nothing useful comes after a non-finite loss (the weights are NaN from here on), so a
-      // diverged run stops now with the reason instead of burning its remaining epochs.
-      if (diverged) {
+      // diverged run stops now with the reason instead of burning its remaining epochs. With loss scaling such a
+      // step is skipped instead, and only a run that skips step after step ends (LossScaler::update).
+      if (diverged && !scaler.active()) {
         throw Error("training diverged: the loss of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
-                    ") is not finite at learning rate " + std::to_string(sync_.lr_at(step)) +
+                    ") is not finite at learning rate " + std::to_string(sync_.lr_at(sync_step)) +
                     "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
       }
     }
     if (stopped_at_ >= 0) break;  // the epoch is not over: a resumed run reports it
-    end_epoch(&report, epoch_start, epoch_first_step, step, sync_, clock, totals, trace);
+    end_epoch(&report, epoch_start, epoch_first_step, step, step - scaler.skipped(), sync_, clock, totals, trace);
+    if (scaler.active()) {
+      report.has_loss_scale = true;
+      report.loss_scale = scaler.scale();
+      report.skipped_steps = scaler.skipped() - epoch_skipped;
+    }
     if (options_.eval) {
       const auto eval_start = Clock::now();
       sync_.sync_all();

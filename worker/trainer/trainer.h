@@ -12,6 +12,7 @@
 #include "common/metrics/phases.h"
 #include "common/util/json.h"
 #include "worker/data/dataset.h"
+#include "worker/trainer/loss_scaler.h"
 #include "worker/trainer/parameter_sync.h"
 
 namespace pshard {
@@ -54,6 +55,10 @@ struct TrainerOptions {
   int64_t elastic_global_batch = 0;
   // Each plan as the epoch starts, with its steps and this worker's batch (to log it, to follow its global batch).
   std::function<void(const EpochPlan&, int64_t steps, int64_t batch)> on_plan;
+  // train.loss_scaling: the loss scale backward starts from, and its rule. A skipped step (some worker's gradients
+  // not finite) consumes its batch but not a step of the servers: the sync's step number lags the data's by the steps
+  // skipped so far, the same on every worker.
+  LossScaler loss_scaler;
 
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };
@@ -65,6 +70,8 @@ struct StepEvent {
   double loss = 0, lr = 0, wall_s = 0;
   double step_s = 0;          // this step's wall time
   WorkerPhaseSeconds phases;  // where step_s went; adds up to it
+  double loss_scale = 0;      // loss scaling: the scale of this step (0: no loss scaling; absent from the JSON)
+  bool skipped = false;       // loss scaling: the step was skipped (some worker's gradients were not finite)
 
   // The `step` line of metrics.jsonl (docs/METRICS.md).
   Json to_json() const;

@@ -1,4 +1,6 @@
 // fp16: exact where half precision is exact, relative error <= 2^-11 in the normal range, IEEE rounding and limits.
+#include "common/compression/fp16.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +92,26 @@ TEST(Fp16Codec, WrongLengthRefused) {
   CheckResult r = check_encoded(Encoding::FP16, bytes.data(), bytes.size(), 10);
   EXPECT_EQ(r.kind, CheckResult::kWrongLength);
   EXPECT_NE(r.why.find("fp16 payload of 19 bytes, expected 20"), std::string::npos) << r.why;
+}
+
+// round_to_fp16 (what fp16 compute reads) gives the codec's round trip, bit for bit, on the 8-wide path and the tail,
+// infinities and NaN included.
+TEST(RoundToFp16, EqualsTheCodecsRoundTrip) {
+  std::vector<float> in = random_values(1003, 11, 1000.0f);
+  in[3] = 70000.0f;
+  in[500] = -std::numeric_limits<float>::infinity();
+  in[1001] = std::numeric_limits<float>::quiet_NaN();
+  in[1002] = 1.0f + std::ldexp(1.0f, -11);  // halfway: rounds to 1 (the tail's scalar path)
+  auto c = make_codec({Encoding::FP16});
+  const std::vector<float> want = decode(Encoding::FP16, encode(*c, in), in.size());
+  std::vector<float> got = in;
+  round_to_fp16(got.data(), got.size());
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * sizeof(float)), 0);
+  EXPECT_EQ(got[3], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(got[1001]));
+  EXPECT_EQ(got[1002], 1.0f);
+  EXPECT_NE(got[0], in[0]);  // random values are rarely halves already
 }
 
 }  // namespace

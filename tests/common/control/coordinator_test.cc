@@ -274,6 +274,27 @@ TEST(Coordinator, BarrierReleasesEveryoneAndTimesOutWithAClearError) {
   EXPECT_LT(Clock::now() - t0, milliseconds(2000));
 }
 
+// A barrier whose entrants vote: every worker learns whether any of them raised its flag in that round, and the next
+// round of the same name starts with no flag raised.
+TEST(Coordinator, BarrierVoteTellsEveryWorkerWhetherAnyRaisedItsFlag) {
+  Coordinator coord(coord_options(1, 3));
+  coord.start();
+  auto nodes = join_all(
+      {client_options(coord.endpoint(), NodeRole::kServer), client_options(coord.endpoint(), NodeRole::kWorker),
+       client_options(coord.endpoint(), NodeRole::kWorker), client_options(coord.endpoint(), NodeRole::kWorker)});
+  // Round 0: nobody votes; round 1: only the last worker; round 2: nobody again.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::future<bool>> answers;
+    for (size_t w = 1; w < nodes.size(); ++w) {
+      ClusterClient* c = nodes[w].get();
+      const bool vote = round == 1 && w == nodes.size() - 1;
+      answers.push_back(std::async(
+          std::launch::async, [c, vote] { return c->barrier_vote("finite gradients", vote, milliseconds(5000)); }));
+    }
+    for (auto& a : answers) EXPECT_EQ(a.get(), round == 1) << "round " << round;
+  }
+}
+
 // A node that registers through a raw socket and can go silent on demand.
 class RawNode {
  public:

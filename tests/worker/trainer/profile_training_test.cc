@@ -36,6 +36,7 @@ class RecordingSync : public trainer::ParameterSync {
   void wait_layer(int layer) override { record(Kind::kWaitLayer, layer); }
   void grads_ready(int first, int count) override { record(Kind::kGradsReady, first, count); }
   void end_step(int64_t step) override { record(Kind::kEndStep, step); }
+  void skip_step(int64_t) override {}
   void sync_all() override {}
   double lr_at(int64_t) const override { return 0.0; }
   trainer::SyncStats stats() const override { return {}; }

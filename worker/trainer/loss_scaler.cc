@@ -1,0 +1,93 @@
+// Loss scaling: unscaling with the finiteness check, and the scale's rule.
+#include "worker/trainer/loss_scaler.h"
+
+#include <cstring>
+
+#include "common/config/config.h"
+#include "common/error.h"
+#include "models/model.h"
+
+namespace pshard::trainer {
+namespace {
+
+constexpr float kBackoff = 0.5f;  // GradScaler's defaults
+constexpr float kGrowth = 2.0f;
+// A run that skips this many steps in a row, or whose dynamic scale falls below kMinScale, is not going anywhere.
+constexpr int64_t kMaxSkippedInARow = 100;
+constexpr float kMinScale = 5.9604645e-8f;  // 2^-24
+
+// x *= k for every value; false when one of the results is a NaN or an infinity (exponent bits all set). Integer
+// tests on the bits, so that the loop vectorises.
+bool scale_and_check(float* x, int64_t n, float k) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * k;
+    x[i] = v;
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+LossScaler::LossScaler(Mode mode, float scale, int64_t growth_interval)
+    : mode_(mode), scale_(mode == Mode::kNone ? 1.0f : scale), growth_interval_(growth_interval) {
+  if (!(scale_ > 0.0f) || growth_interval_ < 1) {
+    throw Error("loss scaling: the scale must be positive and the growth interval at least 1");
+  }
+}
+
+LossScaler LossScaler::from_config(const Config& cfg) {
+  const std::string name = cfg.get_string("train.loss_scaling");
+  Mode mode = Mode::kNone;
+  if (name == "dynamic") mode = Mode::kDynamic;  // "auto" was resolved when the config was read
+  if (name == "static") mode = Mode::kStatic;
+  return LossScaler(mode, static_cast<float>(cfg.get_double("train.loss_scale")),
+                    cfg.get_int("train.loss_scale_growth_interval"));
+}
+
+bool LossScaler::unscale(const std::vector<models::ParamRef>& params) const {
+  const float inv = static_cast<float>(1.0 / static_cast<double>(scale_));
+  bool finite = true;
+  for (const models::ParamRef& p : params) {
+    if (!p.frozen) finite = scale_and_check(p.grad, p.numel, inv) && finite;
+  }
+  return finite;
+}
+
+void LossScaler::update(bool applied) {
+  if (applied) {
+    skipped_in_a_row_ = 0;
+  } else {
+    ++skipped_;
+    ++skipped_in_a_row_;
+  }
+  if (mode_ == Mode::kDynamic && !applied) {
+    scale_ *= kBackoff;
+    clean_ = 0;
+  }
+  if (!applied && (skipped_in_a_row_ >= kMaxSkippedInARow || scale_ < kMinScale)) {
+    throw Error("training diverged: " + std::to_string(skipped_in_a_row_) +
+                " steps in a row were skipped, their gradients not finite on some worker at loss scale down to " +
+                std::to_string(scale_) + " (train.loss_scaling = " + loss_scaling_name(mode_) +
+                "); lower optimizer.lr, or check the data for NaN and infinities");
+  }
+  if (mode_ != Mode::kDynamic || !applied) return;
+  if (++clean_ >= growth_interval_) {
+    scale_ *= kGrowth;
+    clean_ = 0;
+  }
+}
+
+const char* loss_scaling_name(LossScaler::Mode mode) {
+  switch (mode) {
+    case LossScaler::Mode::kDynamic: return "dynamic";
+    case LossScaler::Mode::kStatic: return "static";
+    case LossScaler::Mode::kNone: break;
+  }
+  return "none";
+}
+
+}  // namespace pshard::trainer

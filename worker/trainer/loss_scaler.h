@@ -1,0 +1,58 @@
+// Loss scaling (train.loss_scaling): the scale backward starts from, the check of a step's gradients and the rule
+// that changes the scale, for the trainer's steps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pshard {
+class Config;
+}
+namespace pshard::models {
+struct ParamRef;
+}
+
+namespace pshard::trainer {
+
+// PyTorch GradScaler's rule with its defaults: a skipped step (gradients not finite on some worker) halves a dynamic
+// scale; `growth_interval` applied steps in a row double it. A static scale never changes.
+//
+//   LossScaler s = LossScaler::from_config(cfg);
+//   model.set_loss_scale(s.scale());  ... backward ...
+//   const bool finite = s.unscale(model.params());
+//   const bool applied = sync.all_finite(finite);   // the same answer on every worker
+//   s.update(applied);
+class LossScaler {
+ public:
+  enum class Mode { kNone, kDynamic, kStatic };
+  LossScaler() = default;
+  LossScaler(Mode mode, float scale, int64_t growth_interval);
+  // train.loss_scaling (its auto resolved by the config: dynamic for train.precision = fp16, none otherwise),
+  // train.loss_scale, train.loss_scale_growth_interval.
+  static LossScaler from_config(const Config& cfg);
+
+  bool active() const { return mode_ != Mode::kNone; }
+  Mode mode() const { return mode_; }
+  float scale() const { return scale_; }
+  int64_t skipped() const { return skipped_; }  // steps skipped since the start
+
+  // Divides the trainable parameters' gradients by the scale (multiplies them by the float 1/scale, as GradScaler
+  // does: exact for a power of two) and says whether every value is finite.
+  bool unscale(const std::vector<models::ParamRef>& params) const;
+  // After the workers agreed whether the step was applied (true) or skipped (false). An Error when the run is not
+  // going anywhere: 100 steps skipped in a row, or a dynamic scale below 2^-24.
+  void update(bool applied);
+
+ private:
+  Mode mode_ = Mode::kNone;
+  float scale_ = 1.0f;
+  int64_t growth_interval_ = 2000;
+  int64_t clean_ = 0;  // applied steps since the scale last changed (or since a skip)
+  int64_t skipped_ = 0;
+  int64_t skipped_in_a_row_ = 0;
+};
+
+// "dynamic", "static", "none".
+const char* loss_scaling_name(LossScaler::Mode mode);
+
+}  // namespace pshard::trainer
