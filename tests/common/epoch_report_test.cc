@@ -191,6 +191,39 @@ TEST(WorkerEpochReport, CountsOutOfRangeAreErrorsNamingTheField) {
   EXPECT_EQ(error_of(j), "");
 }
 
+// Loss scaling's figures: absent unless the workers scale their loss; the epoch takes the workers' (equal in a sync
+// job) and the summary adds the skipped steps of every epoch and keeps the last scale.
+TEST(WorkerEpochReport, LossScaleAndSkippedStepsReachTheEpochAndTheSummary) {
+  EXPECT_FALSE(sample().to_json().has("loss_scale"));
+  EXPECT_FALSE(combine_epoch({sample()}).has("skipped_steps"));
+  WorkerEpochReport a = sample(), b = sample();
+  a.has_loss_scale = b.has_loss_scale = true;
+  a.loss_scale = b.loss_scale = 2048;
+  a.skipped_steps = b.skipped_steps = 3;
+  b.rank = 3;
+  const WorkerEpochReport back = WorkerEpochReport::from_json(a.to_json());
+  EXPECT_TRUE(back.has_loss_scale);
+  EXPECT_EQ(back.loss_scale, 2048);
+  EXPECT_EQ(back.skipped_steps, 3);
+  const Json e1 = combine_epoch({a, b});
+  EXPECT_EQ(e1.at("loss_scale").as_number(), 2048);
+  EXPECT_EQ(e1.at("skipped_steps").as_int(), 3);
+  a.loss_scale = b.loss_scale = 4096;
+  a.skipped_steps = b.skipped_steps = 1;
+  RunTotals totals;
+  totals.add_epoch(e1);
+  totals.add_epoch(combine_epoch({a, b}));
+  const Json s = totals.summary(10.0);
+  EXPECT_EQ(s.at("skipped_steps").as_int(), 4);
+  EXPECT_EQ(s.at("loss_scale").as_number(), 4096);
+  Json bad = a.to_json();
+  bad.set("loss_scale", -1.0);
+  EXPECT_NE(error_of(bad).find("field 'loss_scale'"), std::string::npos);
+  bad = a.to_json();
+  bad.set("skipped_steps", 0.5);
+  EXPECT_NE(error_of(bad).find("field 'skipped_steps'"), std::string::npos);
+}
+
 TEST(Json, AsIntRefusesValuesOutsideInt64) {
   EXPECT_EQ(Json::parse("-9223372036854775808", "t").as_int(), INT64_MIN);
   EXPECT_THROW(Json::parse("9223372036854775808", "t").as_int(), Error);

@@ -207,6 +207,8 @@ TEST(ElasticWorkers, RefusesWhatItCannotDo) {
       {base + " --workers 1:2 --set cluster.mode=async", "needs cluster.mode = sync"},
       {base + " --workers 1:2 --set cluster.restart_workers=true --set cluster.failure_policy=continue",
        "cluster.restart_workers is for a fixed number of workers"},
+      {base + " --workers 1:2 --set train.precision=fp16",
+       "train.loss_scaling: the workers' vote on each step to skip assumes a fixed membership"},
       {pshard_bin() + " join " + dir, "only an elastic job started by `pshard launch --workers MIN:MAX`"},
   };
   for (const Case& c : cases) {
