@@ -13,7 +13,7 @@ from . import _lib
 from ._lib import PshardError, check, lib
 
 __all__ = ["PshardError", "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
-           "client"]
+           "barrier_vote", "client"]
 
 # The pshard version this package belongs to; `pshard --version` says the same (scripts/build_wheel.py checks).
 __version__ = "0.1.0"
@@ -144,3 +144,13 @@ def barrier(name="barrier", timeout_s=None):
     """Blocks until every live worker entered barrier `name`."""
     ms = -1 if timeout_s is None else int(timeout_s * 1000)
     check(lib().pshard_barrier(client(), name.encode(), ms), "pshard.barrier")
+
+
+def barrier_vote(vote, name="vote", timeout_s=None):
+    """barrier(name) where each worker raises a flag (vote=True) or not: True when some worker of the round raised
+    it, the same answer on every worker."""
+    ms = -1 if timeout_s is None else int(timeout_s * 1000)
+    any_vote = ctypes.c_int(0)
+    check(lib().pshard_barrier_vote(client(), name.encode(), 1 if vote else 0, ctypes.byref(any_vote), ms),
+          "pshard.barrier_vote")
+    return any_vote.value != 0

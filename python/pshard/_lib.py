@@ -96,6 +96,7 @@ def _declare(lib):
         "pshard_config_get": (c.c_int, [client, c.c_char_p, c.c_char_p, c.c_size_t]),
         "pshard_config_type": (c.c_int, [c.c_char_p]),
         "pshard_barrier": (c.c_int, [client, c.c_char_p, c.c_int64]),
+        "pshard_barrier_vote": (c.c_int, [client, c.c_char_p, c.c_int, c.POINTER(c.c_int), c.c_int64]),
         "pshard_add_tensor": (c.c_int, [client, c.c_char_p, c.c_int, c.POINTER(c.c_int64), c.c_int]),
         "pshard_start": (c.c_int, [client, c.c_char_p, c.c_int64, c.c_int64]),
         "pshard_start_step": (c.c_int, [client, c.POINTER(c.c_int64)]),

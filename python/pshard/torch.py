@@ -29,7 +29,8 @@ import torch
 
 from . import _state
 from ._lib import ERR_TIMEOUT, FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
-from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, client, elastic  # noqa: F401
+from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
+from . import elastic
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
@@ -267,17 +268,12 @@ class DistributedOptimizer:
                 raise PshardError("pshard: grad_scaler is not supported in an elastic job (pshard launch --workers "
                                   "MIN:MAX) yet: the workers' vote on a step to skip assumes a fixed membership",
                                   "PSHARD_ERR_ARGUMENT")
-            if size() > 1 and not os.environ.get("PSHARD_RUN_DIR"):
-                raise PshardError("pshard: grad_scaler with %d workers needs the run directory (PSHARD_RUN_DIR, set "
-                                  "by pshard launch/task/slurm) where the workers tell each other of a step to skip"
-                                  % size(), "PSHARD_ERR_ENVIRONMENT")
         self.scaler = scaler
         self.passes_per_step = passes
         self.max_norm = None if max_norm is None else float(max_norm)
         self.whole = scaler is not None or passes > 1 or max_norm is not None
         self.seen = [0] * len(self.params)  # whole-gradient steps: the gradients each parameter got this step
         self.growth_tracker = 0  # steps applied since the scale last changed
-        self.votes = 0  # the finiteness votes taken (the same count on every rank)
         self.skipped_steps = 0
         self.last_grad_norm = None  # clip_grad_norm: the total norm of the last step's gradient, before clipping
 
@@ -608,23 +604,11 @@ class DistributedOptimizer:
         return True
 
     def _agree_finite(self, finite):
-        """Whether every worker's unscaled gradients of this step are finite, the same answer on every worker: a
-        worker whose are not leaves a file in RUN_DIR/amp; after a barrier every worker looks for one."""
-        vote = self.votes
-        self.votes += 1
+        """Whether every worker's unscaled gradients of this step are finite, the same answer on every worker: a vote
+        in a coordinator barrier, where a worker whose gradients are not finite raises its flag."""
         if size() == 1:
             return finite
-        folder = os.path.join(os.environ["PSHARD_RUN_DIR"], "amp")
-        os.makedirs(folder, exist_ok=True)
-        if not finite:
-            with open(os.path.join(folder, "vote%d-rank%d" % (vote, rank())), "w") as f:
-                f.write("not finite\n")
-        barrier("pshard.torch: finite gradients, vote %d" % vote)
-        try:  # every worker has read the last vote (it entered this one's barrier after): its file can go
-            os.remove(os.path.join(folder, "vote%d-rank%d" % (vote - 1, rank())))
-        except OSError:
-            pass
-        return not glob.glob(os.path.join(folder, "vote%d-rank*" % vote))
+        return not barrier_vote(not finite, "pshard.torch: finite gradients")
 
     def _update_scale(self, applied):
         """GradScaler.update()'s rule, from the job-wide answer: a skipped step multiplies the scale by the backoff

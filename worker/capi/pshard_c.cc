@@ -563,12 +563,18 @@ int pshard_config_get(const pshard_client* c, const char* key, char* buf, size_t
 }
 
 int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms) {
+  int any_vote = 0;
+  return pshard_barrier_vote(c, name, 0, &any_vote, timeout_ms);
+}
+
+int pshard_barrier_vote(pshard_client* c, const char* name, int vote, int* any_vote, int64_t timeout_ms) {
   return guarded(PSHARD_ERR_TIMEOUT, [&]() -> int {
     require(c, "client");
     require(name, "name");
+    require(any_vote, "any_vote");
     const std::chrono::milliseconds limit(timeout_ms < 0 ? int64_t{365} * 24 * 3600 * 1000 : timeout_ms);
     try {
-      c->cluster->barrier(name, limit);
+      *any_vote = c->cluster->barrier_vote(name, vote != 0, limit) ? 1 : 0;
     } catch (const std::exception& e) {
       if (!c->aborted().empty()) return request_failed(c, e, 0);
       throw;

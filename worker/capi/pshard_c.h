@@ -45,8 +45,8 @@ extern "C" {
 #endif
 
 /* 2: pshard_epoch_report gained `figures` (which figures were measured). 4: elastic jobs (pshard_elastic,
- * pshard_epoch_plan, pshard_joining_epoch). */
-#define PSHARD_C_API_VERSION 4
+ * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. */
+#define PSHARD_C_API_VERSION 5
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -130,6 +130,9 @@ int pshard_config_type(const char* key);
 
 /* Blocks until every live node of the job entered barrier `name`; timeout_ms < 0: no limit but the job's end. */
 int pshard_barrier(pshard_client* c, const char* name, int64_t timeout_ms);
+/* The same barrier, where each worker raises a flag or not (`vote` nonzero): *any_vote is 1 when some worker of the
+ * round raised it, else 0, the same on every worker (e.g. "my gradients are not finite": skip the step everywhere). */
+int pshard_barrier_vote(pshard_client* c, const char* name, int vote, int* any_vote, int64_t timeout_ms);
 
 /* ---- Tensors ---------------------------------------------------------------------------------------------- */
 

@@ -257,6 +257,13 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
     EXPECT_EQ(pshard_report_step(c, 1, 0, 2.5), PSHARD_OK);
     EXPECT_EQ(pshard_report_step(c, 0, 0, 2.5), PSHARD_ERR_ARGUMENT);
     EXPECT_EQ(pshard_barrier(c, "reported", 20000), PSHARD_OK) << pshard_last_error();
+    // A vote: nobody raises the flag, then only rank 1 does; both ranks get the same answer each round.
+    int any_vote = -1;
+    EXPECT_EQ(pshard_barrier_vote(c, "vote", 0, &any_vote, 20000), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(any_vote, 0);
+    EXPECT_EQ(pshard_barrier_vote(c, "vote", rank == 1, &any_vote, 20000), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(any_vote, 1);
+    EXPECT_EQ(pshard_barrier_vote(c, "vote", 0, nullptr, 10), PSHARD_ERR_ARGUMENT);
     pshard_epoch_report e{};
     e.epoch = 1;
     e.step = 1;
