@@ -66,8 +66,13 @@ void read_all(control::ControlMessage::Reader root) {
       break;
     }
     case control::ControlMessage::EPOCH_JOINED: (void)root.getEpochJoined().getEpoch(); break;
-    case control::ControlMessage::BARRIER_ENTER: (void)std::string(root.getBarrierEnter().getName().cStr()); break;
-    case control::ControlMessage::BARRIER_RELEASE: (void)std::string(root.getBarrierRelease().getName().cStr()); break;
+    case control::ControlMessage::BARRIER_ENTER:
+      (void)(std::string(root.getBarrierEnter().getName().cStr()) + (root.getBarrierEnter().getVote() ? "!" : ""));
+      break;
+    case control::ControlMessage::BARRIER_RELEASE:
+      (void)(std::string(root.getBarrierRelease().getName().cStr()) +
+             (root.getBarrierRelease().getAnyVote() ? "!" : ""));
+      break;
     case control::ControlMessage::HEARTBEAT: (void)root.getHeartbeat().getSeq(); break;
     case control::ControlMessage::NODE_DEAD: {
       NodeInfo n = cc::read_node(root.getNodeDead().getNode());

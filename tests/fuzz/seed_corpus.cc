@@ -198,6 +198,13 @@ void control_seeds() {
   }
   {
     capnp::MallocMessageBuilder b;
+    auto enter = b.initRoot<control::ControlMessage>().initBarrierEnter();
+    enter.setName("finite gradients");
+    enter.setVote(true);
+    save("fuzz_control_message", "barrier-vote", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(5);
     save("fuzz_control_message", "heartbeat", bytes_of(b));
   }
