@@ -80,9 +80,10 @@ std::string cfg(const RunMetrics& r, const std::string& key, const std::string& 
 void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs,
                     const std::vector<std::string>& labels) {
   CsvFile f(path,
-            {"run",       "dir",        "label",         "model",  "optimizer", "mode",         "workers",
-             "servers",   "batch_size", "global_batch",  "epochs", "steps",     "train_loss",   "train_acc",
-             "test_loss", "test_acc",   "samples_per_s", "wall_s", "finished",  "gpu_util_pct", "gpu_mem_peak_mib"});
+            {"run",           "dir",        "label",         "model",  "optimizer", "mode",         "workers",
+             "servers",       "batch_size", "global_batch",  "epochs", "steps",     "train_loss",   "train_acc",
+             "test_loss",     "test_acc",   "samples_per_s", "wall_s", "finished",  "gpu_util_pct", "gpu_mem_peak_mib",
+             "skipped_steps", "loss_scale"});
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
@@ -108,7 +109,9 @@ void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs
            : !r.aborted.empty() ? "aborted"
                                 : "no",
            opt(s.gpu_util_pct),
-           s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : ""});
+           s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "",
+           opt(s.skipped_steps),
+           opt(s.loss_scale)});
   }
   f.close();
 }
@@ -123,6 +126,8 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
   for (const char* n : WorkerPhaseSeconds::names()) epoch_columns.push_back(n);
   epoch_columns.push_back("gpu_util_pct");
   epoch_columns.push_back("gpu_mem_peak_mib");
+  epoch_columns.push_back("skipped_steps");
+  epoch_columns.push_back("loss_scale");
   CsvFile epochs(epochs_path, epoch_columns);
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const StepRecord& s : runs[i].steps) {
@@ -138,6 +143,8 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
       for (size_t p = 0; p < WorkerPhaseSeconds::kCount; ++p) row.push_back(e.phases ? num(e.phases->s[p]) : "");
       row.push_back(opt(e.gpu_util_pct));
       row.push_back(e.gpu_mem_peak_bytes ? num(*e.gpu_mem_peak_bytes / kMiB) : "");
+      row.push_back(opt(e.skipped_steps));
+      row.push_back(opt(e.loss_scale));
       epochs.row(row);
     }
   }

@@ -155,6 +155,8 @@ EpochRecord read_epoch(const LineReader& r) {
   e.wall_s = r.opt_number("wall_s");
   e.gpu_util_pct = r.opt_number("gpu_util_pct");
   e.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
+  e.loss_scale = r.opt_number("loss_scale");
+  e.skipped_steps = r.opt_number("skipped_steps");
   return e;
 }
 
@@ -189,6 +191,8 @@ SummaryRecord read_summary(const LineReader& r) {
   }
   s.gpu_util_pct = r.opt_number("gpu_util_pct");
   s.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
+  s.loss_scale = r.opt_number("loss_scale");
+  s.skipped_steps = r.opt_number("skipped_steps");
   s.bytes_sent = r.opt_number("bytes_sent");
   s.bytes_recv = r.opt_number("bytes_recv");
   s.network_bytes_per_host_step = r.opt_number("network_bytes_per_host_step");

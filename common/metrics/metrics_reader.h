@@ -33,6 +33,7 @@ struct EpochRecord {
   std::optional<double> bytes_sent, bytes_recv, wall_s;
   std::optional<double> fp32_bytes_sent, fp32_bytes_recv;  // absent in runs recorded before compression existed
   std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
+  std::optional<double> loss_scale, skipped_steps;         // only where the workers scaled the loss
 };
 
 // One server's `server_phases` entry of the summary.
@@ -48,6 +49,7 @@ struct SummaryRecord {
   std::optional<double> test_acc, test_loss, train_loss, train_acc;
   std::optional<double> samples_per_s, wall_s, lr, bytes_sent, bytes_recv;
   std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
+  std::optional<double> loss_scale, skipped_steps;         // only where the workers scaled the loss
   // The busiest host's payload bytes per step, through sockets and through shared memory (absent in runs recorded
   // before hosts were counted).
   std::optional<double> network_bytes_per_host_step, shm_bytes_per_host_step;
