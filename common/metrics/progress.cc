@@ -32,7 +32,13 @@ std::string format_epoch_line(const Json& e, int64_t epochs) {
                 number_or_dash(field(e, "test_loss"), "%.4f").c_str(), percent_or_dash(field(e, "test_acc")).c_str(),
                 number_or_dash(field(e, "samples_per_s"), "%.0f").c_str(),
                 number_or_dash(field(e, "epoch_s"), "%.1f").c_str());
-  return buf;
+  std::string line = buf;
+  // Loss scaling: the scale the epoch ended with, and how many of its steps were skipped.
+  if (e.has("loss_scale") && e.at("loss_scale").is_numeric()) {
+    line += "  loss scale " + number_or_dash(e.at("loss_scale"), "%g") + ", " +
+            number_or_dash(field(e, "skipped_steps"), "%.0f") + " steps skipped";
+  }
+  return line;
 }
 
 std::string format_summary_line(const Json& s, const std::string& run_dir) {

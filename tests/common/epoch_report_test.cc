@@ -232,6 +232,15 @@ TEST(Json, AsIntRefusesValuesOutsideInt64) {
 }
 
 // An aborted job's summary line must not read like a finished one ("done: ...").
+TEST(EpochLine, SaysTheLossScaleAndTheSkippedStepsWhenTheLossIsScaled) {
+  Json e = Json::object().set("epoch", 2).set("test_acc", 0.5).set("epoch_s", 3.0);
+  EXPECT_EQ(format_epoch_line(e, 5).find("loss scale"), std::string::npos) << format_epoch_line(e, 5);
+  e.set("loss_scale", 32768.0).set("skipped_steps", 3);
+  const std::string line = format_epoch_line(e, 5);
+  EXPECT_EQ(line.rfind("epoch 2/5  train loss - acc -  test loss - acc 50.00%", 0), 0u) << line;
+  EXPECT_NE(line.find("3.0 s  loss scale 32768, 3 steps skipped"), std::string::npos) << line;
+}
+
 TEST(SummaryLine, AnAbortedRunSaysAbortedAndWhyNotDone) {
   Json s = Json::object().set("test_acc", 0.5).set("test_loss", 1.25).set("epochs", 2).set("wall_s", 3.0);
   EXPECT_EQ(format_summary_line(s, "runs/x").rfind("done: test accuracy 50.00% (loss 1.2500), 2 epochs", 0), 0u)
