@@ -1,7 +1,8 @@
 // fp16 training with dynamic loss scaling through real processes (pshard launch, 2 workers + 2 servers on
 // Fashion-MNIST): the workers skip the same steps (a step some worker's gradients overflowed is skipped by all, voted
 // through the coordinator), the scale backs off until half holds the gradients, the model learns, and the wire
-// carries fp16 weights and float32 gradients.
+// carries fp16 weights and float32 gradients. A float32 job with a power-of-two scale trains the same model as one
+// without.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -61,6 +62,28 @@ TEST(LossScalingJob, Fp16WorkersSkipTheSameStepsAndLearn) {
   EXPECT_EQ(summary.at("skipped_steps").as_int(), static_cast<int64_t>(skipped[0].size()));
   std::printf("fp16 sync MLP, 1 epoch: %zu steps skipped, loss scale %.6g, test accuracy %.4f\n", skipped[0].size(),
               epoch.at("loss_scale").as_number(), summary.at("test_acc").as_number());
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// A float32 job with a static power-of-two scale trains the model a job without scaling trains, byte for byte:
+// unscaling is exact, every step is voted applied, and the pushes that wait for the vote carry the same sums.
+TEST(LossScalingJob, AStaticPowerOfTwoScaleTrainsTheSameModelAsNone) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const std::string dir = fresh_dir("loss-scaling-static");
+  for (const char* scaling : {"none", "static"}) {
+    const std::string cmd = pshard_bin() + " launch --servers 2 --workers 2 --timeout 300 --config " + source_dir() +
+                            "/configs/fmnist_mlp_sync.toml --set train.epochs=1 --set train.loss_scaling=" + scaling +
+                            " --run-dir " + dir + "/" + scaling;
+    ASSERT_EQ(run_with_timeout(cmd, 360, dir + "/log"), 0) << read_file(dir + "/log");
+  }
+  const std::string plain = read_file(dir + "/none/model.bin"), scaled = read_file(dir + "/static/model.bin");
+  EXPECT_GT(plain.size(), 100000u);
+  EXPECT_TRUE(plain == scaled) << "the scaled job's model differs";
+  const Json summary = read_summary(dir + "/static");
+  EXPECT_EQ(summary.at("loss_scale").as_number(), 65536.0);
+  EXPECT_EQ(summary.at("skipped_steps").as_int(), 0);
   pshard::testing::remove_dir_if_passed(dir);
 }
 
