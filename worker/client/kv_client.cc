@@ -820,11 +820,22 @@ struct KvClient::Impl {
   }
 
   void send_part(Part& p) {
+    // Never a blocking send: the DEALER queues messages for a connection that is not up yet, so a send that would
+    // block means the socket has no connection left at all. libzmq ends a connection whose security handshake
+    // failed (another job's token, a peer that is not a pshard server) without reconnecting, and a blocking send
+    // would then wait forever, past every timeout.
+    bool sent = false;
     try {
-      transport::send_frames(sockets[p.server], p.frames);
+      sent = transport::send_frames(sockets[p.server], p.frames, zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
       p.op->part_done("worker " + std::to_string(opt.rank) + ": sending " + p.what + " to " + server_name(p.server) +
                       " failed: " + e.what());
+      return;
+    }
+    if (!sent) {
+      p.op->part_done("worker " + std::to_string(opt.rank) + ": sending " + p.what + " to " + server_name(p.server) +
+                      " failed: no connection to it (its handshake failed: is it a server of this job, with the "
+                      "same job token and security settings?)");
       return;
     }
     p.frames.clear();

@@ -357,7 +357,7 @@ TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
   KvClientOptions c;
   c.servers = {ep};
   c.tensors = {{"fc1.weight", 10}};
-  c.job_token = "job";
+  c.job_token = "";  // no security, like the silent socket: the connection is made, and nothing ever answers
   c.request_timeout = std::chrono::milliseconds(200);
   KvClient kv(c);
   std::vector<float> w(10);
@@ -372,6 +372,37 @@ TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
     EXPECT_NE(what.find("timeout"), std::string::npos) << what;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+// A peer whose handshake fails (here: the client offers the job token, the socket takes no security) ends the
+// connection for good. A request sent after that fails at once naming the server, instead of blocking in the send
+// forever (under load a send once came after the failed handshake and hung the client, past every timeout).
+TEST(KvConsistency, ARequestToAPeerWhoseHandshakeFailedEndsWithAnError) {
+  zmq::context_t ctx;
+  zmq::socket_t other(ctx, zmq::socket_type::router);
+  other.set(zmq::sockopt::linger, 0);
+  other.bind("tcp://127.0.0.1:*");
+  const std::string ep = other.get(zmq::sockopt::last_endpoint);
+  KvClientOptions c;
+  c.servers = {ep};
+  c.tensors = {{"fc1.weight", 10}};
+  c.job_token = "job";
+  c.request_timeout = std::chrono::milliseconds(200);
+  KvClient kv(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake has failed by now
+  std::vector<float> w(10);
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      kv.wait(kv.zpull("fc1.weight", w.data(), w.size(), 0));
+      FAIL() << "a pull through a failed handshake was answered";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("server 0 (" + ep + ")"), std::string::npos) << what;
+      EXPECT_NE(what.find("fc1.weight"), std::string::npos) << what;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  }
 }
 
 // A worker that is alive but never pushes: the server reports who it waits for while the step waits, then answers
