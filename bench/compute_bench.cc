@@ -85,11 +85,8 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   if (options.device == "cpu") {
     backend = models::make_cpu_backend(static_cast<int>(threads), models::cpu_kernels_from_name(options.cpu_kernels),
                                        precision);
-  } else if (precision != models::Precision::kFp32) {
-    throw Error(std::string("bench compute: --precision ") + models::precision_name(precision) +
-                " runs on cpu only (the CUDA backend computes in fp32)");
   } else if (options.device == "cuda") {
-    backend = models::make_cuda_backend(0, /*allow_tf32=*/false, wgrad);
+    backend = models::make_cuda_backend(0, /*allow_tf32=*/false, wgrad, models::kCudaWgradWorkspaceBytes, precision);
   } else {
     throw Error("bench compute: --device must be cpu or cuda, got '" + options.device + "'");
   }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/backend_ops.h"
 #include "models/precision.h"
@@ -60,6 +62,11 @@ class Backend {
 
   // ---- compute: every operation of models/backend_ops.h, with what it does written there ----
   PSHARD_BACKEND_COMPUTE_OPS(PSHARD_PURE_OP)
+
+  // ---- loss scaling ----
+  // x *= factor for every value of every tensor (pointer, count); true when every result is finite (no NaN, no
+  // infinity). The unscaling of a step's gradients (worker/trainer/loss_scaler.h): one wait for the device at most.
+  virtual bool scale_and_check(const std::vector<std::pair<float*, int64_t>>& tensors, float factor) = 0;
 
   // ---- activation layout ----
   // Layers hand each other 4-D activations [n, c, h, w] in the backend's layout: NCHW, except where a backend keeps
@@ -133,12 +140,15 @@ constexpr size_t kCudaWgradWorkspaceBytes = size_t{256} << 20;
 // The CUDA backend on GPU `device` (cuBLAS GEMM, cuDNN convolution, custom kernels, one stream; models/cuda/).
 // allow_tf32 = false keeps GEMM and convolution in full FP32 (results match the CPU backend to ~1e-5); true lets
 // cuBLAS/cuDNN use TF32 tensor cores (faster on Ampere/Hopper, ~1e-3 relative error). `wgrad` picks the weight
-// gradient's algorithm, `wgrad_workspace_bytes` its chunk limit (tests make it small to run several chunks). An
-// Error when pshard was built without CUDA, when no GPU is usable or when `device` does not exist.
+// gradient's algorithm, `wgrad_workspace_bytes` its chunk limit (tests make it small to run several chunks).
+// `precision` bf16 or fp16: GEMMs and convolutions on tensor cores, reading 16-bit copies of their operands
+// (models/cuda/half.cu; the weight gradient then always runs cuDNN's). An Error when pshard was built without CUDA,
+// when no GPU is usable or when `device` does not exist.
 //
 //   auto gpu = make_cuda_backend(/*device=*/0);
 std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32 = false,
                                            CudaConvWgrad wgrad = CudaConvWgrad::kGemm,
-                                           size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes);
+                                           size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes,
+                                           Precision precision = Precision::kFp32);
 
 }  // namespace pshard::models

@@ -92,7 +92,7 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
   fi
 done
 cp configs/fmnist_lenet.toml configs/fmnist_lenet_sync.toml "$B/share/configs/"
-cp tests/bench/resnet20_gpu_vs_pytorch.py "$B/share/bench/"
+cp tests/bench/resnet20_gpu_vs_pytorch.py tests/bench/gpu_precision_vs_pytorch.py "$B/share/bench/"
 git rev-parse HEAD > "$B/COMMIT" 2>/dev/null || echo unknown > "$B/COMMIT"
 echo "$ARCHS" > "$B/CUDA_ARCHS"
 

@@ -57,6 +57,9 @@ def main():
     p.add_argument("--synthetic-size", type=int, default=2048, help="synthetic training images")
     p.add_argument("--device", default="", help="cuda or cpu (default: cuda when available)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--amp", default="", choices=["", "bf16", "fp16"],
+                   help="mixed precision: torch.autocast in bf16 or fp16 (fp16 with a GradScaler given to pshard)")
+    p.add_argument("--channels-last", action="store_true", help="model and images in channels_last (NHWC)")
     args = p.parse_args()
 
     ps.init()
@@ -72,18 +75,26 @@ def main():
     sampler = ps.ShardSampler(train, shuffle=True, seed=args.seed)
     loader = torch.utils.data.DataLoader(train, batch_size=batch, sampler=sampler, drop_last=True,
                                          pin_memory=use_cuda)
-    model = resnet18().to(device)
-    opt = ps.DistributedOptimizer(model, steps_per_epoch=len(loader), name="resnet18")
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = resnet18().to(device, memory_format=memory_format)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    # fp16 needs loss scaling: the scaler goes to pshard's optimizer, which unscales and lets every worker agree on
+    # a step to skip (docs/PYTHON.md, "Mixed precision").
+    scaler = None
+    if args.amp == "fp16":
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
+    opt = ps.DistributedOptimizer(model, steps_per_epoch=len(loader), name="resnet18", grad_scaler=scaler)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         loss_sum, correct, n = 0.0, 0, 0
         t0 = time.perf_counter()
         for x, y in loader:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            out = model(x)
-            loss = F.cross_entropy(out, y)
+            x, y = x.to(device, non_blocking=True, memory_format=memory_format), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                out = model(x)
+                loss = F.cross_entropy(out, y)
             opt.zero_grad()
-            loss.backward()
+            (scaler.scale(loss) if scaler else loss).backward()
             opt.step()
             ps.report_step(float(loss))
             loss_sum += float(loss) * len(y)
@@ -106,8 +117,8 @@ def main():
         ps.report(epoch=epoch, train_loss=loss_sum / n, train_acc=correct / n, samples=n, test_loss=test_loss,
                   test_acc=test_acc, test_samples=test_n, eval_s=time.perf_counter() - t0 - train_s)
         if ps.rank() == 0:
-            print("epoch %d: %.1f images/s on this worker (%s), train loss %.4f" % (epoch + 1, n / train_s, device,
-                                                                                    loss_sum / n), flush=True)
+            print("epoch %d: %.1f images/s on this worker (%s%s), train loss %.4f" % (
+                epoch + 1, n / train_s, device, ", " + args.amp if args.amp else "", loss_sum / n), flush=True)
     ps.shutdown()
 
 

@@ -82,6 +82,21 @@ void CpuBackend::fill(float* x, int64_t n, float value) {
   cpu::fill(x, n, value);
 }
 
+bool CpuBackend::scale_and_check(const std::vector<std::pair<float*, int64_t>>& tensors, float factor) {
+  // Integer tests on the bits (exponent all ones: NaN or infinity), so that the loop vectorises.
+  uint32_t bad = 0;
+  for (const auto& [x, n] : tensors) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i] * factor;
+      x[i] = v;
+      uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+  }
+  return bad == 0;
+}
+
 float* CpuBackend::workspace(int64_t floats) {
   if (floats > workspace_floats_) {
     std::free(workspace_);

@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(float* dst, const float* src, int64_t n) override;
   void fill(float* x, int64_t n, float value) override;
+  bool scale_and_check(const std::vector<std::pair<float*, int64_t>>& tensors, float factor) override;
   float* workspace(int64_t floats) override;
 
   PSHARD_BACKEND_COMPUTE_OPS(PSHARD_OVERRIDE_OP)

@@ -1,4 +1,5 @@
 // CudaBackend: device memory, streams, cuBLAS GEMM, asynchronous transfers and the launchers of the custom kernels.
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
@@ -45,8 +46,13 @@ void* DeviceScratch::get(size_t bytes, cudaStream_t stream) {
 
 // ---- lifetime ----
 
-CudaBackend::CudaBackend(int device, bool allow_tf32, CudaConvWgrad wgrad, size_t wgrad_workspace_bytes)
-    : device_(device), allow_tf32_(allow_tf32), wgrad_(wgrad), wgrad_workspace_bytes_(wgrad_workspace_bytes) {
+CudaBackend::CudaBackend(int device, bool allow_tf32, CudaConvWgrad wgrad, size_t wgrad_workspace_bytes,
+                         Precision precision)
+    : device_(device),
+      allow_tf32_(allow_tf32),
+      precision_(precision),
+      wgrad_(precision == Precision::kFp32 ? wgrad : CudaConvWgrad::kCudnn),  // the GEMM one is float32 SGEMM
+      wgrad_workspace_bytes_(wgrad_workspace_bytes) {
   try {
     init();
   } catch (...) {
@@ -113,7 +119,9 @@ std::string CudaBackend::describe() const {
   // The cuDNN that was loaded (pip's libcudnn.so.9 may be newer than the headers built against): 90501 = 9.5.1.
   const size_t v = cudnnGetVersion();
   return "cuda:" + std::to_string(device_) + " (" + name_ + ", cuBLAS, cuDNN " + std::to_string(v / 10000) + "." +
-         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (allow_tf32_ ? ", TF32" : ", FP32") +
+         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (precision_ != Precision::kFp32 ? std::string(", ") + precision_name(precision_) + " tensor cores"
+                                         : allow_tf32_     ? std::string(", TF32")
+                                                           : std::string(", FP32")) +
          ", wgrad " + cuda_conv_wgrad_name(wgrad_) + ")";
 }
 
@@ -181,9 +189,35 @@ void CudaBackend::fill(float* x, int64_t n, float value) {
   cuda::fill(x, n, value, stream_);
 }
 
+bool CudaBackend::scale_and_check(const std::vector<std::pair<float*, int64_t>>& tensors, float factor) {
+  use_device();
+  // One flag for all tensors, read back once.
+  unsigned* bad = reinterpret_cast<unsigned*>(scratch_doubles(1));
+  PSHARD_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(unsigned), stream_));
+  for (const auto& [x, n] : tensors) cuda::scale_and_check(x, n, factor, bad, stream_);
+  unsigned host_bad = 0;
+  PSHARD_CUDA_CHECK(cudaMemcpyAsync(&host_bad, bad, sizeof(unsigned), cudaMemcpyDeviceToHost, stream_));
+  PSHARD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return host_bad == 0;
+}
+
 float* CudaBackend::workspace(int64_t floats) {
   use_device();
   return static_cast<float*>(workspace_.get(sizeof(float) * static_cast<size_t>(floats > 0 ? floats : 1), stream_));
+}
+
+std::vector<void*> CudaBackend::half_buffers(std::initializer_list<int64_t> counts) {
+  constexpr size_t kAlign = 256;  // cudaMalloc's alignment, which tensor-core kernels want for every operand
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (int64_t count : counts) {
+    offsets.push_back(total);
+    total += (2 * static_cast<size_t>(std::max<int64_t>(count, 0)) + kAlign - 1) / kAlign * kAlign;
+  }
+  char* base = static_cast<char*>(half_.get(total, stream_));
+  std::vector<void*> out;
+  for (size_t off : offsets) out.push_back(base + off);
+  return out;
 }
 
 double* CudaBackend::scratch_doubles(int64_t count) {
@@ -197,6 +231,23 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   if (m <= 0 || n <= 0) return;
   use_device();
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the flags.
+  if (precision_ != Precision::kFp32 && k > 0) {
+    // Tensor cores: 16-bit copies of A and B (each stored matrix whole, its leading dimension kept), float32
+    // accumulation and a float32 C, so beta * C keeps C's bits.
+    const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k, b_rows = trans_b ? n : k,
+                  b_cols = trans_b ? k : n;
+    const int64_t a_count = (a_rows - 1) * lda + a_cols, b_count = (b_rows - 1) * ldb + b_cols;
+    const std::vector<void*> half = half_buffers({a_count, b_count});
+    cuda::to_16bit(a, a_count, precision_, half[0], stream_);
+    cuda::to_16bit(b, b_count, precision_, half[1], stream_);
+    const cudaDataType type = precision_ == Precision::kFp16 ? CUDA_R_16F : CUDA_R_16BF;
+    PSHARD_CUBLAS_CHECK(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     checked_int(n, "gemm n"), checked_int(m, "gemm m"), checked_int(k, "gemm k"),
+                                     &alpha, half[1], type, checked_int(ldb, "gemm ldb"), half[0], type,
+                                     checked_int(lda, "gemm lda"), &beta, c, CUDA_R_32F, checked_int(ldc, "gemm ldc"),
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   PSHARD_CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   checked_int(n, "gemm n"), checked_int(m, "gemm m"), checked_int(k, "gemm k"), &alpha,
                                   b, checked_int(ldb, "gemm ldb"), a, checked_int(lda, "gemm lda"), &beta, c,
@@ -450,9 +501,9 @@ bool CudaBackend::transfer_done(TransferTicket ticket) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, bool allow_tf32, CudaConvWgrad wgrad,
-                                           size_t wgrad_workspace_bytes) {
+                                           size_t wgrad_workspace_bytes, Precision precision) {
   cuda::load_cuda_libraries();  // cuBLAS and cuDNN are opened here, not at process start (cuda_libraries.h)
-  return std::make_unique<CudaBackend>(device, allow_tf32, wgrad, wgrad_workspace_bytes);
+  return std::make_unique<CudaBackend>(device, allow_tf32, wgrad, wgrad_workspace_bytes, precision);
 }
 
 }  // namespace pshard::models

@@ -6,6 +6,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <initializer_list>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,9 +43,15 @@ struct ConvPlan {
   cudnnConvolutionBwdFilterAlgo_t filter_algo{};
   cudnnMathType_t fwd_math = CUDNN_FMA_MATH, data_math = CUDNN_FMA_MATH, filter_math = CUDNN_FMA_MATH;
   size_t fwd_bytes = 0, data_bytes = 0, filter_bytes = 0;
+  // The descriptors are 16-bit channels-last (the backend's precision, bf16 or fp16): the convolution reads copies of
+  // its operands rounded to that type and its outputs are widened back. False for fp32, and for a geometry cuDNN has
+  // no 16-bit algorithm for (it then runs in float32 NCHW, as the fp32 backend does).
+  bool mixed = false;
 };
 
-// Every Backend operation on one GPU. Work is queued on one stream; calls return without waiting except those that
+// Every Backend operation on one GPU. With precision bf16 or fp16, GEMMs and convolutions run on tensor cores: they
+// read 16-bit copies of their float32 operands (convolutions channels-last), accumulate in float32 and write float32
+// (GEMMs directly; convolutions through a 16-bit output that is widened); everything else stays float32. Work is queued on one stream; calls return without waiting except those that
 // hand results to the host (download, loss forwards, synchronize). Gradient downloads and weight uploads of
 // begin_download/begin_upload run on a second stream, ordered against compute with events.
 //
@@ -54,7 +61,7 @@ struct ConvPlan {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, bool allow_tf32, CudaConvWgrad wgrad = CudaConvWgrad::kGemm,
-              size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes);
+              size_t wgrad_workspace_bytes = kCudaWgradWorkspaceBytes, Precision precision = Precision::kFp32);
   ~CudaBackend() override;
 
   std::string describe() const override;
@@ -68,9 +75,14 @@ class CudaBackend final : public Backend {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(float* dst, const float* src, int64_t n) override;
   void fill(float* x, int64_t n, float value) override;
+  bool scale_and_check(const std::vector<std::pair<float*, int64_t>>& tensors, float factor) override;
   float* workspace(int64_t floats) override;
 
   PSHARD_BACKEND_COMPUTE_OPS(PSHARD_OVERRIDE_OP)
+
+  // Whether convolutions of this geometry run in the backend's 16-bit precision (false for fp32, and where cuDNN
+  // offers no 16-bit algorithm: they then run in float32). Plans the geometry if it was not yet.
+  bool convolution_runs_16bit(const ConvShape& s);
 
   void* allocate_host(size_t bytes) override;
   void deallocate_host(void* p) override;
@@ -87,6 +99,14 @@ class CudaBackend final : public Backend {
   double* scratch_doubles(int64_t count);   // internal reductions (not the layers' workspace())
   cuda::LossTotals read_totals();           // waits for the stream, copies the totals of the last loss forward
   ConvPlan& conv_plan(const ConvShape& s);  // conv_cudnn.cu
+  // Fills plan's descriptors and algorithms for s in 16-bit channels-last (mixed) or float32 NCHW; false when no
+  // algorithm qualifies for one of the three passes.
+  bool plan_convolution(const ConvShape& s, bool mixed, ConvPlan& plan);
+  void conv2d_backward_mixed(const ConvShape& s, ConvPlan& plan, const float* x, const float* w, const float* dy,
+                             float* dx, float* dw);
+  // Device memory for the 16-bit copies of one operation's operands: `count` buffers of the given element counts,
+  // each 256-byte aligned, in one reused allocation.
+  std::vector<void*> half_buffers(std::initializer_list<int64_t> counts);
   // dw of a convolution by im2col + cuBLAS SGEMM, chunk by chunk in `ws` (chunk.bytes(); conv_wgrad_gemm.cu).
   void conv2d_wgrad_gemm(const ConvShape& s, const cuda::WgradChunk& chunk, const float* x, const float* dy, float* dw,
                          float* ws);
@@ -94,6 +114,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   bool allow_tf32_;
+  Precision precision_;  // what convolutions and GEMMs read (models/precision.h)
   CudaConvWgrad wgrad_;
   size_t wgrad_workspace_bytes_;
   std::string name_;
@@ -101,7 +122,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t compute_mark_ = nullptr;  // re-recorded to order the transfer stream after queued compute
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
-  DeviceScratch workspace_, conv_workspace_, scratch_;
+  DeviceScratch workspace_, conv_workspace_, scratch_, half_;
   cuda::LossTotals* totals_ = nullptr;       // device
   cuda::LossTotals* totals_host_ = nullptr;  // pinned
   std::map<ConvKey, ConvPlan> conv_plans_;

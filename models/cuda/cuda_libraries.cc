@@ -121,6 +121,14 @@ PSHARD_FORWARD(kCublas, cublasStatus_t, cublasSgemm_v2,
                 int ldc),
                (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 
+PSHARD_FORWARD(kCublas, cublasStatus_t, cublasGemmEx,
+               (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B, cudaDataType Btype,
+                int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                cublasGemmAlgo_t algo),
+               (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                computeType, algo))
+
 // ---- cuDNN: handles and errors ----
 PSHARD_FORWARD(kCudnn, size_t, cudnnGetVersion, (void), ())
 PSHARD_FORWARD(kCudnn, const char*, cudnnGetErrorString, (cudnnStatus_t status), (status))

@@ -52,6 +52,17 @@ __global__ void bias_grad_planes_kernel(const float* dy, int64_t outer, int64_t 
   if (threadIdx.x == 0) db[c] = static_cast<float>(sum);
 }
 
+// Exponent bits all ones: NaN or infinity. One store per block that saw one.
+__global__ void scale_and_check_kernel(float* x, int64_t n, float factor, unsigned* bad) {
+  bool found = false;
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float v = x[i] * factor;
+    x[i] = v;
+    found = found || (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
+  }
+  if (__syncthreads_or(found) && threadIdx.x == 0) *bad = 1;
+}
+
 __global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
   for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -94,6 +105,12 @@ __global__ void shortcut_pad_backward_kernel(int64_t n, int64_t c_in, int64_t h,
 }  // namespace
 
 // ---- launchers ----
+
+void scale_and_check(float* x, int64_t n, float factor, unsigned* bad, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_and_check_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, factor, bad);
+  PSHARD_CUDA_CHECK_LAUNCH();
+}
 
 void fill(float* x, int64_t n, float value, cudaStream_t stream) {
   if (n <= 0) return;

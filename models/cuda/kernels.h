@@ -50,6 +50,21 @@ void im2col_rows(const ConvShape& s, const float* x, int64_t nb, float* cols, cu
 void samples_to_channel_rows(const float* dy, int64_t nb, int64_t c_out, int64_t p_count, float* dy_t,
                              cudaStream_t stream);
 
+// ---- loss scaling: x *= factor; *bad becomes 1 when a result is not finite (bad is device memory, never reset
+// here) ----
+void scale_and_check(float* x, int64_t n, float factor, unsigned* bad, cudaStream_t stream);
+
+// ---- 16-bit operands of mixed precision (half.cu); precision is kBf16 or kFp16 (an Error for kFp32) ----
+// dst[i] = src[i] rounded to nearest even as 16 bits, i < n.
+void to_16bit(const float* src, int64_t n, Precision precision, void* dst, cudaStream_t stream);
+// dst [outer, inner, channels] (16-bit) = src [outer, channels, inner] (float32), rounded: activations NCHW -> NHWC,
+// filters KCRS -> KRSC.
+void to_16bit_channels_last(const float* src, int64_t outer, int64_t channels, int64_t inner, Precision precision,
+                            void* dst, cudaStream_t stream);
+// dst [outer, channels, inner] (float32) = src [outer, inner, channels] (16-bit): the way back, exact.
+void from_16bit_channels_last(const void* src, int64_t outer, int64_t channels, int64_t inner, Precision precision,
+                              float* dst, cudaStream_t stream);
+
 // ---- losses ----
 // What a loss forward leaves in device memory for the host to read in one copy.
 struct LossTotals {

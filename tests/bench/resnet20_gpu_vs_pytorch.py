@@ -23,14 +23,10 @@ def skip(why):
     sys.exit(0)
 
 
-def pytorch_images_per_s(batch, iters, warmup, tf32, kernel_profile=False):
-    import torch
+def torch_resnet20():
+    """PyTorch's twin of pshard's resnet20 (CIFAR, option-A shortcut): what the comparisons here train."""
     import torch.nn as nn
     import torch.nn.functional as F
-
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = False  # heuristics, as pshard's cuDNN plan choice
 
     class Block(nn.Module):
         def __init__(self, c_in, c_out, stride):
@@ -70,8 +66,20 @@ def pytorch_images_per_s(batch, iters, warmup, tf32, kernel_profile=False):
             x = F.adaptive_avg_pool2d(x, 1).flatten(1)
             return self.fc(x)
 
+    return ResNet20()
+
+
+def pytorch_images_per_s(batch, iters, warmup, tf32, kernel_profile=False):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = False  # heuristics, as pshard's cuDNN plan choice
+
     dev = torch.device("cuda:0")
-    model = ResNet20().to(dev)
+    model = torch_resnet20().to(dev)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x_host = torch.rand(batch, 3, 32, 32) * 2 - 1

@@ -16,20 +16,6 @@ constexpr float kGrowth = 2.0f;
 constexpr int64_t kMaxSkippedInARow = 100;
 constexpr float kMinScale = 5.9604645e-8f;  // 2^-24
 
-// x *= k for every value; false when one of the results is a NaN or an infinity (exponent bits all set). Integer
-// tests on the bits, so that the loop vectorises.
-bool scale_and_check(float* x, int64_t n, float k) {
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * k;
-    x[i] = v;
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad == 0;
-}
-
 }  // namespace
 
 LossScaler::LossScaler(Mode mode, float scale, int64_t growth_interval)
@@ -48,13 +34,13 @@ LossScaler LossScaler::from_config(const Config& cfg) {
                     cfg.get_int("train.loss_scale_growth_interval"));
 }
 
-bool LossScaler::unscale(const std::vector<models::ParamRef>& params) const {
+bool LossScaler::unscale(models::Backend& backend, const std::vector<models::ParamRef>& params) const {
   const float inv = static_cast<float>(1.0 / static_cast<double>(scale_));
-  bool finite = true;
+  std::vector<std::pair<float*, int64_t>> grads;
   for (const models::ParamRef& p : params) {
-    if (!p.frozen) finite = scale_and_check(p.grad, p.numel, inv) && finite;
+    if (!p.frozen) grads.emplace_back(p.grad, p.numel);
   }
-  return finite;
+  return backend.scale_and_check(grads, inv);
 }
 
 void LossScaler::update(bool applied) {

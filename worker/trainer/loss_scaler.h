@@ -9,6 +9,7 @@ namespace pshard {
 class Config;
 }
 namespace pshard::models {
+class Backend;
 struct ParamRef;
 }
 
@@ -19,7 +20,7 @@ namespace pshard::trainer {
 //
 //   LossScaler s = LossScaler::from_config(cfg);
 //   model.set_loss_scale(s.scale());  ... backward ...
-//   const bool finite = s.unscale(model.params());
+//   const bool finite = s.unscale(model.backend(), model.params());
 //   const bool applied = sync.all_finite(finite);   // the same answer on every worker
 //   s.update(applied);
 class LossScaler {
@@ -37,8 +38,9 @@ class LossScaler {
   int64_t skipped() const { return skipped_; }  // steps skipped since the start
 
   // Divides the trainable parameters' gradients by the scale (multiplies them by the float 1/scale, as GradScaler
-  // does: exact for a power of two) and says whether every value is finite.
-  bool unscale(const std::vector<models::ParamRef>& params) const;
+  // does: exact for a power of two) and says whether every value is finite. The gradients are the backend's memory
+  // (device memory on a GPU: unscaled and checked there).
+  bool unscale(models::Backend& backend, const std::vector<models::ParamRef>& params) const;
   // After the workers agreed whether the step was applied (true) or skipped (false). An Error when the run is not
   // going anywhere: 100 steps skipped in a row, or a dynamic scale below 2^-24.
   void update(bool applied);

@@ -34,12 +34,12 @@ TrainingSetup make_training_setup(const Config& cfg) {
   s.data = data::load_data(cfg);
   const std::string device = cfg.get_string("train.device");
   const models::Precision precision = models::precision_from_name(cfg.get_string("train.precision"));
-  // train.precision other than fp32 with train.device = cuda is refused by the config's checks (config.cc).
   if (device == "cuda") {
     // One GPU per worker: launchers set CUDA_VISIBLE_DEVICES (by local rank
     // under SLURM), so a worker always uses its device 0.
     s.backend = models::make_cuda_backend(0, /*allow_tf32=*/false,
-                                          models::cuda_conv_wgrad_from_name(cfg.get_string("train.cuda_conv_wgrad")));
+                                          models::cuda_conv_wgrad_from_name(cfg.get_string("train.cuda_conv_wgrad")),
+                                          models::kCudaWgradWorkspaceBytes, precision);
   } else {
     s.backend = models::make_cpu_backend(compute_threads(cfg),
                                          models::cpu_kernels_from_name(cfg.get_string("train.cpu_kernels")), precision);

@@ -288,7 +288,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
         bool finite = true;
         {
           ScopedPhase unscale(WorkerPhase::kBackward);
-          finite = scaler.unscale(model_.params());
+          finite = scaler.unscale(model_.backend(), model_.params());
         }
         {
           ScopedPhase vote(WorkerPhase::kCommWait);

@@ -1,5 +1,6 @@
-// Training throughput of a zoo model on one backend (forward + backward + SGD step on synthetic data): the GPU side of
-// tests/bench/resnet20_gpu_vs_pytorch.py until `pshard bench compute --device cuda` is available.
+// Training throughput of a zoo model on one backend (forward + backward + SGD step on the device, synthetic data), in
+// any train.precision: what PyTorch's own loop does, next to `pshard bench compute`'s update on the host
+// (tests/bench/resnet20_gpu_vs_pytorch.py, tests/bench/gpu_precision_vs_pytorch.py).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -25,18 +26,23 @@ int main(int argc, char** argv) {
     p.add_flag("tf32", "allow TF32 tensor cores (cuda)");
     p.add_option("cuda-wgrad", "gemm|cudnn", "convolution weight gradient (cuda; train.cuda_conv_wgrad)", false,
                  "gemm");
+    p.add_option("precision", "fp32|bf16|fp16", "what convolutions and GEMMs read (train.precision)", false, "fp32");
+    p.add_option("classes", "K", "classes of the last layer", false, "10");
     p.add_flag("json", "print one JSON object");
     if (!p.parse(std::vector<std::string>(argv + 1, argv + argc))) return 0;
     const std::string device = p.get("device");
     if (device != "cpu" && device != "cuda") throw Error("--device must be cpu or cuda, got " + device);
+    const models::Precision precision = models::precision_from_name(p.get("precision"));
     auto backend = device == "cuda" ? models::make_cuda_backend(0, p.flag("tf32"),
-                                                                models::cuda_conv_wgrad_from_name(p.get("cuda-wgrad")))
-                                    : models::make_cpu_backend(static_cast<int>(p.get_int("threads")));
+                                                                models::cuda_conv_wgrad_from_name(p.get("cuda-wgrad")),
+                                                                models::kCudaWgradWorkspaceBytes, precision)
+                                    : models::make_cpu_backend(static_cast<int>(p.get_int("threads")),
+                                                               models::CpuKernels::kOneDnn, precision);
     models::ModelSpec spec;
     spec.name = p.get("model");
     spec.hidden = {256, 128};
     spec.input_shape = models::model_info(spec.name).example_input;
-    spec.num_classes = 10;
+    spec.num_classes = p.get_int("classes");
     spec.target_dim = 0;
     auto model = models::Model::create(spec, *backend);
     model->init_params(1);
@@ -47,10 +53,17 @@ int main(int argc, char** argv) {
     std::vector<float> x(static_cast<size_t>(batch * per_sample));
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
     std::vector<int32_t> labels(static_cast<size_t>(batch));
-    for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
+    for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % spec.num_classes);
+    // fp16 scales its loss and unscales and checks the gradients each step, as a worker (and GradScaler) does.
+    const bool scaled = precision == models::Precision::kFp16;
+    constexpr float kScale = 65536.0f;
+    if (scaled) model->set_loss_scale(kScale);
+    std::vector<std::pair<float*, int64_t>> grads;
+    for (const models::ParamRef& q : model->params()) grads.emplace_back(q.grad, q.numel);
     auto step = [&] {
       model->forward(x.data(), batch, labels.data(), nullptr, true);  // waits for the loss (as a worker does)
       model->backward();
+      if (scaled && !backend->scale_and_check(grads, 1.0f / kScale)) return;  // a skipped step
       for (const models::ParamRef& q : model->params()) backend->axpy(q.numel, -0.01f, q.grad, q.value);
     };
     for (int64_t i = 0; i < warmup; ++i) step();
@@ -63,6 +76,7 @@ int main(int argc, char** argv) {
     if (p.flag("json")) {
       Json j = Json::object();
       j.set("model", spec.name).set("device", backend->describe()).set("batch", batch).set("iters", iters);
+      j.set("precision", models::precision_name(precision));
       j.set("samples_per_s", samples_per_s).set("step_ms", 1000.0 * seconds / static_cast<double>(iters));
       std::cout << j.dump() << "\n";
     } else {

@@ -95,17 +95,18 @@ TEST(LossScaler, UnscalesExactlyAndFindsNonFiniteValues) {
   params[1].numel = 2;
   params[1].value = v2.data();
   LossScaler s(LossScaler::Mode::kDynamic, 65536.0f, 10);
-  EXPECT_TRUE(s.unscale(params));
+  const auto cpu = models::make_cpu_backend(1);
+  EXPECT_TRUE(s.unscale(*cpu, params));
   EXPECT_EQ(g1[0], 1.0f);
   EXPECT_EQ(g1[1], -3.0f);
   EXPECT_EQ(g1[2], 0.5f / 65536.0f);
   g2[1] = std::numeric_limits<float>::infinity();
-  EXPECT_FALSE(s.unscale(params));
+  EXPECT_FALSE(s.unscale(*cpu, params));
   g2[1] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_FALSE(s.unscale(params));
+  EXPECT_FALSE(s.unscale(*cpu, params));
   params[1].frozen = true;  // frozen parameters are neither unscaled nor checked
   g1 = {1.0f, 2.0f, 3.0f};
-  EXPECT_TRUE(s.unscale(params));
+  EXPECT_TRUE(s.unscale(*cpu, params));
 }
 
 // A local sync whose workers' vote says "skip" at the chosen steps, as when another worker's gradients were not
