@@ -231,8 +231,9 @@ void Model::backward(const std::function<void(int first_param, int count)>& on_g
   Tensor d = grad_buffers_[cur].get(backend_, out.shape());
   loss_->backward(out, last_labels_, last_targets_, d);
   if (loss_scale_ != 1.0f) {
-    float* g = d.data();
-    for (int64_t i = 0; i < d.numel(); ++i) g[i] *= loss_scale_;
+    // On the backend (device memory on a GPU). Its finiteness answer is not needed: the parameters' gradients are
+    // checked after backward (worker/trainer/loss_scaler.h).
+    (void)backend_.scale_and_check({{d.data(), d.numel()}}, loss_scale_);
   }
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
     Layer& ly = *layers_[l].layer;
@@ -256,9 +257,6 @@ void Model::set_loss_scale(float scale) {
   if (!(scale > 0.0f) || !std::isfinite(scale)) {
     throw Error("model " + spec_.name + ": the loss scale must be a positive finite number, got " +
                 std::to_string(scale));
-  }
-  if (scale != 1.0f && !backend_.host_accessible()) {
-    throw Error("model " + spec_.name + ": loss scaling runs on the CPU backend only (" + backend_.describe() + ")");
   }
   loss_scale_ = scale;
 }

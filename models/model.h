@@ -103,8 +103,8 @@ class Model {
   // lowest layer with a trainable parameter (freeze) are not run: their gradients are left as they were.
   void backward(const std::function<void(int first_param, int count)>& on_grads_ready = {});
   // Loss scaling (train.loss_scaling): backward() starts from `scale` x the mean loss's gradient, so every gradient it
-  // writes is `scale` times the true one (the caller divides the parameters' gradients back). 1 by default. A backend
-  // whose memory the host cannot write (CUDA) takes no scale other than 1 (an Error).
+  // writes is `scale` times the true one (the caller divides the parameters' gradients back: LossScaler::unscale).
+  // 1 by default.
   void set_loss_scale(float scale);
   float loss_scale() const { return loss_scale_; }
 

@@ -2,23 +2,30 @@
 // the operands) against the CPU's float32 kernels run on the same operands rounded to 16 bits on the host; loss
 // scaling's unscale-and-check on the device; a LeNet and a ResNet-20 step against float32 (skipped without a GPU).
 //
-// Tolerances, per operation (eps = 2^-23, float32's; u = the 16-bit type's unit roundoff: 2^-9 bf16, 2^-12 fp16):
-// - GEMM: products of two 16-bit numbers are exact in float32, so only the summation order differs from the CPU:
-//   |gpu - cpu| <= 16 eps * sum|terms|.
-// - Convolution: cuDNN writes y, dx and dw as 16 bits, so each output is also rounded once:
-//   |gpu - cpu| <= u * |cpu| + 16 eps * sum|terms| (+ 2^-24 for fp16's subnormals).
-// - Whole models: the loss within 1e-2 relative of the float32 CPU model's, each gradient's norm of differences
-//   within 5e-2 of its norm (bf16) or 1e-2 (fp16).
+// Tolerances, per operation (eps = 2^-23, float32's; u = the 16-bit type's unit roundoff: 2^-8 bf16, 2^-11 fp16):
+// - GEMM: products of two 16-bit numbers are exact in float32, so only the summation differs from the CPU's: its
+//   order, and tensor cores' float32 accumulation, which aligns a block's products to the largest and truncates
+//   (not IEEE round to nearest): |gpu - cpu| <= 64 eps * sum|terms|. Rounding the operands moves the result by
+//   about 1000 (fp16) to 8000 (bf16) eps * sum|terms| at these sizes, so the check still sees a wrong operand.
+// - Convolution: the same, and cuDNN writes y, dx and dw as 16 bits, so each output is also rounded once (y before
+//   its bias is added): |gpu - cpu| <= u * |cpu without bias| + 64 eps * sum|terms| (+ 2^-24 for fp16's subnormals).
+// - Whole models: how far a step's gradients are from the float32 CPU model's is a property of the network as much
+//   as of the arithmetic (at initialisation on random data, pshard's own CPU path that rounds only the operands moves
+//   LeNet's by 5 % (fp16) to 10 % (bf16) and ResNet-20's by 8 % to 25 % of their norms), so the GPU is held to that
+//   path: each gradient's distance from float32 at most 2.5 x the CPU's same-precision distance (+ 1e-3), and the
+//   loss within 1e-2. Measured on an H200 (2026-11-28): 1.1 to 1.5 x. A layout or indexing error is of order 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "common/compression/fp16.h"
+#include "common/error.h"
 #include "models/backend.h"
 #include "models/cpu/cpu_backend.h"
 #include "models/cuda/cuda_backend.h"
@@ -51,7 +58,8 @@ std::vector<float> rounded(std::vector<float> v, Precision p) {
   return v;
 }
 
-double unit_roundoff(Precision p) { return p == Precision::kFp16 ? std::ldexp(1.0, -12) : std::ldexp(1.0, -9); }
+// Half the spacing at the bottom of a binade, relative: 8 significant bits (bf16), 11 (fp16).
+double unit_roundoff(Precision p) { return p == Precision::kFp16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
 
 class MixedPrecision : public ::testing::TestWithParam<Precision> {
  protected:
@@ -87,15 +95,15 @@ TEST_P(MixedPrecision, GemmAllTransposesMatchTheRoundedOperandsInFloat32) {
       gpu_->gemm(ta, tb, m, n, k, 0.5f, ag.get(), lda, bg.get(), ldb, 0.25f, cg.get(), ldc);
       const auto ref = cr.host(), mag = ca.host(), got = cg.host();
       expect_each_within(
-          ref, got, what, [&](size_t i) { return 16 * kEps * mag[i]; },
-          [&](size_t i) { return "16 eps x sum|terms| = " + number(16 * kEps * mag[i]); });
+          ref, got, what, [&](size_t i) { return 64 * kEps * mag[i]; },
+          [&](size_t i) { return "64 eps x sum|terms| = " + number(64 * kEps * mag[i]); });
       // The operands were rounded: against the unrounded float32 product the error is of the 16-bit type's size.
       Array af(*cpu_, a), bf(*cpu_, b), cf(*cpu_, c0);
       cpu_->gemm(ta, tb, m, n, k, 0.5f, af.get(), lda, bf.get(), ldb, 0.25f, cf.get(), ldc);
       const auto exact = cf.host();
       double worst = 0.0;
       for (size_t i = 0; i < exact.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - exact[i]) / mag[i]);
-      EXPECT_GT(worst, 64 * kEps) << what << ": no sign of 16-bit operands";
+      EXPECT_GT(worst, 256 * kEps) << what << ": no sign of 16-bit operands";
       EXPECT_LT(worst, 4 * unit_roundoff(GetParam())) << what;
     }
   }
@@ -148,16 +156,21 @@ TEST_P(MixedPrecision, ConvolutionsMatchTheRoundedOperandsInFloat32) {
     gpu_->conv2d_backward(s, xg.get(), wg.get(), dyg.get(), c.need_dx ? dxg.get() : nullptr, dwg.get(),
                           c.bias ? dbg.get() : nullptr);
     const double out_u = mixed ? u : 0.0;
-    auto check = [&](const Array& ref, const Array& got, const Array& mag, const std::string& what) {
+    // `rounded_part(i)`: what cuDNN wrote before it was widened (the forward's output without its bias).
+    auto check = [&](const Array& ref, const Array& got, const Array& mag, const std::string& what,
+                     const std::function<double(const std::vector<float>&, size_t)>& rounded_part) {
       const auto r = ref.host(), g = got.host(), m = mag.host();
-      expect_each_within(
-          r, g, name + " " + what, [&](size_t i) { return out_u * std::fabs(r[i]) + 16 * kEps * m[i] + floor; },
-          [&](size_t i) {
-            return "u |cpu| + 16 eps x sum|terms| = " + number(out_u * std::fabs(r[i]) + 16 * kEps * m[i] + floor);
-          });
+      auto allowed = [&](size_t i) { return out_u * std::fabs(rounded_part(r, i)) + 64 * kEps * m[i] + floor; };
+      expect_each_within(r, g, name + " " + what, allowed,
+                         [&](size_t i) { return "u |cpu| + 64 eps x sum|terms| = " + number(allowed(i)); });
     };
-    check(yc, yg, ya, "forward");
-    check(dwc, dwg, dwa, "dw");
+    auto whole = [](const std::vector<float>& r, size_t i) { return static_cast<double>(r[i]); };
+    auto without_bias = [&](const std::vector<float>& r, size_t i) {
+      const int64_t channel = static_cast<int64_t>(i) / (s.h_out * s.w_out) % s.c_out;
+      return static_cast<double>(r[i]) - (c.bias ? b[channel] : 0.0f);
+    };
+    check(yc, yg, ya, "forward", without_bias);
+    check(dwc, dwg, dwa, "dw", whole);
     if (c.bias) {  // from the float32 dy on the GPU: against the CPU's bias gradient of the unrounded dy
       Array dyf(*cpu_, dy), dbf(*cpu_, s.c_out);
       cpu_->bias_grad(dyf.get(), s.n, s.c_out, s.h_out * s.w_out, dbf.get());
@@ -166,7 +179,7 @@ TEST_P(MixedPrecision, ConvolutionsMatchTheRoundedOperandsInFloat32) {
           r, g, name + " db", [&](size_t i) { return 16 * kEps * m[i]; },
           [&](size_t i) { return "16 eps x sum|terms| = " + number(16 * kEps * m[i]); });
     }
-    if (c.need_dx) check(dxc, dxg, dxa, "dx");
+    if (c.need_dx) check(dxc, dxg, dxa, "dx", whole);
   }
   // ResNet's geometries (16+ channels) must not fall back to float32.
   EXPECT_GE(mixed_plans, 3) << tag() << ": cuDNN ran too few of the convolutions in 16 bits";
@@ -186,53 +199,89 @@ TEST_P(MixedPrecision, UnscaleAndCheckOnTheDevice) {
   EXPECT_FALSE(gpu_->scale_and_check({{b.get(), 3}, {a.get(), 100003}}, 1.0f));
   EXPECT_TRUE(gpu_->scale_and_check({{b.get(), 3}}, 1.0f));
   // A finite value that overflows when scaled is not finite any more.
-  EXPECT_FALSE(gpu_->scale_and_check({{b.get(), 3}}, 1e36f));
+  EXPECT_FALSE(gpu_->scale_and_check({{b.get(), 3}}, 1e38f));
 }
 
-// One forward + backward of a whole model against the float32 CPU model from the same weights.
-void compare_with_fp32(Backend& gpu, const std::string& model, std::vector<int64_t> input, int64_t batch,
-                       double grad_rtol) {
-  auto cpu = make_cpu_backend(2);
+// One forward + backward of a whole model from the same weights and data on the float32 CPU backend, on the CPU
+// backend in the same precision (its operands rounded: oneDNN's bf16 kernels, or float32 kernels on half-rounded
+// operands) and on the GPU; per parameter, the gradient's distance from float32 relative to its norm.
+struct Distances {
+  double loss_fp32 = 0, loss_gpu = 0;
+  std::vector<std::string> names;
+  std::vector<double> gpu, cpu;  // ||g - g32|| / ||g32||
+};
+
+Distances step_distances(Backend& gpu, Precision precision, const std::string& model, std::vector<int64_t> input,
+                         int64_t batch) {
+  auto fp32 = make_cpu_backend(2);
+  auto same = make_cpu_backend(2, CpuKernels::kOneDnn, precision);
   ModelSpec spec;
   spec.name = model;
   spec.input_shape = input;
   spec.num_classes = 10;
   spec.target_dim = 0;
-  auto mc = Model::create(spec, *cpu);
+  auto m32 = Model::create(spec, *fp32);
+  auto mcp = Model::create(spec, *same);
   auto mg = Model::create(spec, gpu);
-  mc->init_params(42);
-  mg->init_params(42);
   int64_t per_sample = 1;
   for (int64_t d : input) per_sample *= d;
   const auto x = random_floats(static_cast<size_t>(batch * per_sample), 500);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i * 3 % 10);
-  const double lc = mc->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum;
-  const double lg = mg->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum;
-  EXPECT_NEAR(lg, lc, 1e-2 * std::fabs(lc)) << model;
-  mc->backward();
-  mg->backward();
-  for (size_t i = 0; i < mc->params().size(); ++i) {
-    const ParamRef& pc = mc->params()[i];
-    const ParamRef& pg = mg->params()[i];
-    std::vector<float> c(static_cast<size_t>(pc.numel)), g(c.size());
-    cpu->download(c.data(), pc.grad, sizeof(float) * c.size());
-    gpu.download(g.data(), pg.grad, sizeof(float) * g.size());
+  Distances d;
+  for (Model* m : {m32.get(), mcp.get(), mg.get()}) {
+    m->init_params(42);
+    const double loss = m->forward(x.data(), batch, labels.data(), nullptr, true).loss_sum;
+    if (m == m32.get()) d.loss_fp32 = loss;
+    if (m == mg.get()) d.loss_gpu = loss;
+    m->backward();
+  }
+  auto grad = [](Model& m, size_t i) {
+    const ParamRef& p = m.params()[i];
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    m.backend().download(v.data(), p.grad, sizeof(float) * v.size());
+    return v;
+  };
+  auto distance = [](const std::vector<float>& g, const std::vector<float>& ref) {
     double diff = 0.0, norm = 0.0;
-    for (size_t j = 0; j < c.size(); ++j) {
-      diff += (static_cast<double>(g[j]) - c[j]) * (static_cast<double>(g[j]) - c[j]);
-      norm += static_cast<double>(c[j]) * c[j];
+    for (size_t j = 0; j < ref.size(); ++j) {
+      diff += (static_cast<double>(g[j]) - ref[j]) * (static_cast<double>(g[j]) - ref[j]);
+      norm += static_cast<double>(ref[j]) * ref[j];
     }
-    EXPECT_LE(std::sqrt(diff), grad_rtol * std::sqrt(norm) + 1e-7) << model << " grad " << pc.name;
+    return std::sqrt(diff) / (std::sqrt(norm) + 1e-30);
+  };
+  for (size_t i = 0; i < m32->params().size(); ++i) {
+    const auto ref = grad(*m32, i);
+    d.names.push_back(m32->params()[i].name);
+    d.gpu.push_back(distance(grad(*mg, i), ref));
+    d.cpu.push_back(distance(grad(*mcp, i), ref));
+  }
+  return d;
+}
+
+void expect_like_the_cpu_path(Backend& gpu, Precision precision, const std::string& model,
+                              std::vector<int64_t> input, int64_t batch) {
+  Distances d;
+  try {
+    d = step_distances(gpu, precision, model, std::move(input), batch);
+  } catch (const Error& e) {  // the CPU side: oneDNN's bf16 kernels need AVX512 (AVX512_BF16/AMX natively)
+    if (std::string(e.what()).find("cuda") != std::string::npos) throw;
+    GTEST_SKIP() << "the CPU cannot run " << precision_name(precision) << " to compare with: " << e.what();
+  }
+  EXPECT_NEAR(d.loss_gpu, d.loss_fp32, 1e-2 * std::fabs(d.loss_fp32)) << model;
+  for (size_t i = 0; i < d.names.size(); ++i) {
+    EXPECT_LE(d.gpu[i], 2.5 * d.cpu[i] + 1e-3)
+        << model << " grad " << d.names[i] << ": the GPU's distance from float32 " << d.gpu[i]
+        << ", the CPU's in the same precision " << d.cpu[i];
   }
 }
 
-TEST_P(MixedPrecision, LenetStepStaysCloseToFloat32) {
-  compare_with_fp32(*gpu_, "lenet", {1, 28, 28}, 32, GetParam() == Precision::kBf16 ? 5e-2 : 1e-2);
+TEST_P(MixedPrecision, LenetStepIsAsCloseToFloat32AsTheCpuInTheSamePrecision) {
+  expect_like_the_cpu_path(*gpu_, GetParam(), "lenet", {1, 28, 28}, 32);
 }
 
-TEST_P(MixedPrecision, Resnet20StepStaysCloseToFloat32) {
-  compare_with_fp32(*gpu_, "resnet20", {3, 32, 32}, 16, GetParam() == Precision::kBf16 ? 5e-2 : 1e-2);
+TEST_P(MixedPrecision, Resnet20StepIsAsCloseToFloat32AsTheCpuInTheSamePrecision) {
+  expect_like_the_cpu_path(*gpu_, GetParam(), "resnet20", {3, 32, 32}, 16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, MixedPrecision, ::testing::Values(Precision::kBf16, Precision::kFp16),
