@@ -107,9 +107,9 @@ bool CudaBackend::plan_convolution(const ConvShape& s, bool mixed, ConvPlan& pla
   PSHARD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan.conv));
   // Mixed: bf16 or half tensors in NHWC (filters KRSC), float32 accumulation (cuDNN's PSEUDO_HALF and
   // PSEUDO_BFLOAT16 configurations), tensor cores allowed; fp32: NCHW float32, FP32 FMA unless TF32 is allowed.
-  const cudnnDataType_t data = !mixed                              ? CUDNN_DATA_FLOAT
+  const cudnnDataType_t data = !mixed                           ? CUDNN_DATA_FLOAT
                                : precision_ == Precision::kFp16 ? CUDNN_DATA_HALF
-                                                                 : CUDNN_DATA_BFLOAT16;
+                                                                : CUDNN_DATA_BFLOAT16;
   const cudnnTensorFormat_t format = mixed ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const bool tensor_cores = mixed || allow_tf32_;
   const cudnnMathType_t default_math = mixed ? CUDNN_TENSOR_OP_MATH : allow_tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -140,15 +140,14 @@ bool CudaBackend::plan_convolution(const ConvShape& s, bool mixed, ConvPlan& pla
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd));
   auto fwd_bytes = [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m, size_t* b) {
     return cudnnSetConvolutionMathType(conv, m) == CUDNN_STATUS_SUCCESS &&
-           cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, a, b) ==
-               CUDNN_STATUS_SUCCESS;
+           cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, a, b) == CUDNN_STATUS_SUCCESS;
   };
   if (!pick(fwd, count, tensor_cores, fwd_bytes, &plan.fwd_algo, &plan.fwd_math, &plan.fwd_bytes)) {
     if (mixed) return false;
     plan.fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, plan.fwd_math = CUDNN_FMA_MATH;
     PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, plan.fwd_math));
-    PSHARD_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, plan.fwd_algo,
-                                                               &plan.fwd_bytes));
+    PSHARD_CUDNN_CHECK(
+        cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, plan.fwd_algo, &plan.fwd_bytes));
   }
   PSHARD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, default_math));
   cudnnConvolutionBwdDataAlgoPerf_t data_perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -202,8 +201,8 @@ void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float
     const std::vector<void*> half = half_buffers({s.n * s.c_in * hw, s.c_out * s.c_in * khw, s.n * s.c_out * hw_out});
     cuda::to_16bit_channels_last(x, s.n, s.c_in, hw, precision_, half[0], stream_);
     cuda::to_16bit_channels_last(w, s.c_out, s.c_in, khw, precision_, half[1], stream_);
-    PSHARD_CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, half[0], plan.w, half[1], plan.conv,
-                                               plan.fwd_algo, ws, plan.fwd_bytes, &zero, plan.y, half[2]));
+    PSHARD_CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, half[0], plan.w, half[1], plan.conv, plan.fwd_algo,
+                                               ws, plan.fwd_bytes, &zero, plan.y, half[2]));
     cuda::from_16bit_channels_last(half[2], s.n, s.c_out, hw_out, precision_, y, stream_);
   } else {
     PSHARD_CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x, plan.w, w, plan.conv, plan.fwd_algo, ws,

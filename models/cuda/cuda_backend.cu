@@ -119,9 +119,10 @@ std::string CudaBackend::describe() const {
   // The cuDNN that was loaded (pip's libcudnn.so.9 may be newer than the headers built against): 90501 = 9.5.1.
   const size_t v = cudnnGetVersion();
   return "cuda:" + std::to_string(device_) + " (" + name_ + ", cuBLAS, cuDNN " + std::to_string(v / 10000) + "." +
-         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + (precision_ != Precision::kFp32 ? std::string(", ") + precision_name(precision_) + " tensor cores"
-                                         : allow_tf32_     ? std::string(", TF32")
-                                                           : std::string(", FP32")) +
+         std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+         (precision_ != Precision::kFp32 ? std::string(", ") + precision_name(precision_) + " tensor cores"
+          : allow_tf32_                  ? std::string(", TF32")
+                                         : std::string(", FP32")) +
          ", wgrad " + cuda_conv_wgrad_name(wgrad_) + ")";
 }
 

@@ -6,8 +6,8 @@
 #include <cudnn.h>
 
 #include <array>
-#include <initializer_list>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -51,9 +51,10 @@ struct ConvPlan {
 
 // Every Backend operation on one GPU. With precision bf16 or fp16, GEMMs and convolutions run on tensor cores: they
 // read 16-bit copies of their float32 operands (convolutions channels-last), accumulate in float32 and write float32
-// (GEMMs directly; convolutions through a 16-bit output that is widened); everything else stays float32. Work is queued on one stream; calls return without waiting except those that
-// hand results to the host (download, loss forwards, synchronize). Gradient downloads and weight uploads of
-// begin_download/begin_upload run on a second stream, ordered against compute with events.
+// (GEMMs directly; convolutions through a 16-bit output that is widened); everything else stays float32. Work is queued
+// on one stream; calls return without waiting except those that hand results to the host (download, loss forwards,
+// synchronize). Gradient downloads and weight uploads of begin_download/begin_upload run on a second stream, ordered
+// against compute with events.
 //
 //   auto gpu = make_cuda_backend(0);
 //   float* x = static_cast<float*>(gpu->allocate(bytes));

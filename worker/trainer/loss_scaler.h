@@ -11,7 +11,7 @@ class Config;
 namespace pshard::models {
 class Backend;
 struct ParamRef;
-}
+}  // namespace pshard::models
 
 namespace pshard::trainer {
 

@@ -33,11 +33,11 @@ int main(int argc, char** argv) {
     const std::string device = p.get("device");
     if (device != "cpu" && device != "cuda") throw Error("--device must be cpu or cuda, got " + device);
     const models::Precision precision = models::precision_from_name(p.get("precision"));
-    auto backend = device == "cuda" ? models::make_cuda_backend(0, p.flag("tf32"),
-                                                                models::cuda_conv_wgrad_from_name(p.get("cuda-wgrad")),
-                                                                models::kCudaWgradWorkspaceBytes, precision)
-                                    : models::make_cpu_backend(static_cast<int>(p.get_int("threads")),
-                                                               models::CpuKernels::kOneDnn, precision);
+    auto backend =
+        device == "cuda"
+            ? models::make_cuda_backend(0, p.flag("tf32"), models::cuda_conv_wgrad_from_name(p.get("cuda-wgrad")),
+                                        models::kCudaWgradWorkspaceBytes, precision)
+            : models::make_cpu_backend(static_cast<int>(p.get_int("threads")), models::CpuKernels::kOneDnn, precision);
     models::ModelSpec spec;
     spec.name = p.get("model");
     spec.hidden = {256, 128};

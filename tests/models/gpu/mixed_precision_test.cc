@@ -102,7 +102,8 @@ TEST_P(MixedPrecision, GemmAllTransposesMatchTheRoundedOperandsInFloat32) {
       cpu_->gemm(ta, tb, m, n, k, 0.5f, af.get(), lda, bf.get(), ldb, 0.25f, cf.get(), ldc);
       const auto exact = cf.host();
       double worst = 0.0;
-      for (size_t i = 0; i < exact.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - exact[i]) / mag[i]);
+      for (size_t i = 0; i < exact.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - exact[i]) / mag[i]);
       EXPECT_GT(worst, 256 * kEps) << what << ": no sign of 16-bit operands";
       EXPECT_LT(worst, 4 * unit_roundoff(GetParam())) << what;
     }
@@ -116,9 +117,10 @@ TEST_P(MixedPrecision, ConvolutionsMatchTheRoundedOperandsInFloat32) {
   };
   // ResNet's shapes (3x3, 1x1 projections with stride 2, 64+ channels), LeNet's (1 and 6 input channels, 5x5), a
   // 7x7 stride-2 stem on 3 channels, odd sizes.
-  const std::vector<Case> cases = {{4, 16, 16, 16, 16, 3, 1, 1, false, true}, {2, 64, 14, 14, 128, 1, 2, 0, false, true},
-                                   {3, 32, 9, 11, 64, 3, 2, 1, false, true},  {2, 1, 28, 28, 6, 5, 1, 0, true, false},
-                                   {2, 6, 12, 12, 16, 5, 1, 0, true, true},   {2, 3, 32, 32, 64, 7, 2, 3, false, false}};
+  const std::vector<Case> cases = {
+      {4, 16, 16, 16, 16, 3, 1, 1, false, true}, {2, 64, 14, 14, 128, 1, 2, 0, false, true},
+      {3, 32, 9, 11, 64, 3, 2, 1, false, true},  {2, 1, 28, 28, 6, 5, 1, 0, true, false},
+      {2, 6, 12, 12, 16, 5, 1, 0, true, true},   {2, 3, 32, 32, 64, 7, 2, 3, false, false}};
   const Precision p = GetParam();
   const double u = unit_roundoff(p), floor = p == Precision::kFp16 ? std::ldexp(1.0, -24) : 0.0;
   uint64_t seed = 70;
@@ -127,9 +129,8 @@ TEST_P(MixedPrecision, ConvolutionsMatchTheRoundedOperandsInFloat32) {
     const ConvShape s = ConvShape::make(c.n, c.c_in, c.h, c.w, c.c_out, c.k, c.stride, c.pad);
     const bool mixed = cuda().convolution_runs_16bit(s);
     mixed_plans += mixed;
-    const std::string name = tag() + (mixed ? "" : " (float32 fallback)") + " conv " + std::to_string(c.c_in) +
-                             "->" + std::to_string(c.c_out) + " k" + std::to_string(c.k) + " s" +
-                             std::to_string(c.stride);
+    const std::string name = tag() + (mixed ? "" : " (float32 fallback)") + " conv " + std::to_string(c.c_in) + "->" +
+                             std::to_string(c.c_out) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride);
     const int64_t nx = s.n * s.c_in * s.h * s.w, nw = s.c_out * s.c_in * s.kh * s.kw,
                   ny = s.n * s.c_out * s.h_out * s.w_out;
     const auto x = random_floats(nx, seed++), w = random_floats(nw, seed++), b = random_floats(s.c_out, seed++),
@@ -259,8 +260,8 @@ Distances step_distances(Backend& gpu, Precision precision, const std::string& m
   return d;
 }
 
-void expect_like_the_cpu_path(Backend& gpu, Precision precision, const std::string& model,
-                              std::vector<int64_t> input, int64_t batch) {
+void expect_like_the_cpu_path(Backend& gpu, Precision precision, const std::string& model, std::vector<int64_t> input,
+                              int64_t batch) {
   Distances d;
   try {
     d = step_distances(gpu, precision, model, std::move(input), batch);
