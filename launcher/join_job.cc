@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "common/run/run_directory.h"
-#include "common/util/binary_file.h"
 #include "common/util/json.h"
+#include "common/util/private_file.h"
 
 extern char** environ;
 
@@ -41,7 +41,9 @@ void join_running_job(const std::string& run_dir) {
                 "(is " +
                 run_dir + " its run directory, and is the job running?)");
   }
-  const Json doc = Json::parse(binary::read_file(path, "join file", 1 << 20), "join file " + path);
+  // The file says what to run as this user: only one that this user alone controls is followed (a launch writes
+  // it 0600 in its run directory).
+  const Json doc = Json::parse(read_private_file(path, "join file", 1 << 20), "join file " + path);
   const std::vector<std::string> argv = strings(doc, "argv", path);
   std::vector<std::string> env = strings(doc, "env", path);
   if (argv.empty()) throw Error("pshard join: " + path + ": the worker's command line is empty");

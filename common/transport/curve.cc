@@ -18,18 +18,13 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "common/util/binary_file.h"
+#include "common/util/private_file.h"
 
 namespace pshard::transport {
 namespace {
 
 constexpr size_t kZ85KeyChars = 40;
 const char* const kFields[] = {"server_public", "server_secret", "client_public", "client_secret"};
-
-std::string mode_string(mode_t mode) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
-  return buf;
-}
 
 std::string errno_text() { return std::strerror(errno); }
 

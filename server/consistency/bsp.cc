@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/reduce/rank_sum.h"
+
 namespace pshard {
 
 using protocol::ErrorCode;
@@ -71,10 +73,9 @@ std::vector<uint32_t> BspPolicy::missing(int64_t step, const DeadWorkers& dead) 
   return ranks;
 }
 
-// Sums contributions in rank order as far as they are contiguous; closes the step when every live worker has
-// contributed. Summing in a fixed order keeps W workers bitwise equal to themselves run after run. A host's sum
-// (cluster.host_aggregation) counts as its w workers: when it covers every worker, ((g0 + g1) + g2) / 3 summed by
-// the host's first worker rounds as the same sum made here.
+// Sums contributions in rank order as far as they are contiguous (common/reduce/rank_sum.h, whose rounding contract
+// a host's sum keeps); closes the step when every live worker has contributed. Summing in a fixed order keeps W
+// workers bitwise equal to themselves run after run. A host's sum (cluster.host_aggregation) counts as its w workers.
 void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   const uint64_t length = slice_.length();
   bool averaged = false;  // the last addition also divided by the count
@@ -92,26 +93,22 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
         for (uint32_t later = r + 1; later < num_workers_ && last; ++later) {
           last = !pending_[later] && (pushed_[later] || !counted(later, dead));
         }
-        const float n = static_cast<float>(contributions_ + w);
+        const uint32_t n = contributions_ + w;
         const float* g = aligned_floats(*pending_[r], scratch);
         if (payloads_ == 1) {  // the second payload: the sum starts as first + second, in one pass
           acc_.resize(length);
-          float* a = acc_.data();
           std::vector<float> first_scratch;
           const float* f = aligned_floats(*first_, first_scratch);
           if (last) {
-            for (uint64_t i = 0; i < length; ++i) a[i] = (f[i] + g[i]) / n;
+            reduce::sum_start_mean(f, g, acc_.data(), length, n);
           } else {
-            for (uint64_t i = 0; i < length; ++i) a[i] = f[i] + g[i];
+            reduce::sum_start(f, g, acc_.data(), length);
           }
           first_.reset();
+        } else if (last) {
+          reduce::sum_add_mean(acc_.data(), g, length, n);
         } else {
-          float* a = acc_.data();
-          if (last) {
-            for (uint64_t i = 0; i < length; ++i) a[i] = (a[i] + g[i]) / n;
-          } else {
-            for (uint64_t i = 0; i < length; ++i) a[i] += g[i];
-          }
+          reduce::sum_add(acc_.data(), g, length);
         }
         averaged = last;
         pending_[r].reset();
@@ -132,19 +129,14 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
     first_.reset();
   } else if (payloads_ == 1) {  // one host's sum: its mean
     acc_.resize(length);
-    float* a = acc_.data();
-    const float* f = aligned_floats(*first_, scratch);
-    const float n = static_cast<float>(contributions_);
-    for (uint64_t i = 0; i < length; ++i) a[i] = f[i] / n;
+    reduce::mean(aligned_floats(*first_, scratch), acc_.data(), length, contributions_);
     first_.reset();
-    slice_.apply(a, step, contributions_);
+    slice_.apply(acc_.data(), step, contributions_);
   } else {
-    float* a = acc_.data();
     if (!averaged) {  // a worker died after the last contribution came in
-      const float n = static_cast<float>(contributions_);
-      for (uint64_t i = 0; i < length; ++i) a[i] /= n;
+      reduce::mean(acc_.data(), acc_.data(), length, contributions_);
     }
-    slice_.apply(a, step, contributions_);
+    slice_.apply(acc_.data(), step, contributions_);
   }
   contributions_ = 0;
   payloads_ = 0;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/reduce/rank_sum.h"
 #include "common/transport/peer_auth.h"
 #include "common/transport/shm_futex.h"
 #include "common/util/log.h"
@@ -193,10 +194,11 @@ void HostGroup::sum_members(uint32_t id, const float* own, float* sum, size_t n,
                   std::to_string(theirs) + " where step " + std::to_string(step) + " was expected");
     }
     const float* g = SlotTable::values(h);
+    // In rank order, as the server sums (common/reduce/rank_sum.h: its rounding contract).
     if (k == 1) {
-      for (size_t i = 0; i < n; ++i) sum[i] = own[i] + g[i];
+      reduce::sum_start(own, g, sum, n);
     } else {
-      for (size_t i = 0; i < n; ++i) sum[i] += g[i];
+      reduce::sum_add(sum, g, n);
     }
     h->busy.store(0, std::memory_order_release);
     transport::wake_all(&h->busy);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 #include "worker/data/packed.h"
 #include "worker/data/random.h"
 
@@ -47,13 +48,19 @@ bool has_image_extension(const std::string& name) {
   return ext == "jpg" || ext == "jpeg" || ext == "png";
 }
 
-// Empty when the file looks like an image; otherwise why it is skipped.
+// Empty when the file looks like an image; otherwise why it is skipped. Opening never blocks: a FIFO or device
+// named like an image is skipped as "not a regular file (a FIFO)", not waited on.
 std::string skip_reason(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::string("cannot open: ") + std::strerror(errno);
+  std::string bytes;
+  try {
+    bytes = binary::read_file_prefix(path, "image", 8);
+  } catch (const Error& e) {  // "image PATH: <why>"
+    const std::string what = e.what(), prefix = "image " + path + ": ";
+    return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
+  }
   uint8_t head[8] = {};
-  in.read(reinterpret_cast<char*>(head), sizeof head);
-  size_t got = static_cast<size_t>(in.gcount());
+  const size_t got = std::min(bytes.size(), sizeof head);
+  std::memcpy(head, bytes.data(), got);
   if (got == 0) return "empty file (0 bytes)";
   if (sniff_image_format(head, got) == ImageFormat::kUnknown) {
     return "not a JPEG or PNG image (the first bytes are neither FF D8 FF nor the PNG signature)";

@@ -7,21 +7,15 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/util/binary_file.h"
 #include "worker/data/random.h"
 
 namespace pshard::data {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::streamoff size = in.tellg();
-  if (size < 0) throw Error(path + ": cannot read its size");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (in.gcount() != size)
-    throw Error(path + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes");
-  return bytes;
+  // Never blocks: a FIFO or device that replaced an image after the folder was scanned is an Error naming it.
+  const std::string bytes = binary::read_file(path, "image");
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 ImageSource::ImageSource(std::shared_ptr<const EncodedImages> images, ImageTransform transform)

@@ -176,6 +176,27 @@ TEST_F(CliBadInput, FifosAndDevicesAreRefused) {
   EXPECT_NE(text.str().find("\"coordinator\""), std::string::npos) << text.str();
 }
 
+// `pshard join RUN_DIR` runs the command line in RUN_DIR/join.json as the caller: a file that another user could have
+// written is refused, naming it and its mode, and nothing of it runs.
+TEST_F(CliBadInput, JoinFilesOthersCouldWriteAreNotRun) {
+  const std::string run = dir_ + "/elastic-run";
+  ASSERT_EQ(std::system(("mkdir -p " + run).c_str()), 0);
+  const std::string marker = dir_ + "/join-ran";
+  const std::string join = run + "/join.json";
+  std::ofstream(join) << "{\"argv\": [\"/bin/sh\", \"-c\", \"touch " + marker + "\"], \"env\": []}\n";
+  ASSERT_EQ(::chmod(join.c_str(), 0666), 0);
+  expect({{"join", run}, 1, "join file " + join + " has mode 0666: group or others may read or change it"});
+  ASSERT_EQ(::chmod(join.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(run.c_str(), 0777), 0);
+  expect({{"join", run}, 1, "its directory " + run + " has mode 0777: anyone can replace the file in it"});
+  ASSERT_EQ(::chmod(run.c_str(), 0755), 0);
+  const std::string other = run + "/other.json";
+  ASSERT_EQ(::rename(join.c_str(), other.c_str()), 0);
+  ASSERT_EQ(::symlink(other.c_str(), join.c_str()), 0);
+  expect({{"join", run}, 1, "join file " + join + " is a symbolic link"});
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "a refused join file's command ran";
+}
+
 TEST_F(CliBadInput, ConfigsAndOverrides) {
   const std::string cfg = source_dir() + "/configs/linreg_sgd.toml";
   // model.name's choices are the model zoo's names, checked when the config is read (launch: before any process).

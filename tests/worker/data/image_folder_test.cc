@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <set>
 
 #include "common/error.h"
 #include "tests/worker/data/temp_dir.h"
 #include "worker/data/batch_loader.h"
+#include "worker/data/image_source.h"
 #include "worker/data/sampler.h"
 
 namespace pshard::data {
@@ -80,6 +82,32 @@ TEST(ImageFolder, EmptyFileIsSkippedAndNamed) {
   EXPECT_EQ(s.files.size(), 4u);
   ASSERT_EQ(s.skipped.size(), 1u);
   EXPECT_EQ(s.skipped[0], t.file("b/zero.png") + ": empty file (0 bytes)");
+}
+
+// Opening a FIFO waits for a writer: the scan must see what the file is without opening it blocking, and skip it by
+// name (also a device, and an image that became a FIFO after the scan, when its batch is made).
+TEST(ImageFolder, FifoNamedLikeAnImageIsSkippedWithoutWaiting) {
+  TempDir t;
+  make_folder(t.path(), {"a", "b"}, 2);
+  ASSERT_EQ(::mkfifo(t.file("a/x.jpg").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/dev/zero", t.file("b/zero.jpg").c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ImageFolderScan s = scan_image_folder(t.path());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(s.files.size(), 4u);
+  ASSERT_EQ(s.skipped.size(), 2u);
+  EXPECT_EQ(s.skipped[0], t.file("a/x.jpg") + ": not a regular file (a FIFO): refusing to read it");
+  EXPECT_EQ(s.skipped[1], t.file("b/zero.jpg") + ": not a regular file (a character device): refusing to read it");
+  std::filesystem::remove(t.file("a/100.jpg"));
+  ASSERT_EQ(::mkfifo(t.file("a/100.jpg").c_str(), 0600), 0);
+  try {
+    read_file_bytes(t.file("a/100.jpg"));
+    FAIL() << "read a FIFO as an image";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("image " + t.file("a/100.jpg") + ": not a regular file (a FIFO)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ImageFolder, ClassFolderWithoutImagesIsRefused) {
