@@ -26,6 +26,7 @@ TRAIN_LOSS = 1
 TRAIN_ACC = 2
 TEST_LOSS = 4
 TEST_ACC = 8
+LOSS_SCALING = 16
 
 
 class PshardError(RuntimeError):
@@ -52,6 +53,8 @@ class EpochReport(ctypes.Structure):
         ("forward_s", ctypes.c_double),
         ("backward_s", ctypes.c_double),
         ("figures", ctypes.c_uint32),
+        ("loss_scale", ctypes.c_double),
+        ("skipped_steps", ctypes.c_int64),
     ]
 
 

@@ -28,7 +28,8 @@ import time
 import torch
 
 from . import _state
-from ._lib import ERR_TIMEOUT, FLOAT32, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check, lib, EpochReport
+from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check,
+                   lib, EpochReport)
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
 
@@ -40,6 +41,11 @@ __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "
 # The exit status of a rank that stopped at a checkpoint on SIGTERM (checkpoint.on_sigterm = checkpoint): EX_TEMPFAIL,
 # as pshard's own workers; `pshard launch --resume` or a requeued job continues the run there.
 STOPPED = 75
+
+# A job whose steps are skipped this many times in a row (gradients not finite on some worker), or whose scale falls
+# below 2^-24, is not going anywhere: it ends as diverged, as pshard's own workers' (worker/trainer/loss_scaler.cc).
+MAX_SKIPPED_IN_A_ROW = 100
+MIN_SCALE = 2.0 ** -24
 
 # What DistributedOptimizer(grad_scaler=) uses of a scaler: the scale, and its rule for changing it.
 _SCALER_METHODS = ("get_scale", "update", "get_growth_factor", "get_backoff_factor", "get_growth_interval")
@@ -275,6 +281,8 @@ class DistributedOptimizer:
         self.seen = [0] * len(self.params)  # whole-gradient steps: the gradients each parameter got this step
         self.growth_tracker = 0  # steps applied since the scale last changed
         self.skipped_steps = 0
+        self.epoch_skipped = 0  # of skipped_steps, this epoch's (report() records them)
+        self.skipped_in_a_row = 0
         self.last_grad_norm = None  # clip_grad_norm: the total norm of the last step's gradient, before clipping
 
     @property
@@ -581,8 +589,10 @@ class DistributedOptimizer:
                 finite = finite and bool(torch.isfinite(g).all())
             applied = self._agree_finite(finite)
             self._update_scale(applied)
+            self._check_diverged(applied)
         if not applied:
             self.skipped_steps += 1
+            self.epoch_skipped += 1
             self.seen = [0] * len(self.params)
             self.pushed = 0
             self.forward_at = self.backward_at = None
@@ -610,11 +620,22 @@ class DistributedOptimizer:
             return finite
         return not barrier_vote(not finite, "pshard.torch: finite gradients")
 
+    def _check_diverged(self, applied):
+        """Ends a job whose every step is being skipped: the same answer on every worker (the vote is job-wide), so
+        every rank raises at the same step and the job ends as failed, naming why."""
+        self.skipped_in_a_row = 0 if applied else self.skipped_in_a_row + 1
+        scale = float(self.scaler.get_scale())
+        if not applied and (self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW or scale < MIN_SCALE):
+            raise PshardError("pshard: training diverged: %d steps in a row were skipped, their gradients not finite "
+                              "on some worker, at loss scale down to %g (grad_scaler); lower the learning rate, or "
+                              "check the data and the model for NaN and infinities" % (self.skipped_in_a_row, scale),
+                              "PSHARD_ERR_STATE")
+
     def _update_scale(self, applied):
         """GradScaler.update()'s rule, from the job-wide answer: a skipped step multiplies the scale by the backoff
         factor; growth_interval applied steps in a row multiply it by the growth factor."""
         s = self.scaler
-        if callable(getattr(s, "is_enabled", None)) and not s.is_enabled():
+        if not _scaler_enabled(s):
             return
         scale = float(s.get_scale())
         if not applied:
@@ -654,6 +675,11 @@ class DistributedOptimizer:
         for name, cat, a, b in (("step %d" % step, b"step", start, done), ("data", b"phase", start, forward),
                                 ("forward", b"phase", forward, backward), ("backward", b"phase", backward, done)):
             check(lib().pshard_trace_span(self.client, name.encode(), cat, step, a, b), "timeline")
+
+
+def _scaler_enabled(scaler):
+    """False for a disabled GradScaler (torch 1.13's without CUDA: scale 1, never changed)."""
+    return not (callable(getattr(scaler, "is_enabled", None)) and not scaler.is_enabled())
 
 
 def _describe(params, limit=4):
@@ -711,6 +737,10 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
             r.test_correct = int(round(float(test_acc) * tn))
     else:
         r.test_samples = -1
+    if opt.scaler is not None and _scaler_enabled(opt.scaler):
+        figures |= LOSS_SCALING
+        r.loss_scale = float(opt.scaler.get_scale())
+        r.skipped_steps = opt.epoch_skipped
     r.figures = figures
     r.epoch_s = now - opt.epoch_started - float(eval_s)
     r.eval_s = float(eval_s)
@@ -720,6 +750,7 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
     _average_buffers(opt.model, r.epoch)
     opt.epoch_steps = 0
+    opt.epoch_skipped = 0
     opt.phase_s = dict.fromkeys(opt.phase_s, 0.0)
     opt.forward_at = opt.backward_at = None
     opt.outside_ns = 0

@@ -4,11 +4,16 @@ accumulation, clipping"):
 - a loss scaled by 2^16 with DistributedOptimizer(grad_scaler=) gives the same weights as unscaled training (1e-6),
   and the scale grows by the scaler's rule;
 - an Inf in one worker's gradient skips the step on every worker: nothing reaches any server (the run equals one
-  without that step, momentum included), the scale backs off, and the job goes on;
+  without that step, momentum included), the scale backs off, and the job goes on; the epoch line records the
+  steps skipped and the scale;
+- a worker whose gradients are never finite: every step is skipped, and the job ends as diverged once the scale
+  falls below 2^-24 (or 100 steps in a row were skipped), failed, naming why, as pshard's own workers end; the
+  epochs before record their skipped steps;
 - backward_passes_per_step=4 with the loss divided by 4 equals single-process PyTorch with 4x the batch (1e-5);
 - clip_grad_norm= equals torch.nn.utils.clip_grad_norm_ before single-process SGD (1 worker, 1e-6);
 - wrong options and another count of backward() calls per step() are refused, and a GradScaler's step(opt)
   without grad_scaler= stops the job in its first step, before any gradient reached the servers."""
+import json
 import os
 import sys
 
@@ -19,6 +24,7 @@ import support
 
 STEPS, BATCH, LR, MOMENTUM = 8, 16, 0.1, 0.9
 INF_STEP = 3  # the inf case: rank 1's gradient of this step holds an Inf
+ALWAYS_INF_STEPS = 20  # the always-inf case: steps per epoch (the scale 2^16 halves 41 times to fall below 2^-24)
 CONFIG = """
 [optimizer]
 name = "momentum"
@@ -123,9 +129,22 @@ def worker(case, out_dir):
         refused(ps, lambda: ps.DistributedOptimizer(net, grad_scaler=object()), "lacks get_scale")
     s = None
     kwargs = {}
-    if case in ("scaled", "inf"):
+    if case in ("scaled", "inf", "always-inf"):
         s = scaler(2.0 ** 16, 3)
         kwargs["grad_scaler"] = s
+    if case == "always-inf":  # 3 epochs of ALWAYS_INF_STEPS, rank 1's gradients never finite
+        opt = ps.DistributedOptimizer(net, steps_per_epoch=ALWAYS_INF_STEPS, **kwargs)
+        net[0].weight.register_hook(lambda g: g * float("inf") if r == 1 else g)
+        x, y = data(ALWAYS_INF_STEPS * BATCH * w)
+        for epoch in range(3):
+            for t in range(ALWAYS_INF_STEPS):
+                lo = (t * w + r) * BATCH
+                loss = F.cross_entropy(net(x[lo:lo + BATCH]), y[lo:lo + BATCH])
+                opt.zero_grad()
+                scale_loss(s, loss).backward()
+                assert opt.step() is False, "a step with an infinite gradient was applied"
+            ps.report(epoch=epoch, train_loss=float(loss))
+        raise AssertionError("every step was skipped and the job went on")
     if case in ("accum", "passes"):
         kwargs["backward_passes_per_step"] = 4 if case == "accum" else 2
     if case == "clip":
@@ -217,11 +236,19 @@ def worker(case, out_dir):
     ps.shutdown()
 
 
+RUNS = {}  # case: its run directory
+
+
 def job(case, workers, servers, out):
-    status, output, _ = support.launch(CONFIG, workers, servers, [os.path.abspath(__file__), "worker", case, out],
-                                       120, case)
+    status, output, RUNS[case] = support.launch(CONFIG, workers, servers,
+                                                [os.path.abspath(__file__), "worker", case, out], 120, case)
     support.expect(status == 0, "%s: the job failed (status %d)" % (case, status), output)
     return [torch.load(os.path.join(out, "%s-rank%d.pt" % (case, r))) for r in range(workers)]
+
+
+def epoch_events(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [e for e in map(json.loads, f) if e.get("event") == "epoch"]
 
 
 def max_diff(a, b):
@@ -267,7 +294,24 @@ def main():
         support.expect(d <= 1e-6, "rank %d: a run with a skipped step differs from one without it by %.3g" % (r, d))
         # 3 applied steps: x2; the skip: x0.5 (tracker reset); 4 applied steps: x2.
         support.expect(inf[r]["scale"] == 2.0 ** 17, "rank %d: scale %s after the skip" % (r, inf[r]["scale"]))
-    print("an Inf in rank 1's gradient: the step skipped on every worker and server, the job went on")
+    epochs = epoch_events(RUNS["inf"])
+    support.expect(len(epochs) == 1 and epochs[0].get("skipped_steps") == 1 and epochs[0].get("loss_scale") == 2.0 ** 17,
+                   "inf: the epoch line's skipped_steps and loss_scale: %s" % epochs)
+    print("an Inf in rank 1's gradient: the step skipped on every worker and server, the job went on; the epoch line "
+          "says 1 step skipped, scale 2^17")
+
+    status, output, run = support.launch(CONFIG.replace("epochs = 1", "epochs = 3"), 2, 1,
+                                         [os.path.abspath(__file__), "worker", "always-inf", out], 120, "always-inf")
+    support.expect(status != 0 and "training diverged: 41 steps in a row were skipped" in output and
+                   "every step was skipped and the job went on" not in output,
+                   "always-inf: the job did not end as diverged (status %d)" % status, output)
+    epochs = epoch_events(run)
+    got = [(e.get("skipped_steps"), e.get("loss_scale")) for e in epochs]  # the JSON has 9 significant digits
+    support.expect(len(got) == 2 and all(n == ALWAYS_INF_STEPS and abs(scale / want - 1) < 1e-7
+                                         for (n, scale), want in zip(got, (2.0 ** -4, 2.0 ** -24))),
+                   "always-inf: (skipped_steps, loss_scale) of the epoch lines: %s" % got, output)
+    print("a worker whose gradients are never finite: every step skipped, the job failed as diverged at scale 2^-25 "
+          "(the epochs before: 20 skipped steps each)")
 
     accum = job("accum", 2, 2, out)
     ref = model()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -950,7 +951,15 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     const uint32_t figures = report->figures;
     const bool train_acc = (figures & PSHARD_TRAIN_ACC) != 0, test_loss = (figures & PSHARD_TEST_LOSS) != 0,
                test_acc = (figures & PSHARD_TEST_ACC) != 0;
-    if ((figures & ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC)) != 0 ||
+    const bool scaled = (figures & PSHARD_LOSS_SCALING) != 0;
+    if (scaled && (!(report->loss_scale > 0.0) || !std::isfinite(report->loss_scale) || report->skipped_steps < 0)) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: epoch report " + std::to_string(report->epoch) + ": loss scale " +
+                                             std::to_string(report->loss_scale) + " and " +
+                                             std::to_string(report->skipped_steps) +
+                                             " skipped steps (the scale must be positive and finite, the count >= 0)"};
+    }
+    if ((figures &
+         ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC | PSHARD_LOSS_SCALING)) != 0 ||
         (train_acc && (report->correct < 0 || report->correct > report->samples)) ||
         ((test_loss || test_acc) && report->test_samples < 0) ||
         (test_acc && (report->test_correct < 0 || report->test_correct > report->test_samples))) {
@@ -981,6 +990,9 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.test_correct = test_acc ? report->test_correct : 0;
     r.epoch_s = report->epoch_s;
     r.eval_s = report->eval_s;
+    r.has_loss_scale = scaled;
+    r.loss_scale = scaled ? report->loss_scale : 0.0;
+    r.skipped_steps = scaled ? report->skipped_steps : 0;
     // The phases add up to epoch_s: what the caller measured, the library's waits, and the remainder as other.
     r.phases[pshard::WorkerPhase::kData] = std::max(report->data_s, 0.0);
     r.phases[pshard::WorkerPhase::kForward] = std::max(report->forward_s, 0.0);

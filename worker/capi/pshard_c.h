@@ -45,8 +45,9 @@ extern "C" {
 #endif
 
 /* 2: pshard_epoch_report gained `figures` (which figures were measured). 4: elastic jobs (pshard_elastic,
- * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. */
-#define PSHARD_C_API_VERSION 5
+ * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. 6: pshard_epoch_report gained loss_scale and
+ * skipped_steps (figure PSHARD_LOSS_SCALING). */
+#define PSHARD_C_API_VERSION 6
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -198,17 +199,18 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
 
 /* pshard_epoch_report.figures: the figures this worker measured. A figure not named is absent (null in metrics,
  * never a zero); each figure of the "epoch" event combines the ranks that measured it. */
-#define PSHARD_TRAIN_LOSS 1u /* loss_sum */
-#define PSHARD_TRAIN_ACC 2u  /* correct */
-#define PSHARD_TEST_LOSS 4u  /* test_loss_sum (needs test_samples >= 0) */
-#define PSHARD_TEST_ACC 8u   /* test_correct (needs test_samples >= 0) */
+#define PSHARD_TRAIN_LOSS 1u    /* loss_sum */
+#define PSHARD_TRAIN_ACC 2u     /* correct */
+#define PSHARD_TEST_LOSS 4u     /* test_loss_sum (needs test_samples >= 0) */
+#define PSHARD_TEST_ACC 8u      /* test_correct (needs test_samples >= 0) */
+#define PSHARD_LOSS_SCALING 16u /* loss_scale and skipped_steps: the worker scales its loss (a GradScaler) */
 
 /* What this worker measured in one epoch; the coordinator combines every rank's report of an epoch into the
  * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
  * since the last report (comm_wait_s) are added by the library; the rest of epoch_s that data_s, forward_s and
  * backward_s do not account for is other_s (docs/METRICS.md). A loss may be NaN or infinite (a diverged run): it
  * is recorded as "nan", "inf" or "-inf". ARGUMENT for an epoch outside 1..train.epochs, a negative count of a
- * measured figure, or a test figure without test_samples. */
+ * measured figure, a test figure without test_samples, or a loss scale that is not positive and finite. */
 typedef struct pshard_epoch_report {
   int64_t epoch;        /* 1-based, at most train.epochs */
   int64_t step;         /* global steps done after this epoch */
@@ -218,12 +220,14 @@ typedef struct pshard_epoch_report {
   int64_t test_samples; /* test samples this worker evaluated; < 0: no evaluation */
   double test_loss_sum;
   int64_t test_correct;
-  double epoch_s;    /* wall time of the training part of the epoch */
-  double eval_s;     /* wall time of the evaluation */
-  double data_s;     /* of epoch_s: waiting for batches (< 0: not measured) */
-  double forward_s;  /* of epoch_s: forward passes and the loss (< 0: not measured) */
-  double backward_s; /* of epoch_s: backward passes, pushes issued included (< 0: not measured) */
-  uint32_t figures;  /* PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | ...: what loss_sum ... test_correct measured */
+  double epoch_s;        /* wall time of the training part of the epoch */
+  double eval_s;         /* wall time of the evaluation */
+  double data_s;         /* of epoch_s: waiting for batches (< 0: not measured) */
+  double forward_s;      /* of epoch_s: forward passes and the loss (< 0: not measured) */
+  double backward_s;     /* of epoch_s: backward passes, pushes issued included (< 0: not measured) */
+  uint32_t figures;      /* PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | ...: what loss_sum ... test_correct measured */
+  double loss_scale;     /* PSHARD_LOSS_SCALING: the loss scale at the end of the epoch */
+  int64_t skipped_steps; /* PSHARD_LOSS_SCALING: steps of the epoch skipped (gradients not finite on some worker) */
 } pshard_epoch_report;
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);
