@@ -8,6 +8,7 @@
 // clang-format on
 #include <png.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 
@@ -44,6 +45,24 @@ void jpeg_message(j_common_ptr cinfo, int level) {
   if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_fail(cinfo);
 }
 
+// PIL's CMYK to RGB (Convert.c cmyk2rgb): R = (255 - K) - C (255 - K) / 255, rounded as its MULDIV255. Adobe's
+// applications store CMYK inverted (255 = no ink) and mark the file with an Adobe segment; PIL reads such files as
+// "CMYK;I", and so does this.
+void cmyk_to_rgb(const JSAMPLE* cmyk, JDIMENSION width, bool inverted, JSAMPLE* rgb) {
+  auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (JDIMENSION x = 0; x < width; ++x, cmyk += 4, rgb += 3) {
+    const int k = inverted ? 255 - cmyk[3] : cmyk[3];
+    const int nk = 255 - k;
+    for (int c = 0; c < 3; ++c) {
+      const int ink = inverted ? 255 - cmyk[c] : cmyk[c];
+      rgb[c] = static_cast<JSAMPLE>(std::clamp(nk - muldiv255(ink, nk), 0, 255));
+    }
+  }
+}
+
 // Only plain data and pointers live in this frame, so the longjmp out of
 // libjpeg skips no destructor. Returns false with e->message set on failure.
 bool decode_jpeg_into(const uint8_t* bytes, size_t size, RgbImage* out, JpegErrors* e) {
@@ -67,14 +86,26 @@ bool decode_jpeg_into(const uint8_t* bytes, size_t size, RgbImage* out, JpegErro
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
-  cinfo.out_color_space = JCS_RGB;  // grey and YCbCr become RGB; CMYK is refused by libjpeg
+  // Grey and YCbCr become RGB in libjpeg; CMYK and YCCK (print and ImageNet's few CMYK photos) come out as CMYK and
+  // are converted here, as PIL converts them.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   out->width = static_cast<int>(cinfo.output_width);
   out->height = static_cast<int>(cinfo.output_height);
   out->pixels.resize(static_cast<size_t>(out->width) * out->height * 3);
+  // A CMYK row goes through a buffer of libjpeg's own pool (freed with cinfo: nothing here to destroy on a longjmp).
+  JSAMPARRAY cmyk_row =
+      cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE, cinfo.output_width * 4, 1)
+           : nullptr;
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW row = out->pixels.data() + static_cast<size_t>(cinfo.output_scanline) * out->width * 3;
-    jpeg_read_scanlines(&cinfo, &row, 1);
+    if (!cmyk) {
+      jpeg_read_scanlines(&cinfo, &row, 1);
+      continue;
+    }
+    jpeg_read_scanlines(&cinfo, cmyk_row, 1);
+    cmyk_to_rgb(cmyk_row[0], cinfo.output_width, cinfo.saw_Adobe_marker != 0, row);
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);

@@ -41,7 +41,7 @@ int max_difference(const RgbImage& image, const std::string& reference) {
 TEST(ImageCodec, DecodesLikePil) {
   TempDir dir;
   if (!make_pil_reference(dir.path())) GTEST_SKIP() << "/usr/bin/python3 with PIL is not installed";
-  for (const char* name : {"photo.jpg", "grey.jpg", "rgb.png", "grey.png", "rgba.png"}) {
+  for (const char* name : {"photo.jpg", "grey.jpg", "cmyk.jpg", "rgb.png", "grey.png", "rgba.png"}) {
     RgbImage image = decode_file(dir.file(name));
     EXPECT_EQ(image.width, 48) << name;
     EXPECT_EQ(image.height, 40) << name;
