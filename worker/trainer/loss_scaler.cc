@@ -1,6 +1,7 @@
 // Loss scaling: unscaling with the finiteness check, and the scale's rule.
 #include "worker/trainer/loss_scaler.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "common/config/config.h"
@@ -55,10 +56,13 @@ void LossScaler::update(bool applied) {
     clean_ = 0;
   }
   if (!applied && (skipped_in_a_row_ >= kMaxSkippedInARow || scale_ < kMinScale)) {
+    // %g: 2^-25 prints as 2.98023e-08 (std::to_string's %f gave "0.000000"); a static scale never went down.
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", static_cast<double>(scale_));
     throw Error("training diverged: " + std::to_string(skipped_in_a_row_) +
-                " steps in a row were skipped, their gradients not finite on some worker at loss scale down to " +
-                std::to_string(scale_) + " (train.loss_scaling = " + loss_scaling_name(mode_) +
-                "); lower optimizer.lr, or check the data for NaN and infinities");
+                " steps in a row were skipped, their gradients not finite on some worker, at loss scale " +
+                (mode_ == Mode::kDynamic ? "down to " : "") + scale + " (train.loss_scaling = " +
+                loss_scaling_name(mode_) + "); lower optimizer.lr, or check the data for NaN and infinities");
   }
   if (mode_ != Mode::kDynamic || !applied) return;
   if (++clean_ >= growth_interval_) {

@@ -257,6 +257,9 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       make_loader();
     }
     WorkerEpochReport report = new_epoch_report(options_.rank, epoch, classification);
+    if (options_.simulate_compute_ms > 0) {  // sleeps stand in for forward and backward: no training loss or accuracy
+      report.has_train_loss = report.has_train_acc = false;
+    }
     const Mark epoch_start = mark(sync_, clock, totals);
     const int64_t epoch_first_step = step;
     loader->start_epoch(epoch - 1);

@@ -62,6 +62,11 @@ TEST(PhaseTimes, SimulatedComputeIsForwardPlusBackwardAndPhasesAddUp) {
   ASSERT_EQ(epochs.size(), 1u);
   const double steps = field(epochs[0], "step");
   ASSERT_EQ(steps, 40);
+  // Nothing computed a training loss or accuracy: null in the event, "-" in the epoch line (not "0.0000 acc 0.00%").
+  EXPECT_TRUE(epochs[0].has("train_loss") && epochs[0].at("train_loss").is_null()) << epochs[0].dump();
+  EXPECT_TRUE(epochs[0].has("train_acc") && epochs[0].at("train_acc").is_null()) << epochs[0].dump();
+  EXPECT_NE(read_file(dir + "/launch.log").find("train loss - acc -"), std::string::npos)
+      << read_file(dir + "/launch.log");
   const Json& workers = epochs[0].at("workers");
   ASSERT_EQ(workers.size(), 2u);
   for (const Json& w : workers.elements()) {

@@ -78,10 +78,17 @@ TEST(LossScaler, ARunThatSkipsStepAfterStepEndsWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("training diverged: 100 steps in a row were skipped"), std::string::npos)
         << e.what();
+    EXPECT_NE(std::string(e.what()).find("at loss scale 4 (train.loss_scaling = static)"), std::string::npos)
+        << e.what();  // a static scale did not go "down"
   }
   LossScaler dynamic(LossScaler::Mode::kDynamic, 1.0f, 10);
   for (int i = 0; i < 24; ++i) dynamic.update(false);  // 2^-24: the floor
-  EXPECT_THROW(dynamic.update(false), Error);
+  try {
+    dynamic.update(false);
+    FAIL() << "a scale below 2^-24 went on";
+  } catch (const Error& e) {  // printed as a number, not as "0.000000"
+    EXPECT_NE(std::string(e.what()).find("at loss scale down to 2.98023e-08"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LossScaler, UnscalesExactlyAndFindsNonFiniteValues) {
