@@ -14,7 +14,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   ArgParser p("pshard bench compute",
               "time forward + backward + optimizer update of a model on synthetic data (one process, no servers)");
   p.add_option("model", "NAME", models::join_model_names("|"), false, "mlp");
-  p.add_option("batch", "N", "samples per step", false, "64");
+  p.add_option("batch", "N[,N...]", "samples per step (a list: one run per batch size, in order)", false, "64");
   p.add_option("threads", "T", "CPU compute threads (0: one per core)", false, "0");
   p.add_option("iters", "N", "timed steps", false, "100");
   p.add_option("warmup", "N", "untimed steps first", false, "10");
@@ -28,7 +28,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("cpu-kernels", "K",
                "cpu kernels of conv, batch norm, pooling, GEMM: onednn|reference (train.cpu_kernels)", false, "onednn");
   p.add_option("precision", "P",
-               "what convolutions and GEMMs read: fp32|bf16|fp16 (train.precision; bf16 and fp16 on cpu only)", false,
+               "what convolutions and GEMMs read: fp32|bf16|fp16 (train.precision; on cuda: tensor cores)", false,
                "fp32");
   p.add_option("cuda-wgrad", "W", "cuda convolution weight gradient: gemm|cudnn (train.cuda_conv_wgrad)", false,
                "gemm");
@@ -41,7 +41,7 @@ int run_bench_compute(const std::vector<std::string>& args) {
   o.hidden = parse_int_list(p.get("hidden"), "--hidden");
   if (p.has("input")) o.input_shape = parse_int_list(p.get("input"), "--input");
   o.classes = p.get_int("classes");
-  o.batch = p.get_int("batch");
+  const std::vector<int64_t> batches = parse_int_list(p.get("batch"), "--batch");
   o.iters = p.get_int("iters");
   o.warmup = p.get_int("warmup");
   o.threads = p.get_int("threads");
@@ -52,11 +52,16 @@ int run_bench_compute(const std::vector<std::string>& args) {
   o.precision = p.get("precision");
   o.cuda_wgrad = p.get("cuda-wgrad");
   o.seed = static_cast<uint64_t>(p.get_int("seed"));
-  const Json result = bench::run_compute_bench(o);
-  if (p.flag("json")) {
-    std::printf("%s\n", result.dump().c_str());
-  } else {
-    std::fputs(bench::format_compute_bench(result).c_str(), stdout);
+  // One run per batch size: the model and its plans are made anew each time, as a job of that batch would make them.
+  for (int64_t batch : batches) {
+    o.batch = batch;
+    const Json result = bench::run_compute_bench(o);
+    if (p.flag("json")) {
+      std::printf("%s\n", result.dump().c_str());
+    } else {
+      std::fputs(bench::format_compute_bench(result).c_str(), stdout);
+    }
+    std::fflush(stdout);
   }
   return 0;
 }
