@@ -1,14 +1,14 @@
 // The rank-ordered sum of a synchronous step and its rounding contract (common/reduce/rank_sum.h): a host's partial
 // sum of the lowest ranks, continued by the server, is bitwise the server's own sum; the mean folded into the last
 // addition is bitwise the mean taken afterwards; another grouping is another rounding.
-#include "common/reduce/rank_sum.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "common/reduce/rank_sum.h"
 
 namespace pshard::reduce {
 namespace {
