@@ -85,7 +85,26 @@ void check_together(const Config& cfg, const std::string& origin) {
   }
 }
 
-// Defaults that follow another key (train.loss_scaling = auto follows train.precision): a bf16 job (train.precision)
+// The update rules' own defaults, as torch.optim has them, for the keys a config leaves unset: the schema's defaults
+// (lr 0.01, eps 1e-8, rho 0.9, weight_decay 0) are SGD's and Adam's, and a port of a script that relied on
+// torch.optim.Adadelta's eps or RMSprop's alpha would otherwise train another rule. LAMB and LARS, which torch.optim
+// lacks, keep the schema's.
+struct RuleDefault {
+  const char* rule;
+  const char* key;
+  const char* value;
+};
+constexpr RuleDefault kRuleDefaults[] = {
+    {"adam", "optimizer.lr", "0.001"},           {"adamw", "optimizer.lr", "0.001"},
+    {"adamw", "optimizer.weight_decay", "0.01"}, {"adagrad", "optimizer.eps", "1e-10"},
+    {"adadelta", "optimizer.lr", "1.0"},         {"adadelta", "optimizer.eps", "1e-6"},
+    {"rmsprop", "optimizer.rho", "0.99"},
+};
+
+std::string canonical_from_text(const ConfigKey& k, const std::string& raw, const std::string& origin);
+
+// Defaults that follow another key (the rule's own defaults follow optimizer.name, above; train.loss_scaling = auto
+// follows train.precision): a bf16 job (train.precision)
 // pushes gradients and pulls weights as bfloat16 unless its config names their encodings, since its convolutions and
 // GEMMs read bf16 operands and float32 on the wire would carry bits they drop. An fp16 job pulls fp16 weights for the
 // same reason, but pushes float32 gradients: unscaled gradients below fp16's range (2^-24) would reach the servers as
@@ -93,6 +112,12 @@ void check_together(const Config& cfg, const std::string& origin) {
 // job does.
 void apply_derived_defaults(std::map<std::string, std::string>& values,
                             const std::map<std::string, bool>& explicit_keys) {
+  const std::string rule = values.at("optimizer.name");
+  for (const RuleDefault& d : kRuleDefaults) {
+    if (rule == d.rule && explicit_keys.count(d.key) == 0) {
+      values[d.key] = canonical_from_text(*find_config_key(d.key), d.value, "<optimizer defaults>");
+    }
+  }
   const std::string precision = values.at("train.precision");
   // train.loss_scaling = auto: dynamic loss scaling for fp16 (whose small gradients underflow without it), none else.
   if (values.at("train.loss_scaling") == "auto")

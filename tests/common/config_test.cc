@@ -150,6 +150,35 @@ TEST(Config, PrecisionsNoBackendComputesAreRefused) {
   EXPECT_NE(error_of("", {"train.precision=int8"}).find("train.precision"), std::string::npos);
 }
 
+// A config that names an update rule gets torch.optim's defaults of that rule for what it leaves unset; what it sets
+// wins; the written config says what the job used.
+TEST(Config, UpdateRulesGetTorchOptimDefaultsWhereUnset) {
+  auto get = [](const std::vector<std::string>& sets, const char* key) {
+    return Config::from_string("", "t.toml", sets).get_double(key);
+  };
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adadelta"}, "optimizer.eps"), 1e-6);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adadelta"}, "optimizer.lr"), 1.0);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adadelta"}, "optimizer.rho"), 0.9);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=rmsprop"}, "optimizer.rho"), 0.99);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=rmsprop"}, "optimizer.eps"), 1e-8);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adagrad"}, "optimizer.eps"), 1e-10);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adam"}, "optimizer.lr"), 0.001);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adamw"}, "optimizer.weight_decay"), 0.01);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adam"}, "optimizer.weight_decay"), 0.0);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=sgd"}, "optimizer.lr"), 0.01);
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=lamb"}, "optimizer.eps"), 1e-8);
+  // Set in the file or by --set: kept.
+  EXPECT_DOUBLE_EQ(get({"optimizer.name=adadelta", "optimizer.eps=1e-8"}, "optimizer.eps"), 1e-8);
+  const Config file = Config::from_string("[optimizer]\nname = \"rmsprop\"\nrho = 0.5\nlr = 0.1\n", "t.toml");
+  EXPECT_DOUBLE_EQ(file.get_double("optimizer.rho"), 0.5);
+  EXPECT_DOUBLE_EQ(file.get_double("optimizer.lr"), 0.1);
+  // The written config holds the resolved values, so a job's servers and workers (which read it) use them.
+  const Config written =
+      Config::from_string(Config::from_string("", "t.toml", {"optimizer.name=adadelta"}).to_toml(), "dump.toml");
+  EXPECT_DOUBLE_EQ(written.get_double("optimizer.eps"), 1e-6);
+  EXPECT_DOUBLE_EQ(written.get_double("optimizer.lr"), 1.0);
+}
+
 // train.loss_scaling = auto is resolved when the config is read: dynamic for fp16 (which pulls fp16 weights and
 // pushes float32 gradients, since unscaled gradients below half's range would arrive as zeros), none otherwise.
 TEST(Config, Fp16JobScalesItsLossAndPushesFloat32Gradients) {
