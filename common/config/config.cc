@@ -52,6 +52,13 @@ void check_together(const Config& cfg, const std::string& origin) {
          format_double(cfg.get_double("lr_schedule.min_lr")) + " is above optimizer.lr = " +
              format_double(cfg.get_double("optimizer.lr")) + ": the cosine schedule decays from lr down to min_lr");
   }
+  if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
+    fail(origin, "cluster.heartbeat_interval_ms",
+         std::to_string(cfg.get_int("cluster.heartbeat_interval_ms")) +
+             " is not shorter than cluster.heartbeat_timeout_ms = " +
+             std::to_string(cfg.get_int("cluster.heartbeat_timeout_ms")) +
+             ": every node would be declared dead between two heartbeats");
+  }
   int64_t values = 1;  // each dimension is at most 65536 (its range): no product below overflows
   std::string shape;
   for (int64_t d : cfg.get_int_list("data.image_shape")) {

@@ -150,6 +150,17 @@ TEST(Config, PrecisionsNoBackendComputesAreRefused) {
   EXPECT_NE(error_of("", {"train.precision=int8"}).find("train.precision"), std::string::npos);
 }
 
+// A heartbeat period at or above the silence that declares a node dead: refused with the config (config --check,
+// before a launch claims its run directory), not by the first server.
+TEST(Config, HeartbeatIntervalMustBeShorterThanItsTimeout) {
+  const std::string why = error_of("", {"cluster.heartbeat_interval_ms=5000", "cluster.heartbeat_timeout_ms=5000"});
+  EXPECT_NE(why.find("cluster.heartbeat_interval_ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("5000 is not shorter than cluster.heartbeat_timeout_ms = 5000"), std::string::npos) << why;
+  EXPECT_EQ(Config::from_string("", "t.toml", {"cluster.heartbeat_interval_ms=100", "cluster.heartbeat_timeout_ms=101"})
+                .get_int("cluster.heartbeat_timeout_ms"),
+            101);
+}
+
 // A config that names an update rule gets torch.optim's defaults of that rule for what it leaves unset; what it sets
 // wins; the written config says what the job used.
 TEST(Config, UpdateRulesGetTorchOptimDefaultsWhereUnset) {
