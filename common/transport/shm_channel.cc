@@ -15,8 +15,10 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "common/error.h"
+#include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
 
@@ -24,6 +26,8 @@ namespace pshard::transport {
 namespace {
 
 constexpr size_t kMaxMessage = 4096;
+// How long a connected client has to send its request (the clients send it at once).
+constexpr std::chrono::milliseconds kRequestTime{2000};
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -127,45 +131,93 @@ std::string shm_channel_address(const std::string& job_token, const std::string&
 }
 
 struct ShmChannelServer::Impl {
+  // Connections waiting for their request: served as each one's request arrives, in any order, so that a client that
+  // connects and sends nothing delays no other (and is dropped at its deadline). At most kMaxWaiting at a time; a
+  // connection beyond that waits in the listen queue.
+  static constexpr size_t kMaxWaiting = 64;
+  struct Waiting {
+    int sock;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
   std::string address, who;
   Handler handler;
   int listener = -1;
   Wakeup wake;
   std::atomic<bool> stopping{false};
   std::thread thread;
+  std::vector<Waiting> waiting;
+  std::unique_ptr<RefusalLog> refusals;  // another user's connections, silent clients: rate-limited lines
 
-  void serve_one(int sock) {
+  // A new connection: another user's is refused at once (its credentials are known at accept); this user's waits.
+  void admit(int sock) {
     uid_t uid = 0;
     if (!same_user(sock, &uid)) {
-      PSHARD_LOG(kWarn) << who << ": refused a shared-memory request from uid " << uid
-                        << ": only processes of this user may share memory with it";
+      refusals->add("uid " + std::to_string(uid), "otherUser",
+                    who + ": refused a shared-memory request from uid " + std::to_string(uid) +
+                        ": only processes of this user may share memory with it");
+      ::close(sock);
       return;
     }
+    waiting.push_back({sock, std::chrono::steady_clock::now() + kRequestTime});
+  }
+
+  // A waiting connection whose request has arrived (or that closed): read it, answer, close.
+  void serve(int sock) {
     std::string request;
     int fd = -1;
-    if (!recv_message(sock, &request, &fd, std::chrono::milliseconds(2000))) return;
-    int reply_fd = -1;
-    std::string reply;
-    try {
-      reply = handler(request, fd, &reply_fd);
-    } catch (const std::exception& e) {
-      reply = std::string("refused\n") + e.what();
-      reply_fd = -1;
+    if (recv_message(sock, &request, &fd, std::chrono::milliseconds(100))) {
+      int reply_fd = -1;
+      std::string reply;
+      try {
+        reply = handler(request, fd, &reply_fd);
+      } catch (const std::exception& e) {
+        reply = std::string("refused\n") + e.what();
+        reply_fd = -1;
+      }
+      (void)send_message(sock, reply, reply_fd);
     }
-    (void)send_message(sock, reply, reply_fd);
+    ::close(sock);
   }
 
   void loop() {
     while (!stopping) {
-      pollfd items[2] = {{listener, POLLIN, 0}, {wake.fd(), POLLIN, 0}};
-      if (::poll(items, 2, 1000) <= 0) continue;
+      std::vector<pollfd> items = {{listener, static_cast<short>(waiting.size() < kMaxWaiting ? POLLIN : 0), 0},
+                                   {wake.fd(), POLLIN, 0}};
+      auto now = std::chrono::steady_clock::now();
+      int timeout_ms = 1000;
+      for (const Waiting& w : waiting) {
+        items.push_back({w.sock, POLLIN, 0});
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(w.deadline - now).count() + 1;
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, timeout_ms));
+      }
+      const int ready = ::poll(items.data(), items.size(), timeout_ms);
+      if (ready < 0) continue;
       if (items[1].revents & POLLIN) wake.drain();
-      if (!(items[0].revents & POLLIN)) continue;
-      const int sock = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (sock < 0) continue;
-      serve_one(sock);
-      ::close(sock);
+      now = std::chrono::steady_clock::now();
+      std::vector<Waiting> still;
+      for (size_t i = 0; i < waiting.size(); ++i) {
+        const Waiting& w = waiting[i];
+        if (items[2 + i].revents != 0) {
+          serve(w.sock);
+        } else if (now >= w.deadline) {
+          refusals->add("a local process", "noRequest",
+                        who + ": dropped a shared-memory connection that sent no request within " +
+                            std::to_string(kRequestTime.count()) + " ms");
+          ::close(w.sock);
+        } else {
+          still.push_back(w);
+        }
+      }
+      waiting.swap(still);
+      if (items[0].revents & POLLIN) {
+        const int sock = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (sock >= 0) admit(sock);
+      }
+      refusals->flush();
     }
+    for (const Waiting& w : waiting) ::close(w.sock);
+    waiting.clear();
   }
 };
 
@@ -175,6 +227,7 @@ ShmChannelServer::ShmChannelServer(const std::string& address, std::string who, 
   m.address = address;
   m.who = std::move(who);
   m.handler = std::move(handler);
+  m.refusals = std::make_unique<RefusalLog>(m.who);
   m.listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (m.listener < 0) throw Error(m.who + ": cannot open a Unix socket: " + std::strerror(errno));
   sockaddr_un a{};

@@ -24,9 +24,11 @@ PayloadTransport parse_payload_transport(const std::string& text);
 // finds it only on the server's host (and network namespace), which is what makes the channel "same host".
 std::string shm_channel_address(const std::string& job_token, const std::string& endpoint);
 
-// The server side: a thread that accepts one connection at a time from processes of this user only (SO_PEERCRED;
+// The server side: a thread that accepts connections from processes of this user only (SO_PEERCRED;
 // others are refused and logged) and answers each request with `handler`. Requests are at most 4 KiB; a peer gets
-// 2 s to send one. Stops and joins in the destructor.
+// 2 s to send one. Connections are served as their requests arrive, so a client that connects and stays silent
+// delays no other; refusals (another user, no request) are logged rate-limited (RefusalLog). Stops and joins in
+// the destructor.
 //
 //   ShmChannelServer channel(shm_channel_address(token, endpoint), "server 0",
 //       [&](const std::string& request, int fd, int* reply_fd) { ...; *reply_fd = weights.fd(); return "ok"; });
