@@ -105,11 +105,12 @@ bool recv_message(int sock, std::string* text, int* fd, std::chrono::millisecond
   return true;
 }
 
-bool same_user(int sock, uid_t* uid) {
+bool same_user(int sock, uid_t* uid, pid_t* pid) {
   ucred cred{};
   socklen_t len = sizeof cred;
   if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
   *uid = cred.uid;
+  *pid = cred.pid;
   return cred.uid == ::geteuid();
 }
 
@@ -137,6 +138,7 @@ struct ShmChannelServer::Impl {
   static constexpr size_t kMaxWaiting = 64;
   struct Waiting {
     int sock;
+    pid_t pid;  // the connecting process (SO_PEERCRED)
     std::chrono::steady_clock::time_point deadline;
   };
 
@@ -152,25 +154,26 @@ struct ShmChannelServer::Impl {
   // A new connection: another user's is refused at once (its credentials are known at accept); this user's waits.
   void admit(int sock) {
     uid_t uid = 0;
-    if (!same_user(sock, &uid)) {
+    pid_t pid = 0;
+    if (!same_user(sock, &uid, &pid)) {
       refusals->add("uid " + std::to_string(uid), "otherUser",
                     who + ": refused a shared-memory request from uid " + std::to_string(uid) +
                         ": only processes of this user may share memory with it");
       ::close(sock);
       return;
     }
-    waiting.push_back({sock, std::chrono::steady_clock::now() + kRequestTime});
+    waiting.push_back({sock, pid, std::chrono::steady_clock::now() + kRequestTime});
   }
 
   // A waiting connection whose request has arrived (or that closed): read it, answer, close.
-  void serve(int sock) {
+  void serve(int sock, pid_t pid) {
     std::string request;
     int fd = -1;
     if (recv_message(sock, &request, &fd, std::chrono::milliseconds(100))) {
       int reply_fd = -1;
       std::string reply;
       try {
-        reply = handler(request, fd, &reply_fd);
+        reply = handler(request, fd, &reply_fd, pid);
       } catch (const std::exception& e) {
         reply = std::string("refused\n") + e.what();
         reply_fd = -1;
@@ -199,7 +202,7 @@ struct ShmChannelServer::Impl {
       for (size_t i = 0; i < waiting.size(); ++i) {
         const Waiting& w = waiting[i];
         if (items[2 + i].revents != 0) {
-          serve(w.sock);
+          serve(w.sock, w.pid);
         } else if (now >= w.deadline) {
           refusals->add("a local process", "noRequest",
                         who + ": dropped a shared-memory connection that sent no request within " +
@@ -266,7 +269,8 @@ bool shm_channel_call(const std::string& address, const std::string& request, in
     return false;
   }
   uid_t uid = 0;
-  if (!same_user(sock, &uid)) {
+  pid_t pid = 0;
+  if (!same_user(sock, &uid, &pid)) {
     *error = address + " belongs to uid " + std::to_string(uid) + ", not to this user";
     return false;
   }

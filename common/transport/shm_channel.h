@@ -3,6 +3,8 @@
 // one reply, each a short text with at most one file descriptor (SCM_RIGHTS).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -31,12 +33,13 @@ std::string shm_channel_address(const std::string& job_token, const std::string&
 // the destructor.
 //
 //   ShmChannelServer channel(shm_channel_address(token, endpoint), "server 0",
-//       [&](const std::string& request, int fd, int* reply_fd) { ...; *reply_fd = weights.fd(); return "ok"; });
+//       [&](const std::string& request, int fd, int* reply_fd, pid_t) { ...; *reply_fd = weights.fd(); return "ok"; });
 class ShmChannelServer {
  public:
   // `received_fd` is the descriptor the request carried (-1: none); the handler owns it. It may set `reply_fd`
-  // (not given away: the reply carries a duplicate).
-  using Handler = std::function<std::string(const std::string& request, int received_fd, int* reply_fd)>;
+  // (not given away: the reply carries a duplicate). `peer_pid`: the process that sent the request (SO_PEERCRED).
+  using Handler =
+      std::function<std::string(const std::string& request, int received_fd, int* reply_fd, pid_t peer_pid)>;
   // Throws pshard::Error naming the address when it cannot listen (another process holds it).
   ShmChannelServer(const std::string& address, std::string who, Handler handler);
   ~ShmChannelServer();

@@ -1,6 +1,7 @@
 // Anonymous shared-memory segments and the slot table (see shm_segment.h).
 #include "common/transport/shm_segment.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,9 @@
 
 namespace pshard::transport {
 namespace {
+
+// The seals every segment carries from its creation: its size is fixed.
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 constexpr size_t kAlign = 64;
 
@@ -53,11 +57,14 @@ void SharedSegment::reset() {
 SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
   if (bytes == 0) throw Error("shared-memory segment '" + name + "': size 0");
   SharedSegment s;
-  s.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+  s.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (s.fd_ < 0) throw Error("cannot create shared-memory segment '" + name + "': " + std::strerror(errno));
   if (::ftruncate(s.fd_, static_cast<off_t>(bytes)) != 0) {
     throw Error("cannot size shared-memory segment '" + name + "' to " + std::to_string(bytes) +
                 " bytes: " + std::strerror(errno));
+  }
+  if (::fcntl(s.fd_, F_ADD_SEALS, kSizeSeals) != 0) {
+    throw Error("cannot seal shared-memory segment '" + name + "' against resizing: " + std::strerror(errno));
   }
   s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_, 0);
   if (s.data_ == MAP_FAILED) {
@@ -68,7 +75,13 @@ SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
   return s;
 }
 
-SharedSegment SharedSegment::attach(int fd, size_t expected_bytes, const std::string& what) {
+void SharedSegment::seal_against_other_writers() {
+  if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    throw Error(std::string("cannot seal a shared-memory segment against other writers: ") + std::strerror(errno));
+  }
+}
+
+SharedSegment SharedSegment::attach(int fd, size_t expected_bytes, const std::string& what, Access access) {
   SharedSegment s;
   s.fd_ = fd;
   struct stat st {};
@@ -81,7 +94,13 @@ SharedSegment SharedSegment::attach(int fd, size_t expected_bytes, const std::st
                 std::to_string(expected_bytes) + ": refused (" +
                 (static_cast<uint64_t>(st.st_size) < expected_bytes ? "truncated" : "oversized") + ")");
   }
-  s.data_ = ::mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Another process could otherwise truncate it under the owner (an access past the end faults: SIGBUS).
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kSizeSeals) != kSizeSeals) {
+    throw Error(what + ": the segment is not sealed against resizing (seals " + std::to_string(seals) + "): refused");
+  }
+  const int prot = access == Access::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+  s.data_ = ::mmap(nullptr, expected_bytes, prot, MAP_SHARED, fd, 0);
   if (s.data_ == MAP_FAILED) {
     s.data_ = nullptr;
     throw Error(what + ": cannot map it: " + std::strerror(errno));

@@ -28,11 +28,22 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  // A new zero-filled segment of `bytes`; throws pshard::Error naming `name` when the system refuses.
+  // How a received segment is mapped: read and write (push slots, a host's lanes), or read only (a server's
+  // weights, which its owner seals against other writers).
+  enum class Access { kReadWrite, kReadOnly };
+
+  // A new zero-filled segment of `bytes`, sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW: a
+  // process it is passed to cannot truncate it under its owner, whose access would then fault); throws
+  // pshard::Error naming `name` when the system refuses.
   static SharedSegment create(const std::string& name, size_t bytes);
-  // Maps a segment received as `fd` (the new object owns it) when its size is exactly `expected_bytes`: a truncated
-  // or oversized segment is refused with a pshard::Error naming `what` and both sizes, and nothing is mapped.
-  static SharedSegment attach(int fd, size_t expected_bytes, const std::string& what);
+  // Maps a segment received as `fd` (the new object owns it) when its size is exactly `expected_bytes` and it is
+  // sealed against resizing: a truncated, oversized or resizable segment is refused with a pshard::Error naming
+  // `what` (and both sizes), and nothing is mapped.
+  static SharedSegment attach(int fd, size_t expected_bytes, const std::string& what,
+                              Access access = Access::kReadWrite);
+  // From now on no process can map the segment writable or write() it (F_SEAL_FUTURE_WRITE); this object's own
+  // mapping stays writable. For a segment the owner alone writes and hands out to readers.
+  void seal_against_other_writers();
 
   bool valid() const { return data_ != nullptr; }
   int fd() const { return fd_; }

@@ -1,8 +1,10 @@
 // A server's shared memory with the workers on its host (see shm_host.h).
 #include "server/kv/shm_host.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <sstream>
 
 #include "common/error.h"
@@ -24,10 +26,16 @@ std::string field(const std::string& text, const std::string& key) {
 }  // namespace
 
 ShmHost::ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint)
-    : rank_(server_rank), num_workers_(num_workers), token_(std::move(job_token)), pushes_(num_workers) {
+    : rank_(server_rank),
+      num_workers_(num_workers),
+      token_(std::move(job_token)),
+      pushes_(num_workers),
+      attached_by_(num_workers, 0) {
   channel_ = std::make_unique<transport::ShmChannelServer>(
       transport::shm_channel_address(token_, endpoint), "server " + std::to_string(rank_),
-      [this](const std::string& request, int fd, int* reply_fd) { return answer(request, fd, reply_fd); });
+      [this](const std::string& request, int fd, int* reply_fd, pid_t pid) {
+        return answer(request, fd, reply_fd, pid);
+      });
 }
 
 ShmHost::~ShmHost() { channel_.reset(); }
@@ -37,6 +45,7 @@ void ShmHost::install(const SliceLayout& layout) {
   transport::SharedSegment weights;
   if (table.bytes() > 0) {
     weights = transport::SharedSegment::create("pshard server " + std::to_string(rank_) + " weights", table.bytes());
+    weights.seal_against_other_writers();  // the workers it is handed to map it read-only; only this server writes
   }
   std::lock_guard<std::mutex> lock(mu_);
   table_ = std::move(table);
@@ -45,7 +54,7 @@ void ShmHost::install(const SliceLayout& layout) {
   installed_ = true;
 }
 
-std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd) {
+std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd, pid_t peer_pid) {
   struct Closer {
     int fd;
     ~Closer() {
@@ -72,6 +81,14 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd) {
            std::to_string(fingerprint_);
   }
   const std::string what = "worker " + std::to_string(rank) + "'s push segment for " + who;
+  // The same process may attach again (a reconnect); another one only once the first has ended (a restarted worker).
+  const pid_t holder = attached_by_[rank];
+  if (pushes_[rank] && holder != 0 && holder != peer_pid && (::kill(holder, 0) == 0 || errno == EPERM)) {
+    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s push segment for worker " << rank
+                      << ": process " << holder << " attached that worker's and still runs";
+    return "refused\n" + what + " is attached by process " + std::to_string(holder) +
+           ", which still runs: another process cannot take its place";
+  }
   try {
     pushes_[rank] =
         std::make_shared<transport::SharedSegment>(transport::SharedSegment::attach(fd, table_.bytes(), what));
@@ -81,6 +98,7 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd) {
     return std::string("refused\n") + e.what();
   }
   close_unless_taken.fd = -1;
+  attached_by_[rank] = peer_pid;
   ++attached_;
   *reply_fd = weights_.fd();
   return "ok\n" + std::to_string(table_.bytes());
@@ -151,7 +169,10 @@ void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t gener
 
 void ShmHost::forget(uint32_t rank) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (rank < pushes_.size()) pushes_[rank].reset();
+  if (rank < pushes_.size()) {
+    pushes_[rank].reset();
+    attached_by_[rank] = 0;
+  }
 }
 
 uint64_t ShmHost::attached() const {

@@ -19,7 +19,9 @@ namespace pshard {
 // A worker on the server's host calls the channel (transport::shm_channel_address of the job token and the server's
 // endpoint) with "token", "rank" and "fingerprint" lines and its push segment; the server checks the token, the
 // rank and the layout, maps the segment only when its size is exactly what the layout needs, and answers "ok" with
-// its weights segment. Until the server knows the layout (worker 0's init) it answers "retry". Then:
+// its weights segment. A rank whose segment another process attached, while that process still runs, is refused: a
+// second process of the job's user (which knows the token) cannot take a live worker's place. Until the server knows
+// the layout (worker 0's init) it answers "retry". Then:
 //   - a push with sharedMemory names slots of the sender's push segment: push_payloads() makes them the request's
 //     payloads without copying, and marks each slot free again when the server has used it;
 //   - a read with sharedMemory is answered through the weights segment: publish() copies a slice's weights into its
@@ -59,7 +61,7 @@ class ShmHost {
   uint64_t attached() const;  // channel calls that attached a push segment
 
  private:
-  std::string answer(const std::string& request, int fd, int* reply_fd);
+  std::string answer(const std::string& request, int fd, int* reply_fd, pid_t peer_pid);
 
   uint32_t rank_;
   uint32_t num_workers_;
@@ -70,6 +72,7 @@ class ShmHost {
   transport::SlotTable table_;
   transport::SharedSegment weights_;
   std::vector<std::shared_ptr<transport::SharedSegment>> pushes_;  // per worker rank
+  std::vector<pid_t> attached_by_;  // per worker rank: the process that attached pushes_[rank] (0: none)
   uint64_t attached_ = 0;
   std::unique_ptr<transport::ShmChannelServer> channel_;  // last: stops before the rest goes
 };

@@ -43,7 +43,7 @@ bool closed_within(int sock, std::chrono::milliseconds limit) {
 
 TEST(ShmChannel, SilentClientsDelayNoOtherRequest) {
   std::atomic<int> served{0};
-  ShmChannelServer server(address(), "test channel", [&](const std::string& request, int fd, int*) {
+  ShmChannelServer server(address(), "test channel", [&](const std::string& request, int fd, int*, pid_t) {
     if (fd >= 0) ::close(fd);
     ++served;
     return "echo " + request;
@@ -69,7 +69,7 @@ TEST(ShmChannel, SilentClientsDelayNoOtherRequest) {
 TEST(ShmChannel, AnotherUsersRequestIsRefusedAndOthersGoOn) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
   std::atomic<int> served{0};
-  ShmChannelServer server(address(), "test channel", [&](const std::string&, int fd, int*) {
+  ShmChannelServer server(address(), "test channel", [&](const std::string&, int fd, int*, pid_t) {
     if (fd >= 0) ::close(fd);
     ++served;
     return std::string("ok");

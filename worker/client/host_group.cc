@@ -63,7 +63,7 @@ HostGroup::HostGroup(Options options) : opt_(std::move(options)) {
   attached_ = true;
   channel_ = std::make_unique<transport::ShmChannelServer>(
       group_address(opt_.job_token, opt_.rank), "worker " + std::to_string(opt_.rank) + " (its host's leader)",
-      [this](const std::string& request, int fd, int* reply_fd) { return answer(request, fd, reply_fd); });
+      [this](const std::string& request, int fd, int* reply_fd, pid_t) { return answer(request, fd, reply_fd); });
 }
 
 HostGroup::~HostGroup() = default;

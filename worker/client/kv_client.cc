@@ -280,7 +280,8 @@ struct KvClient::Impl {
       if (fd >= 0) ::close(fd);
       return give_up("it refused: " + reply.substr(reply.find('\n') + 1));
     }
-    l.weights = transport::SharedSegment::attach(fd, table.bytes(), server_name(s) + "'s weights segment");
+    l.weights = transport::SharedSegment::attach(fd, table.bytes(), server_name(s) + "'s weights segment",
+                                                 transport::SharedSegment::Access::kReadOnly);
     l.table = std::move(table);
     l.state = ShmLink::State::kOn;
     PSHARD_LOG(kDebug) << who << ": payloads through shared memory (" << l.table.bytes() << " bytes each way)";

@@ -4,8 +4,10 @@
 // (sizes, slots, seqlock).
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -216,10 +218,11 @@ TEST(KvSharedMemory, AsyncPushesAreEachAppliedOnce) {
 }
 
 // A raw channel request to server 0 of `job`: returns the reply's text.
-std::string channel_request(const Job& job, const std::string& token, const std::string& rank, size_t segment_bytes) {
+std::string channel_request(const Job& job, const std::string& token, const std::string& rank, size_t segment_bytes,
+                            uint32_t servers = 2) {
   transport::SharedSegment push = transport::SharedSegment::create("test push", segment_bytes);
   const std::string request = "token " + token + "\nrank " + rank + "\nfingerprint " +
-                              std::to_string(SliceLayout(kTensors, kSliceBytes, 2).fingerprint()) + "\n";
+                              std::to_string(SliceLayout(kTensors, kSliceBytes, servers).fingerprint()) + "\n";
   std::string reply, error;
   int fd = -1;
   EXPECT_TRUE(transport::shm_channel_call(transport::shm_channel_address("job", job.endpoints[0]), request, push.fd(),
@@ -255,6 +258,48 @@ TEST(KvSharedMemory, TheChannelRefusesStrangersWrongRanksAndSegmentsOfTheWrongSi
   r = channel_request(job, "job", "1", exact + (size_t(1) << 20));
   EXPECT_NE(r.find("oversized"), std::string::npos) << r;
   EXPECT_EQ(channel_request(job, "job", "1", exact).rfind("ok", 0), 0u);
+}
+
+// A process of the job's user that knows the token cannot put its push segment in place of a live worker's (the
+// worker would then be declared stuck): the rank's first process holds it until it ends; the same process may attach
+// again.
+TEST(KvSharedMemory, ALiveWorkersSegmentIsNotReplacedByAnotherProcess) {
+  Job job(1, 2, Consistency::kBsp, PayloadTransport::kShm);
+  const size_t exact = transport::SlotTable(SliceLayout(kTensors, kSliceBytes, 1), 0).bytes();
+  {
+    KvClient kv(job.client(0));
+    for (const TensorSpec& t : kTensors) {
+      std::vector<float> w(t.numel, 0.0f);
+      kv.wait(kv.init(t.name, w.data(), w.size()));
+    }
+  }
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // attaches worker 1's segment, says so, and stays until told to go
+    const bool ok = channel_request(job, "job", "1", exact, 1).rfind("ok", 0) == 0;
+    char c = ok ? 'y' : 'n';
+    (void)!::write(from_child[1], &c, 1);
+    (void)!::read(to_child[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(from_child[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  const std::string r = channel_request(job, "job", "1", exact, 1);
+  EXPECT_EQ(r.rfind("refused", 0), 0u) << r;
+  EXPECT_NE(r.find("worker 1's push segment for server 0 is attached by process " + std::to_string(child) +
+                   ", which still runs"),
+            std::string::npos)
+      << r;
+  (void)!::write(to_child[1], &c, 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(channel_request(job, "job", "1", exact, 1).rfind("ok", 0), 0u);  // its process ended: a restart
+  EXPECT_EQ(channel_request(job, "job", "1", exact, 1).rfind("ok", 0), 0u);  // the same process again
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
 }
 
 TEST(KvSharedMemory, ShmToAServerOnAnotherHostIsAnErrorAndAutoFallsBackToTcp) {
@@ -302,6 +347,34 @@ TEST(SharedSegment, AttachRefusesTruncatedAndOversizedSegmentsNamingThem) {
   transport::SharedSegment b = transport::SharedSegment::attach(::dup(a.fd()), 4096, "the test segment");
   std::memcpy(a.data(), "shared", 7);
   EXPECT_STREQ(reinterpret_cast<const char*>(b.data()), "shared");  // one memory, two mappings
+}
+
+// A segment is sealed against resizing from its creation: whoever it is passed to cannot truncate it under its owner
+// (whose next access would fault), and an unsealed one is refused; a weights segment sealed against other writers
+// maps read-only in the workers and writable nowhere else, while its owner keeps writing it.
+TEST(SharedSegment, SegmentsAreSealedAgainstResizingAndWeightsAgainstOtherWriters) {
+  transport::SharedSegment a = transport::SharedSegment::create("sealed", 4096);
+  EXPECT_NE(::ftruncate(a.fd(), 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(a.fd(), 8192), 0);
+  const int plain = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(plain, 0);
+  ASSERT_EQ(::ftruncate(plain, 4096), 0);
+  try {
+    transport::SharedSegment::attach(plain, 4096, "the unsealed segment");
+    FAIL() << "a segment that can be truncated was mapped";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the unsealed segment: the segment is not sealed against resizing"),
+              std::string::npos)
+        << e.what();
+  }
+  a.seal_against_other_writers();
+  std::memcpy(a.data(), "owner", 6);  // the owner's mapping stays writable
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd(), 0), MAP_FAILED);
+  EXPECT_THROW(transport::SharedSegment::attach(::dup(a.fd()), 4096, "weights"), Error);  // writable: refused
+  transport::SharedSegment reader =
+      transport::SharedSegment::attach(::dup(a.fd()), 4096, "weights", transport::SharedSegment::Access::kReadOnly);
+  EXPECT_STREQ(reinterpret_cast<const char*>(reader.data()), "owner");
 }
 
 TEST(SharedSegment, SlotsAreAlignedAndTheSeqlockCopiesWholeUpdates) {
