@@ -1,6 +1,9 @@
 // Joining a running elastic job: exec the worker the launch described in RUN_DIR/join.json.
 #include "launcher/join_job.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +33,39 @@ std::vector<std::string> strings(const Json& doc, const char* key, const std::st
   return out;
 }
 
+// Whether something listens at the coordinator address "tcp://HOST:PORT" (a TCP connect within 2 s). A launch that
+// was killed (SIGKILL) leaves its join file behind; its coordinator is gone with it.
+bool coordinator_listens(const std::string& address) {
+  const std::string prefix = "tcp://";
+  const size_t colon = address.rfind(':');
+  if (address.compare(0, prefix.size(), prefix) != 0 || colon == std::string::npos || colon < prefix.size()) {
+    return true;  // not an address this probe understands: let the worker find out
+  }
+  const std::string host = address.substr(prefix.size(), colon - prefix.size());
+  const std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr) return true;
+  bool listens = false;
+  for (addrinfo* a = found; a != nullptr && !listens; a = a->ai_next) {
+    const int sock = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (sock < 0) continue;
+    if (::connect(sock, a->ai_addr, a->ai_addrlen) == 0) {
+      listens = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{sock, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      listens = ::poll(&p, 1, 2000) == 1 && ::getsockopt(sock, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(sock);
+  }
+  ::freeaddrinfo(found);
+  return listens;
+}
+
 }  // namespace
 
 void join_running_job(const std::string& run_dir) {
@@ -47,6 +83,15 @@ void join_running_job(const std::string& run_dir) {
   const std::vector<std::string> argv = strings(doc, "argv", path);
   std::vector<std::string> env = strings(doc, "env", path);
   if (argv.empty()) throw Error("pshard join: " + path + ": the worker's command line is empty");
+  for (const std::string& var : env) {
+    const std::string name = "PSHARD_COORDINATOR=";
+    if (var.compare(0, name.size(), name) != 0) continue;
+    const std::string address = var.substr(name.size());
+    if (!coordinator_listens(address)) {
+      throw Error("the job of " + run_dir + " is not running: its coordinator (" + address + ") does not answer; " +
+                  path + " is left from a launch that ended without removing it (killed?)");
+    }
+  }
   // The worker's environment is this one's with the job's variables (PSHARD_JOB_TOKEN, ...) set.
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string var(*e);

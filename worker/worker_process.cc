@@ -54,11 +54,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
         "an elastic job (cluster.min_workers > 0) cannot be resumed, restarted or stopped at a checkpoint: its "
         "epochs' members are not recorded in the checkpoints; workers join it as new ones");
   }
-  if (elastic && cfg.get_string("lr_schedule.name") == "cosine" && cfg.get_int("lr_schedule.total_steps") == 0) {
-    throw Error(
-        "an elastic job's length in steps depends on who trains each epoch: a cosine schedule needs "
-        "lr_schedule.total_steps");
-  }
+  // A cosine schedule without lr_schedule.total_steps in an elastic job is refused with the config (config.cc).
   // A worker that joins a running elastic job waits for the next epoch's start, and trains from there on.
   std::optional<EpochPlan> joining;
   if (elastic && cluster.joins_running()) {

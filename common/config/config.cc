@@ -52,6 +52,15 @@ void check_together(const Config& cfg, const std::string& origin) {
          format_double(cfg.get_double("lr_schedule.min_lr")) + " is above optimizer.lr = " +
              format_double(cfg.get_double("optimizer.lr")) + ": the cosine schedule decays from lr down to min_lr");
   }
+  // An elastic job (pshard launch --workers MIN:MAX sets cluster.min_workers) has no length in steps before it runs:
+  // who trains each epoch decides it.
+  if (cfg.get_int("cluster.min_workers") > 0 && cfg.get_string("lr_schedule.name") == "cosine" &&
+      cfg.get_int("lr_schedule.total_steps") == 0) {
+    fail(origin, "lr_schedule.total_steps",
+         "0 (the run's length) with a cosine schedule in an elastic job (cluster.min_workers > 0, pshard launch "
+         "--workers MIN:MAX): its length in steps depends on who trains each epoch; set lr_schedule.total_steps, or "
+         "use another lr_schedule.name");
+  }
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
     fail(origin, "cluster.heartbeat_interval_ms",
          std::to_string(cfg.get_int("cluster.heartbeat_interval_ms")) +

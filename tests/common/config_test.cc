@@ -161,6 +161,16 @@ TEST(Config, HeartbeatIntervalMustBeShorterThanItsTimeout) {
             101);
 }
 
+// An elastic job's length in steps is not known before it runs: a cosine schedule needs lr_schedule.total_steps.
+TEST(Config, ElasticJobsNeedACosineScheduleLength) {
+  const std::string why = error_of("", {"cluster.min_workers=2", "lr_schedule.name=cosine"});
+  EXPECT_NE(why.find("key 'lr_schedule.total_steps'"), std::string::npos) << why;
+  EXPECT_NE(why.find("elastic job"), std::string::npos) << why;
+  EXPECT_NO_THROW(Config::from_string("", "t.toml", {"lr_schedule.name=cosine"}));  // not elastic: the run's length
+  EXPECT_NO_THROW(Config::from_string(
+      "", "t.toml", {"cluster.min_workers=2", "lr_schedule.name=cosine", "lr_schedule.total_steps=900"}));
+}
+
 // A config that names an update rule gets torch.optim's defaults of that rule for what it leaves unset; what it sets
 // wins; the written config says what the job used.
 TEST(Config, UpdateRulesGetTorchOptimDefaultsWhereUnset) {

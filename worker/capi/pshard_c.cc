@@ -643,11 +643,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const int64_t total_steps = steps_per_epoch * epochs;
     c->total_steps = total_steps;
     const pshard::optim::LrScheduleParams sp = pshard::optim::LrScheduleParams::from_config(cfg);
-    if (elastic && sp.name == "cosine" && sp.total_steps == 0) {
-      throw Failure{PSHARD_ERR_CONFIG,
-                    "pshard: an elastic job's length in steps depends on who trains each epoch: a cosine schedule "
-                    "needs lr_schedule.total_steps"};
-    }
+    // A cosine schedule without lr_schedule.total_steps in an elastic job was refused with the config (config.cc).
     if (elastic && cfg.get_string("cluster.elastic_batch") == "global") {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "

@@ -1,6 +1,9 @@
 // Every row of docs/BAD_INPUT.md that a user types: the pshard executable exits non-zero, within a
 // bounded time, with one error line naming what was wrong.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,7 +197,34 @@ TEST_F(CliBadInput, JoinFilesOthersCouldWriteAreNotRun) {
   ASSERT_EQ(::rename(join.c_str(), other.c_str()), 0);
   ASSERT_EQ(::symlink(other.c_str(), join.c_str()), 0);
   expect({{"join", run}, 1, "join file " + join + " is a symbolic link"});
+  // A join file the launch left behind when it was killed: its coordinator no longer listens.
+  ASSERT_EQ(::unlink(join.c_str()), 0);
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  ::close(probe);  // nothing listens there now
+  std::ofstream(join) << "{\"argv\": [\"/bin/sh\", \"-c\", \"touch " + marker +
+                             "\"], \"env\": [\"PSHARD_COORDINATOR=" + coordinator + "\"]}\n";
+  ASSERT_EQ(::chmod(join.c_str(), 0600), 0);
+  expect({{"join", run},
+          1,
+          "pshard join: error: the job of " + run + " is not running: its coordinator (" + coordinator +
+              ") does not answer"});
   EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "a refused join file's command ran";
+}
+
+// README's own sync config (a cosine schedule without lr_schedule.total_steps) as an elastic job: refused before any
+// process starts, naming the key.
+TEST_F(CliBadInput, ElasticJobWithACosineScheduleOfUnknownLength) {
+  expect({{"launch", "--servers", "1", "--workers", "2:3", "--config", source_dir() + "/configs/fmnist_mlp_sync.toml",
+           "--run-dir", dir_ + "/elastic-cosine"},
+          1,
+          "key 'lr_schedule.total_steps': 0 (the run's length) with a cosine schedule in an elastic job"});
 }
 
 TEST_F(CliBadInput, ConfigsAndOverrides) {

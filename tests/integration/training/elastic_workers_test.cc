@@ -198,8 +198,9 @@ TEST(ElasticWorkers, RefusesWhatItCannotDo) {
   struct Case {
     std::string command, expect;
   };
+  // The config's cosine schedule gets a length: without one an elastic job is refused for that first (config_test).
   const std::string base = pshard_bin() + " launch --servers 1 --config " + source_dir() +
-                           "/configs/fmnist_mlp_sync.toml --run-dir " + dir + "/run";
+                           "/configs/fmnist_mlp_sync.toml --set lr_schedule.total_steps=1000 --run-dir " + dir + "/run";
   const std::vector<Case> cases = {
       {base + " --workers 3:2", "MAX is less than MIN"},
       {base + " --workers 0:2", "MIN must be a number in 1..1024"},
