@@ -9,6 +9,7 @@ chosen by CUDA_VISIBLE_DEVICES), else the CPU. BatchNorm running statistics are 
 its own during an epoch, evaluates with them, and ps.report() then averages them over the workers (docs/PYTHON.md).
 """
 import argparse
+import contextlib
 import os
 import time
 
@@ -90,7 +91,7 @@ def main():
         t0 = time.perf_counter()
         for x, y in loader:
             x, y = x.to(device, non_blocking=True, memory_format=memory_format), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
                 out = model(x)
                 loss = F.cross_entropy(out, y)
             opt.zero_grad()
