@@ -6,8 +6,9 @@
 #   scripts/gpu-check.sh OUTDIR [BUNDLE_DIR]      # BUNDLE_DIR: default .gpubundle
 #
 # Where only 8 files (16 MiB each) come back from the GPU machine's output folder $OUT, run it as
-#   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json $OUT/; find /tmp/gc -size +4M -delete
-#   tar -czf $OUT/gpu-check.tar.gz -C /tmp gc; exit $rc        # (the runs' model.bin files would pass 16 MiB)
+#   scripts/gpu-check.sh /tmp/gc; rc=$?; cp /tmp/gc/summary.json /tmp/gc/precision-*.json $OUT/
+#   for f in /tmp/gc/*.log; do echo "=== $f"; tail -200 "$f"; done > $OUT/logs.txt; exit $rc
+# (a tar of OUTDIR passed 16 MiB on 2026-11-28 even without the runs' model.bin files, and came back empty-handed).
 #
 # CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of those that failed); CHECK_BUDGET_S sets the budget.
 #
