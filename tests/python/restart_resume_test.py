@@ -265,7 +265,10 @@ def main():
     support.expect(summary.get("event") == "summary" and summary.get("workers_finished") == [0, 1],
                    "the summary does not list both workers: %s" % summary, output)
     acc = final(out)["accuracy"]
-    support.expect(abs(acc - reference["accuracy"]) <= 0.005, "accuracy %.4f against %.4f undisturbed"
+    # At least as accurate as the undisturbed run (0.5 points below it at most): a rejoin that harmed training shows
+    # as a loss. The disturbed run trains other samples, and may end above it (0.9275 against 0.9202 when the worker
+    # rejoined at step 31 of 120, on an AMD EPYC VM, 2026-11-28).
+    support.expect(acc >= reference["accuracy"] - 0.005, "accuracy %.4f against %.4f undisturbed"
                    % (acc, reference["accuracy"]), output)
     print("worker 1 killed at step 5, rejoined at step %d: accuracy %.4f (undisturbed %.4f)"
           % (got[1][1][0], acc, reference["accuracy"]))
