@@ -166,6 +166,9 @@ struct KvClient::Impl {
   struct HostJob {
     Part part;
     int64_t step = 0;
+    // The leader's push header, encoded once the members' gradients are summed: a member asks to stop at a step
+    // (request_stop) before it hands over that step's first gradient, after the leader may have submitted its own.
+    protocol::Message header;
   };
   std::unique_ptr<HostGroup> group;
   std::mutex host_mu;
@@ -354,7 +357,7 @@ struct KvClient::Impl {
           if (out != nullptr) p.dests.push_back(out + s.offset);
         }
         if (type == MessageType::PUSH_PULL) {
-          host_parts.push_back({std::move(p), step});
+          host_parts.push_back({std::move(p), step, {}});
         } else {
           op->part_done("");
         }
@@ -414,7 +417,7 @@ struct KvClient::Impl {
         }
       }
       p.keys = m.keys;
-      p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
+      if (!host_leader) p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
       if (grad != nullptr) {
         for (uint32_t id : ids) {
           const SliceInfo& s = layout.slice(id);
@@ -464,7 +467,7 @@ struct KvClient::Impl {
         }
       }
       if (host_leader) {
-        host_parts.push_back({std::move(p), step});
+        host_parts.push_back({std::move(p), step, std::move(m)});
       } else {
         parts.push_back(std::move(p));
       }
@@ -524,6 +527,7 @@ struct KvClient::Impl {
   void send_host_sum(HostJob& job) {
     Part& p = job.part;
     const size_t members = opt.host_ranks.size() - 1;
+    p.frames.insert(p.frames.begin(), zmq::message_t());  // the header's place, filled once the members are in
     for (const auto& [id, own] : p.host_sums) {
       const size_t n = layout.slice(id).length;
       if (p.shared_memory) {
@@ -539,6 +543,8 @@ struct KvClient::Impl {
     }
     p.host_sums.clear();
     p.own_copy = std::vector<float>();
+    job.header.stop = job.header.stop || job.step == group->stop_step();
+    p.frames.front() = transport::copy_frame(protocol::encode_header(job.header));
     std::vector<Part> one;
     one.push_back(std::move(p));
     send_parts(one);
