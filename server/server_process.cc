@@ -214,6 +214,7 @@ int run_server_process(const ServerProcessOptions& o) {
             outcome.finish(1, "node dead: " + e.reason);
           }
           break;
+        case ClusterEvent::Kind::kWorkerLeft: server.mark_worker_left(e.node.rank); break;
         case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
         case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
       }

@@ -42,7 +42,7 @@ struct ClusterClient::Impl {
     int status = 0;
     std::vector<uint32_t> workers;  // kStuck
     int64_t epoch = 0;              // kEpochEnter, kEpochJoined
-    int64_t step = 0;               // kEpochEnter
+    int64_t step = 0;               // kEpochEnter; kLeave: the steps pushed (-1: not said)
     bool vote = false;              // kBarrier: this node raises its flag
   };
 
@@ -203,10 +203,15 @@ struct ClusterClient::Impl {
       case control::ControlMessage::HEARTBEAT: on_echo(root.getHeartbeat()); break;
       case control::ControlMessage::NODE_DEAD: {
         ClusterEvent e;
-        e.kind = ClusterEvent::Kind::kNodeDead;
+        const bool left = root.getNodeDead().getLeft();
+        e.kind = left ? ClusterEvent::Kind::kWorkerLeft : ClusterEvent::Kind::kNodeDead;
         e.node = cc::read_node(root.getNodeDead().getNode());
-        e.reason = cc::describe(e.node) + " is dead: " + root.getNodeDead().getReason().cStr();
-        PSHARD_LOG(kWarn) << e.reason;
+        e.reason = cc::describe(e.node) + (left ? " left: " : " is dead: ") + root.getNodeDead().getReason().cStr();
+        if (left) {
+          PSHARD_LOG(kInfo) << e.reason;
+        } else {
+          PSHARD_LOG(kWarn) << e.reason;
+        }
         std::lock_guard<std::mutex> lock(mu);
         pending_events.push_back(e);
         break;
@@ -344,6 +349,7 @@ struct ClusterClient::Impl {
             auto leave = b.initRoot<control::ControlMessage>().initLeave();
             leave.setExitStatus(c.status);
             leave.setReason(c.name.substr(0, 1024));
+            leave.setStepsPushed(c.step);
             send(sock, b);
           }
           running = false;
@@ -419,12 +425,12 @@ struct ClusterClient::Impl {
     cv.notify_all();
   }
 
-  void stop_thread(Command::Kind kind, int status, const std::string& reason = "") {
+  void stop_thread(Command::Kind kind, int status, const std::string& reason = "", int64_t steps_pushed = -1) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (leave_requested) return;
       leave_requested = true;
-      commands.push_back(Command{kind, reason, status, {}, 0, 0, false});
+      commands.push_back(Command{kind, reason, status, {}, 0, steps_pushed, false});
     }
     wake();
     if (thread.joinable() && std::this_thread::get_id() != thread.get_id()) thread.join();
@@ -593,8 +599,8 @@ ClockOffset ClusterClient::clock_offset() const {
   return impl_->offset;
 }
 
-void ClusterClient::leave(int exit_status, const std::string& reason) {
-  impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status, reason);
+void ClusterClient::leave(int exit_status, const std::string& reason, int64_t steps_pushed) {
+  impl_->stop_thread(Impl::Command::Kind::kLeave, exit_status, reason, steps_pushed);
 }
 
 }  // namespace pshard

@@ -22,9 +22,10 @@ class Config;
 // Something the coordinator tells every node while the job runs.
 struct ClusterEvent {
   enum class Kind {
-    kNodeDead,  // `node` stopped sending heartbeats (or its process ended); policy decides what happens
-    kAbort,     // the job is over with an error: `reason` says why (e.g. "worker 2 (host a, pid 7) is dead")
-    kShutdown,  // the job finished normally; leave when done
+    kNodeDead,    // `node` stopped sending heartbeats (or its process ended); policy decides what happens
+    kAbort,       // the job is over with an error: `reason` says why (e.g. "worker 2 (host a, pid 7) is dead")
+    kShutdown,    // the job finished normally; leave when done
+    kWorkerLeft,  // (servers) `node`, a worker, left after its last push while others train on: wait for it no more
   };
   Kind kind = Kind::kShutdown;
   NodeInfo node;       // kNodeDead: which node
@@ -129,7 +130,9 @@ class ClusterClient {
   // it, quoted in the coordinator's abort) and stops heartbeats. Idempotent.
   //
   //   try { train(); } catch (const std::exception& e) { cluster.leave(1, e.what()); throw; }
-  void leave(int exit_status = 0, const std::string& reason = "");
+  // A worker says how many steps it pushed (its highest step + 1; -1: not said): the coordinator compares the
+  // workers' counts to tell a worker that left early from the ones that went on.
+  void leave(int exit_status = 0, const std::string& reason = "", int64_t steps_pushed = -1);
 
  private:
   struct Impl;

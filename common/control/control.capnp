@@ -17,6 +17,7 @@
 #   node -> report(json)        (metrics events; the coordinator writes DIR/metrics.jsonl)
 #   server -> stuck(workers)    coordinator -> nodeDead or abort (as for a dead worker), and abort to the stuck ones
 #   node -> leave(status)       coordinator -> shutdown (all workers left: servers finish and leave)
+#                               coordinator -> nodeDead(left) to the servers (a worker left while others train on)
 #   worker -> epochEnter        coordinator -> epochPlan (elastic jobs: who trains the next epoch, from which step)
 #   worker -> epochJoined       (a worker that joined the running job is counted by the servers from the plan's step)
 #
@@ -102,6 +103,8 @@ struct Heartbeat {
 struct NodeDead {
   node @0 :Node;
   reason @1 :Text;              # e.g. "no heartbeat for 5000 ms"
+  left @2 :Bool;                # to servers: a worker that left after its last push (nobody's failure): no step
+                                # waits for its push any more
 }
 
 # coordinator -> node: the job is over with an error; stop and exit non-zero.
@@ -121,6 +124,8 @@ struct Leave {
   exitStatus @0 :Int32;         # 0 = success; anything else is a failure of this node
   reason @1 :Text;              # a failure's error message (at most 1024 bytes), so that the coordinator's
                                 # abort names the real error; empty when none is known
+  stepsPushed @2 :Int64 = -1;   # a worker: the steps it pushed (its highest step + 1); -1: not said. The job's
+                                # workers push the same steps: one that leaves with fewer than another is the failure
 }
 
 # node -> coordinator: one metrics event (docs/METRICS.md) for the job's

@@ -26,6 +26,7 @@
 #include "common/transport/bounds.h"
 #include "common/transport/peer_auth.h"
 #include "common/transport/refusal_log.h"
+#include "common/util/json.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -260,6 +261,20 @@ struct Coordinator::Impl {
     return lost;
   }
 
+  // A program's loop decides how long it trains; where it declared a length (train.epochs x steps_per_epoch) and
+  // every worker stopped short of it, the run is finished, and the summary says so.
+  void warn_if_short_of_declared_length() {
+    int64_t most = -1;
+    for (const auto& [id, p] : peers) {
+      if (p.info.role == NodeRole::kWorker && p.state == Peer::State::kLeft) most = std::max(most, p.pushed);
+    }
+    const int64_t declared = metrics.declared_steps();
+    if (most < 0 || declared <= 0 || most >= declared) return;
+    metrics.warn("every worker stopped after " + std::to_string(most) +
+                 " pushed steps, short of the run's declared length (train.epochs x steps_per_epoch = " +
+                 std::to_string(declared) + " steps)");
+  }
+
   // The job ran to its end: 0 when every worker finished, else kExitWorkersLost (failure policy continue); or every
   // worker stopped at a checkpoint on SIGTERM: kExitStopped.
   void finish_ran_to_end() {
@@ -270,6 +285,7 @@ struct Coordinator::Impl {
       finish(kExitStopped, "job stopped: " + why);
       return;
     }
+    warn_if_short_of_declared_length();
     const std::string lost = lost_workers();
     if (!lost.empty()) {
       PSHARD_LOG(kError) << "the job finished without some of its workers (cluster.failure_policy = continue): "
@@ -304,6 +320,18 @@ struct Coordinator::Impl {
       if (p.state == Peer::State::kLive) return;
     }
     finish_ran_to_end();
+  }
+
+  // A worker left cleanly while others may train on: the servers stop waiting for its pushes (under any failure
+  // policy: it is nobody's failure unless another worker pushes more, which judge_pushes() decides).
+  void tell_servers_left(const Peer& left) {
+    capnp::MallocMessageBuilder b;
+    auto nd = b.initRoot<control::ControlMessage>().initNodeDead();
+    control_codec::fill_node(left.info, nd.initNode());
+    nd.setReason("after " + std::to_string(left.pushed) + " pushed steps");
+    nd.setLeft(true);
+    outbox.broadcast(peers, b,
+                     [](const Peer& q) { return q.state == Peer::State::kLive && q.info.role == NodeRole::kServer; });
   }
 
   // A node died (silent, or left with a failure status) or is stuck (`verdict`): apply the failure policy.
@@ -397,7 +425,51 @@ struct Coordinator::Impl {
     }
   }
 
-  void on_leave(Peer& p, int status, const std::string& reason) {
+  // The job's workers push the same steps (a sync step waits for every worker; in any mode each trains a shard of
+  // the same size): of the workers that left cleanly, each with fewer pushes than the one with the most left early
+  // and is the job's failure, whichever left first; the workers that went on are not. Elastic jobs' members train
+  // different steps: there the epochs decide. Returns true when the job ended here.
+  // A live worker's step line (`went_on`, `went_to` steps pushed) judges the same way at once, so that under policy
+  // abort a job does not train on to its end before the verdict.
+  bool judge_pushes(const NodeInfo* went_on_live = nullptr, int64_t went_to_live = -1) {
+    if (opt.min_workers > 0) return false;
+    NodeInfo went_on;
+    int64_t went_to = -1;
+    if (went_on_live) {
+      went_on = *went_on_live;
+      went_to = went_to_live;
+    }
+    for (const auto& [id, q] : peers) {
+      if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft && q.pushed > went_to) {
+        went_on = q.info;
+        went_to = q.pushed;
+      }
+    }
+    if (went_to < 0) return false;
+    for (auto& [id, q] : peers) {
+      if (q.info.role != NodeRole::kWorker || q.state != Peer::State::kLeft || q.pushed < 0 || q.pushed >= went_to) {
+        continue;
+      }
+      q.trained = false;  // its last epoch report does not make up for the steps it did not push
+      on_node_failed(q,
+                     "it left after " + std::to_string(q.pushed) + " pushed steps, while " + cc::describe(went_on) +
+                         " pushed " + std::to_string(went_to) + " (every worker of the job pushes the same steps)",
+                     "short of the others");
+      if (phase != Phase::kRunning) return true;
+    }
+    return false;
+  }
+
+  // A live worker's step line ("step": the index of the step it just took, so it pushed one more): a worker that left
+  // with fewer pushes is short of it.
+  void on_step_line(const Peer& p, const std::string& text) {
+    const Json line = Json::parse(text, "step line");  // on_report parsed it already
+    if (!line.has("step") || !line.at("step").is_number()) return;
+    const NodeInfo reporter = p.info;
+    judge_pushes(&reporter, line.at("step").as_int() + 1);
+  }
+
+  void on_leave(Peer& p, int status, const std::string& reason, int64_t pushed) {
     if (p.state == Peer::State::kRegistered) {
       PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
       peers.erase(p.id);
@@ -419,7 +491,14 @@ struct Coordinator::Impl {
       return;
     }
     p.state = Peer::State::kLeft;
-    PSHARD_LOG(kInfo) << cc::describe(p.info) << " left";
+    const bool worker = p.info.role == NodeRole::kWorker;
+    if (worker) p.pushed = pushed;
+    PSHARD_LOG(kInfo) << cc::describe(p.info) << " left"
+                      << (worker && pushed >= 0 ? " after " + std::to_string(pushed) + " pushed steps" : "");
+    if (worker && phase == Phase::kRunning && pushed >= 0) {
+      if (judge_pushes()) return;
+      if (p.state == Peer::State::kLeft) tell_servers_left(p);
+    }
     epochs.worker_gone(p);
     barriers.release_complete();
     abort_if_barriers_stalled();
@@ -462,15 +541,17 @@ struct Coordinator::Impl {
           for (char& c : reason) {
             if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // one log line, whatever a peer sends
           }
-          on_leave(p, leave.getExitStatus(), reason);
+          on_leave(p, leave.getExitStatus(), reason, leave.getStepsPushed());
           break;
         }
-        case control::ControlMessage::REPORT:
-          if (metrics.on_report(p, root.getReport().getJson().cStr()) == "trained" &&
-              p.info.role == NodeRole::kWorker) {
-            p.trained = true;
+        case control::ControlMessage::REPORT: {
+          const std::string kind = metrics.on_report(p, root.getReport().getJson().cStr());
+          if (kind == "trained" && p.info.role == NodeRole::kWorker) p.trained = true;
+          if (kind == "step" && p.info.role == NodeRole::kWorker && phase == Phase::kRunning) {
+            on_step_line(p, root.getReport().getJson().cStr());
           }
           break;
+        }
         case control::ControlMessage::STUCK: on_stuck(p, root.getStuck()); break;
         case control::ControlMessage::EPOCH_ENTER:
           if (phase == Phase::kRunning) {

@@ -206,14 +206,27 @@ void JobMetrics::flush_incomplete_epochs() {
 }
 
 void JobMetrics::write_epoch(std::vector<WorkerEpochReport> reports, const Json& missing) {
+  const int64_t place = reports.front().epoch;  // the reports' key; the line's "epoch" is the program's numbering
   Json epoch = combine_epoch(std::move(reports));
-  last_epoch_written_ = epoch.at("epoch").as_int();
+  last_epoch_written_ = place;
   if (missing.is_array()) epoch.set("missing_workers", missing);
   totals_.add_epoch(epoch);
   ++epochs_written_;
   if (MetricsWriter* w = writer()) w->write(epoch);
   const int64_t planned = start_event_.has("epochs") ? start_event_.at("epochs").as_int() : 0;
   PSHARD_LOG(kInfo) << format_epoch_line(epoch, planned);
+}
+
+int64_t JobMetrics::declared_steps() const {
+  auto count = [&](const char* key) {
+    return start_event_.has(key) && start_event_.at(key).is_number() ? start_event_.at(key).as_int() : int64_t{0};
+  };
+  return count("epochs") * count("steps_per_epoch");
+}
+
+void JobMetrics::warn(const std::string& text) {
+  PSHARD_LOG(kWarn) << text;
+  warnings_.push_back(text);
 }
 
 void JobMetrics::write_summary(const std::string& aborted) {
@@ -254,6 +267,11 @@ void JobMetrics::write_summary(const std::string& aborted) {
     PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
   }
   if (!aborted.empty()) summary.set("aborted", aborted);
+  if (!warnings_.empty()) {
+    Json list = Json::array();
+    for (const std::string& w : warnings_) list.push(w);
+    summary.set("warnings", list);
+  }
   if (MetricsWriter* w = writer()) w->write(summary);
   PSHARD_LOG(kInfo) << format_summary_line(summary, opt_.run_dir);
 }

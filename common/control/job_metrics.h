@@ -50,6 +50,10 @@ class JobMetrics {
   void mark_incomplete() { write_failed_ = true; }
   // The job stopped at a checkpoint (checkpoint.on_sigterm): the summary says why ("stopped") and expects no model.
   void mark_stopped(const std::string& why) { stopped_ = why; }
+  // The run's length as the workers declared it (the start event's epochs x steps_per_epoch); 0: not declared.
+  int64_t declared_steps() const;
+  // A warning about the run as a whole: logged, and listed in the summary's "warnings".
+  void warn(const std::string& text);
   // trace.steps: RUN_DIR/trace/coordinator.json, the arrival of the window's step lines (the time
   // origin of the merged timeline is this process's clock). Once; nothing without a window.
   void write_trace();
@@ -69,6 +73,7 @@ class JobMetrics {
   int64_t epochs_written_ = 0;
   std::string model_path_;                  // where a worker saved the trained model ("" = none yet)
   std::string stopped_;                     // mark_stopped()
+  std::vector<std::string> warnings_;       // warn()
   std::unique_ptr<Tracer> tracer_;          // trace.steps set
   std::map<uint32_t, Json> server_phases_;  // server rank -> its `server_phases` event (sent as it stops)
   int64_t last_epoch_written_ = 0;

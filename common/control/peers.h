@@ -24,6 +24,7 @@ struct Peer {
   uint64_t fingerprint = 0;
   bool replaces_live = false;  // Register.replacesLive: a restarted worker that may take over a live-looking rank
   bool trained = false;        // a worker that said it pushed the job's last step: its death after costs nothing
+  int64_t pushed = -1;         // a worker that left: the steps it pushed (Leave.stepsPushed; -1: not said)
   Clock::time_point registered_at;
   Clock::time_point last_seen;
   State state = State::kRegistered;

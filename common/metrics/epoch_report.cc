@@ -20,6 +20,7 @@ void WorkerEpochReport::take_gpu_usage(GpuSampler* sampler) {
 Json WorkerEpochReport::to_json() const {
   Json j = Json::object();
   j.set("rank", rank).set("epoch", epoch).set("step", step).set("samples", samples);
+  if (label && *label != epoch) j.set("label", *label);
   j.set("steps", steps).set("host", host);
   j.set("has_train_loss", has_train_loss).set("loss_sum", loss_sum);
   j.set("has_train_acc", has_train_acc).set("correct", correct);
@@ -65,6 +66,13 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   WorkerEpochReport r;
   r.rank = static_cast<uint32_t>(count("rank", 4294967295.0));
   r.epoch = static_cast<int64_t>(count("epoch", kMaxCount));
+  if (j.has("label")) {
+    const Json& l = j.at("label");
+    if (!l.is_number() || std::abs(l.as_number()) > kMaxCount || l.as_number() != std::floor(l.as_number())) {
+      throw Error("worker epoch report: field 'label': " + l.dump() + " is not a whole number");
+    }
+    r.label = static_cast<int64_t>(l.as_number());
+  }
   r.step = static_cast<int64_t>(count("step", kMaxCount));
   r.steps = static_cast<int64_t>(count("steps", kMaxCount));
   r.host = static_cast<uint32_t>(count("host", 4294967295.0));
@@ -183,7 +191,9 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   const WorkerEpochReport& first = reports.front();
   double n = static_cast<double>(reports.size());
   Json e = Json::object();
-  e.set("event", "epoch").set("epoch", first.epoch).set("step", first.step);
+  // The program's own numbering is recorded as given; where it is not the place in the run, that is kept beside it.
+  e.set("event", "epoch").set("epoch", first.number()).set("step", first.step);
+  if (first.number() != first.epoch) e.set("epoch_index", first.epoch);
   e.set("train_loss", train_loss.value()).set("train_acc", train_acc.value());
   e.set("test_loss", test_loss.value()).set("test_acc", test_acc.value());
   e.set("samples_per_s", epoch_s > 0 ? Json(samples / epoch_s) : Json());

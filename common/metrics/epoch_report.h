@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -16,7 +17,11 @@ namespace pshard {
 // Raw sums of one worker's epoch; combined exactly (sums, not means of means).
 struct WorkerEpochReport {
   uint32_t rank = 0;
-  int64_t epoch = 0;           // 1-based
+  int64_t epoch = 0;  // 1-based: the epoch's place in the run, by which the workers' reports are combined
+  // The epoch's number as the program counts it (any increasing integers; none: = epoch, as for pshard's own
+  // workers), recorded as the epoch line's "epoch".
+  std::optional<int64_t> label;
+  int64_t number() const { return label.value_or(epoch); }
   int64_t step = 0;            // global steps done after this epoch
   int64_t steps = 0;           // steps this worker took in the epoch
   uint32_t host = 0;           // the lowest worker rank on this worker's host: names the host in per-host figures

@@ -25,9 +25,21 @@ Json field(const Json& j, const char* key) { return j.has(key) ? j.at(key) : Jso
 }  // namespace
 
 std::string format_epoch_line(const Json& e, int64_t epochs) {
+  // "epoch 3/10" (the place in a run of declared length), "epoch 0 (1 of 8)" (a program's own numbering), "epoch 3"
+  // (no declared length).
+  const long long label = field(e, "epoch").as_int();
+  char epoch[64];
+  const bool own_numbering = e.has("epoch_index") && e.at("epoch_index").is_number();
+  if (epochs <= 0) {
+    std::snprintf(epoch, sizeof epoch, "%lld", label);
+  } else if (own_numbering) {
+    std::snprintf(epoch, sizeof epoch, "%lld (%lld of %lld)", label,
+                  static_cast<long long>(e.at("epoch_index").as_int()), static_cast<long long>(epochs));
+  } else {
+    std::snprintf(epoch, sizeof epoch, "%lld/%lld", label, static_cast<long long>(epochs));
+  }
   char buf[512];
-  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  train loss %s acc %s  test loss %s acc %s  %s samples/s  %s s",
-                static_cast<long long>(field(e, "epoch").as_int()), static_cast<long long>(epochs),
+  std::snprintf(buf, sizeof buf, "epoch %s  train loss %s acc %s  test loss %s acc %s  %s samples/s  %s s", epoch,
                 number_or_dash(field(e, "train_loss"), "%.4f").c_str(), percent_or_dash(field(e, "train_acc")).c_str(),
                 number_or_dash(field(e, "test_loss"), "%.4f").c_str(), percent_or_dash(field(e, "test_acc")).c_str(),
                 number_or_dash(field(e, "samples_per_s"), "%.0f").c_str(),

@@ -55,10 +55,10 @@ def client():
 
 
 def shutdown(exit_status=0, reason=None):
-    """Leaves the job (exit_status 0: this worker finished; else `reason` is what the job's abort quotes). Leaving
-    before the end of the job (before the last step of train.epochs x steps_per_epoch, or, without
-    steps_per_epoch, after reporting some epochs but not the last) is leaving as failed, whatever exit_status says:
-    cluster.failure_policy = abort ends the job naming this rank, continue goes on without it."""
+    """Leaves the job (exit_status 0: this worker finished; else `reason` is what the job's abort quotes). The
+    script decides how long it trains: the job has finished when every rank left having pushed the same steps. A
+    rank that leaves having pushed fewer steps than a rank that goes on is the job's failure, whatever exit_status
+    says: cluster.failure_policy = abort ends the job naming it, continue finishes without it (launch exits 1)."""
     global _client
     if _client is None:
         return

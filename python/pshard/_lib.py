@@ -55,6 +55,7 @@ class EpochReport(ctypes.Structure):
         ("figures", ctypes.c_uint32),
         ("loss_scale", ctypes.c_double),
         ("skipped_steps", ctypes.c_int64),
+        ("label", ctypes.c_int64),
     ]
 
 

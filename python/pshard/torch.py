@@ -202,6 +202,7 @@ class DistributedOptimizer:
         joining = ctypes.c_int64()
         check(lib().pshard_joining_epoch(c, ctypes.byref(joining)), "DistributedOptimizer")
         self.joining_epoch = joining.value  # elastic jobs: the epoch (1-based) a joining worker starts with; 0: none
+        self.reported_place = 0  # the place in the run (1-based) of the last epoch report() sent; 0: none yet
         self.cuda = any(p.is_cuda for _, p in self.params)
         # Host buffers the servers read gradients from and write weights into (pinned for CUDA parameters, so that
         # the copies run asynchronously on the GPU's copy engine).
@@ -689,21 +690,26 @@ def _describe(params, limit=4):
 
 def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None, samples=None, test_samples=None,
            eval_s=0.0, loss=None):
-    """Reports this worker's figures of epoch `epoch` (0-based, as in `for epoch in range(epochs)`; metrics.jsonl
-    counts from 1), then makes the model's floating-point buffers (BatchNorm running statistics) the mean over the
+    """Reports this worker's figures of epoch `epoch`, numbered as the script numbers its epochs (from 0 or 1, or
+    any increasing integers; recorded as given; in an elastic job, the plans' numbering from start_epoch()), then
+    makes the model's floating-point buffers (BatchNorm running statistics) the mean over the
     workers (evaluate after report() to use them). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
     weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
     equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
     servers are measured by the library. Only the figures given reach metrics.jsonl (the others are null there, not
-    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". A PshardError for an epoch outside
-    0..train.epochs-1 or an accuracy outside [0, 1]."""
+    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". A PshardError for an epoch number that
+    does not increase from this rank's last report or an accuracy outside [0, 1]."""
     opt = _state.optimizer
     if opt is None:
         raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
-    epochs = config("train.epochs")
-    if not 0 <= int(epoch) < epochs:
-        raise PshardError("pshard.report: epoch=%d is out of range: epochs count from 0 to train.epochs - 1 = %d"
-                          % (int(epoch), epochs - 1), "PSHARD_ERR_ARGUMENT")
+    # The ranks' reports of an epoch are combined by its place in the run: an elastic job's plan, else the epoch
+    # after this rank's last report (the first: the epoch of start_step(), with steps_per_epoch).
+    if _state.plan is not None or elastic():
+        place = int(epoch) + 1
+    elif opt.reported_place:
+        place = opt.reported_place + 1
+    else:
+        place = 1 + (opt.start_step // opt.steps_per_epoch if opt.steps_per_epoch else 0)
     for name, acc in (("train_acc", train_acc), ("test_acc", test_acc)):
         if acc is not None and not 0.0 <= float(acc) <= 1.0:
             raise PshardError("pshard.report: %s=%r is not an accuracy (a fraction in [0, 1])" % (name, acc),
@@ -712,7 +718,8 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     now = time.perf_counter()
     n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)
     r = EpochReport()
-    r.epoch = int(epoch) + 1
+    r.epoch = place
+    r.label = int(epoch)
     r.step = opt.step_count
     r.samples = n
     if train_loss is None:
@@ -748,6 +755,7 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     r.forward_s = opt.phase_s["forward"]
     r.backward_s = opt.phase_s["backward"]
     check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
+    opt.reported_place = place
     _average_buffers(opt.model, r.epoch)
     opt.epoch_steps = 0
     opt.epoch_skipped = 0

@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -64,7 +65,7 @@ struct KvServer::Impl {
 
   std::mutex done_mu;  // requests the update threads finished, and control events, for the socket thread
   std::deque<RequestPtr> done;
-  std::deque<uint32_t> dead_events;
+  std::deque<std::pair<uint32_t, bool>> dead_events;  // (worker rank, whether it left after its last push)
 
   std::atomic<bool> stopping{false};
   std::mutex shutdown_mu;
@@ -205,13 +206,13 @@ struct KvServer::Impl {
 
   void drain_done() {
     std::deque<RequestPtr> ready;
-    std::deque<uint32_t> dead;
+    std::deque<std::pair<uint32_t, bool>> dead;
     {
       std::lock_guard<std::mutex> lock(done_mu);
       ready.swap(done);
       dead.swap(dead_events);
     }
-    for (uint32_t rank : dead) handle_dead(rank);
+    for (const auto& [rank, left] : dead) handle_dead(rank, false, left);
     for (RequestPtr& r : ready) reply(*r);
   }
 
@@ -442,12 +443,15 @@ struct KvServer::Impl {
     return s;
   }
 
-  void handle_dead(uint32_t rank, bool vacant = false) {
+  void handle_dead(uint32_t rank, bool vacant = false, bool left = false) {
     if (rank >= opt.num_workers || (io_dead[rank] && !io_rejoined[rank])) return;
     io_dead[rank] = 1;
     io_rejoined[rank] = 0;
     if (shm) shm->forget(rank);
-    if (!vacant) PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
+    // A worker that left is logged by the cluster client ("worker 1 (...) left: after 11 pushed steps").
+    if (!vacant && !left) {
+      PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
+    }
     updates->worker_dead(rank);
     store.for_each_owned(-1, [&](Slice& s) { reply_all(s.requests.worker_dead(rank, inline_thread)); });
   }
@@ -461,7 +465,15 @@ const std::string& KvServer::endpoint() const { return impl_->endpoint; }
 void KvServer::mark_worker_dead(uint32_t worker_rank) {
   {
     std::lock_guard<std::mutex> lock(impl_->done_mu);
-    impl_->dead_events.push_back(worker_rank);
+    impl_->dead_events.emplace_back(worker_rank, false);
+  }
+  impl_->wake.notify();
+}
+
+void KvServer::mark_worker_left(uint32_t worker_rank) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->done_mu);
+    impl_->dead_events.emplace_back(worker_rank, true);
   }
   impl_->wake.notify();
 }

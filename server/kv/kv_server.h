@@ -55,6 +55,9 @@ class KvServer {
   // Failure policy `continue`: from now on BSP steps complete without this worker and SSP
   // ignores its clock; its later requests are refused. Thread-safe.
   void mark_worker_dead(uint32_t worker_rank);
+  // A worker left after its last push while others train on (the coordinator compares their pushes): as dead for
+  // the steps that wait, without the warning.
+  void mark_worker_left(uint32_t worker_rank);
   // True once a shutdown request was answered; false on timeout.
   bool wait_for_shutdown(std::chrono::milliseconds timeout);
   // Stops and joins every thread. Idempotent.

@@ -1,6 +1,7 @@
-"""A rank that leaves before the end of the job (ps.shutdown() mid-run, sys.exit(1), os._exit(0)) is a failure
-under the job's failure policy, never a rank that finished: abort ends the job at once naming the rank (no stall
-until the request timeout); continue finishes with the other rank and the job still ends non-zero, naming it."""
+"""A rank that leaves while another goes on (ps.shutdown() mid-run, sys.exit(1), os._exit(0)) is a failure under the
+job's failure policy, never a rank that finished, named with the steps it pushed: abort ends the job naming the rank
+(no stall until the request timeout); continue finishes with the other rank and the job still ends non-zero, naming
+it."""
 import os
 import sys
 import time
@@ -83,9 +84,8 @@ if __name__ == "__main__":
     else:
         early = "worker 1 (host %s" % os.uname().nodename
         run("shutdown", "abort", "aborting the job: %s" % early,
-            "it left before the end of the job, after step 4 of 20 (train.epochs = 2 x 10 steps per epoch) "
-            "(ps.shutdown() was called)")
+            "it left after 4 pushed steps, while worker 0 (host %s" % os.uname().nodename, "pushed 20")
         run("exit1", "continue", "the job finished without some of its workers (cluster.failure_policy = continue): "
-            "worker 1: it left with exit status 1: it left before the end of the job, after step 4 of 20")
+            "worker 1: it left after 4 pushed steps, while worker 0 (host")
         run("os-exit0", "continue", "job finished, but not every worker did", "worker 1: no heartbeat for 1500 ms")
         support.passed()

@@ -1,6 +1,6 @@
 """Every figure a script gives ps.report() reaches metrics.jsonl and `pshard report`, and only those: test accuracy
-alone is recorded (not null), figures never given are null (not zero), an epoch outside 0..train.epochs-1 is refused
-with a clear error, and a rank that never reports makes the job's end name it while the other ranks' epochs and the
+alone is recorded (not null), figures never given are null (not zero), epochs are recorded as the script numbers
+them, an accuracy outside [0, 1] is refused with a clear error, and a rank that never reports makes the job's end name it while the other ranks' epochs and the
 summary are still written."""
 import json
 import os
@@ -46,12 +46,12 @@ def worker(case, out_dir):
             ps.report(epoch=epoch, test_acc=0.5 + 0.25 * ps.rank())  # the mean over the 2 ranks: 0.625
         elif ps.rank() == 0:
             ps.report(epoch=epoch, train_loss=2.0 + epoch)
-        else:  # "silent": rank 1 never reports; its bad epoch numbers are refused
+        else:  # "silent": rank 1 never reports; its accuracies that are not fractions are refused
             errors = []
-            for bad in (-1, 2):
+            for bad in (-0.25, 1.5):
                 try:
-                    ps.report(epoch=bad, train_loss=1.0)
-                    errors.append("accepted epoch=%d" % bad)
+                    ps.report(epoch=epoch, train_loss=1.0, test_acc=bad)
+                    errors.append("accepted test_acc=%r" % bad)
                 except ps.PshardError as e:
                     errors.append(str(e))
             with open(os.path.join(out_dir, "errors.json"), "w") as f:
@@ -71,7 +71,7 @@ def test_acc_only():
     support.expect(status == 0, "test-acc-only: the job failed (%d)" % status, output)
     events = lines(run_dir)
     epochs = [e for e in events if e["event"] == "epoch"]
-    support.expect([e["epoch"] for e in epochs] == [1, 2], "test-acc-only: epoch lines %s" % epochs, output)
+    support.expect([e["epoch"] for e in epochs] == [0, 1], "test-acc-only: epoch lines %s" % epochs, output)
     for e in epochs + [events[-1]]:
         support.expect(abs(e["test_acc"] - 0.625) < 1e-6, "test-acc-only: test_acc is %r in %s" % (e["test_acc"], e),
                        output)
@@ -95,14 +95,14 @@ def silent_rank():
     support.expect(status == 0, "silent: the job failed (%d)" % status, output)
     with open(os.path.join(out, "errors.json")) as f:
         errors = json.load(f)
-    support.expect("epoch=-1 is out of range: epochs count from 0 to train.epochs - 1 = 1" in errors[0],
-                   "silent: epoch -1: %s" % errors[0], output)
-    support.expect("epoch=2 is out of range" in errors[1], "silent: epoch 2: %s" % errors[1], output)
+    support.expect("test_acc=-0.25 is not an accuracy (a fraction in [0, 1])" in errors[0],
+                   "silent: test_acc -0.25: %s" % errors[0], output)
+    support.expect("test_acc=1.5 is not an accuracy" in errors[1], "silent: test_acc 1.5: %s" % errors[1], output)
     support.expect("worker 1 never reported an epoch" in output, "silent: the silent rank is not named", output)
     events = lines(run_dir)
     epochs = [e for e in events if e["event"] == "epoch"]
     support.expect([(e["epoch"], e["train_loss"], e.get("missing_workers")) for e in epochs] ==
-                   [(1, 2.0, [1]), (2, 3.0, [1])], "silent: epoch lines %s" % epochs, output)
+                   [(0, 2.0, [1]), (1, 3.0, [1])], "silent: epoch lines %s" % epochs, output)
     support.expect(events[-1]["event"] == "summary" and events[-1]["train_loss"] == 3.0,
                    "silent: summary %s" % events[-1], output)
     print("a rank that never reports: named at the end; rank 0's epochs and the summary are written")

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -139,26 +140,22 @@ struct pshard_client {
   // The GPU this worker uses, sampled through NVML from pshard_start (null: no GPU in view, or no NVML).
   std::unique_ptr<pshard::GpuSampler> gpu;
 
-  // How far this worker got, to tell a worker that finished the job from one that leaves before its end: the
-  // run's length (train.epochs x steps_per_epoch; 0: unknown), the steps it pushed (the highest step + 1) and the
-  // highest epoch it reported.
+  // How far this worker got: the run's declared length (train.epochs x steps_per_epoch; 0: not declared), the
+  // steps it pushed (the highest step + 1), which pshard_close tells the coordinator, and its last epoch report
+  // (place and label; 0 and none before the first).
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
   std::atomic<int64_t> steps_pushed{0};
   std::atomic<int64_t> epochs_reported{0};
+  std::optional<int64_t> last_label;
 
-  // Why leaving now, with exit status 0, is leaving before the end of the job ("" when it finished, or when
-  // neither the run's length nor any report tells).
-  std::string left_early() const {
-    const int64_t total = epochs * steps_per_epoch, pushed = steps_pushed.load(), reported = epochs_reported.load();
-    if (!kv || reported >= epochs || (total > 0 && pushed >= total)) return "";
-    if (total == 0 && reported == 0) return "";
-    std::string at = total > 0
-                         ? "after step " + std::to_string(pushed) + " of " + std::to_string(total) +
-                               " (train.epochs = " + std::to_string(epochs) + " x " + std::to_string(steps_per_epoch) +
-                               " steps per epoch)"
-                         : "after epoch " + std::to_string(reported) + " of train.epochs = " + std::to_string(epochs);
-    return "it left before the end of the job, " + at;
+  // An elastic job's members train different steps, so there the epochs tell: why leaving now, with exit status 0,
+  // is leaving before the end of the job ("" when it reported epoch train.epochs, or no epoch yet).
+  std::string left_elastic_job_early() const {
+    const int64_t reported = epochs_reported.load();
+    if (!kv || reported == 0 || reported >= epochs) return "";
+    return "it left before the end of the job, after epoch " + std::to_string(reported) +
+           " of train.epochs = " + std::to_string(epochs);
   }
 
   // The timeline (trace.steps; null when off) and the traced requests in flight: what, when issued.
@@ -390,14 +387,17 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
   if (c == nullptr) return PSHARD_OK;
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     std::unique_ptr<pshard_client> owned(c);
-    const std::string early = exit_status == 0 ? owned->left_early() : "";
+    const bool elastic = owned->cluster->map().elastic();
+    const std::string early = exit_status == 0 && elastic ? owned->left_elastic_job_early() : "";
+    // Outside elastic jobs the coordinator compares the workers' pushes (-1: this worker never started training).
+    const int64_t pushed = owned->kv && !elastic ? owned->steps_pushed.load() : -1;
     owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
     const std::string& run_dir = owned->env.run_dir;
     if (owned->tracer && !run_dir.empty()) {
       pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
                                owned->cluster->clock_offset());
     }
-    // A worker that leaves before the end of the job did not finish it, whatever status it gives: the job's
+    // A worker of an elastic job that leaves before its end did not finish it, whatever status it gives: the job's
     // failure policy decides (abort: the job fails naming it; continue: it counts as a dead worker).
     std::string why = reason ? reason : "";
     if (!early.empty()) {
@@ -405,7 +405,7 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
       why = early + (why.empty() ? "" : " (" + why + ")");
       PSHARD_LOG(kError) << why;
     }
-    owned->cluster->leave(exit_status, why);
+    owned->cluster->leave(exit_status, why, pushed);
     // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
     // before it.
     owned->cluster.reset();
@@ -634,7 +634,9 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const bool elastic = c->cluster->map().elastic();
     // An elastic job's epochs train with whichever workers are in it: at first, its fewest.
     const uint32_t world = elastic ? c->cluster->map().min_workers : c->cluster->map().num_workers;
-    const int64_t epochs = cfg.get_int("train.epochs");
+    // train.epochs is the program's declared length (progress, ETA, a schedule's length) where set; an elastic
+    // job's end is its epochs.
+    const int64_t epochs = elastic || cfg.is_set("train.epochs") ? cfg.get_int("train.epochs") : 0;
     c->epochs = epochs;
     // An elastic job's epochs have as many steps as its members make: its end is known by the epochs reported.
     if (elastic) steps_per_epoch = 0;
@@ -656,8 +658,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     }
     if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,
-                    "pshard: lr_schedule.name = cosine needs the run's length: give steps_per_epoch "
-                    "(DistributedOptimizer(model, steps_per_epoch=N)) or set lr_schedule.total_steps"};
+                    "pshard: lr_schedule.name = cosine needs the run's length: set train.epochs and give "
+                    "steps_per_epoch (DistributedOptimizer(model, steps_per_epoch=N)), or set lr_schedule.total_steps"};
     }
     try {
       c->schedule = std::make_unique<pshard::optim::LrSchedule>(
@@ -682,13 +684,15 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       c->rejoin = true;
       c->start_step = plan->first_step;
     } else if (c->env.rejoin) {
-      if (total_steps == 0) {
+      if (steps_per_epoch == 0) {
         throw Failure{PSHARD_ERR_ARGUMENT,
                       "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
                       "(DistributedOptimizer(model, steps_per_epoch=N))"};
       }
-      c->start_step = std::min(c->kv->servers_step() + pshard::kRejoinMargin, total_steps);
-      PSHARD_LOG(kInfo) << "rejoining the job at step " << c->start_step << " of " << total_steps;
+      c->start_step = c->kv->servers_step() + pshard::kRejoinMargin;
+      if (total_steps > 0) c->start_step = std::min(c->start_step, total_steps);
+      PSHARD_LOG(kInfo) << "rejoining the job at step " << c->start_step
+                        << (total_steps > 0 ? " of " + std::to_string(total_steps) : std::string());
       c->cluster->report(pshard::Json::object()
                              .set("event", "rejoin")
                              .set("rank", static_cast<int64_t>(c->rank()))
@@ -715,6 +719,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::StartEvent start =
           pshard::StartEvent::from_config(cfg, model ? model : "custom", batch_size, world, steps_per_epoch);
       start.model_bytes = model_bytes;
+      start.epochs = epochs;             // 0: the program did not declare its length
       start.start_step = c->start_step;  // > 0: a resumed run
       c->cluster->report(start.to_json());
     }
@@ -937,12 +942,18 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     require(c, "client");
     require(report, "report");
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: report an epoch after pshard_start"};
-    const int64_t epochs = c->cfg.get_int("train.epochs");
-    if (report->epoch < 1 || report->epoch > epochs || report->step < 0 || report->samples < 0) {
+    const bool elastic = c->cluster->map().elastic();
+    const int64_t last = c->epochs_reported.load();
+    if (report->epoch <= last || (elastic && report->epoch > c->epochs) || report->step < 0 || report->samples < 0) {
       throw Failure{PSHARD_ERR_ARGUMENT,
-                    "pshard: an epoch report needs epoch in 1..train.epochs = " + std::to_string(epochs) +
+                    "pshard: an epoch report needs an epoch after this worker's last (" + std::to_string(last) + ")" +
+                        (elastic ? " and at most train.epochs = " + std::to_string(c->epochs) : std::string()) +
                         ", step >= 0 and samples >= 0, got epoch " + std::to_string(report->epoch) + ", step " +
                         std::to_string(report->step) + ", samples " + std::to_string(report->samples)};
+    }
+    if (c->last_label && report->label <= *c->last_label) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: epoch " + std::to_string(report->label) + " reported after epoch " +
+                                             std::to_string(*c->last_label) + ": a worker's epoch numbers increase"};
     }
     const uint32_t figures = report->figures;
     const bool train_acc = (figures & PSHARD_TRAIN_ACC) != 0, test_loss = (figures & PSHARD_TEST_LOSS) != 0,
@@ -970,6 +981,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     pshard::WorkerEpochReport r;
     r.rank = c->rank();
     r.epoch = report->epoch;
+    r.label = report->label;
     r.step = report->step;
     r.steps = std::max<int64_t>(report->step - (c->reported_step >= 0 ? c->reported_step : c->start_step), 0);
     r.host = c->kv->host();
@@ -1015,8 +1027,12 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     j.set("event", "worker_epoch");
     c->cluster->report(j);
     raise_to(c->epochs_reported, report->epoch);
-    // The job's last epoch: this worker pushed its last step, and its death from here on costs the job nothing.
-    if (report->epoch == c->epochs) c->cluster->report(pshard::Json::object().set("event", "trained"));
+    c->last_label = report->label;
+    // The declared length's last epoch: this worker pushed its last step, and its death from here on costs the job
+    // nothing.
+    if (c->epochs > 0 && report->epoch == c->epochs) {
+      c->cluster->report(pshard::Json::object().set("event", "trained"));
+    }
     return PSHARD_OK;
   });
 }

@@ -46,8 +46,10 @@ extern "C" {
 
 /* 2: pshard_epoch_report gained `figures` (which figures were measured). 4: elastic jobs (pshard_elastic,
  * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. 6: pshard_epoch_report gained loss_scale and
- * skipped_steps (figure PSHARD_LOSS_SCALING). */
-#define PSHARD_C_API_VERSION 6
+ * skipped_steps (figure PSHARD_LOSS_SCALING). 7: pshard_epoch_report gained label (the program's own epoch
+ * numbering); train.epochs is optional outside elastic jobs, and the end of a job is judged by the steps the workers
+ * pushed (pshard_close). */
+#define PSHARD_C_API_VERSION 7
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -85,10 +87,12 @@ int pshard_connect(pshard_client** out);
 
 /* Leaves the job (exit_status 0: finished; else `reason`, may be NULL, is what the coordinator's abort quotes),
  * stops the heartbeats and frees the client; requests not waited for are dropped. NULL is a no-op.
- * Leaving with 0 before the end of the job is leaving as failed (the job's cluster.failure_policy decides: abort
- * ends the job naming this worker, continue goes on without it): when steps_per_epoch was given, before pushing
- * step train.epochs x steps_per_epoch - 1; otherwise, after reporting some epoch but not epoch train.epochs.
- * Reporting epoch train.epochs is always finishing. `reason` then says why the program left, if it knows. */
+ * The program decides how long it trains: the job has finished when every worker left with 0 after pushing the
+ * same steps. A worker that leaves (with 0 or not) having pushed fewer steps than a worker that goes on is the
+ * job's failure (cluster.failure_policy decides: abort ends the job naming it, continue finishes without it and
+ * the launch fails naming it); the workers that went on are not. Where every worker stopped short of the declared
+ * length (train.epochs x steps_per_epoch), the summary warns. In an elastic job, whose members train different
+ * steps, leaving with 0 before reporting epoch train.epochs is leaving as failed. */
 int pshard_close(pshard_client* c, int exit_status, const char* reason);
 
 /* This worker's rank (0..size-1), the number of workers (an elastic job's: the most), and the rank among the workers
@@ -209,10 +213,12 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
  * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
  * since the last report (comm_wait_s) are added by the library; the rest of epoch_s that data_s, forward_s and
  * backward_s do not account for is other_s (docs/METRICS.md). A loss may be NaN or infinite (a diverged run): it
- * is recorded as "nan", "inf" or "-inf". ARGUMENT for an epoch outside 1..train.epochs, a negative count of a
- * measured figure, a test figure without test_samples, or a loss scale that is not positive and finite. */
+ * is recorded as "nan", "inf" or "-inf". ARGUMENT for an epoch or label that does not increase from this worker's
+ * last report, an epoch < 1 (or, in an elastic job, above train.epochs), a negative count of a measured figure, a
+ * test figure without test_samples, or a loss scale that is not positive and finite. */
 typedef struct pshard_epoch_report {
-  int64_t epoch;        /* 1-based, at most train.epochs */
+  int64_t epoch;        /* 1-based place of the epoch in the run (the first after start step s: s / steps_per_epoch
+                           + 1): the workers' reports of an epoch are combined by it */
   int64_t step;         /* global steps done after this epoch */
   int64_t samples;      /* training samples this worker processed this epoch */
   double loss_sum;      /* sum of per-sample training losses */
@@ -228,6 +234,8 @@ typedef struct pshard_epoch_report {
   uint32_t figures;      /* PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | ...: what loss_sum ... test_correct measured */
   double loss_scale;     /* PSHARD_LOSS_SCALING: the loss scale at the end of the epoch */
   int64_t skipped_steps; /* PSHARD_LOSS_SCALING: steps of the epoch skipped (gradients not finite on some worker) */
+  int64_t label;         /* the epoch's number as the program counts it (from 0, 1 or anything, increasing), recorded
+                            as the epoch line's "epoch" */
 } pshard_epoch_report;
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);

@@ -450,6 +450,70 @@ TEST(Coordinator, AWorkerLeavingWithAFailureUnderPolicyContinueIsALostWorker) {
   EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
 }
 
+// The job's workers push the same steps: a worker that leaves cleanly with fewer pushes than another is the job's
+// failure under either policy, whichever of the two left first, and the servers are told at once that it left (so
+// that the steps of the worker that goes on do not wait for it); the worker that went on is not named.
+TEST(Coordinator, AWorkerThatLeftWithFewerPushesThanAnotherIsTheFailure) {
+  for (bool short_leaves_first : {true, false}) {
+    for (auto policy : {Coordinator::FailurePolicy::kContinue, Coordinator::FailurePolicy::kAbort}) {
+      auto opt = coord_options(1, 2);
+      opt.failure_policy = policy;
+      Coordinator coord(opt);
+      coord.start();
+      auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                             client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                             client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+      EventLog log;
+      log.attach(*nodes[0]);
+      ClusterEvent e;
+      if (short_leaves_first) {
+        nodes[2]->leave(0, "", 11);
+        ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kWorkerLeft, milliseconds(3000), &e));
+        EXPECT_EQ(e.node.rank, 1u);
+        nodes[1]->leave(0, "", 12);
+      } else {
+        nodes[1]->leave(0, "", 12);
+        ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kWorkerLeft, milliseconds(3000), &e));
+        EXPECT_EQ(e.node.rank, 0u);
+        nodes[2]->leave(0, "", 11);
+      }
+      const bool abort = policy == Coordinator::FailurePolicy::kAbort;
+      ASSERT_TRUE(log.wait_for_kind(abort ? ClusterEvent::Kind::kAbort : ClusterEvent::Kind::kShutdown,
+                                    milliseconds(3000), &e));
+      nodes[0]->leave(abort ? 1 : 0);
+      auto r = coord.wait_for(milliseconds(3000));
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->exit_code, abort ? 1 : Coordinator::kExitWorkersLost) << r->reason;
+      if (abort) {
+        EXPECT_NE(r->reason.find("worker 1 (host"), std::string::npos) << r->reason;
+        EXPECT_NE(r->reason.find("it left after 11 pushed steps, while worker 0 (host"), std::string::npos)
+            << r->reason;
+        EXPECT_EQ(r->reason.rfind("worker 1 (host", 0), 0u) << r->reason;  // named first: the failure
+      }
+    }
+  }
+}
+
+// Workers that all leave after the same pushes finished the job, whoever left first.
+TEST(Coordinator, WorkersLeavingAfterTheSamePushesFinishTheJob) {
+  auto opt = coord_options(1, 2);
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  nodes[2]->leave(0, "", 12);
+  nodes[1]->leave(0, "", 12);
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  nodes[0]->leave(0);
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, 0) << r->reason;
+}
+
 // A worker that said it pushed the job's last step and then died (before its model save or its leave) is counted as
 // finished, under either policy: the job ends with status 0.
 TEST(Coordinator, AWorkerThatDiesAfterItsLastStepIsCountedAsFinished) {

@@ -266,6 +266,7 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
     EXPECT_EQ(pshard_barrier_vote(c, "vote", 0, nullptr, 10), PSHARD_ERR_ARGUMENT);
     pshard_epoch_report e{};
     e.epoch = 1;
+    e.label = 1;
     e.step = 1;
     e.samples = 4;
     e.loss_sum = 4.0 * (rank + 1);
@@ -279,13 +280,17 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
     e.backward_s = -1;  // not measured
     e.figures = PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC;
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_OK);
-    e.epoch = 0;
+    e.epoch = 1;  // not after this worker's last report
+    e.label = 2;
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
-    e.epoch = 2;  // beyond train.epochs = 1
-    EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
-    EXPECT_NE(std::string(pshard_last_error()).find("epoch in 1..train.epochs = 1"), std::string::npos)
+    EXPECT_NE(std::string(pshard_last_error()).find("an epoch after this worker's last (1)"), std::string::npos)
         << pshard_last_error();
-    e.epoch = 1;
+    e.epoch = 2;  // beyond train.epochs = 1 is the program's choice, but its number must increase too
+    e.label = 1;
+    EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
+    EXPECT_NE(std::string(pshard_last_error()).find("epoch 1 reported after epoch 1"), std::string::npos)
+        << pshard_last_error();
+    e.label = 2;
     e.test_correct = 11;  // more hits than test samples
     EXPECT_EQ(pshard_report_epoch(c, &e), PSHARD_ERR_ARGUMENT);
     EXPECT_EQ(pshard_report_epoch(c, nullptr), PSHARD_ERR_ARGUMENT);
