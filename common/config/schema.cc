@@ -69,7 +69,8 @@ std::vector<ConfigKey> kSchema = {
     {"data.std", T::kString, "", 0, 0, "", "image-folder: per-channel std R,G,B (empty: computed with data.mean)"},
 
     // training
-    {"train.epochs", T::kInt, "10", 1, 100000, "", "epochs to train"},
+    {"train.epochs", T::kInt, "10", 1, 100000, "",
+     "epochs to train (a program's run under `-- CMD`: its declared length, optional: its own loop decides)"},
     {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
     {"train.threads", T::kInt, "0", 0, 1024, "",
      "CPU compute threads (0: the cores, shared among the workers launched on one host)"},
