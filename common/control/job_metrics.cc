@@ -263,7 +263,10 @@ void JobMetrics::write_summary(const std::string& aborted) {
   // Where the trained model is; null when no worker saved one (e.g. no run directory, or every worker died).
   summary.set("model_file", model_path_.empty() ? Json() : Json(model_path_));
   if (!stopped_.empty()) summary.set("stopped", stopped_);
-  if (model_path_.empty() && !opt_.run_dir.empty() && stopped_.empty()) {
+  // A program saves its own model (torch.save): pshard's model.bin is for pshard's own workers.
+  const bool program = start_event_.has("program") && start_event_.at("program").type() == Json::Type::kBool &&
+                       start_event_.at("program").as_bool();
+  if (model_path_.empty() && !opt_.run_dir.empty() && stopped_.empty() && !program) {
     PSHARD_LOG(kWarn) << "no worker saved the model: " << opt_.run_dir << "/model.bin was not written";
   }
   if (!aborted.empty()) summary.set("aborted", aborted);

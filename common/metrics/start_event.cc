@@ -32,6 +32,7 @@ Json StartEvent::to_json() const {
                .set("epochs", epochs)
                .set("steps_per_epoch", steps_per_epoch);
   if (start_step > 0) j.set("start_step", start_step);
+  if (program) j.set("program", true);
   return j;
 }
 

@@ -27,6 +27,7 @@ struct StartEvent {
   int64_t epochs = 0;        // train.epochs
   int64_t steps_per_epoch = 0;
   int64_t start_step = 0;  // > 0: a resumed run, continued from this global step
+  bool program = false;    // the workers are a program's (pshard.torch, the C API), which saves its own model
 
   // optimizer, lr, mode and epochs from the config; `model`, the batch (global: x workers) and the run's length as
   // given. model_bytes and start_step are the caller's.

@@ -95,6 +95,8 @@ def main():
     support.expect("epoch 1  train loss" in output and "epoch 8  train loss" in output and "/10" not in output,
                    "one-based: the epoch lines are not printed as numbered", output)
     support.expect("warnings" not in summary, "one-based: a warning without a declared length", output)
+    support.expect("no worker saved the model" not in output, "one-based: a warning about pshard's model.bin for a "
+                   "script, which saves its own model", output)
     with open(os.path.join(out, "refused")) as f:
         refused = f.read()
     support.expect("epoch 1 reported after epoch 8" in refused, "one-based: a repeated epoch: %r" % refused)

@@ -719,7 +719,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::StartEvent start =
           pshard::StartEvent::from_config(cfg, model ? model : "custom", batch_size, world, steps_per_epoch);
       start.model_bytes = model_bytes;
-      start.epochs = epochs;             // 0: the program did not declare its length
+      start.epochs = epochs;  // 0: the program did not declare its length
+      start.program = true;
       start.start_step = c->start_step;  // > 0: a resumed run
       c->cluster->report(start.to_json());
     }
