@@ -806,7 +806,8 @@ def _read_file(path):
             data = f.read()
         if not data:
             raise EOFError("the file is empty")
-        return torch.load(io.BytesIO(data))
+        # Tensors, numbers and dicts only: a file in the run directory must not run code when read.
+        return torch.load(io.BytesIO(data), weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
         raise PshardError("pshard: cannot read %s (%d bytes): %s%s" % (
             path, os.path.getsize(path) if os.path.exists(path) else 0, e, _disk_full_note(path)),

@@ -1,7 +1,8 @@
 """ps.report() makes the BatchNorm running statistics the mean over the workers: 2 workers whose data differ end an
 epoch with the same running_mean/running_var, the mean of what each had, and their own num_batches_tracked; rank 0
 keeps that mean in RUN_DIR/buffers/latest.pt (what a worker that starts mid-run loads). The job
-runs with CurveZMQ on, so the Python workers' encrypted, authenticated connections are tested here too."""
+runs with CurveZMQ on, so the Python workers' encrypted, authenticated connections are tested here too. A buffers file
+that would run code when unpickled is refused (read with weights_only), and the code does not run."""
 import os
 import sys
 
@@ -93,10 +94,37 @@ def full_disk():
     print("buffer files: a full disk and an empty file are errors naming the file")
 
 
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, ("touch " + self.marker,))
+
+
+def code_in_a_buffers_file():
+    import pshard.torch as ps
+    d = support.fresh_dir("code-in-buffers")
+    path, marker = os.path.join(d, "latest.pt"), os.path.join(d, "the-code-ran")
+    torch.save({"epoch": 1, "buffers": {"0.running_mean": torch.zeros(2)}, "x": _RunsCode(marker)}, path)
+    try:
+        ps._read_file(path)
+        raise AssertionError("a buffers file holding code was read")
+    except ps.PshardError as e:
+        support.expect("cannot read %s" % path in str(e) and "Weights only load failed" in str(e),
+                       "the refusal says %r" % str(e))
+    support.expect(not os.path.exists(marker), "reading the buffers file ran its code")
+    ps._write_file(path, {"epoch": 1, "buffers": {"0.running_mean": torch.ones(2)}})
+    support.expect(torch.equal(ps._read_file(path)["buffers"]["0.running_mean"], torch.ones(2)),
+                   "a buffers file of tensors does not read back")
+    print("a buffers file holding code: refused, the code not run; one of tensors reads back")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(sys.argv[2])
     else:
+        code_in_a_buffers_file()
         full_disk()
         main()
         support.passed()
