@@ -131,7 +131,13 @@ ChildSpec ssh_host_process(const RemoteHost& host, const HostShare& share, const
   for (const std::string& a : {std::string("-T"), std::string("-o"), std::string("BatchMode=yes"), host.target}) {
     c.argv.push_back(a);
   }
-  c.argv.push_back("exec " + shell_quote(remote_pshard) + " host --name " + shell_quote(host.name));
+  // A shell waits for the agent instead of exec'ing it: ssh exits 255 both when it fails and when the command was
+  // killed by a signal, so the shell names the agent's death (a line the launcher quotes) and exits 128 + N. The
+  // script runs in sh whatever the remote user's login shell is.
+  const std::string script = shell_quote(remote_pshard) + " host --name " + shell_quote(host.name) +
+                             "; s=$?; if [ $s -gt 128 ]; then echo \"error: the host agent (pshard host) was killed by "
+                             "signal $((s - 128)) (SIG$(kill -l $((s - 128))))\" >&2; fi; exit $s";
+  c.argv.push_back("exec /bin/sh -c " + shell_quote(script));
   c.stdin_text = share.to_json() + "\n";
   return c;
 }

@@ -3,7 +3,12 @@
 #include "launcher/remote/host_share.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -127,12 +132,47 @@ TEST(SshCommand, SplitsPshardSshAndQuotesTheRemoteCommand) {
   s.processes[0].spec.env = {"PSHARD_JOB_TOKEN=secret-token-value"};
   const ChildSpec c = ssh_host_process(h, s, {"ssh", "-p", "2222"}, "/opt/p s/pshard");
   EXPECT_EQ(c.name, "host node1");
-  EXPECT_EQ(c.argv, (std::vector<std::string>{"ssh", "-p", "2222", "-T", "-o", "BatchMode=yes", "bob@node1",
-                                              "exec '/opt/p s/pshard' host --name 'node1'"}));
+  ASSERT_EQ(c.argv.size(), 8u);
+  EXPECT_EQ(std::vector<std::string>(c.argv.begin(), c.argv.begin() + 7),
+            (std::vector<std::string>{"ssh", "-p", "2222", "-T", "-o", "BatchMode=yes", "bob@node1"}));
+  // The remote command: sh runs the agent and names its death by a signal (ssh alone would say 255).
+  EXPECT_EQ(c.argv[7].rfind("exec /bin/sh -c ''\\''/opt/p s/pshard'\\'' host --name '\\''node1'\\''; s=$?;", 0), 0u)
+      << c.argv[7];
+  EXPECT_NE(c.argv[7].find("was killed by signal"), std::string::npos) << c.argv[7];
   // The secrets travel on stdin only.
   for (const std::string& a : c.argv) EXPECT_EQ(a.find("secret-token-value"), std::string::npos) << a;
   EXPECT_NE(c.stdin_text.find("secret-token-value"), std::string::npos);
   EXPECT_EQ(c.stdin_text.back(), '\n');
+}
+
+// The remote command as a remote shell runs it: an agent killed by a signal is named with the signal, and the command
+// exits 128 + N (ssh alone would turn that death into its own status 255); an agent's own status passes through.
+TEST(SshCommand, TheRemoteCommandNamesAnAgentKilledByASignal) {
+  char dir[] = "/tmp/pshard-test-remote-command-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  auto run = [&](const std::string& agent_body, std::string* output) {
+    const std::string agent = std::string(dir) + "/agent it's";
+    {
+      std::ofstream f(agent);
+      f << "#!/bin/sh\n" << agent_body << "\n";
+    }
+    ::chmod(agent.c_str(), 0700);
+    const ChildSpec c = ssh_host_process(RemoteHost{"node1", "node1", 1}, HostShare{}, {"ssh"}, agent);
+    const std::string command = "/bin/sh -c " + shell_quote(c.argv.back()) + " 2>&1 </dev/null";
+    FILE* p = ::popen(command.c_str(), "r");
+    char buf[256];
+    output->clear();
+    while (p && std::fgets(buf, sizeof buf, p)) *output += buf;
+    const int status = p ? ::pclose(p) : -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  EXPECT_EQ(run("kill -KILL $$", &out), 137);
+  EXPECT_NE(out.find("error: the host agent (pshard host) was killed by signal 9 (SIGKILL)"), std::string::npos) << out;
+  EXPECT_EQ(run("echo agent said $1 $3; exit 3", &out), 3);
+  EXPECT_EQ(out, "agent said host node1\n");
+  std::remove((std::string(dir) + "/agent it's").c_str());
+  ::rmdir(dir);
 }
 
 TEST(RemoteJob, PlacesTheCoordinatorFirstAndSpreadsServers) {

@@ -2,7 +2,7 @@
 # `pshard launch --hosts` over real ssh: three "hosts" are network namespaces (pss-h1..3 on a bridge, 10.250.79.11-13)
 # each running its own sshd (own host key and config under a temp dir, root logs in with a generated key). Checks:
 # a 2-host job with CurveZMQ trains to the end with every line prefixed by its host; killing a remote worker ends the
-# job with that worker's name; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
+# job with that worker's name, killing a host agent with the agent's death named; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
 # missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
 # pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
@@ -146,6 +146,23 @@ grep "^\[launch\] job failed: " "$WORK/out.log" | grep -q "worker 2 (pid $worker
   || die "the failure does not name worker 2 killed by SIGKILL"
 expect_no_remote_process "a job whose worker was killed"
 echo "ssh_hosts_test: killing worker 2 on $H3 ended the job (status $status) naming it"
+
+# ------------------------------------------------------------------ 2b. a host agent killed: the job names its death
+# (ssh alone reports a remote command killed by a signal as its own status 255)
+start_long_job run-agent-kill
+agent=
+for pid in $(job_pids 2); do
+  if cmdline "$pid" | grep -q "^$PSHARD host --name $H2"; then agent=$pid; fi
+done
+[ -n "$agent" ] || die "no host agent (pshard host) on $H2"
+kill -KILL "$agent"
+wait_launcher
+[ "$status" -ne 0 ] || die "the job exited 0 after the host agent on $H2 was killed"
+grep "^\[launch\] job failed: " "$WORK/out.log" |
+  grep -q "host $H2 (pid [0-9]*) exited with status 137: the host agent (pshard host) was killed by signal 9 (SIGKILL)" ||
+  die "the failure does not name the host agent on $H2 killed by SIGKILL"
+expect_no_remote_process "a job whose host agent was killed"
+echo "ssh_hosts_test: killing the host agent on $H2 ended the job (status $status) naming its death"
 
 # ------------------------------------------------------------------ 3. Ctrl-C, SIGTERM and SIGKILL of the launcher
 for sig in INT TERM KILL; do
