@@ -446,16 +446,14 @@ int run_local_launch(const LocalLaunchOptions& o) {
                  "restarted job starts over from step 0\n");
   }
   TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
-  for (bool first = true;; first = false) {
+  for (;;) {
     LocalJob::Result r;
     try {
       r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, hosts, terminal);
     } catch (const Error&) {
       // Refused before any process started (e.g. a key directory others may read): a new run leaves its directory
       // as it found it, so that the corrected command may use it.
-      if (first && resume_step < 0 && !std::filesystem::exists(run_dir + "/metrics.jsonl")) {
-        for (const char* name : {kRunIdFile, "config.toml"}) std::remove((run_dir + "/" + name).c_str());
-      }
+      if (o.resume_dir.empty()) give_back_untrained_run_dir(run_dir);
       throw;
     }
     // Success, records incomplete (the job itself finished) or Ctrl-C: nothing to restart.
@@ -467,6 +465,11 @@ int run_local_launch(const LocalLaunchOptions& o) {
       if (server_died && restart_servers) {
         std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",
                      static_cast<long long>(max_restarts));
+      }
+      // Refused by its processes before the first step (a batch larger than the data set, say): the new run gives
+      // its directory back for the corrected command.
+      if (o.resume_dir.empty() && give_back_untrained_run_dir(run_dir)) {
+        std::fprintf(stderr, "[launch] the job trained nothing: %s is left as it was found\n", run_dir.c_str());
       }
       return r.exit_code;
     }

@@ -14,6 +14,7 @@
 #include "common/metrics/metrics_writer.h"
 #include "common/util/binary_file.h"
 #include "common/util/host.h"
+#include "common/util/json.h"
 
 namespace pshard {
 namespace {
@@ -47,6 +48,31 @@ std::vector<std::string> run_files_in(const std::string& dir) {
     if (fs::exists(fs::path(dir) / name, ec)) found.push_back(name);
   }
   return found;
+}
+
+bool give_back_untrained_run_dir(const std::string& dir) {
+  std::error_code ec;
+  const fs::path d(dir);
+  if (fs::exists(d / "model.bin", ec)) return false;
+  if (fs::exists(d / "checkpoints", ec) && !fs::is_empty(d / "checkpoints", ec)) return false;
+  if (fs::exists(d / "metrics.jsonl", ec)) {
+    std::istringstream lines(binary::read_file((d / "metrics.jsonl").string(), "metrics", 1 << 20));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      try {
+        const Json e = Json::parse(line, "metrics line");
+        if (!e.has("event") || !e.at("event").is_string() || e.at("event").as_string() != "start") return false;
+      } catch (const Error&) {
+        return false;
+      }
+    }
+  }
+  for (const char* name : {kRunIdFile, "config.toml", "metrics.jsonl", "metrics.csv", "cluster.json", kJoinFile}) {
+    fs::remove(d / name, ec);
+  }
+  fs::remove(d / "checkpoints", ec);  // only when empty
+  return true;
 }
 
 std::string new_run_id() { return random_hex(8); }

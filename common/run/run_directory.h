@@ -18,6 +18,14 @@ inline constexpr const char* kJoinFile = "join.json";
 // by name; empty when `dir` is missing or holds none of them.
 std::vector<std::string> run_files_in(const std::string& dir);
 
+// A new run that trained nothing (refused before any process started, or by its processes before the first step: a
+// batch larger than the data set, settings a server refuses) gives its directory back: the files the run wrote
+// (run-id, config.toml, metrics.jsonl with the run's start alone, metrics.csv, cluster.json, join.json, an empty
+// checkpoints folder) are removed, so that the corrected command may use the directory without --start-over. Returns
+// false, touching nothing, when the run trained: model.bin, a checkpoint, or a line in metrics.jsonl other than the
+// start (a step, an epoch, a summary, or a line it cannot read).
+bool give_back_untrained_run_dir(const std::string& dir);
+
 // A new run id: 64 random bits as 16 hex digits.
 std::string new_run_id();
 // RUN_DIR/run-id, written atomically.

@@ -19,18 +19,10 @@
 
 namespace pshard::trainer {
 
-int run_local_training(const LocalTrainingOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  Config cfg = Config::from_file(o.config_path, o.overrides);
-  log::configure("train", log::level_from_string(cfg.get_string("log.level")));
-  const NewRunDir chosen = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "");
-  const std::string& run_dir = chosen.path;
-  if (!chosen.moved_to.empty()) {
-    std::printf("pshard train: --start-over: moved the old run to %s\n", chosen.moved_to.c_str());
-  }
-  std::printf("run directory: %s\n", run_dir.c_str());
-  write_run_id(run_dir, new_run_id());
+namespace {
 
+// The training of run_local_training in `run_dir`, claimed.
+int train_in(const Config& cfg, const std::string& run_dir, std::chrono::steady_clock::time_point start) {
   TrainingSetup setup = make_training_setup(cfg);
   std::printf("pshard train: %s\n", describe_setup(cfg, setup).c_str());
   if (!setup.init_report.empty()) std::printf("pshard train: %s\n", setup.init_report.c_str());
@@ -75,6 +67,30 @@ int run_local_training(const LocalTrainingOptions& o) {
     return kExitRecordsIncomplete;
   }
   return 0;
+}
+
+}  // namespace
+
+int run_local_training(const LocalTrainingOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Config cfg = Config::from_file(o.config_path, o.overrides);
+  log::configure("train", log::level_from_string(cfg.get_string("log.level")));
+  const NewRunDir chosen = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard train", "");
+  const std::string& run_dir = chosen.path;
+  if (!chosen.moved_to.empty()) {
+    std::printf("pshard train: --start-over: moved the old run to %s\n", chosen.moved_to.c_str());
+  }
+  std::printf("run directory: %s\n", run_dir.c_str());
+  write_run_id(run_dir, new_run_id());
+
+  // Refused before the first step (a data set smaller than one batch, say): the new run gives its directory back,
+  // so that the corrected command may use it.
+  try {
+    return train_in(cfg, run_dir, start);
+  } catch (...) {
+    give_back_untrained_run_dir(run_dir);
+    throw;
+  }
 }
 
 }  // namespace pshard::trainer

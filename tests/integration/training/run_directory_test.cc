@@ -1,6 +1,8 @@
 // A run directory belongs to one run (docs/OPERATIONS.md, "Run directories"): a new launch never overwrites or
 // inherits another run's files, a resume only sees its own run's checkpoints, and a resume may not change the
 // settings that fix what the checkpoints mean. Tiny linear-regression runs (no data files needed).
+#include "common/run/run_directory.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -188,6 +190,34 @@ TEST(RunDirectory, ALaunchRefusedAtStartLeavesTheRunDirFree) {
   rc = run_with_timeout(launch(linreg(1) + " --run-dir " + d + "/"), 90, dir + "/2.log");
   EXPECT_EQ(rc, 0) << read_file(dir + "/2.log");
   EXPECT_TRUE(fs::exists(d + "/model.bin"));
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// A launch (or pshard train) refused by its workers before the first step (a data set smaller than one global batch)
+// trained nothing: it gives the directory back, and the corrected command runs there without --start-over. A run that
+// trained keeps its files.
+TEST(RunDirectory, ARunRefusedBeforeItsFirstStepGivesTheRunDirBack) {
+  const std::string dir = fresh_dir("rundir-untrained");
+  const std::string too_small = " --set data.train_size=16";
+  for (const std::string cmd : {"launch", "train"}) {
+    const std::string d = dir + "/" + cmd;
+    auto command = [&](const std::string& extra) {
+      return (cmd == "launch" ? launch(linreg(1) + extra) : pshard_bin() + " train" + linreg(1) + extra) +
+             " --run-dir " + d;
+    };
+    int rc = run_with_timeout(command(too_small), 60, dir + "/" + cmd + "-1.log");
+    ASSERT_NE(rc, 0) << read_file(dir + "/" + cmd + "-1.log");
+    ASSERT_TRUE(has(read_file(dir + "/" + cmd + "-1.log"), "fewer than one global batch"))
+        << read_file(dir + "/" + cmd + "-1.log");
+    EXPECT_TRUE(pshard::run_files_in(d).empty()) << cmd << " left run files in " << d;
+    rc = run_with_timeout(command(""), 90, dir + "/" + cmd + "-2.log");
+    EXPECT_EQ(rc, 0) << read_file(dir + "/" + cmd + "-2.log");
+    EXPECT_TRUE(fs::exists(d + "/model.bin"));
+    // That run trained: a refused run in its directory (without --start-over) leaves it alone.
+    rc = run_with_timeout(command(too_small), 60, dir + "/" + cmd + "-3.log");
+    EXPECT_NE(rc, 0);
+    EXPECT_TRUE(fs::exists(d + "/model.bin") && fs::exists(d + "/run-id")) << read_file(dir + "/" + cmd + "-3.log");
+  }
   pshard::testing::remove_dir_if_passed(dir);
 }
 
