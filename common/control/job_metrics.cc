@@ -74,7 +74,7 @@ std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
                           << (std::isnan(value) ? "nan"
                               : value > 0       ? "inf"
                                                 : "-inf")
-                          << ") for epoch " << r.epoch << ": the epoch's " << what
+                          << ") for epoch " << r.number() << ": the epoch's " << what
                           << " is recorded as such in metrics.jsonl";
       }
     }

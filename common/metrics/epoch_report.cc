@@ -26,6 +26,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("has_train_acc", has_train_acc).set("correct", correct);
   j.set("evaluated", evaluated).set("test_n", test_n);
   j.set("has_test_loss", has_test_loss).set("test_loss_sum", test_loss_sum);
+  if (loss_means) j.set("loss_means", true);
   j.set("has_test_acc", has_test_acc).set("test_correct", test_correct);
   j.set("epoch_s", epoch_s).set("eval_s", eval_s);
   phases.set_fields(j);
@@ -85,6 +86,7 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
   r.test_n = static_cast<int64_t>(count("test_n", kMaxCount));
   r.has_test_loss = boolean("has_test_loss");
   r.test_loss_sum = number("test_loss_sum");
+  r.loss_means = j.has("loss_means") && j.at("loss_means").type() == Json::Type::kBool && j.at("loss_means").as_bool();
   r.has_test_acc = boolean("has_test_acc");
   r.test_correct = static_cast<int64_t>(count("test_correct", kMaxCount));
   r.epoch_s = number("epoch_s");
@@ -121,16 +123,17 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   if (reports.empty()) throw Error("combine_epoch: no worker reports");
   std::sort(reports.begin(), reports.end(),
             [](const WorkerEpochReport& a, const WorkerEpochReport& b) { return a.rank < b.rank; });
-  // One figure: a sum over the workers that measured it, and the count it is a mean over.
+  // One figure: a sum over the workers that measured it, and the count it is a mean over. The sum is a long double
+  // (x86-64: up to 1e4932), so that a worker's mean near the largest double, times its samples, does not overflow.
   struct Mean {
-    double sum = 0;
+    long double sum = 0;
     int64_t n = 0;
-    void add(bool measured, double value, int64_t count) {
+    void add(bool measured, double value, int64_t count, bool is_mean = false) {
       if (!measured) return;
-      sum += value;
+      sum += is_mean ? static_cast<long double>(value) * static_cast<long double>(count) : value;
       n += count;
     }
-    Json value() const { return n > 0 ? Json(sum / static_cast<double>(n)) : Json(); }
+    Json value() const { return n > 0 ? Json(static_cast<double>(sum / static_cast<long double>(n))) : Json(); }
   };
   Mean train_loss, train_acc, test_loss, test_acc;
   int64_t samples = 0;
@@ -158,9 +161,9 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     gpu_util.add(r.has_gpu, r.gpu_util_pct, 1);
     if (r.has_gpu) gpu_mem_peak = std::max(gpu_mem_peak, r.gpu_mem_peak_bytes);
     samples += r.samples;
-    train_loss.add(r.has_train_loss, r.loss_sum, r.samples);
+    train_loss.add(r.has_train_loss, r.loss_sum, r.samples, r.loss_means);
     train_acc.add(r.has_train_acc, static_cast<double>(r.correct), r.samples);
-    test_loss.add(r.evaluated && r.has_test_loss, r.test_loss_sum, r.test_n);
+    test_loss.add(r.evaluated && r.has_test_loss, r.test_loss_sum, r.test_n, r.loss_means);
     test_acc.add(r.evaluated && r.has_test_acc, static_cast<double>(r.test_correct), r.test_n);
     // The job's epoch lasts as long as its slowest worker.
     epoch_s = std::max(epoch_s, r.epoch_s);

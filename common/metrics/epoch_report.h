@@ -34,6 +34,9 @@ struct WorkerEpochReport {
   int64_t test_n = 0;          // test samples this worker evaluated (its shard)
   bool has_test_loss = true;   // test_loss_sum was measured
   double test_loss_sum = 0;
+  // loss_sum and test_loss_sum hold per-sample means, not sums: a program's report (pshard_epoch_report's
+  // PSHARD_LOSS_MEANS), whose huge mean would overflow as a sum; the combined means are the same either way.
+  bool loss_means = false;
   bool has_test_acc = true;  // test_correct was measured
   int64_t test_correct = 0;
   double epoch_s = 0;  // wall time of the training part of the epoch

@@ -27,6 +27,7 @@ TRAIN_ACC = 2
 TEST_LOSS = 4
 TEST_ACC = 8
 LOSS_SCALING = 16
+LOSS_MEANS = 32
 
 
 class PshardError(RuntimeError):

@@ -28,8 +28,8 @@ import time
 import torch
 
 from . import _state
-from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError, check,
-                   lib, EpochReport)
+from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_MEANS, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError,
+                   check, lib, EpochReport)
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
 
@@ -724,11 +724,12 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     r.samples = n
     if train_loss is None:
         train_loss = loss
-    # Only the figures given are sent (the others are null in metrics.jsonl); a NaN or infinite loss is recorded.
-    figures = 0
+    # Only the figures given are sent (the others are null in metrics.jsonl); a NaN or infinite loss is recorded. The
+    # losses go as means (LOSS_MEANS): a mean near the largest double would overflow as a sum over the samples.
+    figures = LOSS_MEANS
     if train_loss is not None:
         figures |= TRAIN_LOSS
-        r.loss_sum = float(train_loss) * n
+        r.loss_sum = float(train_loss)
     if train_acc is not None:
         figures |= TRAIN_ACC
         r.correct = int(round(float(train_acc) * n))
@@ -738,7 +739,7 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
         r.test_samples = tn
         if test_loss is not None:
             figures |= TEST_LOSS
-            r.test_loss_sum = float(test_loss) * tn
+            r.test_loss_sum = float(test_loss)
         if test_acc is not None:
             figures |= TEST_ACC
             r.test_correct = int(round(float(test_acc) * tn))

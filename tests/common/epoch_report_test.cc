@@ -241,6 +241,55 @@ TEST(EpochLine, SaysTheLossScaleAndTheSkippedStepsWhenTheLossIsScaled) {
   EXPECT_NE(line.find("3.0 s  loss scale 32768, 3 steps skipped"), std::string::npos) << line;
 }
 
+// A program's report gives its losses as means (PSHARD_LOSS_MEANS): combined like sums, and a mean near the largest
+// double is recorded as given, where its sum over the samples would have overflowed to inf.
+TEST(WorkerEpochReport, LossMeansCombineAsSumsWithoutOverflow) {
+  WorkerEpochReport a = sample(), b = sample();
+  b.rank = 3;
+  a.samples = 100;
+  b.samples = 300;
+  a.loss_sum = 200.0;   // as sums: mean 2
+  b.loss_sum = 1800.0;  // mean 6
+  const double as_sums = combine_epoch({a, b}).at("train_loss").as_number();
+  EXPECT_DOUBLE_EQ(as_sums, 5.0);  // (200 + 1800) / 400
+  a.loss_means = b.loss_means = true;
+  a.loss_sum = 2.0;
+  b.loss_sum = 6.0;
+  WorkerEpochReport back = WorkerEpochReport::from_json(a.to_json());
+  EXPECT_TRUE(back.loss_means);
+  EXPECT_DOUBLE_EQ(combine_epoch({back, b}).at("train_loss").as_number(), as_sums);
+  a.loss_sum = b.loss_sum = 1e308;
+  a.evaluated = b.evaluated = true;
+  a.test_n = b.test_n = 1000000;
+  a.test_loss_sum = b.test_loss_sum = 1.5e308;
+  const Json e = combine_epoch({a, b});
+  EXPECT_DOUBLE_EQ(e.at("train_loss").as_number(), 1e308) << e.dump();
+  EXPECT_DOUBLE_EQ(e.at("test_loss").as_number(), 1.5e308) << e.dump();
+}
+
+// The epoch line keeps a program's own numbering: "epoch" as given, its place in the run beside it where they differ.
+TEST(WorkerEpochReport, AProgramsEpochNumberIsRecordedAsGiven) {
+  WorkerEpochReport r = sample();
+  r.epoch = 1;
+  r.label = 0;
+  const WorkerEpochReport back = WorkerEpochReport::from_json(r.to_json());
+  ASSERT_TRUE(back.label.has_value());
+  EXPECT_EQ(*back.label, 0);
+  Json e = combine_epoch({back});
+  EXPECT_EQ(e.at("epoch").as_int(), 0);
+  EXPECT_EQ(e.at("epoch_index").as_int(), 1);
+  EXPECT_EQ(format_epoch_line(e, 8).rfind("epoch 0 (1 of 8)  train loss", 0), 0u) << format_epoch_line(e, 8);
+  EXPECT_EQ(format_epoch_line(e, 0).rfind("epoch 0  train loss", 0), 0u) << format_epoch_line(e, 0);
+  r.label = 1;  // numbered from 1: the place in the run
+  e = combine_epoch({WorkerEpochReport::from_json(r.to_json())});
+  EXPECT_FALSE(e.has("epoch_index"));
+  EXPECT_EQ(format_epoch_line(e, 8).rfind("epoch 1/8  train loss", 0), 0u) << format_epoch_line(e, 8);
+  EXPECT_FALSE(WorkerEpochReport::from_json(sample().to_json()).label.has_value());  // pshard's own workers
+  Json bad = r.to_json();
+  bad.set("label", 0.5);
+  EXPECT_NE(error_of(bad).find("field 'label'"), std::string::npos) << error_of(bad);
+}
+
 TEST(SummaryLine, AnAbortedRunSaysAbortedAndWhyNotDone) {
   Json s = Json::object().set("test_acc", 0.5).set("test_loss", 1.25).set("epochs", 2).set("wall_s", 3.0);
   EXPECT_EQ(format_summary_line(s, "runs/x").rfind("done: test accuracy 50.00% (loss 1.2500), 2 epochs", 0), 0u)

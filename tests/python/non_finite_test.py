@@ -1,5 +1,6 @@
 """Non-finite values are never lost or applied silently: a NaN or infinite loss given to ps.report() is recorded
-as "nan"/"inf" in metrics.jsonl and metrics.csv while the later epochs and the summary are still written; a NaN
+as "nan"/"inf" in metrics.jsonl and metrics.csv while the later epochs and the summary are still written, and a
+finite loss near the largest double is recorded as given (not as an overflowed sum); a NaN
 gradient is refused by the server, and the job fails naming the tensor and the worker."""
 import json
 import os
@@ -52,6 +53,8 @@ def worker(case):
             opt.step()
         if case == "nan-report" and ps.rank() == 1 and epoch == 0:
             ps.report(epoch=epoch, train_loss=float("nan"), test_loss=float("inf"), test_acc=0.5)
+        elif case == "nan-report" and epoch == 2:  # finite, near the largest double: recorded as given, not "inf"
+            ps.report(epoch=epoch, train_loss=1e308, test_loss=1.5e308, test_acc=0.5)
         else:
             ps.report(epoch=epoch, train_loss=1.0, test_loss=2.0, test_acc=0.5)
     ps.shutdown()
@@ -65,11 +68,11 @@ def nan_report():
         events = [json.loads(line) for line in f]
     epochs = [e for e in events if e["event"] == "epoch"]
     support.expect([(e["epoch"], e["train_loss"], e["test_loss"], e["test_acc"]) for e in epochs] ==
-                   [(0, "nan", "inf", 0.5), (1, 1.0, 2.0, 0.5), (2, 1.0, 2.0, 0.5)],
+                   [(0, "nan", "inf", 0.5), (1, 1.0, 2.0, 0.5), (2, 1e308, 1.5e308, 0.5)],
                    "nan-report: epoch lines %s" % epochs, output)
-    support.expect(events[-1]["event"] == "summary" and events[-1]["epochs"] == 3 and events[-1]["train_loss"] == 1.0,
+    support.expect(events[-1]["event"] == "summary" and events[-1]["epochs"] == 3 and events[-1]["train_loss"] == 1e308,
                    "nan-report: summary %s" % events[-1], output)
-    support.expect("worker 1" in output and "reported a non-finite training loss (nan) for epoch 1" in output,
+    support.expect("worker 1" in output and "reported a non-finite training loss (nan) for epoch 0" in output,
                    "nan-report: no warning names the rank", output)
     with open(os.path.join(run_dir, "metrics.csv")) as f:
         rows = f.read().splitlines()

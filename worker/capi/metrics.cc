@@ -96,8 +96,8 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
                                              std::to_string(report->skipped_steps) +
                                              " skipped steps (the scale must be positive and finite, the count >= 0)"};
     }
-    if ((figures &
-         ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC | PSHARD_LOSS_SCALING)) != 0 ||
+    if ((figures & ~(PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | PSHARD_TEST_LOSS | PSHARD_TEST_ACC | PSHARD_LOSS_SCALING |
+                     PSHARD_LOSS_MEANS)) != 0 ||
         (train_acc && (report->correct < 0 || report->correct > report->samples)) ||
         ((test_loss || test_acc) && report->test_samples < 0) ||
         (test_acc && (report->test_correct < 0 || report->test_correct > report->test_samples))) {
@@ -118,6 +118,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.host = c->kv->host();
     r.samples = report->samples;
     r.has_train_loss = (figures & PSHARD_TRAIN_LOSS) != 0;
+    r.loss_means = (figures & PSHARD_LOSS_MEANS) != 0;
     r.loss_sum = r.has_train_loss ? report->loss_sum : 0.0;
     r.has_train_acc = train_acc;
     r.correct = train_acc ? report->correct : 0;

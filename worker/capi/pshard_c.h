@@ -47,8 +47,8 @@ extern "C" {
 /* 2: pshard_epoch_report gained `figures` (which figures were measured). 4: elastic jobs (pshard_elastic,
  * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. 6: pshard_epoch_report gained loss_scale and
  * skipped_steps (figure PSHARD_LOSS_SCALING). 7: pshard_epoch_report gained label (the program's own epoch
- * numbering); train.epochs is optional outside elastic jobs, and the end of a job is judged by the steps the workers
- * pushed (pshard_close). */
+ * numbering) and the figure PSHARD_LOSS_MEANS; train.epochs is optional outside elastic jobs, and the end of a job
+ * is judged by the steps the workers pushed (pshard_close). */
 #define PSHARD_C_API_VERSION 7
 
 typedef enum pshard_status {
@@ -208,6 +208,9 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
 #define PSHARD_TEST_LOSS 4u     /* test_loss_sum (needs test_samples >= 0) */
 #define PSHARD_TEST_ACC 8u      /* test_correct (needs test_samples >= 0) */
 #define PSHARD_LOSS_SCALING 16u /* loss_scale and skipped_steps: the worker scales its loss (a GradScaler) */
+#define PSHARD_LOSS_MEANS                                                                    \
+  32u /* loss_sum and test_loss_sum hold per-sample means, not sums (a mean near the largest \
+         double would overflow as a sum); the combined figures are the same */
 
 /* What this worker measured in one epoch; the coordinator combines every rank's report of an epoch into the
  * "epoch" event (sums over ranks, not means of means). Bytes on the wire and the time blocked in pshard_wait
@@ -221,10 +224,10 @@ typedef struct pshard_epoch_report {
                            + 1): the workers' reports of an epoch are combined by it */
   int64_t step;         /* global steps done after this epoch */
   int64_t samples;      /* training samples this worker processed this epoch */
-  double loss_sum;      /* sum of per-sample training losses */
+  double loss_sum;      /* sum of per-sample training losses (PSHARD_LOSS_MEANS: their mean) */
   int64_t correct;      /* training argmax hits */
   int64_t test_samples; /* test samples this worker evaluated; < 0: no evaluation */
-  double test_loss_sum;
+  double test_loss_sum; /* likewise, of the test losses */
   int64_t test_correct;
   double epoch_s;        /* wall time of the training part of the epoch */
   double eval_s;         /* wall time of the evaluation */
