@@ -127,8 +127,16 @@ for _ in $(seq 1 120); do
 done
 scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || { cat "$OUT2"; die "the job was not requeued"; }
 scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
-for _ in $(seq 1 360); do [ -z "$(squeue -h -j "$jid" 2>/dev/null)" ] && break; sleep 0.5; done
-[ -z "$(squeue -h -j "$jid" 2>/dev/null)" ] || { cat "$OUT2"; die "the requeued job did not finish"; }
+# The job's own state, not squeue's listing: an squeue that fails (a busy slurmctld) prints nothing either.
+job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
+for _ in $(seq 1 360); do
+  case $(job_state) in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+  sleep 0.5
+done
+case $(job_state) in
+  COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) ;;
+  *) cat "$OUT2"; die "the requeued job did not finish (state $(job_state))" ;;
+esac
 T_REQUEUE=$((SECONDS - t_job))
 echo "======== requeue job output ($OUT2) ========"
 cat "$OUT2" 2>/dev/null || echo "(no job output)"
