@@ -85,6 +85,15 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
 
   trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
   opts.start_step = start_step;
+  if (start_step > 0 && !join && opts.loss_scaler.active()) {
+    // A resumed run's loss scale, its clean steps and its data position continue from the steps it skipped.
+    opts.skipped_before = trainer::skipped_steps_in(o.run_dir);
+    if (!opts.skipped_before) {
+      PSHARD_LOG(kWarn) << "resuming at step " << start_step << " without the run's metrics in " << o.run_dir
+                        << " (metrics.jsonl*): the loss scale starts again from train.loss_scale, and the data "
+                           "position does not count the steps the run skipped before";
+    }
+  }
   const int64_t global_batch = opts.batch_size * world;
   // Elastic jobs: at most one worker's steps (what the run's length bounds: the check of --start-step, a schedule).
   const int64_t total_steps =

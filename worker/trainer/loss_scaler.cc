@@ -3,9 +3,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/util/binary_file.h"
+#include "common/util/json.h"
 #include "models/model.h"
 
 namespace pshard::trainer {
@@ -69,6 +73,42 @@ void LossScaler::update(bool applied) {
     scale_ *= kGrowth;
     clean_ = 0;
   }
+}
+
+void LossScaler::replay(const std::set<int64_t>& skipped, int64_t sync_step) {
+  for (int64_t data_step = 0, applied = 0; applied < sync_step; ++data_step) {
+    const bool skip = skipped.count(data_step) != 0;
+    update(!skip);
+    applied += skip ? 0 : 1;
+  }
+}
+
+std::optional<std::set<int64_t>> skipped_steps_in(const std::string& run_dir) {
+  // Each resume keeps the metrics of the run before it as metrics.jsonl.before-step-K; a deterministic run skips the
+  // same data steps in each, so their union is the run's.
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (run_dir.empty()) return std::nullopt;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "metrics.jsonl" || name.rfind("metrics.jsonl.before-step-", 0) == 0) files.push_back(e.path());
+  }
+  if (files.empty()) return std::nullopt;
+  std::set<int64_t> skipped;
+  try {
+    for (const std::string& path : files) {
+      std::istringstream lines(binary::read_file(path, "metrics file", binary::kMaxTextFileBytes));
+      for (std::string line; std::getline(lines, line);) {
+        // Only a step line says "skipped": the others are not parsed.
+        if (line.find("\"skipped\":true") == std::string::npos) continue;
+        const Json e = Json::parse(line, path);
+        if (e.at("event").as_string() == "step") skipped.insert(e.at("step").as_int());
+      }
+    }
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return skipped;
 }
 
 const char* loss_scaling_name(LossScaler::Mode mode) {

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace pshard {
@@ -44,6 +47,10 @@ class LossScaler {
   // After the workers agreed whether the step was applied (true) or skipped (false). An Error when the run is not
   // going anywhere: 100 steps skipped in a row, or a dynamic scale below 2^-24.
   void update(bool applied);
+  // A resumed run's scaler as the run left it at `sync_step`: from the start, each data step in `skipped` (the
+  // run's skipped steps) is replayed as skipped and every other one as applied, until `sync_step` were applied.
+  // skipped() is then the steps the run skipped before `sync_step`.
+  void replay(const std::set<int64_t>& skipped, int64_t sync_step);
 
  private:
   Mode mode_ = Mode::kNone;
@@ -55,6 +62,11 @@ class LossScaler {
 };
 
 // "dynamic", "static", "none".
+// The data steps a run skipped (loss scaling), from the step lines of RUN_DIR/metrics.jsonl and of the runs before
+// its resumes (metrics.jsonl.before-step-K): every worker logs each step it skips, whatever train.log_every. nullopt
+// when there is no such file or one cannot be read.
+std::optional<std::set<int64_t>> skipped_steps_in(const std::string& run_dir);
+
 const char* loss_scaling_name(LossScaler::Mode mode);
 
 }  // namespace pshard::trainer

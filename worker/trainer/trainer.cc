@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -238,7 +239,13 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     sync_.sync_all();
     if (options_.joined) options_.joined(options_.joining->epoch);
   }
-  int64_t step = options_.start_step;
+  LossScaler& scaler = options_.loss_scaler;
+  // A resumed run's scaler continues where the run left it (TrainerOptions::skipped_before): its data position is the
+  // resume step plus the steps the run skipped before it.
+  const bool replayed = options_.start_step > 0 && scaler.active() && options_.skipped_before && !options_.joining;
+  if (replayed) scaler.replay(*options_.skipped_before, options_.start_step);
+  const int64_t first_data_step = options_.start_step + scaler.skipped();
+  int64_t step = first_data_step;
   // A run resumed at its very end (a server restarted after the last step) still evaluates and reports its last
   // epoch, with no samples trained, so that the resumed part of the run's records ends in an epoch and a summary.
   const bool at_end = step > 0 && step == options_.epochs * steps_per_epoch_;
@@ -246,7 +253,6 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                               : at_end         ? options_.epochs
                                                : step / steps_per_epoch_ + 1;
   data::Batch batch;
-  LossScaler& scaler = options_.loss_scaler;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     int64_t steps = steps_per_epoch_;
     if (elastic) {
@@ -263,11 +269,17 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     const Mark epoch_start = mark(sync_, clock, totals);
     const int64_t epoch_first_step = step;
     loader->start_epoch(epoch - 1);
-    const int64_t skip = epoch == first_epoch && !elastic ? options_.start_step - (epoch - 1) * steps_per_epoch_ : 0;
+    const int64_t skip = epoch == first_epoch && !elastic ? first_data_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
       if (!loader->next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
     }
-    const int64_t epoch_skipped = scaler.skipped();
+    // The skips of this epoch count from its start: a resumed epoch's include those before the resume step.
+    int64_t epoch_skipped = scaler.skipped();
+    if (replayed && epoch == first_epoch) {
+      const auto& before = *options_.skipped_before;
+      epoch_skipped =
+          static_cast<int64_t>(std::distance(before.begin(), before.lower_bound((epoch - 1) * steps_per_epoch_)));
+    }
     for (int64_t i = skip; i < steps; ++i, ++step) {
       const int64_t sync_step = step - scaler.skipped();
       if (sync_.stop_before(sync_step)) {  // checkpoint.on_sigterm: the job ends at this step boundary

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "common/control/cluster_map.h"
 #include "common/metrics/epoch_report.h"
@@ -59,6 +60,10 @@ struct TrainerOptions {
   // not finite) consumes its batch but not a step of the servers: the sync's step number lags the data's by the steps
   // skipped so far, the same on every worker.
   LossScaler loss_scaler;
+  // A resumed run with loss scaling: the data steps the run skipped before (its step lines; skipped_steps_in()).
+  // The scaler is replayed to start_step from them, so the scale, its clean steps and the data position (start_step
+  // plus the steps skipped before it) are the uninterrupted run's. nullopt: not known (a fresh scaler at start_step).
+  std::optional<std::set<int64_t>> skipped_before;
 
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -212,6 +213,62 @@ TEST(Preemption, AJobPushingOncePerHostStopsAndResumesBitwiseToo) {
 // A top-k job resumes exactly what docs/OPERATIONS.md says: without error feedback bitwise like an uninterrupted run;
 // with it, the workers' residuals (not in checkpoints) start again at zero, which the launch says, and the weights
 // differ. Linear regression: no data files needed; 2048 / (2 x 32) = 32 steps per epoch, checkpoints every 20.
+// The last line of `kind` in RUN_DIR/metrics.jsonl.
+Json last_line(const std::string& run_dir, const std::string& kind) {
+  Json found;
+  std::istringstream lines(read_file(run_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const Json j = Json::parse(line, "metrics.jsonl");
+    if (j.at("event").as_string() == kind) found = j;
+  }
+  return found;
+}
+
+// An fp16 job stopped at a checkpoint on SIGTERM and resumed continues its loss scaler where it left it: the scale,
+// its clean steps, and the data position (the resume step plus the steps skipped before it; TrainerOptions::
+// skipped_before). A growth interval of 20 makes the scale overflow again and again, so that a scaler started afresh
+// at the resume step would skip other steps: the resumed run ends with the uninterrupted run's weights, bit for bit,
+// and its last epoch line says the same loss scale and skipped steps.
+TEST(Preemption, AResumedFp16RunContinuesItsLossScale) {
+  if (!have_data()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = fresh_dir("loss-scaling-resume");
+  // 12800 samples / (2 x 64) = 100 data steps per epoch, 200 in all; a step line every 10 steps.
+  const std::string args = " launch --servers 2 --workers 2 --timeout 120 --config " + source_dir() +
+                           "/configs/fmnist_mlp_sync.toml --set data.train_size=12800 --set data.test_size=1000"
+                           " --set train.epochs=2 --set train.precision=fp16 --set train.loss_scale=1e12"
+                           " --set train.loss_scale_growth_interval=20 --set train.log_every=10"
+                           " --set checkpoint.on_sigterm=checkpoint --set cluster.transport=tcp";
+  const std::string a = dir + "/a", b = dir + "/b";
+  int rc = run_with_timeout(pshard_bin() + args + " --run-dir " + a, 180, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  {
+    BackgroundJob job(pshard_bin() + args + " --run-dir " + b, dir + "/b.log");
+    ASSERT_TRUE(job.started());
+    // SIGTERM once data step 130 (in epoch 2, after the first skips and some regrowths) was logged.
+    const auto end = Clock::now() + std::chrono::seconds(90);
+    while (Clock::now() < end && read_file(b + "/metrics.jsonl").find("\"step\":130,") == std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+    const std::optional<int> code = job.wait(std::chrono::seconds(60));
+    ASSERT_TRUE(code.has_value()) << read_file(dir + "/b.log");
+    ASSERT_EQ(*code, kExitStopped) << read_file(dir + "/b.log");
+  }
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 120 --resume " + b, 180,
+                        dir + "/b2.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/b2.log");
+  const Json want = last_line(a, "epoch"), got = last_line(b, "epoch");
+  ASSERT_TRUE(want.has("loss_scale") && got.has("loss_scale")) << want.dump() << "\n" << got.dump();
+  EXPECT_GT(want.at("skipped_steps").as_int(), 0) << want.dump();
+  EXPECT_EQ(got.at("loss_scale").as_number(), want.at("loss_scale").as_number()) << read_file(dir + "/b2.log");
+  EXPECT_EQ(got.at("skipped_steps").as_int(), want.at("skipped_steps").as_int()) << read_file(dir + "/b2.log");
+  EXPECT_TRUE(read_file(b + "/model.bin") == read_file(a + "/model.bin"))
+      << "the resumed fp16 run's weights differ from the uninterrupted run's";
+  std::printf("fp16, growth interval 20: %lld steps skipped, loss scale %g at the end, resumed run bitwise equal\n",
+              static_cast<long long>(read_summary(a).at("skipped_steps").as_int()), want.at("loss_scale").as_number());
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 TEST(CheckpointResume, ACompressedJobResumesAsDocumented) {
   const std::string dir = fresh_dir("ckpt-topk");
   for (const bool feedback : {false, true}) {
