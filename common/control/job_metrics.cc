@@ -140,10 +140,27 @@ void JobMetrics::flush_epochs() {
   };
   while (!epoch_reports_.empty() &&
          epoch_reports_.begin()->second.size() >= expected_reports(epoch_reports_.begin()->first)) {
+    const int64_t epoch = epoch_reports_.begin()->first;
     std::vector<WorkerEpochReport> reports;
     for (const auto& [rank, r] : epoch_reports_.begin()->second) reports.push_back(r);
+    // An elastic epoch whose member died during it: nobody trained that member's shard. Said on the line and in the
+    // summary, not lost silently.
+    Json missing;
+    if (epoch_members_.count(epoch) != 0) {
+      std::string names;
+      for (uint32_t rank : expected_ranks(epoch)) {
+        if (epoch_reports_.begin()->second.count(rank) != 0) continue;
+        if (!missing.is_array()) missing = Json::array();
+        missing.push(rank);
+        names += (names.empty() ? "worker " : ", worker ") + std::to_string(rank);
+      }
+      if (!names.empty()) {
+        warn("epoch " + std::to_string(reports.front().number()) + " trained without the shard of " + names +
+             ", which left the job during the epoch: its samples of that epoch were not trained");
+      }
+    }
     epoch_reports_.erase(epoch_reports_.begin());
-    write_epoch(std::move(reports), Json());
+    write_epoch(std::move(reports), missing);
   }
 }
 
