@@ -21,6 +21,7 @@
 #include "common/control/job_metrics.h"
 #include "common/control/liveness.h"
 #include "common/control/peers.h"
+#include "common/control/push_counts.h"
 #include "common/control/rendezvous.h"
 #include "common/error.h"
 #include "common/transport/bounds.h"
@@ -37,11 +38,15 @@ using coordinator_detail::describe_unranked;
 using coordinator_detail::EpochPlans;
 using coordinator_detail::JobMetrics;
 using coordinator_detail::Liveness;
+using coordinator_detail::most_pushed;
+using coordinator_detail::MostPushed;
 using coordinator_detail::Outbox;
 using coordinator_detail::Peer;
 using coordinator_detail::Peers;
 using coordinator_detail::reachable;
 using coordinator_detail::Rendezvous;
+using coordinator_detail::short_of;
+using coordinator_detail::short_reason;
 using std::chrono::milliseconds;
 namespace cc = control_codec;
 
@@ -264,13 +269,10 @@ struct Coordinator::Impl {
   // A program's loop decides how long it trains; where it declared a length (train.epochs x steps_per_epoch) and
   // every worker stopped short of it, the run is finished, and the summary says so.
   void warn_if_short_of_declared_length() {
-    int64_t most = -1;
-    for (const auto& [id, p] : peers) {
-      if (p.info.role == NodeRole::kWorker && p.state == Peer::State::kLeft) most = std::max(most, p.pushed);
-    }
+    const std::optional<MostPushed> most = most_pushed(peers);
     const int64_t declared = metrics.declared_steps();
-    if (most < 0 || declared <= 0 || most >= declared) return;
-    metrics.warn("every worker stopped after " + std::to_string(most) +
+    if (!most || declared <= 0 || most->pushed >= declared) return;
+    metrics.warn("every worker stopped after " + std::to_string(most->pushed) +
                  " pushed steps, short of the run's declared length (train.epochs x steps_per_epoch = " +
                  std::to_string(declared) + " steps)");
   }
@@ -320,18 +322,6 @@ struct Coordinator::Impl {
       if (p.state == Peer::State::kLive) return;
     }
     finish_ran_to_end();
-  }
-
-  // A worker left cleanly while others may train on: the servers stop waiting for its pushes (under any failure
-  // policy: it is nobody's failure unless another worker pushes more, which judge_pushes() decides).
-  void tell_servers_left(const Peer& left) {
-    capnp::MallocMessageBuilder b;
-    auto nd = b.initRoot<control::ControlMessage>().initNodeDead();
-    control_codec::fill_node(left.info, nd.initNode());
-    nd.setReason("after " + std::to_string(left.pushed) + " pushed steps");
-    nd.setLeft(true);
-    outbox.broadcast(peers, b,
-                     [](const Peer& q) { return q.state == Peer::State::kLive && q.info.role == NodeRole::kServer; });
   }
 
   // A node died (silent, or left with a failure status) or is stuck (`verdict`): apply the failure policy.
@@ -425,36 +415,17 @@ struct Coordinator::Impl {
     }
   }
 
-  // The job's workers push the same steps (a sync step waits for every worker; in any mode each trains a shard of
-  // the same size): of the workers that left cleanly, each with fewer pushes than the one with the most left early
-  // and is the job's failure, whichever left first; the workers that went on are not. Elastic jobs' members train
-  // different steps: there the epochs decide. Returns true when the job ended here.
-  // A live worker's step line (`went_on`, `went_to` steps pushed) judges the same way at once, so that under policy
-  // abort a job does not train on to its end before the verdict.
+  // Each worker that left cleanly with fewer pushes than another (push_counts.h), or than a live worker's step line
+  // says it pushed (so that under abort the job does not train on to its end first), is the job's failure; the ones
+  // that went on are not. Elastic members train different steps: their epochs decide. True: the job ended here.
   bool judge_pushes(const NodeInfo* went_on_live = nullptr, int64_t went_to_live = -1) {
     if (opt.min_workers > 0) return false;
-    NodeInfo went_on;
-    int64_t went_to = -1;
-    if (went_on_live) {
-      went_on = *went_on_live;
-      went_to = went_to_live;
-    }
-    for (const auto& [id, q] : peers) {
-      if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft && q.pushed > went_to) {
-        went_on = q.info;
-        went_to = q.pushed;
-      }
-    }
-    if (went_to < 0) return false;
-    for (auto& [id, q] : peers) {
-      if (q.info.role != NodeRole::kWorker || q.state != Peer::State::kLeft || q.pushed < 0 || q.pushed >= went_to) {
-        continue;
-      }
+    const std::optional<MostPushed> most = most_pushed(peers, went_on_live, went_to_live);
+    if (!most) return false;
+    for (const std::string& id : short_of(peers, *most)) {
+      Peer& q = peers.at(id);
       q.trained = false;  // its last epoch report does not make up for the steps it did not push
-      on_node_failed(q,
-                     "it left after " + std::to_string(q.pushed) + " pushed steps, while " + cc::describe(went_on) +
-                         " pushed " + std::to_string(went_to) + " (every worker of the job pushes the same steps)",
-                     "short of the others");
+      on_node_failed(q, short_reason(q.pushed, *most), "short of the others");
       if (phase != Phase::kRunning) return true;
     }
     return false;
@@ -497,7 +468,7 @@ struct Coordinator::Impl {
                       << (worker && pushed >= 0 ? " after " + std::to_string(pushed) + " pushed steps" : "");
     if (worker && phase == Phase::kRunning && pushed >= 0) {
       if (judge_pushes()) return;
-      if (p.state == Peer::State::kLeft) tell_servers_left(p);
+      if (p.state == Peer::State::kLeft) liveness.announce_left(p);
     }
     epochs.worker_gone(p);
     barriers.release_complete();

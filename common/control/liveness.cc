@@ -44,6 +44,16 @@ void Liveness::announce_dead(const Peer& dead, const std::string& why) {
   outbox_.broadcast(peers_, b, [](const Peer& q) { return q.state == Peer::State::kLive; });
 }
 
+void Liveness::announce_left(const Peer& left) {
+  capnp::MallocMessageBuilder b;
+  auto nd = b.initRoot<control::ControlMessage>().initNodeDead();
+  control_codec::fill_node(left.info, nd.initNode());
+  nd.setReason("after " + std::to_string(left.pushed) + " pushed steps");
+  nd.setLeft(true);
+  outbox_.broadcast(peers_, b,
+                    [](const Peer& q) { return q.state == Peer::State::kLive && q.info.role == NodeRole::kServer; });
+}
+
 void Liveness::dismiss(const Peer& stuck, const std::string& reason) {
   capnp::MallocMessageBuilder b;
   auto a = b.initRoot<control::ControlMessage>().initAbort();

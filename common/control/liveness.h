@@ -33,6 +33,9 @@ class Liveness {
   std::optional<std::string> abort_reason(const Peer& dead, const std::string& reason) const;
   // Tells every live node that `dead` is gone (nodeDead, with `why`).
   void announce_dead(const Peer& dead, const std::string& why);
+  // To the servers (under any failure policy): `left`, a worker, left cleanly after its pushes (Peer::pushed) while
+  // others may train on; no step waits for its push any more. Whether it left early is the push counts' verdict.
+  void announce_left(const Peer& left);
   // Tells `stuck`, a worker declared dead while it still runs, to exit (an abort naming itself, with `reason`).
   void dismiss(const Peer& stuck, const std::string& reason);
 
