@@ -54,7 +54,8 @@ void read_all(control::ControlMessage::Reader root) {
       break;
     }
     case control::ControlMessage::EPOCH_ENTER:
-      (void)(root.getEpochEnter().getEpoch() + root.getEpochEnter().getStep());
+      (void)root.getEpochEnter().getEpoch();  // read as EpochPlans::enter does: compared and stored, never summed
+      (void)root.getEpochEnter().getStep();
       break;
     case control::ControlMessage::EPOCH_PLAN: {
       auto ep = root.getEpochPlan();
@@ -77,6 +78,7 @@ void read_all(control::ControlMessage::Reader root) {
     case control::ControlMessage::NODE_DEAD: {
       NodeInfo n = cc::read_node(root.getNodeDead().getNode());
       (void)(cc::describe(n) + root.getNodeDead().getReason().cStr());
+      (void)root.getNodeDead().getLeft();
       break;
     }
     case control::ControlMessage::ABORT: {
@@ -86,7 +88,13 @@ void read_all(control::ControlMessage::Reader root) {
       break;
     }
     case control::ControlMessage::SHUTDOWN: (void)std::string(root.getShutdown().getReason().cStr()); break;
-    case control::ControlMessage::LEAVE: (void)root.getLeave().getExitStatus(); break;
+    case control::ControlMessage::LEAVE: {
+      auto l = root.getLeave();
+      (void)l.getExitStatus();
+      (void)std::string(l.getReason().cStr());
+      (void)l.getStepsPushed();
+      break;
+    }
     case control::ControlMessage::REPORT: {
       // coordinator.cc on_report(): a JSON event; worker_epoch reports are parsed further.
       Json event = Json::parse(root.getReport().getJson().cStr(), "fuzz report");
