@@ -11,9 +11,11 @@ import threading
 
 from . import _lib
 from ._lib import PshardError, check, lib
+from .launch import launch
+from .run import Run, load_run
 
 __all__ = ["PshardError", "init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier",
-           "barrier_vote", "client"]
+           "barrier_vote", "client", "launch", "load_run", "Run"]
 
 # The pshard version this package belongs to; `pshard --version` says the same (scripts/build_wheel.py checks).
 __version__ = "0.1.0"
