@@ -68,6 +68,8 @@ def launch(script=None, fn=None, args=(), kwargs=None, servers=1, workers=1, con
         raise PshardError("pshard.launch: give script= or fn=, not both", "PSHARD_ERR_ARGUMENT")
     if fn is None and kwargs:
         raise PshardError("pshard.launch: kwargs= is for fn=", "PSHARD_ERR_ARGUMENT")
+    if isinstance(args, str):
+        args = [args]
     if script is None and fn is None and args:
         raise PshardError("pshard.launch: args= needs script= or fn= (pshard's own workers take none)",
                           "PSHARD_ERR_ARGUMENT")
@@ -259,8 +261,9 @@ def _write_atomically(path, data):
 
 
 def _pickled_call(fn, args, kwargs):
-    """Two pickles: how a worker finds the function's module (this process's sys.path, working directory and main
-    script), then (fn, args, kwargs), which pickle stores as the function's module and name."""
+    """Two pickles: how a worker finds the function's module (this process's sys.path, with "" as the working
+    directory, and its main script), then (fn, args, kwargs), which pickle stores as the function's module and
+    name."""
     if not callable(fn):
         raise PshardError("pshard.launch: fn=%r is not callable" % (fn,), "PSHARD_ERR_ARGUMENT")
     module = getattr(fn, "__module__", None)
@@ -291,9 +294,9 @@ def run_function(path):
     global _importing_main
     with open(path, "rb") as f:
         where = pickle.load(f)
-        for p in reversed(where["sys_path"]):
-            if p not in sys.path:
-                sys.path.insert(0, p)
+        # The launching process's folders after the worker's own (the same ones when it runs the same interpreter):
+        # its script's folder, its working directory, what it added.
+        sys.path.extend(p for p in where["sys_path"] if p not in sys.path)
         if where["main_path"]:
             # As multiprocessing's spawn does: the launching script runs as __mp_main__ (its `if __name__ ==
             # "__main__":` part does not) and stands for __main__ while the function is unpickled.

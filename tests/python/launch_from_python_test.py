@@ -10,8 +10,9 @@
   spawn finds it): the same weights, its return values through run.results(), its epoch report in metrics().
 - A job whose workers exit 3: wait=True raises PshardError with the launch's exit status and the output's last
   lines; a lambda, or a function of a file-less __main__, is refused before anything starts.
-- stop() of a running job ends it (exit 143) and leaves no process of it; so does garbage-collecting its Run, and
-  the exit of an interpreter that started a job and did not wait for it.
+- wait(timeout) of a running job raises PshardError(PSHARD_ERR_TIMEOUT) and the job goes on; stop() ends it (exit
+  143) and leaves no process of it; so does garbage-collecting its Run, and the exit of an interpreter that started
+  a job and did not wait for it.
 - events() leaves out a last line still being written, and reads it once it is complete."""
 import ctypes
 import gc
@@ -272,7 +273,7 @@ def check_failures(pshard, base):
                        "failing job: the error says %r (exit_code %r)" % (text, getattr(e, "exit_code", None)))
         support.expect("exited with status 3" in text and "launch.log" in text,
                        "failing job: the error does not quote the output's last lines: %r" % text)
-        support.expect(e.run.poll() == 1 and "worker 0 is about to fail" in e.run.output,
+        support.expect(e.run.poll() == 1 and "is about to fail" in e.run.output,
                        "failing job: the Run of the error", e.run.output)
     print("a job whose workers exit 3: PshardError, exit code 1, the output's last lines (%.1f s)"
           % (time.monotonic() - t))
@@ -300,6 +301,11 @@ def check_stopping(pshard, base):
     steps = wait_for_steps(run, 30)
     procs = descendants(run.pid)
     support.expect(steps and len(procs) >= 4, "stop: no step line within 30 s, or processes %r" % procs, run.output)
+    try:
+        run.wait(timeout=0.2)
+        support.expect(False, "stop: wait(timeout=0.2) of a running job returned", run.output)
+    except pshard.PshardError as e:
+        support.expect(e.status == "PSHARD_ERR_TIMEOUT" and run.poll() is None, "stop: wait(timeout) says %s" % e)
     code = run.stop()
     left = wait_gone(procs, 10)
     support.expect(code == 143 and run.poll() == 143, "stop: the launch exited %r" % code, run.output)
