@@ -93,11 +93,6 @@ CtrDataset load_criteo(const std::string& path, const CriteoOptions& options) {
   d.num_fields = kCriteoFields;
   d.cardinality.assign(kCriteoFields, options.buckets > 0 ? options.buckets + 1 : 0);
 
-  if (options.max_samples > 0) {
-    d.labels.reserve(static_cast<size_t>(options.max_samples));
-    d.dense.reserve(static_cast<size_t>(options.max_samples * kCriteoDense));
-    d.ids.reserve(static_cast<size_t>(options.max_samples * kCriteoFields));
-  }
   LineBuffer buf;
   int64_t line = 0;
   float dense[kCriteoDense];
