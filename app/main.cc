@@ -44,6 +44,15 @@ int main(int argc, char** argv) {
   // whenever a command reads a config (common keeps no copy).
   pshard::install_config_choices("model.name", pshard::models::model_names());
   pshard::install_config_choices("optimizer.name", pshard::optim::optimizer_names());
+  // embedding.optimizer: same (optimizer.name's rule) or a rule that updates a row on its own (not lars or lamb,
+  // whose ratio is over a whole layer).
+  std::vector<std::string> table_rules = {"same"};
+  for (const std::string& rule : pshard::optim::optimizer_names()) {
+    pshard::optim::OptimizerParams p;
+    p.name = rule;
+    if (!pshard::optim::make_optimizer(p)->layer_wise()) table_rules.push_back(rule);
+  }
+  pshard::install_config_choices("embedding.optimizer", table_rules);
   if (argc < 2) {
     pshard::app::print_usage(stderr);
     return 2;

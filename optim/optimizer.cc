@@ -70,6 +70,18 @@ OptimizerParams OptimizerParams::from_config(const Config& cfg) {
   return p;
 }
 
+OptimizerParams OptimizerParams::from_config(const Config& cfg, const std::string& name) {
+  OptimizerParams p = from_config(cfg);
+  p.name = name;
+  for (auto [key, field] : {std::pair<const char*, float*>{"optimizer.lr", &p.lr},
+                            {"optimizer.rho", &p.rho},
+                            {"optimizer.eps", &p.eps},
+                            {"optimizer.weight_decay", &p.weight_decay}}) {
+    *field = static_cast<float>(cfg.optimizer_value(name, key));
+  }
+  return p;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
   const std::pair<const char*, float> values[] = {{"lr", p.lr},
                                                   {"momentum", p.momentum},

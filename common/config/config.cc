@@ -374,6 +374,17 @@ void Config::set(const std::string& assignment) {
 
 bool Config::is_set(const std::string& key) const { return explicit_.count(key) > 0; }
 
+double Config::optimizer_value(const std::string& rule, const std::string& key) const {
+  if (!is_set(key)) {
+    for (const RuleDefault& d : kRuleDefaults) {
+      if (rule == d.rule && key == d.key) return std::stod(d.value);
+    }
+    const ConfigKey* k = find_config_key(key);
+    if (k) return std::stod(k->default_value);
+  }
+  return get_double(key);
+}
+
 namespace {
 const std::string& lookup(const std::map<std::string, std::string>& values, const std::string& key, ConfigType want) {
   const ConfigKey* k = find_config_key(key);

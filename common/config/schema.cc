@@ -126,6 +126,14 @@ std::vector<ConfigKey> kSchema = {
      "l2: added to the gradient; decoupled: w -= lr*wd*w (AdamW style)"},
     {"optimizer.trust_coefficient", T::kDouble, "0.001", 0, kInf, "", "lars trust coefficient (eta)"},
 
+    // embedding tables (held by the servers, updated row by row: docs/SPARSE.md)
+    {"embedding.optimizer", T::kString, "same", 0, 0, "",
+     "update rule of the tables' rows (same: optimizer.name), with optimizer.*'s hyper-parameters where set, else "
+     "the rule's defaults; lazy: a row's state changes only in the steps that touch it"},
+    {"embedding.lr", T::kDouble, "0", 0, 1e6, "",
+     "learning rate of the tables' rows, constant (0: optimizer.lr where set, else the rule's default; "
+     "lr_schedule.* applies to dense tensors only)"},
+
     // learning-rate schedule (computed from the step)
     {"lr_schedule.name", T::kString, "constant", 0, 0, "constant|step|cosine", "decay shape after warmup"},
     {"lr_schedule.warmup_steps", T::kInt, "0", 0, 1e12, "",
@@ -143,6 +151,8 @@ std::vector<ConfigKey> kSchema = {
     {"cluster.staleness", T::kInt, "2", 0, 1000000, "", "ssp: how many clocks a worker may run ahead"},
     {"cluster.slice_bytes", T::kInt, "1048576", 4, 1ll << 32, "",
      "largest slice of a tensor (bytes); lars/lamb take their trust ratio per slice of a cut tensor"},
+    {"cluster.max_rows_per_request", T::kInt, "1048576", 1, 1ll << 32, "",
+     "most rows of an embedding table one pull or push may name per server"},
     {"cluster.failure_policy", T::kString, "abort", 0, 0, "abort|continue",
      "on a dead worker: abort the job, or continue with the others"},
     {"cluster.min_workers", T::kInt, "0", 0, 1 << 20, "",

@@ -15,6 +15,7 @@ namespace {
 
 constexpr uint64_t kMaxKeysPerMessage = 1u << 20;
 constexpr uint64_t kMaxContributors = 1u << 16;  // worker ranks a push may sum (far beyond any host's workers)
+constexpr uint64_t kMaxTables = 1u << 12;        // embedding tables in one tableInit
 
 Decoded fail(Decoded d, ErrorCode code, std::string why) {
   d.ok = false;
@@ -25,7 +26,7 @@ Decoded fail(Decoded d, ErrorCode code, std::string why) {
 
 bool known_type(MessageType t) {
   return static_cast<uint16_t>(t) >= static_cast<uint16_t>(MessageType::PING) &&
-         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::JOIN);
+         static_cast<uint16_t>(t) <= static_cast<uint16_t>(MessageType::ROWS);
 }
 
 // Gradients may use any codec; weights only the dense lossy ones (the servers' float32 master weights are what a
@@ -42,6 +43,49 @@ std::string encoding_text(Encoding e) {
                                         : "unknown(" + std::to_string(static_cast<unsigned>(e)) + ")";
 }
 
+// The shape of a table message (is_row_message), or of another that carries a table's fields: "" when it is sound.
+// What only the server knows (the tables' sizes, its rows, the row limit) it checks itself.
+std::string check_row_message(const Message& m, const FrameView* frames, size_t count) {
+  const std::string what = type_name(m.type);
+  if (!is_row_message(m.type)) return what + " carries a table's fields (tables or rowEncoding)";
+  if (!m.keys.empty() || m.shared_memory || m.pull_encoding != Encoding::NONE || !m.contributors.empty()) {
+    return what + " carries a tensor's fields (keys, shared memory, pull encoding or contributors)";
+  }
+  if ((m.type == MessageType::TABLE_INIT) != !m.tables.empty()) {
+    return m.type == MessageType::TABLE_INIT ? "tableInit lists no tables" : what + " lists tables";
+  }
+  if (m.type == MessageType::TABLE_INIT && m.row_encoding != Encoding::NONE) return "tableInit has a row encoding";
+  if (row_value_bytes(m.row_encoding) == 0) {
+    return what + ": row encoding " + std::to_string(static_cast<unsigned>(m.row_encoding)) +
+           " is not one rows use (none or bf16)";
+  }
+  const size_t payloads = count - 1;
+  const size_t expected = m.type == MessageType::TABLE_INIT ? 0 : m.type == MessageType::ROW_PUSH ? 2 : 1;
+  if (payloads != expected) {
+    return what + " carries " + std::to_string(payloads) + " payload frames, expected " + std::to_string(expected);
+  }
+  if ((m.type == MessageType::ROW_PULL || m.type == MessageType::ROW_PUSH) && frames[1].size % sizeof(uint64_t) != 0) {
+    return what + ": the row-id frame has " + std::to_string(frames[1].size) +
+           " bytes, not a whole number of uint64 ids";
+  }
+  const size_t values = m.type == MessageType::ROW_PUSH ? 2 : m.type == MessageType::ROWS ? 1 : 0;
+  if (values > 0 && frames[values].size % row_value_bytes(m.row_encoding) != 0) {
+    return what + ": the row-value frame has " + std::to_string(frames[values].size) +
+           " bytes, not a whole number of values";
+  }
+  for (size_t i = 0; i < m.tables.size(); ++i) {
+    const TableInfo& t = m.tables[i];
+    if (t.name.empty() || t.rows == 0 || t.dim == 0 || t.rows > (uint64_t(1) << 62) / t.dim ||
+        static_cast<uint16_t>(t.init) > static_cast<uint16_t>(TableInit::ZEROS) || !(t.init_scale >= 0.0f) ||
+        !(t.init_scale < 1e30f)) {
+      return "tableInit: table " + std::to_string(i) + " ('" + t.name + "': " + std::to_string(t.rows) + " x " +
+             std::to_string(t.dim) + ") is not a valid table (a name, rows and dim > 0, a known init, a finite " +
+             "init scale >= 0)";
+    }
+  }
+  return "";
+}
+
 std::string key_name(size_t i, const KeyRef& k) {
   return "key " + std::to_string(i) + " (tensor " + std::to_string(k.tensor) + ", slice " + std::to_string(k.slice) +
          ")";
@@ -54,12 +98,24 @@ bool carries_payloads(MessageType type) {
          type == MessageType::WEIGHTS;
 }
 
+bool is_row_message(MessageType type) {
+  return type == MessageType::TABLE_INIT || type == MessageType::ROW_PULL || type == MessageType::ROW_PUSH ||
+         type == MessageType::ROWS;
+}
+
+size_t row_value_bytes(Encoding e) {
+  if (e == Encoding::NONE) return sizeof(float);
+  if (e == Encoding::BF16) return 2;
+  return 0;
+}
+
 bool reads_weights(MessageType type) {
   return type == MessageType::PULL || type == MessageType::PUSH_PULL || type == MessageType::JOIN;
 }
 
 MessageType reply_type(MessageType type) {
   if (reads_weights(type)) return MessageType::WEIGHTS;
+  if (type == MessageType::ROW_PULL) return MessageType::ROWS;
   return type == MessageType::PING ? MessageType::PONG : MessageType::ACK;
 }
 
@@ -98,6 +154,10 @@ const char* type_name(MessageType type) {
     case MessageType::ERROR: return "error";
     case MessageType::SHUTDOWN: return "shutdown";
     case MessageType::JOIN: return "join";
+    case MessageType::TABLE_INIT: return "tableInit";
+    case MessageType::ROW_PULL: return "rowPull";
+    case MessageType::ROW_PUSH: return "rowPush";
+    case MessageType::ROWS: return "rows";
   }
   return "unknown";
 }
@@ -126,6 +186,11 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::STALLED: return "stalled";
     case ErrorCode::BAD_ENCODING: return "badEncoding";
     case ErrorCode::NON_FINITE_GRADIENT: return "nonFiniteGradient";
+    case ErrorCode::UNKNOWN_TABLE: return "unknownTable";
+    case ErrorCode::BAD_ROW: return "badRow";
+    case ErrorCode::DUPLICATE_ROW: return "duplicateRow";
+    case ErrorCode::TOO_MANY_ROWS: return "tooManyRows";
+    case ErrorCode::ROW_NOT_PULLED: return "rowNotPulled";
   }
   return "unknown";
 }
@@ -170,6 +235,19 @@ std::string encode_header(const Message& msg) {
     auto ranks = h.initContributors(static_cast<unsigned>(msg.contributors.size()));
     for (size_t i = 0; i < msg.contributors.size(); ++i) ranks.set(static_cast<unsigned>(i), msg.contributors[i]);
   }
+  if (!msg.tables.empty()) {
+    auto tables = h.initTables(static_cast<unsigned>(msg.tables.size()));
+    for (size_t i = 0; i < msg.tables.size(); ++i) {
+      tables[i].setName(msg.tables[i].name);
+      tables[i].setRows(msg.tables[i].rows);
+      tables[i].setDim(msg.tables[i].dim);
+      tables[i].setInit(msg.tables[i].init);
+      tables[i].setInitScale(msg.tables[i].init_scale);
+    }
+  }
+  h.setTable(msg.table);
+  h.setTableSeed(msg.table_seed);
+  h.setRowEncoding(msg.row_encoding);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -239,6 +317,17 @@ Decoded decode(const FrameView* frames, size_t count) {
     auto tensors = h.getTensors();
     m.tensors.reserve(tensors.size());
     for (auto t : tensors) m.tensors.push_back({t.getName().cStr(), t.getNumel()});
+    auto tables = h.getTables();
+    if (tables.size() > kMaxTables) {
+      return fail(std::move(d), ErrorCode::BAD_HEADER, "header lists " + std::to_string(tables.size()) + " tables");
+    }
+    m.tables.reserve(tables.size());
+    for (auto t : tables) {
+      m.tables.push_back({t.getName().cStr(), t.getRows(), t.getDim(), t.getInit(), t.getInitScale()});
+    }
+    m.table = h.getTable();
+    m.table_seed = h.getTableSeed();
+    m.row_encoding = h.getRowEncoding();
   } catch (const kj::Exception& e) {
     return fail(std::move(d), ErrorCode::BAD_HEADER,
                 std::string("header frame is not a valid Header: ") + e.getDescription().cStr());
@@ -249,6 +338,13 @@ Decoded decode(const FrameView* frames, size_t count) {
                 "unknown message type " + std::to_string(static_cast<unsigned>(m.type)));
   }
   const size_t payloads = count - 1;
+  if (is_row_message(m.type) || !m.tables.empty() || m.row_encoding != Encoding::NONE) {
+    std::string why = check_row_message(m, frames, count);
+    if (!why.empty()) return fail(std::move(d), ErrorCode::BAD_HEADER, std::move(why));
+    m.payloads.assign(frames + 1, frames + count);
+    d.ok = true;
+    return d;
+  }
   if (m.shared_memory) {
     const bool allowed = m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL ||
                          m.type == MessageType::PULL || m.type == MessageType::JOIN || m.type == MessageType::WEIGHTS;

@@ -15,6 +15,7 @@ using wire::Encoding;
 using wire::ErrorCode;
 using wire::MessageType;
 using wire::Role;
+using wire::TableInit;
 
 // Bytes of one received frame; not owned.
 struct FrameView {
@@ -36,6 +37,15 @@ struct TensorInfo {
   uint64_t numel = 0;
 };
 
+// One embedding table of a tableInit (pshard.capnp's TableInfo).
+struct TableInfo {
+  std::string name;
+  uint64_t rows = 0;
+  uint32_t dim = 0;
+  TableInit init = TableInit::NORMAL;
+  float init_scale = 0.0f;
+};
+
 // A message as the schema describes it (see pshard.capnp for each field's meaning).
 struct Message {
   MessageType type = MessageType::INVALID;
@@ -55,7 +65,11 @@ struct Message {
   int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
   std::vector<uint32_t> contributors;       // push/pushPull: the ranks each payload sums (empty: the sender alone)
   std::vector<KeyRef> keys;
-  std::vector<TensorInfo> tensors;  // init only
+  std::vector<TensorInfo> tensors;         // init only
+  std::vector<TableInfo> tables;           // tableInit only
+  uint32_t table = 0;                      // rowPull/rowPush/rows: the table's id
+  uint64_t table_seed = 0;                 // tableInit only
+  Encoding row_encoding = Encoding::NONE;  // rowPush: frame 1's encoding; rowPull/rows: the reply's (none or bf16)
   ErrorCode error_code = ErrorCode::NONE;
   std::string error_message;
   std::vector<FrameView> payloads;  // decode(): views into the payload frames, one per key
@@ -79,8 +93,9 @@ constexpr size_t kMaxHeaderBytes = size_t(16) << 20;
 std::string encode_header(const Message& msg);
 
 // Decodes frames[0] as a Header and checks the structure, without copying payloads:
-// a known type, a payload count that matches the keys (0 for pull/ack/error/ping/..., and for messages whose
-// payloads are in shared memory: push, pushPull and weights with encoding none only), float32
+// a known type, a payload count that matches the keys (for the tables' messages: no keys, a tableInit with tables,
+// row ids that are whole uint64s and row values that are whole values of none or bf16) (0 for pull/ack/error/ping/...,
+// and for messages whose payloads are in shared memory: push, pushPull and weights with encoding none only), float32
 // keys with length > 0 whose frames are valid encodings of `length` values (length * 4 bytes for
 // encoding none; any codec for push/pushPull, none/fp16/bf16 for weights, none for everything
 // else; sparse indices in range and increasing), a pull encoding of none/fp16/bf16 on reads and
@@ -95,6 +110,11 @@ Decoded decode(const FrameView* frames, size_t count);
 
 // True for types that carry one payload frame per key.
 bool carries_payloads(MessageType type);
+// True for the embedding tables' messages (tableInit, rowPull, rowPush, rows): no keys; their frames are row ids and
+// row values (pshard.capnp), which decode() checks for shape and the server against its tables.
+bool is_row_message(MessageType type);
+// Bytes one value takes in a row frame encoded as `e` (none: 4, bf16: 2); 0 for an encoding rows do not use.
+size_t row_value_bytes(Encoding e);
 // True for the requests answered with the weights of their keys: pull, pushPull and join.
 bool reads_weights(MessageType type);
 // The type of a server's answer to a request of `type` that it did not refuse: weights for reads_weights(), pong

@@ -12,6 +12,9 @@
 #   pushPull  keys + one payload per key (gradients)         -> weights | error
 #   ping      nothing                                        -> pong (its `step`: the server's highest slice version)
 #   join      keys, no payload                               -> weights | error (a worker rejoining a sync job)
+#   tableInit tables, no payload                             -> ack | error (the job's embedding tables)
+#   rowPull   table, frame 0: row ids                        -> rows | error
+#   rowPush   table, frame 0: row ids, frame 1: gradients    -> ack | error
 #   shutdown  nothing                                        -> ack (then the server stops)
 @0x90a67fa7ef1961e4;
 
@@ -59,6 +62,18 @@ enum MessageType {
   shutdown @10;     # -> server: finish and exit (needs the job token); answered with ack
   join @11;         # worker -> server (sync): a rejoining worker is counted in every step >= `step` of `keys`;
                     # answered like a pull at `step`; badStep when a key is already past `step`
+  tableInit @12;    # worker -> server: the job's embedding tables (`tables`, in table-id order) and `tableSeed`; every
+                    # worker sends it before its first row request; a server makes its rows of each table at the first
+                    # and refuses a later one that differs (layoutMismatch); answered with ack
+  rowPull @13;      # worker -> server: the rows of table `table` a worker about to compute step `step` reads (BSP:
+                    # after step - 1 was applied); payload frame 0: the row ids (uint64, little-endian, no two equal,
+                    # each on this server); answered with rows
+  rowPush @14;      # worker -> server: the gradients of step `step` for rows of table `table`: frame 0 the row ids (as
+                    # in rowPull, each pulled by this worker for this step), frame 1 their values (ids x dim, row after
+                    # row, encoded as `rowEncoding`); BSP: every worker sends one per table and server each step, with
+                    # no rows when its batch touched none there; answered with ack
+  rows @15;         # server -> worker: the reply to rowPull: one frame, the rows' values in the request's order
+                    # (ids x dim, encoded as the request's `rowEncoding`)
 }
 
 # Why a request was refused (in an `error` reply).
@@ -86,6 +101,11 @@ enum ErrorCode {
   badEncoding @20;      # a payload's encoding is unknown, not allowed for this message, or its contents are invalid
                         # (a sparse index out of range or out of order, a scale that is not a finite number)
   nonFiniteGradient @21; # a pushed gradient (decoded) holds a NaN or an infinity; names the slice, step and element
+  unknownTable @22;     # a row request names a table this server was not told of (tableInit), or before any tableInit
+  badRow @23;           # a row id outside the table, or a row another server holds
+  duplicateRow @24;     # the same row id twice in one request
+  tooManyRows @25;      # a request lists more rows than the server's limit (cluster.max_rows_per_request)
+  rowNotPulled @26;     # a rowPush names a row this worker did not pull for that step
 }
 
 # One key's payload description: the frame with index `frame` (counting
@@ -97,6 +117,22 @@ struct KeyRef {
   length @3 :UInt64;     # number of elements in this payload (elements; for pull: of the slice)
   dtype @4 :DType;       # element type of the slice (float32)
   encoding @5 :Encoding; # how the payload frame encodes the slice's values (none for init and for keys without payload)
+}
+
+# How a table's rows start (each value from the run's seed, the table's name, the row and the column).
+enum TableInit {
+  normal @0;   # N(0, initScale^2)
+  uniform @1;  # U(-initScale, initScale)
+  zeros @2;
+}
+
+# One embedding table: rows x dim float32 values that only the servers hold (carried by `tableInit`).
+struct TableInfo {
+  name @0 :Text;         # e.g. "user_id"; unique among the job's tables
+  rows @1 :UInt64;       # number of rows (ids 0 .. rows - 1)
+  dim @2 :UInt32;        # values per row
+  init @3 :TableInit;
+  initScale @4 :Float32; # the standard deviation (normal) or the bound (uniform)
 }
 
 # One parameter tensor of the model (carried by `init`, in tensor-id order).
@@ -139,4 +175,9 @@ struct Header {
   contributors @19 :List(UInt32); # push/pushPull (sync): the workers whose gradients each payload sums, in increasing
                                 # rank order with the sender first (the workers of one host, summed by the lowest of
                                 # them: cluster.host_aggregation); the step counts them all. Empty: the sender alone
+  tables @20 :List(TableInfo);  # tableInit only: the job's embedding tables, in table-id order
+  table @21 :UInt32;            # rowPull/rowPush/rows: the table's id (its index in `tables`)
+  tableSeed @22 :UInt64;        # tableInit only: the run's seed (train.seed), from which the servers make the rows
+  rowEncoding @23 :Encoding;    # rowPush: how frame 1 encodes the gradients; rowPull and rows: how the reply encodes
+                                # the rows (none: float32, or bf16)
 }

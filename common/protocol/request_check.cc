@@ -17,7 +17,9 @@ RequestCheck refuse(ErrorCode code, std::string why) {
 
 RequestCheck check_request(const Message& msg, const ServerView& view) {
   const MessageType t = msg.type;
-  const bool data = t == MessageType::INIT || t == MessageType::PUSH || t == MessageType::PULL ||
+  // The tables' requests pass the sender's checks here; the table store checks their tables and rows.
+  const bool rows = t == MessageType::TABLE_INIT || t == MessageType::ROW_PULL || t == MessageType::ROW_PUSH;
+  const bool data = rows || t == MessageType::INIT || t == MessageType::PUSH || t == MessageType::PULL ||
                     t == MessageType::PUSH_PULL || t == MessageType::JOIN;
   if (!data && t != MessageType::PING && t != MessageType::SHUTDOWN) {
     return refuse(ErrorCode::UNKNOWN_TYPE, std::string("'") + type_name(t) + "' is not a request a server handles");
@@ -39,6 +41,7 @@ RequestCheck check_request(const Message& msg, const ServerView& view) {
                                              ", not worker " + std::to_string(msg.sender_rank));
   }
   if (msg.step < 0) return refuse(ErrorCode::BAD_STEP, "negative step " + std::to_string(msg.step));
+  if (rows) return ok;
   if (!msg.contributors.empty()) {
     if (t != MessageType::PUSH && t != MessageType::PUSH_PULL) {
       return refuse(ErrorCode::BAD_SENDER, std::string(type_name(t)) + " cannot name contributors (only a push can)");

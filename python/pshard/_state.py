@@ -6,9 +6,13 @@ plan = None
 # checkpoint.on_sigterm = checkpoint: this process got SIGTERM (init() installs the handler; DistributedOptimizer
 # flags the next step's pushes). Not cleared by forget().
 sigterm = False
+# The embedding tables this process declared (pshard.embedding), in table-id order; DistributedOptimizer pushes their
+# rows' gradients at each step().
+tables = []
 
 
 def forget():
-    global optimizer, plan
+    global optimizer, plan, tables
     optimizer = None
     plan = None
+    tables = []

@@ -32,10 +32,11 @@ from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_MEANS, LOSS_SCALING, TEST_ACC, TES
                    check, lib, EpochReport)
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
+from .embedding import Embedding, EmbeddingBag, discard_tables, push_tables
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
-           "PshardError"]
+           "PshardError", "Embedding", "EmbeddingBag"]
 
 
 # The exit status of a rank that stopped at a checkpoint on SIGTERM (checkpoint.on_sigterm = checkpoint): EX_TEMPFAIL,
@@ -188,6 +189,9 @@ class DistributedOptimizer:
                 raise PshardError("pshard: parameter '%s' is %s; the servers hold float32 parameters (model.float())"
                                   % (n, p.dtype), "PSHARD_ERR_ARGUMENT")
         self._whole_options(grad_scaler, backward_passes_per_step, clip_grad_norm)
+        if grad_scaler is not None and _state.tables:
+            raise PshardError("pshard: grad_scaler with embedding tables (ps.Embedding, ps.EmbeddingBag) is not "
+                              "supported: their rows' gradients would reach the servers scaled", "PSHARD_ERR_ARGUMENT")
         self.batch_size = int(batch_size if batch_size is not None else config("train.batch_size"))
         self.steps_per_epoch = int(steps_per_epoch or 0)
         c = self.client = client()
@@ -592,6 +596,7 @@ class DistributedOptimizer:
             self._update_scale(applied)
             self._check_diverged(applied)
         if not applied:
+            discard_tables()
             self.skipped_steps += 1
             self.epoch_skipped += 1
             self.seen = [0] * len(self.params)
@@ -661,6 +666,7 @@ class DistributedOptimizer:
         if marks is not None and self.tracing:
             self._trace_step(step, marks)
         self.pushed = 0
+        push_tables(step)  # the rows each embedding table's lookups used this step (docs/SPARSE.md)
         self.step_count += 1
         if _state.sigterm and not self.stop_asked:
             check(lib().pshard_request_stop(self.client, self.step_count), "DistributedOptimizer")

@@ -26,6 +26,7 @@
 #include "server/kv/shm_host.h"
 #include "server/kv/slice_store.h"
 #include "server/kv/update_threads.h"
+#include "server/tables/table_store.h"
 
 namespace pshard {
 
@@ -61,6 +62,7 @@ struct KvServer::Impl {
   SliceThread inline_thread{io_dead, inline_scratch, nullptr, opt.tracer.get()};  // the socket thread's slices
 
   std::unique_ptr<UpdateThreads> updates;
+  std::unique_ptr<TableStore> tables;  // the embedding tables' rows here, on the socket thread
   std::thread io;
 
   std::mutex done_mu;  // requests the update threads finished, and control events, for the socket thread
@@ -113,6 +115,9 @@ struct KvServer::Impl {
         PSHARD_LOG(kWarn) << e.what() << "; payloads go over TCP";
       }
     }
+    tables = std::make_unique<TableStore>(TableStoreOptions{
+        opt.rank, opt.num_servers, opt.num_workers, opt.mode, opt.table_optimizer ? opt.table_optimizer : opt.optimizer,
+        opt.table_lr > 0 ? opt.table_lr : opt.base_lr, opt.max_rows_per_request});
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     inline_thread.shm = shm.get();
@@ -266,6 +271,17 @@ struct KvServer::Impl {
       }
     }
     protocol::Message m = protocol::reply_header(r.msg, opt.rank);
+    if (r.msg.type == MessageType::ROW_PULL) {  // the rows, as the table store encoded them
+      m.table = r.msg.table;
+      m.row_encoding = r.msg.row_encoding;
+      std::vector<zmq::message_t> out;
+      out.push_back(std::move(r.identity));
+      out.push_back(transport::copy_frame(protocol::encode_header(m)));
+      bytes_out += r.replies.at(0).size();
+      out.push_back(std::move(r.replies[0]));
+      send(out, r.address);
+      return;
+    }
     const bool weights = protocol::reads_weights(r.msg.type);
     if (weights) m.stop_at = store.stop_at();
     std::vector<zmq::message_t> out;
@@ -353,7 +369,8 @@ struct KvServer::Impl {
     // A rejoining worker's pushes are accepted again; each slice counts it from its join step on.
     if (m.type == MessageType::JOIN) io_rejoined[m.sender_rank] = 1;
     const std::vector<uint32_t> from = m.contributors.empty() ? std::vector<uint32_t>{m.sender_rank} : m.contributors;
-    if (m.type != MessageType::INIT && m.type != MessageType::PULL) {
+    if (m.type != MessageType::INIT && m.type != MessageType::PULL && m.type != MessageType::ROW_PULL &&
+        m.type != MessageType::TABLE_INIT) {
       for (uint32_t r : from) {
         if (io_dead[r] && !io_rejoined[r]) {
           send_error(frames[0], address, m.request_id, ErrorCode::WORKER_DEAD,
@@ -361,6 +378,10 @@ struct KvServer::Impl {
           return;
         }
       }
+    }
+    if (protocol::is_row_message(m.type)) {
+      handle_rows(frames, address, m);
+      return;
     }
     if (watch_pushes && (m.type == MessageType::PUSH || m.type == MessageType::PUSH_PULL)) {
       for (uint32_t r : from) stalls.pushed(r, std::chrono::steady_clock::now());
@@ -402,6 +423,33 @@ struct KvServer::Impl {
         updates->run(store.owner(id), req, k);
       }
     }
+  }
+
+  // tableInit, rowPull and rowPush (their sender checked): the table store runs them here, on the socket thread.
+  void handle_rows(std::vector<zmq::message_t>& frames, const std::string& address, protocol::Message& m) {
+    if (m.type == MessageType::TABLE_INIT) {
+      ErrorCode code = ErrorCode::NONE;
+      std::string why;
+      if (!tables->declare(m, code, why)) {
+        send_error(frames[0], address, m.request_id, code, why, request_what(m));
+        return;
+      }
+      std::vector<zmq::message_t> out;
+      out.push_back(std::move(frames[0]));
+      out.push_back(transport::copy_frame(protocol::encode_header(protocol::reply_header(m, opt.rank))));
+      send(out, address);
+      return;
+    }
+    auto req = std::make_shared<Request>();
+    req->identity = std::move(frames[0]);
+    req->address = address;
+    for (size_t i = 2; i < frames.size(); ++i) {
+      bytes_in += frames[i].size();
+      req->payloads.push_back(std::make_shared<zmq::message_t>(std::move(frames[i])));
+    }
+    m.payloads.clear();  // views into moved frames; use req->payloads
+    req->msg = std::move(m);
+    reply_all(tables->run(req));
   }
 
   // The layout is known: the weights segment, and this server's weights kept in it (SliceWeights::home_in), before
@@ -453,6 +501,7 @@ struct KvServer::Impl {
       PSHARD_LOG(kWarn) << "server " << opt.rank << ": worker " << rank << " is dead; continuing without it";
     }
     updates->worker_dead(rank);
+    reply_all(tables->worker_dead(rank));
     store.for_each_owned(-1, [&](Slice& s) { reply_all(s.requests.worker_dead(rank, inline_thread)); });
   }
 };

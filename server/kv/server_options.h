@@ -36,6 +36,11 @@ struct KvServerOptions {
   int64_t staleness = 2;                              // kSsp only
   uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
   std::shared_ptr<const optim::Optimizer> optimizer;  // required
+  // The embedding tables' rule (embedding.optimizer; null: `optimizer`) and learning rate (embedding.lr; 0: base_lr),
+  // and the most rows a request may name (cluster.max_rows_per_request).
+  std::shared_ptr<const optim::Optimizer> table_optimizer;
+  float table_lr = 0.0f;
+  uint64_t max_rows_per_request = uint64_t(1) << 20;
   // Learning rate of a step. When empty, the first init builds it from `schedule`, `base_lr`,
   // the global batch (batch_size x num_workers) and the run's length that worker 0 sends.
   std::function<float(int64_t step)> lr_at;

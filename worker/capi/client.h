@@ -84,6 +84,7 @@ struct pshard_client {
 
   std::vector<pshard::TensorSpec> tensors;  // KV names carry the shape: "fc1.weight[256,784]"
   std::vector<std::string> names;           // as declared
+  std::vector<pshard::TableSpec> tables;    // embedding tables (pshard_add_table), sent to the servers at pshard_start
   std::unique_ptr<pshard::optim::LrSchedule> schedule;
   int64_t log_every = 50;  // train.log_every; 0: no step events
   // Where this worker starts (pshard_start): 0, a resumed run's step (PSHARD_START_STEP) or, for a restarted worker
@@ -175,6 +176,15 @@ struct pshard_client {
       throw Failure{PSHARD_ERR_ARGUMENT, "pshard: tensor index " + std::to_string(tensor) + " is not one of the " +
                                              std::to_string(tensors.size()) + " declared tensors"};
     }
+  }
+
+  const pshard::TableSpec& check_table(int table) const {
+    if (!kv) throw Failure{PSHARD_ERR_STATE, "pshard: call pshard_start before moving rows"};
+    if (table < 0 || static_cast<size_t>(table) >= tables.size()) {
+      throw Failure{PSHARD_ERR_ARGUMENT, "pshard: table index " + std::to_string(table) + " is not one of the " +
+                                             std::to_string(tables.size()) + " declared embedding tables"};
+    }
+    return tables[static_cast<size_t>(table)];
   }
 
   size_t numel(int tensor) const { return static_cast<size_t>(tensors[static_cast<size_t>(tensor)].numel); }

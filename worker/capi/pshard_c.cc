@@ -376,6 +376,9 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const pshard::KvClientOptions kopt =
         pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps);
     c->kv = std::make_unique<pshard::KvClient>(kopt);
+    if (!c->tables.empty()) {  // every worker declares them; the servers make the rows at the first
+      c->kv->wait(c->kv->declare_tables(c->tables, static_cast<uint64_t>(cfg.get_int("run.seed"))));
+    }
     c->rejoin = c->env.rejoin;
     if (elastic && c->cluster->joins_running()) {
       // Joining a running elastic job: at the next epoch's start, counted by the servers from its first step on.

@@ -48,8 +48,9 @@ extern "C" {
  * pshard_epoch_plan, pshard_joining_epoch). 5: pshard_barrier_vote. 6: pshard_epoch_report gained loss_scale and
  * skipped_steps (figure PSHARD_LOSS_SCALING). 7: pshard_epoch_report gained label (the program's own epoch
  * numbering) and the figure PSHARD_LOSS_MEANS; train.epochs is optional outside elastic jobs, and the end of a job
- * is judged by the steps the workers pushed (pshard_close). */
-#define PSHARD_C_API_VERSION 7
+ * is judged by the steps the workers pushed (pshard_close). 8: embedding tables held by the servers
+ * (pshard_add_table, pshard_pull_rows, pshard_push_rows). */
+#define PSHARD_C_API_VERSION 8
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -195,6 +196,28 @@ int pshard_poll(pshard_client* c, pshard_request r);
  * request fails with SERVER). OK, TIMEOUT (r stays valid), or the error that ended it. Returns ABORTED as soon as
  * the job is aborted. */
 int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms);
+
+/* ---- Embedding tables (docs/SPARSE.md): rows that only the servers hold ------------------------------------ */
+
+/* How a table's rows start: each value from run.seed, the table's name, the row and the column. */
+enum { PSHARD_INIT_NORMAL = 0, PSHARD_INIT_UNIFORM = 1, PSHARD_INIT_ZEROS = 2 };
+/* Declares an embedding table of `rows` x `dim` float32 values, before pshard_start; every rank declares the same
+ * tables in the same order. No worker holds it whole: row r lives on server r mod S, made there from the seed
+ * (`init`: PSHARD_INIT_NORMAL with standard deviation `init_scale`, _UNIFORM on [-init_scale, init_scale], or
+ * _ZEROS), and updated there row by row with embedding.optimizer. Returns its index (0, 1, ...), or ARGUMENT (an
+ * empty or repeated name, rows or dim < 1, an unknown init, a negative or non-finite scale) or STATE (after
+ * pshard_start). A job with tables still declares at least one dense tensor (pshard_add_tensor). */
+int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim, int init, double init_scale);
+/* The n rows ids[0..n) of `table` (no two equal, each < rows) that a worker about to compute step `step` reads (sync:
+ * after step - 1 closed), written into out[0 .. n x dim) in the order of `ids`. Keep ids and out alive until the
+ * request is done. ARGUMENT for a row outside the table or listed twice. */
+int pshard_pull_rows(pshard_client* c, int table, const uint64_t* ids, size_t n, float* out, int64_t step,
+                     pshard_request* req);
+/* The gradients of step `step` for n rows of `table` (grads: n x dim), each a row this worker pulled for `step`
+ * (else the request fails with SERVER: rowNotPulled). Copied: the buffers are free when the call returns. In a sync
+ * job every worker pushes each table once per step, with n = 0 when its batch touched none of its rows. */
+int pshard_push_rows(pshard_client* c, int table, const uint64_t* ids, size_t n, const float* grads, int64_t step,
+                     pshard_request* req);
 
 /* ---- Metrics (docs/METRICS.md) ---------------------------------------------------------------------------- */
 

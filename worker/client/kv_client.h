@@ -11,6 +11,7 @@
 #include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
+#include "common/keys/table_layout.h"
 #include "common/protocol/codec.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
@@ -163,6 +164,21 @@ class KvClient {
   //   const int64_t start = kv.servers_step() + 20;              // a step boundary not reached yet
   //   kv.wait(kv.join("fc1.weight", w.data(), w.size(), start));  // then push step `start`
   Handle join(const std::string& tensor, float* out, size_t numel, int64_t step);
+
+  // ---- embedding tables (docs/SPARSE.md): rows that only the servers hold --------------------------------------
+
+  // Every worker, once before its first row request: the job's tables (the same list, in the same order, on every
+  // worker; a table's id is its index) and the run's seed, from which the servers make the rows.
+  Handle declare_tables(const std::vector<TableSpec>& tables, uint64_t seed);
+  const std::vector<TableSpec>& tables() const;
+  // The n rows `ids` of table `table` (no two equal) as a worker about to compute step `step` reads them (BSP: after
+  // step - 1 closed), written to `out` (n x dim floats, in the order of `ids`). Keep `ids` and `out` alive until
+  // wait() returns. Each id goes to the server that holds it (row r on server r mod S).
+  Handle row_pull(uint32_t table, const uint64_t* ids, size_t n, float* out, int64_t step);
+  // The gradients of step `step` for n rows of table `table` (grads: n x dim, row after row), each row one this
+  // worker pulled for `step`. Copied: the caller may reuse its buffers at once. Sync jobs: one call per table and
+  // step, and every server hears it (with no rows where the batch touched none), so that each can close the step.
+  Handle row_push(uint32_t table, const uint64_t* ids, size_t n, const float* grads, int64_t step);
 
   // Thread-safe.
   KvTraffic traffic() const;

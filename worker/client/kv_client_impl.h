@@ -1,7 +1,8 @@
 // KvClient::Impl, the worker's KV client inside (kv_client.h): its state and its parts, by the thread that runs them.
 // kv_client.cc builds a request's parts on the caller's thread and routes them; kv_client_poller.cc is the poller (a
 // waiting caller or the I/O thread: sends, replies, deadlines); kv_client_local.cc is what stays on this host (the
-// shared-memory link with a server on it, the copier, host aggregation). Only those three files include this one.
+// shared-memory link with a server on it, the copier, host aggregation); kv_client_rows.cc the embedding tables' row
+// requests. Only those four files include this one.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,10 @@ struct Part {
   // the part), as (slice id, source).
   std::vector<std::pair<uint32_t, const float*>> slot_copies;
   std::vector<float*> dests;  // pull/pushPull: where each key's weights go
+  // rowPull: row i of the reply goes to row row_positions[i] of row_out (row_dim floats each).
+  float* row_out = nullptr;
+  std::vector<size_t> row_positions;
+  uint32_t row_dim = 0;
   // Host aggregation (HostGroup), the leader's push for its host: each slice's own gradient, to be summed with the
   // members' before the part is sent; the weights of step + 1 that come back are published to the members.
   std::vector<std::pair<uint32_t, const float*>> host_sums;
@@ -249,6 +254,16 @@ struct KvClient::Impl {
   void expire(Clock::time_point now);
 
   void on_reply(uint32_t s, std::vector<zmq::message_t>& frames);
+  // A rowPull's reply: the rows to where the caller wants them (kv_client_rows.cc); "" or what was wrong.
+  std::string take_rows(const Part& p, const protocol::Message& m);
+
+  // The embedding tables (declare_tables) and the encodings of their rows on the wire (bf16 when
+  // cluster.compression / cluster.pull_precision say bf16, float32 otherwise).
+  std::vector<TableSpec> tables;
+  // Parts of a row request: one per server that holds some of `ids` (all servers when `every_server`), each with the
+  // positions of its ids in the caller's list.
+  std::vector<Part> row_parts(MessageType type, uint32_t table, const uint64_t* ids, size_t n, int64_t step,
+                              bool every_server, const std::shared_ptr<Op>& op);
 
   // Leader: the weights its host's push brought back, for the members.
   void publish_to_host(const Part& p);

@@ -261,6 +261,10 @@ void KvClient::Impl::on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
     p.op->part_done(who + " answered " + p.what + " with '" + protocol::type_name(m.type) + "'");
     return;
   }
+  if (p.type == MessageType::ROW_PULL) {
+    p.op->part_done(take_rows(p, m));
+    return;
+  }
   if (p.type == MessageType::PING) {
     std::lock_guard<std::mutex> lock(p.op->mu);
     p.op->max_step = std::max(p.op->max_step, m.step);

@@ -1,0 +1,329 @@
+// TableStore: the tables' declaration, their rows' reads and pushes, and the close of a synchronous table step.
+#include "server/tables/table_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+#include "common/compression/codec.h"
+#include "common/error.h"
+#include "common/reduce/rank_sum.h"
+
+namespace pshard {
+
+using protocol::ErrorCode;
+using protocol::MessageType;
+
+// One table's requests: its open step, the pushes of that step, the rows each worker read, the reads held.
+struct TableStore::Gate {
+  uint32_t table = 0;
+  int64_t version = 0;  // BSP: steps closed; async: pushes applied
+  struct Pushed {
+    bool done = false;
+    std::vector<uint64_t> ids;
+    std::vector<float> grads;  // ids x dim
+  };
+  std::vector<Pushed> pushed;  // per worker, for step `version` (BSP)
+  struct Read {
+    int64_t step = -1;
+    std::vector<uint64_t> rows;  // sorted: every row the worker read for `step`
+  };
+  std::vector<Read> read;  // per worker
+  struct Waiting {
+    RequestPtr req;
+    std::vector<uint64_t> ids;
+  };
+  std::vector<Waiting> waiting;  // BSP reads of a step not closed yet
+};
+
+namespace {
+
+TableSpec spec_of(const protocol::TableInfo& t) {
+  TableSpec s;
+  s.name = t.name;
+  s.rows = t.rows;
+  s.dim = t.dim;
+  s.init = t.init == protocol::TableInit::UNIFORM ? TableInit::kUniform
+           : t.init == protocol::TableInit::ZEROS ? TableInit::kZeros
+                                                  : TableInit::kNormal;
+  s.init_scale = t.init_scale;
+  return s;
+}
+
+bool same(const TableSpec& a, const TableSpec& b) {
+  return a.name == b.name && a.rows == b.rows && a.dim == b.dim && a.init == b.init && a.init_scale == b.init_scale;
+}
+
+std::string step_text(const protocol::Message& m) {
+  return "step " + std::to_string(m.step) + " from worker " + std::to_string(m.sender_rank);
+}
+
+}  // namespace
+
+TableStore::TableStore(TableStoreOptions options) : opt_(std::move(options)), dead_(opt_.num_workers, 0) {
+  if (!opt_.optimizer) throw Error("server " + std::to_string(opt_.rank) + ": the embedding tables have no optimizer");
+  if (opt_.optimizer->layer_wise()) {
+    throw Error(std::string("embedding.optimizer = ") + opt_.optimizer->name() +
+                " takes norms over a whole layer; embedding rows are updated one by one (sgd, momentum, nesterov, "
+                "adagrad, adadelta, rmsprop, adam, adamw)");
+  }
+}
+
+TableStore::~TableStore() = default;
+
+const EmbeddingShard& TableStore::shard(uint32_t table) const { return *shards_.at(table); }
+
+int64_t TableStore::version(uint32_t table) const { return gates_.at(table)->version; }
+
+uint64_t TableStore::bytes() const {
+  uint64_t b = 0;
+  for (const auto& s : shards_) b += s->bytes();
+  return b;
+}
+
+size_t TableStore::waiting() const {
+  size_t n = 0;
+  for (const auto& g : gates_) n += g->waiting.size();
+  return n;
+}
+
+bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::string& why) {
+  std::vector<TableSpec> specs;
+  for (const protocol::TableInfo& t : m.tables) specs.push_back(spec_of(t));
+  if (declared()) {
+    bool equal = specs.size() == specs_.size() && m.table_seed == seed_;
+    for (size_t i = 0; equal && i < specs.size(); ++i) equal = same(specs[i], specs_[i]);
+    if (!equal) {
+      code = ErrorCode::LAYOUT_MISMATCH;
+      why = "worker " + std::to_string(m.sender_rank) + " declares other embedding tables (or another seed) than " +
+            "this server holds: " + std::to_string(specs_.size()) + " tables, the first " + describe_table(specs_[0]);
+      return false;
+    }
+    return true;
+  }
+  try {
+    check_table_specs(specs);
+  } catch (const Error& e) {
+    code = ErrorCode::BAD_HEADER;
+    why = e.what();
+    return false;
+  }
+  seed_ = m.table_seed;
+  specs_ = std::move(specs);
+  for (uint32_t i = 0; i < specs_.size(); ++i) {
+    shards_.push_back(std::make_unique<EmbeddingShard>(specs_[i], opt_.rank, opt_.num_servers, seed_, *opt_.optimizer));
+    auto g = std::make_unique<Gate>();
+    g->table = i;
+    g->pushed.resize(opt_.num_workers);
+    g->read.resize(opt_.num_workers);
+    gates_.push_back(std::move(g));
+  }
+  return true;
+}
+
+std::vector<RequestPtr> TableStore::run(const RequestPtr& req) {
+  std::vector<RequestPtr> finished;
+  const protocol::Message& m = req->msg;
+  const auto refuse = [&](ErrorCode code, std::string why) {
+    req->fail(code, std::move(why));
+    finished.push_back(req);
+    return finished;
+  };
+  if (!declared()) return refuse(ErrorCode::UNKNOWN_TABLE, "no tableInit has declared the embedding tables yet");
+  if (m.table >= shards_.size()) {
+    return refuse(ErrorCode::UNKNOWN_TABLE, "table " + std::to_string(m.table) + " does not exist (the job has " +
+                                                std::to_string(shards_.size()) + " embedding tables)");
+  }
+  Gate& g = *gates_[m.table];
+  const EmbeddingShard& shard = *shards_[m.table];
+  const std::string table = "table " + shard.spec().name;
+  const std::shared_ptr<zmq::message_t>& id_frame = req->payloads.at(0);
+  const size_t n = id_frame->size() / sizeof(uint64_t);
+  if (n > opt_.max_rows_per_request) {
+    return refuse(ErrorCode::TOO_MANY_ROWS,
+                  table + ", " + step_text(m) + ": " + std::to_string(n) +
+                      " rows, more than cluster.max_rows_per_request = " + std::to_string(opt_.max_rows_per_request));
+  }
+  std::vector<uint64_t> ids(n);
+  if (n > 0) std::memcpy(ids.data(), id_frame->data(), n * sizeof(uint64_t));
+  for (uint64_t id : ids) {
+    if (id >= shard.spec().rows) {
+      return refuse(ErrorCode::BAD_ROW, table + ", " + step_text(m) + ": row " + std::to_string(id) +
+                                            " is outside the table (" + std::to_string(shard.spec().rows) + " rows)");
+    }
+    if (!shard.holds(id)) {
+      return refuse(ErrorCode::BAD_ROW, table + ", " + step_text(m) + ": row " + std::to_string(id) +
+                                            " lives on server " + std::to_string(table_server(id, opt_.num_servers)) +
+                                            ", not on server " + std::to_string(opt_.rank));
+    }
+  }
+  std::vector<uint64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) {
+    return refuse(ErrorCode::DUPLICATE_ROW,
+                  table + ", " + step_text(m) + ": row " + std::to_string(*dup) + " is listed twice");
+  }
+  const bool done = m.type == MessageType::ROW_PULL ? pull(req, g, ids, sorted) : push(req, g, ids, finished);
+  if (done) finished.insert(finished.begin(), req);
+  return finished;
+}
+
+bool TableStore::pull(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids, const std::vector<uint64_t>& sorted) {
+  const protocol::Message& m = req->msg;
+  Gate::Read& r = g.read[m.sender_rank];
+  if (r.step != m.step) {
+    r.step = m.step;
+    r.rows = sorted;
+  } else {  // a second read of the step: the worker may push the rows of both
+    std::vector<uint64_t> both;
+    std::set_union(r.rows.begin(), r.rows.end(), sorted.begin(), sorted.end(), std::back_inserter(both));
+    r.rows.swap(both);
+  }
+  if (opt_.mode == Consistency::kBsp && m.step > g.version) {
+    g.waiting.push_back({req, std::move(ids)});
+    return false;
+  }
+  answer(*req, g, ids);
+  return true;
+}
+
+bool TableStore::push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids, std::vector<RequestPtr>& finished) {
+  const protocol::Message& m = req->msg;
+  EmbeddingShard& shard = *shards_[g.table];
+  const std::string where = "table " + shard.spec().name + ", " + step_text(m);
+  const uint32_t dim = shard.spec().dim;
+  const zmq::message_t& values = *req->payloads.at(1);
+  const size_t vb = protocol::row_value_bytes(m.row_encoding);
+  if (values.size() != ids.size() * dim * vb) {
+    req->fail(ErrorCode::WRONG_LENGTH, where + ": " + std::to_string(values.size()) + " bytes of gradients for " +
+                                           std::to_string(ids.size()) + " rows of " + std::to_string(dim) +
+                                           " values, expected " + std::to_string(ids.size() * dim * vb));
+    return true;
+  }
+  const Gate::Read& r = g.read[m.sender_rank];
+  for (uint64_t id : ids) {
+    if (r.step != m.step || !std::binary_search(r.rows.begin(), r.rows.end(), id)) {
+      req->fail(ErrorCode::ROW_NOT_PULLED, where + ": row " + std::to_string(id) +
+                                               " was not pulled by this worker for step " + std::to_string(m.step));
+      return true;
+    }
+  }
+  if (opt_.mode == Consistency::kBsp) {
+    if (m.step != g.version) {
+      req->fail(ErrorCode::BAD_STEP, where + ": the table's open step is " + std::to_string(g.version) +
+                                         (m.step < g.version ? " (this step closed)" : ""));
+      return true;
+    }
+    if (g.pushed[m.sender_rank].done) {
+      req->fail(ErrorCode::DUPLICATE_PUSH, where + ": this worker already pushed the step");
+      return true;
+    }
+  }
+  std::vector<float> grads(ids.size() * dim);
+  if (!grads.empty())
+    compression::decode_encoded(m.row_encoding, values.data(), values.size(), grads.size(), grads.data());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!std::isfinite(grads[i])) {
+      req->fail(ErrorCode::NON_FINITE_GRADIENT, where + ": the gradient of row " + std::to_string(ids[i / dim]) +
+                                                    " holds " + std::to_string(grads[i]) + " at column " +
+                                                    std::to_string(i % dim));
+      return true;
+    }
+  }
+  if (opt_.mode != Consistency::kBsp) {
+    shard.apply(ids.data(), grads.data(), ids.size(), *opt_.optimizer, opt_.lr, ++g.version);
+    return true;
+  }
+  Gate::Pushed& p = g.pushed[m.sender_rank];
+  p.done = true;
+  p.ids = std::move(ids);
+  p.grads = std::move(grads);
+  bool complete = true;
+  for (uint32_t w = 0; w < opt_.num_workers && complete; ++w) complete = dead_[w] || g.pushed[w].done;
+  if (complete) {
+    close_step(g);
+    release(g, finished);
+  }
+  return true;
+}
+
+void TableStore::close_step(Gate& g) {
+  EmbeddingShard& shard = *shards_[g.table];
+  const size_t dim = shard.spec().dim;
+  uint32_t count = 0;
+  std::unordered_map<uint64_t, size_t> at;  // row -> its place in rows/sums
+  std::vector<uint64_t> rows;
+  std::vector<float> sums;
+  for (Gate::Pushed& p : g.pushed) {  // rank order
+    if (!p.done) continue;
+    ++count;
+    for (size_t i = 0; i < p.ids.size(); ++i) {
+      const float* grad = p.grads.data() + i * dim;
+      const auto [it, fresh] = at.emplace(p.ids[i], rows.size());
+      if (fresh) {
+        rows.push_back(p.ids[i]);
+        sums.insert(sums.end(), grad, grad + dim);
+      } else {
+        reduce::sum_add(sums.data() + it->second * dim, grad, dim);
+      }
+    }
+    p = Gate::Pushed();
+  }
+  if (count > 0 && !rows.empty()) {
+    reduce::mean(sums.data(), sums.data(), sums.size(), count);
+    shard.apply(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version + 1);
+  }
+  ++g.version;
+}
+
+void TableStore::release(Gate& g, std::vector<RequestPtr>& finished) {
+  std::vector<Gate::Waiting> still;
+  for (Gate::Waiting& w : g.waiting) {
+    if (w.req->msg.step <= g.version) {
+      answer(*w.req, g, w.ids);
+      finished.push_back(std::move(w.req));
+    } else {
+      still.push_back(std::move(w));
+    }
+  }
+  g.waiting.swap(still);
+}
+
+void TableStore::answer(Request& req, const Gate& g, const std::vector<uint64_t>& ids) {
+  const EmbeddingShard& shard = *shards_[g.table];
+  const size_t dim = shard.spec().dim;
+  std::vector<float> rows(ids.size() * dim);
+  for (size_t i = 0; i < ids.size(); ++i) std::memcpy(rows.data() + i * dim, shard.row(ids[i]), dim * sizeof(float));
+  req.replies.clear();
+  if (req.msg.row_encoding == protocol::Encoding::NONE) {
+    req.replies.emplace_back(rows.data(), rows.size() * sizeof(float));
+  } else {
+    auto codec = compression::make_codec({req.msg.row_encoding});
+    zmq::message_t frame(codec->max_encoded_bytes(rows.size()));
+    const size_t bytes = codec->encode(rows.data(), rows.size(), static_cast<uint8_t*>(frame.data()));
+    req.replies.emplace_back(frame.data(), bytes);
+  }
+}
+
+std::vector<RequestPtr> TableStore::worker_dead(uint32_t rank) {
+  std::vector<RequestPtr> finished;
+  if (rank >= dead_.size() || dead_[rank]) return finished;
+  dead_[rank] = 1;
+  if (opt_.mode != Consistency::kBsp) return finished;
+  for (auto& gp : gates_) {
+    Gate& g = *gp;
+    bool complete = false;
+    for (uint32_t w = 0; w < opt_.num_workers; ++w) complete = complete || g.pushed[w].done;
+    for (uint32_t w = 0; w < opt_.num_workers && complete; ++w) complete = dead_[w] || g.pushed[w].done;
+    if (complete) {
+      close_step(g);
+      release(g, finished);
+    }
+  }
+  return finished;
+}
+
+}  // namespace pshard

@@ -1,0 +1,82 @@
+// The embedding tables a server holds and the row requests at them: the tables declared by tableInit, the reads
+// (rowPull) and the gradients (rowPush) of their rows, and when a synchronous step of a table closes. No sockets:
+// requests in, the requests it finished out (the server replies to them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/keys/table_layout.h"
+#include "common/protocol/codec.h"
+#include "optim/optimizer.h"
+#include "server/consistency/consistency_mode.h"
+#include "server/kv/request.h"
+#include "server/tables/embedding_shard.h"
+
+namespace pshard {
+
+struct TableStoreOptions {
+  uint32_t rank = 0;  // this server
+  uint32_t num_servers = 1;
+  uint32_t num_workers = 1;
+  Consistency mode = Consistency::kBsp;
+  std::shared_ptr<const optim::Optimizer> optimizer;  // the tables' rule (embedding.optimizer), applied per row
+  float lr = 0.01f;                                   // the tables' learning rate (embedding.lr), constant
+  uint64_t max_rows_per_request = uint64_t(1) << 20;  // cluster.max_rows_per_request
+};
+
+// Synchronous jobs (BSP): a table's step t closes when every live worker pushed its rows of step t (maybe none): each
+// row's gradient is the sum of the pushes that hold it, added in rank order, divided by the number of workers that
+// pushed, then the rule updates each such row once with update count t + 1. A read of step t waits until step t - 1
+// closed. That is the dense mean where the rows a worker did not push have a zero gradient. Async and SSP jobs:
+// each push updates its rows at once, as it comes (its own gradient, update count = the table's pushes so far),
+// and reads never wait. A push names only rows its worker read for that step (rowNotPulled otherwise), once per
+// step and table (duplicatePush), so a gradient always belongs to weights the worker saw.
+//
+//   TableStore tables(opt);
+//   if (!tables.declare(msg, code, why)) reply_error(code, why);      // tableInit
+//   for (RequestPtr& r : tables.run(req)) reply(*r);                 // rowPull or rowPush
+//   for (RequestPtr& r : tables.worker_dead(rank)) reply(*r);
+class TableStore {
+ public:
+  explicit TableStore(TableStoreOptions options);
+  ~TableStore();
+  TableStore(const TableStore&) = delete;
+  TableStore& operator=(const TableStore&) = delete;
+
+  // tableInit: the first makes this server's rows of every table (from the seed); a later one must list the same
+  // tables with the same seed. False with the error reply's code and text otherwise.
+  bool declare(const protocol::Message& m, protocol::ErrorCode& code, std::string& why);
+  // rowPull or rowPush whose sender check_request() accepted: the requests it finished (this one, and reads its
+  // push released), in order; a finished read's reply frame is in Request::replies[0]; a refused one has
+  // Request::error set and changed nothing.
+  std::vector<RequestPtr> run(const RequestPtr& req);
+  // Worker `rank` is dead or left: the steps close without it; the reads it held go through.
+  std::vector<RequestPtr> worker_dead(uint32_t rank);
+
+  bool declared() const { return !shards_.empty(); }
+  size_t size() const { return shards_.size(); }
+  const EmbeddingShard& shard(uint32_t table) const;
+  int64_t version(uint32_t table) const;  // steps of `table` closed (BSP) or pushes applied (async)
+  uint64_t bytes() const;                 // values and optimizer state of every table held here
+  size_t waiting() const;                 // reads held
+
+ private:
+  struct Gate;
+  bool pull(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids, const std::vector<uint64_t>& sorted);
+  bool push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids, std::vector<RequestPtr>& finished);
+  void close_step(Gate& g);
+  void answer(Request& req, const Gate& g, const std::vector<uint64_t>& ids);
+  void release(Gate& g, std::vector<RequestPtr>& finished);
+
+  TableStoreOptions opt_;
+  uint64_t seed_ = 0;
+  std::vector<TableSpec> specs_;
+  std::vector<std::unique_ptr<EmbeddingShard>> shards_;
+  std::vector<std::unique_ptr<Gate>> gates_;
+  std::vector<char> dead_;  // per worker
+};
+
+}  // namespace pshard

@@ -1,0 +1,152 @@
+"""An embedding table of 1M rows that only the servers hold (ps.EmbeddingBag), trained by 2 Python workers in sync
+steps through 2 servers beside a dense layer, ends where single-process PyTorch ends with nn.EmbeddingBag(sparse=True)
+over the global batch: with SGD and with Adagrad on the table's rows (embedding.optimizer), SGD on the dense layer,
+within 1e-6 on every row the data touched. Also: rows no worker pushed keep their initial values, a table made after
+the optimizer and an id outside the table are refused with their names."""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import support
+
+ROWS, DIM, BAG, BATCH, STEPS = 1_000_000, 8, 4, 16, 100
+DENSE_LR, TABLE_LR = 0.1, 0.05
+CONFIG = """
+[optimizer]
+name = "sgd"
+lr = %g
+momentum = 0.0
+
+[embedding]
+optimizer = "%%s"
+lr = %g
+
+[train]
+batch_size = %d
+
+[cluster]
+mode = "sync"
+""" % (DENSE_LR, TABLE_LR, BATCH)
+
+
+def data():
+    """Bags of BAG ids, skewed towards low ids (shared by the workers' batches), and 0/1 labels."""
+    g = torch.Generator()
+    g.manual_seed(11)
+    u = torch.rand(STEPS * 2 * BATCH, BAG, generator=g)
+    ids = (u ** 4 * ROWS).to(torch.int64)
+    y = (torch.rand(STEPS * 2 * BATCH, generator=g) < 0.3).to(torch.float32)
+    return ids, y
+
+
+class Net(torch.nn.Module):
+    def __init__(self, bag):
+        super().__init__()
+        self.bag = bag
+        self.fc = torch.nn.Linear(DIM, 1)
+
+    def forward(self, ids):
+        return self.fc(self.bag(ids)).squeeze(1)
+
+
+def worker(out_dir):
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(5)
+    net = Net(ps.EmbeddingBag(ROWS, DIM, mode="mean", name="items", init="uniform", init_scale=0.1))
+    opt = ps.DistributedOptimizer(net)
+    try:
+        ps.Embedding(10, 2, name="late")
+        raise AssertionError("a table made after the optimizer was accepted")
+    except ps.PshardError as e:
+        assert "made after DistributedOptimizer" in str(e), str(e)
+    try:
+        net.bag.pull(torch.tensor([ROWS]))
+        raise AssertionError("an id outside the table was accepted")
+    except ps.PshardError as e:
+        assert "id 1000000 is outside embedding table 'items' (1000000 rows)" in str(e), str(e)
+    ids, y = data()
+    touched = torch.unique(ids)
+    start = net.bag.pull(touched)
+    seen = set(touched.tolist())
+    untouched = torch.tensor([i for i in (ROWS - 1, ROWS - 2, ROWS // 2 + 1, ROWS // 2 + 3) if i not in seen][:2])
+    assert untouched.numel() == 2
+    untouched_start = net.bag.pull(untouched)
+    for t in range(STEPS):
+        lo = t * 2 * BATCH + ps.rank() * BATCH
+        loss = F.binary_cross_entropy_with_logits(net(ids[lo:lo + BATCH]), y[lo:lo + BATCH])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    opt.synchronize()
+    final = net.bag.pull(touched)
+    assert torch.equal(net.bag.pull(untouched), untouched_start), "rows no worker pushed changed"
+    if ps.rank() == 0:
+        torch.save({"touched": touched, "start": start, "final": final, "fc": net.fc.state_dict(),
+                    "fc_start": FC_START}, os.path.join(out_dir, "rows.pt"))
+    ps.report(epoch=1, train_loss=float(loss))
+    ps.shutdown()
+
+
+FC_START = None
+
+
+def reference(rule, got):
+    """Single-process PyTorch over the global batch (both workers' samples, each half's mean loss, as the workers
+    compute them): nn.EmbeddingBag(sparse=True) with the rows the job started from, the same dense layer,
+    torch.optim's SGD or Adagrad on the table."""
+    torch.manual_seed(5)
+    net = Net(torch.nn.EmbeddingBag(ROWS, DIM, mode="mean", sparse=True))
+    with torch.no_grad():
+        net.bag.weight.zero_()
+        net.bag.weight[got["touched"]] = got["start"]
+        net.fc.load_state_dict(got["fc_start"])
+    dense = torch.optim.SGD(net.fc.parameters(), lr=DENSE_LR)
+    if rule == "adagrad":
+        table = torch.optim.Adagrad([net.bag.weight], lr=TABLE_LR, eps=1e-10)
+    else:
+        table = torch.optim.SGD([net.bag.weight], lr=TABLE_LR)
+    ids, y = data()
+    for t in range(STEPS):
+        dense.zero_grad()
+        table.zero_grad()
+        for r in range(2):  # the mean of the workers' gradients: (g0 + g1) / 2 = g0 / 2 + g1 / 2 exactly
+            lo = t * 2 * BATCH + r * BATCH
+            loss = F.binary_cross_entropy_with_logits(net(ids[lo:lo + BATCH]), y[lo:lo + BATCH])
+            (loss / 2).backward()
+        dense.step()
+        table.step()
+    return net
+
+
+def main():
+    for rule in ("sgd", "adagrad"):
+        out = support.fresh_dir("embedding-" + rule)
+        status, output, run_dir = support.launch(CONFIG % rule, 2, 2, [os.path.abspath(__file__), "worker", out],
+                                                 240, "embedding-" + rule)
+        support.expect(status == 0, "%s: the job failed (status %d)" % (rule, status), output)
+        got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
+        ref = reference(rule, got)
+        want = ref.bag.weight.detach()[got["touched"]]
+        moved = float((want - got["start"]).abs().max())
+        support.expect(moved > 1e-3, "%s: the table's rows did not train (moved %.3g)" % (rule, moved), output)
+        err = float((got["final"] - want).abs().max())
+        support.expect(err <= 1e-6, "%s: the table's rows differ from PyTorch's by %.3g > 1e-6" % (rule, err), output)
+        for name, w in ref.fc.state_dict().items():
+            derr = float((got["fc"][name] - w).abs().max() / w.abs().max())
+            support.expect(derr <= 1e-5, "%s: fc.%s differs from PyTorch's by %.3g (relative)" % (rule, name, derr),
+                           output)
+        print("embedding %s: %d rows touched of %d, moved up to %.3g, off PyTorch's by %.3g"
+              % (rule, got["touched"].numel(), ROWS, moved, err))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        torch.manual_seed(5)
+        FC_START = Net(torch.nn.Identity()).fc.state_dict()
+        worker(sys.argv[2])
+    else:
+        main()
+        support.passed()
