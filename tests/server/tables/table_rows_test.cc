@@ -180,8 +180,7 @@ TEST(TableRows, TheClientRefusesRowsOutsideTheTableAndRepeatedRows) {
     FAIL() << "a push of a row not pulled was accepted";
   } catch (const KvError& e) {
     EXPECT_EQ(e.code(), protocol::ErrorCode::ROW_NOT_PULLED);
-    EXPECT_NE(std::string(e.what()).find("table items, step 0 from worker 0: row 7 was not pulled"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("table items, step 0 from worker 0: row 7 was not pulled"), std::string::npos)
         << e.what();
   }
 }

@@ -1,13 +1,14 @@
 // TableStore without sockets: rows made from the seed, the synchronous step of a table (rank-ordered mean of the rows
 // pushed, reads held until it closes, a dead worker), async pushes, and every refusal naming the table and step and
 // changing nothing.
+#include "server/tables/table_store.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "common/error.h"
-#include "server/tables/table_store.h"
 
 namespace pshard {
 namespace {
@@ -258,7 +259,8 @@ TEST(TableStore, ARowOfAnotherServerIsRefused) {
 TEST(TableStore, LayerWiseRulesAreRefusedForTables) {
   optim::OptimizerParams p;
   p.name = "lamb";
-  EXPECT_THROW(TableStore(TableStoreOptions{0, 1, 1, Consistency::kBsp, optim::make_optimizer(p), 0.1f, 4}), pshard::Error);
+  EXPECT_THROW(TableStore(TableStoreOptions{0, 1, 1, Consistency::kBsp, optim::make_optimizer(p), 0.1f, 4}),
+               pshard::Error);
 }
 
 }  // namespace
