@@ -17,11 +17,18 @@ beside an analytic model of the step:
   step = compute + link + 2 x latency + server work                 (no overlap: the bound printed beside it)
 
   compute      the profile's forward + backward at the batch
-  link         the busiest host's bytes each way per step / rate. Host h holds server h's share b_h of the model
+  link         the busiest host's bytes each way per step, with TCP/IP headers (1514 bytes a frame for 1448 of
+               payload), over the link's all-to-all TCP goodput. Host h holds server h's share b_h of the model
                (M bytes, each server prints its share): with one push per host it sends M - b_h of gradients and
-               receives M - b_h of weights, and serves the other H - 1 hosts b_h each way: M + (H - 2) b_h each way
+               receives M - b_h of weights, and serves the other H - 1 hosts b_h each way: M + (H - 2) b_h each way.
+               The goodput is measured before each run: every host sends every other host its share of a step's
+               bytes at once over TCP (one connection a pair); it is below the shaped rate (on 4 hosts about 75 %),
+               and the step at the shaped rate itself is printed too
   latency      one round trip per step: the last layer's gradients go out and its weights come back
   server work  the busiest server's aggregate + update time per step, measured in the same run
+
+The measured step is the mean time from the end of a worker's third step to the end of its last (the first steps
+carry the job's start), the mean over the workers.
 
 --scale K divides the model's bytes (every tensor's size) and the link rate by K together, so that the link time is
 that of the full model at --rate while the servers' work and the machine's copies shrink K-fold: a small machine
@@ -106,6 +113,62 @@ def netns_ssh(argv):
         args += ["-c", command]
     os.execvp("ip", args)
     return 255
+
+
+# ------------------------------------------------------------------ the links' TCP goodput, all to all
+
+def netns_all_to_all(argv):
+    """`lab.py netns-a2a ME HOSTS SUBNET BYTES ROUNDS PORT`, run in host ME's namespace by the lab: every host sends
+    BYTES to every other host at once (one TCP connection a pair, as a step's pushes and replies), ROUNDS times with
+    a barrier between; prints each round's seconds."""
+    import socket
+    import threading
+    me, hosts, subnet, nbytes, rounds, port = (int(argv[0]), int(argv[1]), argv[2], int(argv[3]), int(argv[4]),
+                                               int(argv[5]))
+    addr = lambda i: "%s.%d" % (subnet, 10 + i)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.settimeout(30)
+    listener.bind((addr(me), port))
+    listener.listen(hosts)
+    outs = []
+    for j in range(1, hosts + 1):
+        if j == me:
+            continue
+        for _ in range(300):  # the others' listeners start at about the same time
+            try:
+                outs.append(socket.create_connection((addr(j), port), timeout=30))
+                break
+            except OSError:
+                time.sleep(0.01)
+        else:
+            raise LabError("all-to-all: host %d cannot reach %s:%d" % (me, addr(j), port))
+    ins = [listener.accept()[0] for _ in range(hosts - 1)]
+    for s in ins:
+        s.settimeout(30)
+    payload = b"\0" * nbytes
+
+    def receive(s, n):
+        while n:
+            chunk = s.recv(min(n, 1 << 20))
+            if not chunk:
+                raise LabError("all-to-all: a connection closed early")
+            n -= len(chunk)
+
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=s.sendall, args=(payload,)) for s in outs]
+        threads += [threading.Thread(target=receive, args=(s, nbytes)) for s in ins]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in outs:
+            s.sendall(b"b")
+        for s in ins:
+            receive(s, 1)
+        print("%.6f" % (time.monotonic() - t0), flush=True)
+    return 0
 
 
 # ------------------------------------------------------------------ small helpers
@@ -239,6 +302,29 @@ class Cluster:
         stats = json.loads(run_cmd(["ip", "-j", "-s", "-n", self.ns(i), "link", "show", "dev", "eth0"]))[0]
         return stats["stats64"]["tx"]["bytes"], stats["stats64"]["rx"]["bytes"]
 
+    def all_to_all(self, hosts, nbytes, rounds=4):
+        """Seconds for hosts 1..`hosts` to send `nbytes` to each other at once over TCP (the median of the rounds
+        after the first, each the slowest host's)."""
+        procs = [subprocess.Popen(["ip", "netns", "exec", self.ns(i), sys.executable, os.path.abspath(__file__),
+                                   "netns-a2a", str(i), str(hosts), self.subnet, str(nbytes), str(rounds), "5999"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                 for i in range(1, hosts + 1)]
+        outs = []
+        try:
+            for p in procs:
+                out, _ = p.communicate(timeout=120)
+                if p.returncode != 0:
+                    raise LabError("the all-to-all TCP transfer on %d hosts failed: %s" % (hosts, out.strip()[-500:]))
+                outs.append([float(x) for x in out.split()])
+        except subprocess.TimeoutExpired:
+            raise LabError("the all-to-all TCP transfer on %d hosts took over 120 s" % hosts)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return statistics.median(max(o[r] for o in outs) for r in range(1, rounds))
+
     def pids(self):
         out = []
         for ns in self.namespaces:
@@ -305,7 +391,7 @@ def read_events(path):
     return events
 
 
-def analyse(h, args, cluster, events, log_text, wire, compute_s, rate_bits):
+def analyse(h, args, cluster, events, log_text, wire, compute_s, rate_bits, goodput):
     """The measured and predicted figures of one run, as a dict."""
     summary = [e for e in events if e.get("event") == "summary"][-1]
     epoch = [e for e in events if e.get("event") == "epoch"][-1]
@@ -337,10 +423,12 @@ def analyse(h, args, cluster, events, log_text, wire, compute_s, rate_bits):
     for i in range(h):
         b = shares[i]  # server i runs on host i + 1
         host_bytes.append(0 if h == 1 else pushes * (model - b) + pushes * (h - 1) * b)
-    link_s = max(host_bytes) * WIRE_PER_PAYLOAD * 8 / rate_bits
+    rate_link_s = max(host_bytes) * WIRE_PER_PAYLOAD * 8 / rate_bits
+    link_s = rate_link_s / goodput  # at the all-to-all TCP goodput measured on these links
     latency_s = 0 if h == 1 else 2 * args.latency / 1000
     server_s = max((p["aggregate_s"] + p["update_s"]) / steps for p in summary.get("server_phases", []))
     predicted = max(compute_s, link_s) + latency_s + server_s
+    at_rate = max(compute_s, rate_link_s) + latency_s + server_s
     no_overlap = compute_s + link_s + latency_s + server_s
     per_host = {x["host"]: x for x in epoch["hosts"]}
     metrics_hosts = [{"bytes_sent_per_step": x["bytes_sent"] / epoch["steps"],
@@ -357,6 +445,7 @@ def analyse(h, args, cluster, events, log_text, wire, compute_s, rate_bits):
         "metrics_hosts": metrics_hosts,
         "wire_per_step": [{"tx": tx / steps, "rx": rx / steps} for tx, rx in wire],
         "predicted": {"compute_s": compute_s, "link_s": link_s, "latency_s": latency_s, "server_s": server_s,
+                      "rate_link_s": rate_link_s, "goodput_fraction": goodput, "at_rate_step_s": at_rate,
                       "host_bytes_each_way": host_bytes, "step_s": predicted, "no_overlap_step_s": no_overlap,
                       "samples_per_s": workers * args.batch / predicted},
         "load_1min": float(open("/proc/loadavg").read().split()[0]),
@@ -385,8 +474,10 @@ def print_run(r, base):
               r["step_s"] * 1e3, r["steps"], p["step_s"] * 1e3, p["no_overlap_step_s"] * 1e3,
               r["step_s"] / p["step_s"]))
     print("  model         max(compute %.1f, link %.1f) + latency %.1f + server %.1f ms  (%s-bound; link: the busiest "
-          "host's bytes each way with TCP/IP headers at the rate)" % (
-        p["compute_s"] * 1e3, p["link_s"] * 1e3, p["latency_s"] * 1e3, p["server_s"] * 1e3, bound))
+          "host's bytes each way with TCP/IP headers, %.1f ms at the rate, at the all-to-all TCP goodput of %.0f %% "
+          "of it; at the rate the step would be %.1f ms)" % (
+              p["compute_s"] * 1e3, p["link_s"] * 1e3, p["latency_s"] * 1e3, p["server_s"] * 1e3, bound,
+              p["rate_link_s"] * 1e3, p["goodput_fraction"] * 100, p["at_rate_step_s"] * 1e3))
     print("  phases/step   compute %.1f ms (forward %.1f + backward %.1f), communication wait %.1f ms, data + other "
           "%.1f ms (mean of the workers)" % ((ph["forward"] + ph["backward"]) * 1e3, ph["forward"] * 1e3,
                                              ph["backward"] * 1e3, ph["comm_wait"] * 1e3,
@@ -410,6 +501,8 @@ def print_run(r, base):
 def main(argv):
     if argv[:1] == ["netns-ssh"]:
         return netns_ssh(argv[1:])
+    if argv[:1] == ["netns-a2a"]:
+        return netns_all_to_all(argv[1:])
     ap = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", default="1,2,4", help="host counts to run, comma-separated; 1 is always run first "
@@ -484,6 +577,7 @@ def main(argv):
         batch = args.batch or prof["batch"]
         args.batch = batch
         compute_s = sum(l["forward_ms"] + l["backward_ms"] for l in prof["layers"]) * batch / prof["batch"] / 1e3
+        model_bytes = 4 * sum(math.prod(p["shape"]) for l in prof["layers"] for p in l["params"])
         cluster.start()
         print("lab: %d emulated hosts (namespaces %s-h1..%d on a bridge, %s.11-%d), each link %s each way "
               "(tc tbf)%s%s" % (hosts[-1], args.prefix, hosts[-1], args.subnet, 10 + hosts[-1],
@@ -516,6 +610,14 @@ def main(argv):
                    "--set", "train.log_every=1"]
             for kv in args.set:
                 cmd += ["--set", kv]
+            goodput = 1.0
+            if h > 1:
+                # The links' TCP goodput with every host sending to every other at once, at about a step's bytes
+                each_way = model_bytes * (1 + (h - 2) / h)
+                t = cluster.all_to_all(h, max(1, round(each_way / (h - 1))))
+                goodput = min(1.0, each_way * WIRE_PER_PAYLOAD * 8 / cluster.rate_bits / t)
+                print("lab: %d hosts, all to all over TCP: %.2f MB each way a host in %.1f ms, %.0f %% of the rate"
+                      % (h, each_way / 1e6, t * 1e3, goodput * 100))
             before = [cluster.counters(i) for i in range(1, h + 1)]
             print("lab: run on %d host%s started (%s)" % (h, "" if h == 1 else "s", log_path))
             sys.stdout.flush()
@@ -530,20 +632,22 @@ def main(argv):
             cluster.kill_processes()  # nothing of this run is left for the next
             wire = [(a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before)]
             r = analyse(h, args, cluster, read_events(os.path.join(run_dir, "metrics.jsonl")), log_text, wire,
-                        compute_s, cluster.rate_bits)
+                        compute_s, cluster.rate_bits, goodput)
             results.append(r)
             print_run(r, results[0])
         print()
-        print("%5s %7s %10s %10s %8s %8s %9s %9s %6s %12s" % (
+        print("%5s %7s %10s %10s %8s %8s %9s %9s %6s %9s %8s %12s" % (
             "hosts", "workers", "samples/s", "predicted", "eff", "eff pred", "step ms", "pred ms", "ratio",
-            "link MB/step"))
+            "@rate ms", "goodput", "link MB/step"))
         for r in results:
             p = r["predicted"]
-            print("%5d %7d %10.1f %10.1f %8.3f %8.3f %9.1f %9.1f %6.2f %12.2f" % (
+            print("%5d %7d %10.1f %10.1f %8.3f %8.3f %9.1f %9.1f %6.2f %9.1f %7.0f%% %12.2f" % (
                 r["hosts"], r["workers"], r["samples_per_s"], p["samples_per_s"], r["efficiency"],
                 p["efficiency"], r["step_s"] * 1e3, p["step_s"] * 1e3, r["step_s"] / p["step_s"],
-                max(p["host_bytes_each_way"]) / 1e6))
-        print("ratio: measured / predicted step; link MB/step: the busiest host's predicted bytes each way")
+                p["at_rate_step_s"] * 1e3, p["goodput_fraction"] * 100, max(p["host_bytes_each_way"]) / 1e6))
+        print("ratio: measured / predicted step; @rate: the predicted step with the link at the shaped rate instead "
+              "of the all-to-all TCP goodput (the goodput column, as a share of the rate); link MB/step: the busiest "
+              "host's predicted payload each way")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"profile": prof["name"], "batch": batch, "scale": args.scale, "rate_bits": rate_bits,
@@ -573,7 +677,7 @@ def on_signal(signum, _frame):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["netns-ssh"]:
+    if sys.argv[1:2] not in (["netns-ssh"], ["netns-a2a"]):
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, on_signal)
     try:

@@ -2,7 +2,8 @@
 # The lab (scripts/lab.py): 4 emulated hosts (network namespaces pslt-h1..4 on a bridge, 10.251.77.11-14, links shaped
 # with tc) run the CIFAR ResNet-18 profile at --scale 16 on a link of 1 Gbit/s (62.5 Mbit/s shaped), where the link
 # is clearly the bottleneck. Checks: (a) the output has the measured and predicted figures for 1 and 4 hosts, the
-# scale and what is not modelled; (b) on 4 hosts the measured step is within 35 % of the predicted one; (c) SIGINT in
+# scale and what is not modelled; (b) on 4 hosts the measured step is within 25 % of the predicted one (the link time
+# at the all-to-all TCP goodput the lab measures first), and not faster than the shaped rate allows; (c) SIGINT in
 # the middle of a run leaves no namespace, veth link or process of the lab (and the lab exits 130); the lab refuses
 # to run without root (status 2, saying so), and --latency on a kernel without netem is refused naming it. Exits 77
 # (skipped) when not root or when ip, tc or /usr/bin/python3 is missing.
@@ -12,7 +13,7 @@ SRC=${PSHARD_SOURCE_DIR:?PSHARD_SOURCE_DIR is not set}
 LAB="$SRC/scripts/lab.py"
 PREFIX=pslt
 SUBNET=10.251.77
-TOLERANCE=0.35
+TOLERANCE=0.25
 [ "$(id -u)" -eq 0 ] || { echo "not root: skipped"; exit 77; }
 for tool in ip tc /usr/bin/python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found: skipped"; exit 77; }
@@ -103,6 +104,10 @@ check(p["link_s"] > 3 * p["compute_s"], "4 hosts: the link (%.0f ms) is clearly 
 ratio = r["step_s"] / p["step_s"]
 check(abs(ratio - 1) <= tol, "4 hosts: measured step %.1f ms within %.0f %% of the predicted %.1f ms (%.2f)"
       % (r["step_s"] * 1e3, tol * 100, p["step_s"] * 1e3, ratio))
+check(0.3 <= p["goodput_fraction"] <= 1, "4 hosts: the all-to-all TCP goodput is %.0f %% of the shaped rate "
+      "(30-100 %%)" % (p["goodput_fraction"] * 100))
+check(r["step_s"] >= p["at_rate_step_s"] * 0.9, "4 hosts: the measured step %.1f ms is not below the step at the "
+      "shaped rate, %.1f ms (less 10 %%)" % (r["step_s"] * 1e3, p["at_rate_step_s"] * 1e3))
 wire = max(w["tx"] for w in r["wire_per_step"])
 check(wire >= max(p["host_bytes_each_way"]), "4 hosts: a host sent %.0f bytes a step on its link, at least the "
       "predicted payload %.0f" % (wire, max(p["host_bytes_each_way"])))
