@@ -70,15 +70,12 @@ OptimizerParams OptimizerParams::from_config(const Config& cfg) {
   return p;
 }
 
-OptimizerParams OptimizerParams::from_config(const Config& cfg, const std::string& name) {
+OptimizerParams OptimizerParams::for_tables(const Config& cfg) {
   OptimizerParams p = from_config(cfg);
-  p.name = name;
-  for (auto [key, field] : {std::pair<const char*, float*>{"optimizer.lr", &p.lr},
-                            {"optimizer.rho", &p.rho},
-                            {"optimizer.eps", &p.eps},
-                            {"optimizer.weight_decay", &p.weight_decay}}) {
-    *field = static_cast<float>(cfg.optimizer_value(name, key));
-  }
+  const std::string rule = cfg.get_string("embedding.optimizer");
+  if (rule != "same") p.name = rule;
+  p.lr = static_cast<float>(cfg.get_double("embedding.lr"));
+  p.eps = static_cast<float>(cfg.get_double("embedding.eps"));
   return p;
 }
 

@@ -33,9 +33,9 @@ struct OptimizerParams {
   bool decoupled_weight_decay = false;  // optimizer.weight_decay_mode == "decoupled" (adamw: always)
 
   static OptimizerParams from_config(const Config& cfg);
-  // The hyper-parameters of rule `name` from cfg's optimizer.* keys (Config::optimizer_value: the keys the config
-  // set, else that rule's defaults): the embedding tables' rule (embedding.optimizer) beside optimizer.name.
-  static OptimizerParams from_config(const Config& cfg, const std::string& name);
+  // The embedding tables' rule (embedding.optimizer; same: optimizer.name) with embedding.lr and embedding.eps and
+  // optimizer.*'s other hyper-parameters.
+  static OptimizerParams for_tables(const Config& cfg);
 };
 
 // One update rule. Stateless apart from its hyper-parameters: the caller owns the per-element state, so a server can

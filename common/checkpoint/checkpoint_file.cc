@@ -20,7 +20,11 @@ namespace pshard {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kFormatVersion = 2;  // 2: run id and settings hash after the version
+// 2: run id and settings hash after the version; 3: the embedding tables after the slices (version 2 files, which
+// have none, are still read).
+constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kOldestReadable = 2;
+constexpr uint32_t kMaxTables = 1u << 12;
 constexpr uint32_t kMaxRunIdBytes = 64;
 constexpr uint32_t kMaxNameBytes = 4096;
 
@@ -28,6 +32,18 @@ using binary::put;
 using binary::put_string;
 
 void put_floats(std::string& out, const std::vector<float>& v) { binary::put_floats(out, v.data(), v.size()); }
+
+// zlib's CRC-32 over any size (crc32() takes a 32-bit length: a file of tables passes 4 GiB).
+uint32_t crc_of(const char* data, size_t n) {
+  return static_cast<uint32_t>(::crc32_z(0L, reinterpret_cast<const Bytef*>(data), n));
+}
+
+void check_version(binary::Reader& r, uint32_t version) {
+  if (version < kOldestReadable || version > kFormatVersion) {
+    r.fail("format version " + std::to_string(version) + ", this build reads versions " +
+           std::to_string(kOldestReadable) + " to " + std::to_string(kFormatVersion));
+  }
+}
 
 // "server-R.step-K.ckpt" -> K for rank R; -1 when the name does not match.
 int64_t step_of(const std::string& name, uint32_t rank) {
@@ -86,8 +102,27 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
     put_floats(out, s.weights);
     put_floats(out, s.opt_state);
   }
-  const uLong crc = ::crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size()));
-  put<uint32_t>(out, static_cast<uint32_t>(crc));
+  put<uint32_t>(out, static_cast<uint32_t>(c.tables.size()));
+  for (const CheckpointTable& t : c.tables) {
+    const uint64_t rows = table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
+    if (t.values.size() != rows * t.spec.dim || t.state.size() != t.values.size() * t.state_floats) {
+      throw Error("checkpoint " + path + ": embedding table " + describe_table(t.spec) + " has " +
+                  std::to_string(t.values.size()) + " values and " + std::to_string(t.state.size()) +
+                  " optimizer floats for this server's " + std::to_string(rows) + " rows");
+    }
+    put_string(out, t.spec.name);
+    put<uint64_t>(out, t.spec.rows);
+    put<uint32_t>(out, t.spec.dim);
+    put<uint32_t>(out, static_cast<uint32_t>(t.spec.init));
+    put<float>(out, t.spec.init_scale);
+    put<uint64_t>(out, t.seed);
+    put<int64_t>(out, t.version);
+    put_string(out, t.optimizer);
+    put<uint32_t>(out, t.state_floats);
+    put_floats(out, t.values);
+    put_floats(out, t.state);
+  }
+  put<uint32_t>(out, crc_of(out.data(), out.size()));
 
   binary::write_file_atomically(path, out, "checkpoint");
 }
@@ -99,17 +134,12 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
   for (char& ch : magic) ch = r.get<char>("the magic number");
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");
   const uint32_t version = r.get<uint32_t>("the format version");
-  if (version != kFormatVersion) {
-    r.fail("format version " + std::to_string(version) + ", this build reads version " +
-           std::to_string(kFormatVersion));
-  }
+  check_version(r, version);
   if (bytes.size() < sizeof(uint32_t) + r.pos()) r.fail("truncated: no CRC trailer");
   {
     uint32_t stored;
     std::memcpy(&stored, bytes.data() + bytes.size() - sizeof stored, sizeof stored);
-    const uLong crc =
-        ::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size() - sizeof stored));
-    if (static_cast<uint32_t>(crc) != stored) {
+    if (crc_of(bytes.data(), bytes.size() - sizeof stored) != stored) {
       throw Error("checkpoint " + path +
                   ": CRC mismatch (the file is truncated or corrupt: " + std::to_string(bytes.size()) + " bytes)");
     }
@@ -173,6 +203,34 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     r.get_floats(&c.slices[i].weights, lengths[i], "slice weights");
     r.get_floats(&c.slices[i].opt_state, lengths[i] * c.state_floats, "optimizer state");
   }
+  const uint32_t n_tables = version >= 3 ? r.get<uint32_t>("the table count") : 0;
+  if (n_tables > kMaxTables) r.fail("implausible table count " + std::to_string(n_tables));
+  for (uint32_t i = 0; i < n_tables; ++i) {
+    CheckpointTable t;
+    t.spec.name = r.get_string("a table name", kMaxNameBytes);
+    t.spec.rows = r.get<uint64_t>("a table's rows");
+    t.spec.dim = r.get<uint32_t>("a table's dim");
+    const uint32_t init = r.get<uint32_t>("a table's init");
+    t.spec.init_scale = r.get<float>("a table's init scale");
+    t.seed = r.get<uint64_t>("a table's seed");
+    t.version = r.get<int64_t>("a table's version");
+    t.optimizer = r.get_string("a table's optimizer", kMaxNameBytes);
+    t.state_floats = r.get<uint32_t>("a table's optimizer state size");
+    if (init > static_cast<uint32_t>(TableInit::kZeros) || t.state_floats > 16 || t.version < 0) {
+      r.fail("implausible entry for embedding table " + std::to_string(i) + " ('" + t.spec.name + "')");
+    }
+    t.spec.init = static_cast<TableInit>(init);
+    try {
+      check_table_specs({t.spec});
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+    const uint64_t values = table_rows_on(t.spec.rows, c.num_servers, c.server_rank) * t.spec.dim;
+    r.get_floats(&t.values, values, "table rows");
+    r.get_floats(&t.state, values * t.state_floats, "table optimizer state");
+    t.table = i;
+    c.tables.push_back(std::move(t));
+  }
   if (r.pos() + sizeof(uint32_t) != bytes.size()) {
     r.fail(std::to_string(bytes.size() - r.pos() - sizeof(uint32_t)) + " unexpected bytes before the CRC trailer");
   }
@@ -185,11 +243,7 @@ std::string read_checkpoint_run_id(const std::string& path) {
   char magic[sizeof kMagic];
   for (char& ch : magic) ch = r.get<char>("the magic number");
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) r.fail("not a pshard checkpoint (bad magic number)");
-  const uint32_t version = r.get<uint32_t>("the format version");
-  if (version != kFormatVersion) {
-    r.fail("format version " + std::to_string(version) + ", this build reads version " +
-           std::to_string(kFormatVersion));
-  }
+  check_version(r, r.get<uint32_t>("the format version"));
   return r.get_string("the run id", kMaxRunIdBytes);
 }
 
@@ -229,16 +283,18 @@ int64_t newest_complete_step(const std::string& dir, uint32_t num_servers, const
                       std::to_string(s) + " of " + std::to_string(num_servers) + " at step " + std::to_string(*it));
         }
         c.slices.clear();
+        for (CheckpointTable& t : c.tables) t.values = t.state = {};
         any = std::move(c);
       } catch (const Error& e) {
         if (skipped) skipped->push_back(e.what());
         complete = false;
       }
     }
-    // A server that owns no slices never sees a step close and writes no file: it is not needed.
+    // A server that owns no slices (and, in a job with tables, no rows) never sees a step close and writes no file:
+    // it is not needed.
     if (complete && !missing.empty()) {
       const SliceLayout layout(any.tensors, any.slice_bytes, any.num_servers);
-      for (uint32_t s : missing) complete = complete && layout.bytes_on_server(s) == 0;
+      for (uint32_t s : missing) complete = complete && layout.bytes_on_server(s) == 0 && any.tables.empty();
     }
     if (complete) return *it;
   }

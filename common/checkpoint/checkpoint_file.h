@@ -1,4 +1,5 @@
-// One server's checkpoint file: header (magic, version, rank, step, tensor list, slice table) + raw float32 data.
+// One server's checkpoint file: header (magic, version, rank, step, tensor list, slice table) + raw float32 data, then
+// the server's rows of each embedding table.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "common/keys/slice_layout.h"
+#include "common/keys/table_layout.h"
 
 namespace pshard {
 
@@ -17,6 +19,18 @@ struct CheckpointSlice {
   int64_t updates = 0;           // optimizer applications (Adam's t)
   std::vector<float> weights;    // the slice's length
   std::vector<float> opt_state;  // length x state_floats (optimizer planes)
+};
+
+// One embedding table's rows on the server at a checkpoint (server/tables/table_store.h).
+struct CheckpointTable {
+  uint32_t table = 0;  // the table's id (files keep the tables in id order)
+  TableSpec spec;
+  uint64_t seed = 0;      // the run's seed the rows were made from
+  int64_t version = 0;    // the table's steps closed (sync: the checkpoint's step)
+  std::string optimizer;  // the tables' rule (embedding.optimizer), checked on load
+  uint32_t state_floats = 0;
+  std::vector<float> values;  // the server's rows (table_rows_on) x dim, local row order
+  std::vector<float> state;   // rows x state_floats x dim
 };
 
 // Everything a server needs to come back at `step`.
@@ -34,6 +48,7 @@ struct ServerCheckpoint {
   std::string optimizer;      // optimizer name, checked on load
   std::vector<TensorSpec> tensors;
   std::vector<CheckpointSlice> slices;  // this server's slices, ascending id
+  std::vector<CheckpointTable> tables;  // the job's embedding tables, in table-id order (this server's rows)
 };
 
 // RUN_DIR/checkpoints/server-R.step-K.ckpt

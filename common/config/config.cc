@@ -134,6 +134,19 @@ void apply_derived_defaults(std::map<std::string, std::string>& values,
       values[d.key] = canonical_from_text(*find_config_key(d.key), d.value, "<optimizer defaults>");
     }
   }
+  // The embedding tables' rule (embedding.optimizer) has its own defaults too: its learning rate and eps are
+  // optimizer.lr and optimizer.eps where the config set them, else that rule's (adagrad's eps 1e-10), written into
+  // embedding.lr and embedding.eps so that config.toml, from which a resumed run reads, keeps them.
+  const std::string table_rule = values.at("embedding.optimizer") == "same" ? rule : values.at("embedding.optimizer");
+  for (const auto& [own, general] :
+       {std::pair<std::string, std::string>{"embedding.lr", "optimizer.lr"}, {"embedding.eps", "optimizer.eps"}}) {
+    if (explicit_keys.count(own) != 0) continue;
+    std::string value = explicit_keys.count(general) ? values.at(general) : find_config_key(general)->default_value;
+    for (const RuleDefault& d : kRuleDefaults) {
+      if (table_rule == d.rule && general == d.key && explicit_keys.count(general) == 0) value = d.value;
+    }
+    values[own] = canonical_from_text(*find_config_key(own), value, "<embedding defaults>");
+  }
   const std::string precision = values.at("train.precision");
   // train.loss_scaling = auto: dynamic loss scaling for fp16 (whose small gradients underflow without it), none else.
   if (values.at("train.loss_scaling") == "auto")
@@ -373,17 +386,6 @@ void Config::set(const std::string& assignment) {
 }
 
 bool Config::is_set(const std::string& key) const { return explicit_.count(key) > 0; }
-
-double Config::optimizer_value(const std::string& rule, const std::string& key) const {
-  if (!is_set(key)) {
-    for (const RuleDefault& d : kRuleDefaults) {
-      if (rule == d.rule && key == d.key) return std::stod(d.value);
-    }
-    const ConfigKey* k = find_config_key(key);
-    if (k) return std::stod(k->default_value);
-  }
-  return get_double(key);
-}
 
 namespace {
 const std::string& lookup(const std::map<std::string, std::string>& values, const std::string& key, ConfigType want) {

@@ -33,10 +33,7 @@ class Config {
 
   // True when the file or an override set the key (false: schema default).
   bool is_set(const std::string& key) const;
-  // The value of optimizer.* key `key` for update rule `rule` (which need not be optimizer.name: the embedding
-  // tables' rule): the config's where it set the key, else the rule's own default as torch.optim has it (adagrad's
-  // eps 1e-10, ...), else the schema's.
-  double optimizer_value(const std::string& rule, const std::string& key) const;
+
   // Applies one "section.key=value" override (validated like the file).
   void set(const std::string& assignment);
   // Where the values came from, for messages ("configs/x.toml").

@@ -128,11 +128,14 @@ std::vector<ConfigKey> kSchema = {
 
     // embedding tables (held by the servers, updated row by row: docs/SPARSE.md)
     {"embedding.optimizer", T::kString, "same", 0, 0, "",
-     "update rule of the tables' rows (same: optimizer.name), with optimizer.*'s hyper-parameters where set, else "
-     "the rule's defaults; lazy: a row's state changes only in the steps that touch it"},
-    {"embedding.lr", T::kDouble, "0", 0, 1e6, "",
-     "learning rate of the tables' rows, constant (0: optimizer.lr where set, else the rule's default; "
+     "update rule of the tables' rows (same: optimizer.name), with optimizer.*'s other hyper-parameters; lazy: a "
+     "row's state changes only in the steps that touch it"},
+    {"embedding.lr", T::kDouble, "0.01", 0, 1e6, "",
+     "learning rate of the tables' rows, constant (unset: optimizer.lr where set, else the rule's default; "
      "lr_schedule.* applies to dense tensors only)"},
+    {"embedding.eps", T::kDouble, "1e-8", 0, kInf, "",
+     "the tables' rule's denominator epsilon (unset: optimizer.eps where set, else the rule's default: adagrad "
+     "1e-10, adadelta 1e-6, the others 1e-8)"},
 
     // learning-rate schedule (computed from the step)
     {"lr_schedule.name", T::kString, "constant", 0, 0, "constant|step|cosine", "decay shape after warmup"},

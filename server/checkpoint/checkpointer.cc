@@ -12,13 +12,16 @@
 
 namespace pshard {
 
-std::function<void(SliceStore&)> server_checkpoints(const KvServerOptions& opt,
-                                                    std::unique_ptr<Checkpointer>& checkpointer) {
-  return [opt, &checkpointer](SliceStore& store) {
-    if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store);
+std::function<void(SliceStore&, TableStore&)> server_checkpoints(const KvServerOptions& opt,
+                                                                 std::unique_ptr<Checkpointer>& checkpointer) {
+  return [opt, &checkpointer](SliceStore& store, TableStore& tables) {
+    if (!opt.restore_path.empty()) restore_checkpoint(opt.restore_path, opt, store, tables);
     if (opt.checkpoint_dir.empty()) return;
-    checkpointer = std::make_unique<Checkpointer>(opt, store);
+    checkpointer = std::make_unique<Checkpointer>(opt, store, tables);
     store.on_step_closed = [c = checkpointer.get()](const Slice& s, bool asked) { c->step_closed(s, asked); };
+    tables.on_step_closed = [c = checkpointer.get()](uint32_t t, int64_t version, bool asked) {
+      c->table_closed(t, version, asked);
+    };
   };
 }
 
@@ -45,15 +48,19 @@ void remove_stale_temporaries(const std::string& dir, uint32_t rank) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(const KvServerOptions& opt, const SliceStore& store)
-    : opt_(opt), store_(store), writer_([this] { write_loop(); }) {
+Checkpointer::Checkpointer(const KvServerOptions& opt, const SliceStore& store, const TableStore& tables)
+    : opt_(opt), store_(store), tables_(tables), writer_([this] { write_loop(); }) {
   remove_stale_temporaries(opt_.checkpoint_dir, opt_.rank);
 }
 
 Checkpointer::~Checkpointer() { stop(); }
 
+bool Checkpointer::is_checkpoint_step(int64_t step, bool asked) const {
+  return asked || (opt_.checkpoint_every_steps > 0 && step % opt_.checkpoint_every_steps == 0);
+}
+
 void Checkpointer::step_closed(const Slice& s, bool asked) {
-  if (!asked && !(opt_.checkpoint_every_steps > 0 && s.version() % opt_.checkpoint_every_steps == 0)) return;
+  if (!is_checkpoint_step(s.version(), asked)) return;
   CheckpointSlice c;
   c.id = s.id;
   c.version = s.version();
@@ -62,14 +69,33 @@ void Checkpointer::step_closed(const Slice& s, bool asked) {
   c.opt_state = s.opt_state;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<CheckpointSlice>& snap = snapshots_[s.version()];
-    snap.push_back(std::move(c));
-    if (snap.size() < store_.local_slices()) return;
-    to_write_.push_back(header(s.version()));
-    to_write_.back().slices = std::move(snap);
-    snapshots_.erase(s.version());
+    snapshots_[s.version()].slices.push_back(std::move(c));
+    if (!take_if_complete(s.version())) return;
   }
   cv_.notify_all();
+}
+
+void Checkpointer::table_closed(uint32_t table, int64_t version, bool asked) {
+  if (!is_checkpoint_step(version, asked)) return;
+  CheckpointTable t = tables_.snapshot(table);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshots_[version].tables.push_back(std::move(t));
+    if (!take_if_complete(version)) return;
+  }
+  cv_.notify_all();
+}
+
+bool Checkpointer::take_if_complete(int64_t step) {
+  Snapshot& snap = snapshots_[step];
+  // A job's tables are declared at its workers' start, before any step closes.
+  if (snap.slices.size() < store_.local_slices() || snap.tables.size() < tables_.size()) return false;
+  if (!store_.layout()) return false;  // tables only, before the model's init: nothing to come back to
+  to_write_.push_back(header(step));
+  to_write_.back().slices = std::move(snap.slices);
+  to_write_.back().tables = std::move(snap.tables);
+  snapshots_.erase(step);
+  return true;
 }
 
 // Read here, on a slice's thread, so that the writer never touches the store (which may be gone before it stops).
@@ -112,6 +138,8 @@ void Checkpointer::write_loop() {
     }
     std::sort(c.slices.begin(), c.slices.end(),
               [](const CheckpointSlice& a, const CheckpointSlice& b) { return a.id < b.id; });
+    std::sort(c.tables.begin(), c.tables.end(),
+              [](const CheckpointTable& a, const CheckpointTable& b) { return a.table < b.table; });
     const std::string path = checkpoint_path(opt_.checkpoint_dir, opt_.rank, c.step);
     try {
       write_checkpoint(path, c);
@@ -125,7 +153,7 @@ void Checkpointer::write_loop() {
   }
 }
 
-void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store) {
+void restore_checkpoint(const std::string& path, const KvServerOptions& opt, SliceStore& store, TableStore& tables) {
   ServerCheckpoint c = read_checkpoint(path);
   auto mismatch = [&](const std::string& what, const std::string& file, const std::string& here) {
     throw Error("checkpoint " + path + " was written with " + what + " " + file + ", this server has " + here);
@@ -142,7 +170,7 @@ void restore_checkpoint(const std::string& path, const KvServerOptions& opt, Sli
   }
   if (c.server_rank != opt.rank) {
     // Another server's file gives the layout to a server that owns no slices (and so wrote none).
-    if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0)
+    if (SliceLayout(c.tensors, c.slice_bytes, c.num_servers).bytes_on_server(opt.rank) != 0 || !c.tables.empty())
       mismatch("server rank", std::to_string(c.server_rank), std::to_string(opt.rank));
     c.slices.clear();
   }
@@ -161,6 +189,11 @@ void restore_checkpoint(const std::string& path, const KvServerOptions& opt, Sli
   }
   for (CheckpointSlice& cs : c.slices) {
     store.slice(cs.id)->restore(std::move(cs));  // read_checkpoint checked that the id is this server's
+  }
+  try {
+    tables.restore(std::move(c.tables));
+  } catch (const Error& e) {
+    throw Error("checkpoint " + path + ": " + e.what());
   }
   PSHARD_LOG(kInfo) << "server " << opt.rank << ": restored step " << c.step << " from " << path;
 }

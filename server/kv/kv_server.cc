@@ -121,7 +121,7 @@ struct KvServer::Impl {
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     inline_thread.shm = shm.get();
-    if (opt.prepare_store) opt.prepare_store(store);  // a restored checkpoint, a checkpointer
+    if (opt.prepare_store) opt.prepare_store(store, *tables);  // a restored checkpoint, a checkpointer
     if (shm && store.layout()) install_shared_memory();
     started = std::chrono::steady_clock::now();
     // A request the update threads finished goes to the socket thread, which replies.

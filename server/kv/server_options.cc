@@ -45,19 +45,14 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
-  std::string table_rule = cfg.get_string("embedding.optimizer");
-  if (table_rule == "same") table_rule = "";
-  // The tables' rule takes optimizer.*'s values where the config set them, else its own defaults (adagrad's eps
-  // 1e-10, adam's lr 0.001), as optimizer.name's rule does.
-  const optim::OptimizerParams tp = table_rule.empty() ? params : optim::OptimizerParams::from_config(cfg, table_rule);
-  if (!table_rule.empty() && table_rule != params.name) {
-    try {
-      o.table_optimizer = optim::make_optimizer(tp);
-    } catch (const Error& e) {
-      throw Error(std::string("embedding.optimizer: ") + e.what());
-    }
+  // The tables' rule (config.cc resolved embedding.lr and embedding.eps from optimizer.* or the rule's defaults).
+  const optim::OptimizerParams tp = optim::OptimizerParams::for_tables(cfg);
+  try {
+    o.table_optimizer = optim::make_optimizer(tp);
+  } catch (const Error& e) {
+    throw Error(std::string("embedding.optimizer: ") + e.what());
   }
-  o.table_lr = cfg.get_double("embedding.lr") > 0 ? static_cast<float>(cfg.get_double("embedding.lr")) : tp.lr;
+  o.table_lr = tp.lr;
   o.max_rows_per_request = static_cast<uint64_t>(cfg.get_int("cluster.max_rows_per_request"));
   optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
   const int64_t batch = cfg.get_int("train.batch_size");

@@ -21,6 +21,7 @@ namespace pshard {
 
 class Config;
 class SliceStore;
+class TableStore;
 
 struct KvServerOptions {
   uint32_t rank = 0;                       // this server's rank
@@ -87,10 +88,10 @@ struct KvServerOptions {
   // versions) instead of waiting for worker 0's init; an Error names the file when it is corrupt or
   // belongs to another job shape. Read by prepare_store (server_checkpoints() in server/checkpoint/).
   std::string restore_path;
-  // Called once by the server's constructor with the store it serves, before any of its threads runs: a restore
-  // into the store and a checkpointer on SliceStore::on_step_closed (server_checkpoints()). A throw fails the
+  // Called once by the server's constructor with the stores it serves (slices, embedding tables), before any of its
+  // threads runs: a restore into them and a checkpointer on their steps (server_checkpoints()). A throw fails the
   // constructor. Empty: neither.
-  std::function<void(SliceStore& store)> prepare_store;
+  std::function<void(SliceStore& store, TableStore& tables)> prepare_store;
   // trace.steps: the requests of the window's steps become spans (receive and reply on the socket
   // thread's row 0, aggregate and update per slice on the row of the thread that ran it). nullptr: off.
   std::shared_ptr<Tracer> tracer;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/keys/table_layout.h"
@@ -33,6 +34,14 @@ class EmbeddingShard {
   // Rows not listed keep their values and state.
   void apply(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer, float lr,
              int64_t t);
+  // Every row held here (local order, table_local_row) and their optimizer state: what a checkpoint keeps.
+  const std::vector<float>& values() const { return values_; }
+  const std::vector<float>& state() const { return state_; }
+  // A checkpoint's rows and state in place of the ones made from the seed (sizes checked by the caller).
+  void restore(std::vector<float> values, std::vector<float> state) {
+    values_ = std::move(values);
+    state_ = std::move(state);
+  }
   // Bytes of values and optimizer state.
   uint64_t bytes() const { return (values_.size() + state_.size()) * sizeof(float); }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -26,6 +27,7 @@ struct TableStore::Gate {
     std::vector<float> grads;  // ids x dim
   };
   std::vector<Pushed> pushed;  // per worker, for step `version` (BSP)
+  bool asked = false;          // a push of the open step carried the checkpoint or stop flag
   struct Read {
     int64_t step = -1;
     std::vector<uint64_t> rows;  // sorted: every row the worker read for `step`
@@ -62,13 +64,11 @@ std::string step_text(const protocol::Message& m) {
 
 }  // namespace
 
-TableStore::TableStore(TableStoreOptions options) : opt_(std::move(options)), dead_(opt_.num_workers, 0) {
+TableStore::TableStore(TableStoreOptions options)
+    : opt_(std::move(options)),
+      dead_(opt_.num_workers, 0),
+      rejoin_at_(opt_.num_workers, std::numeric_limits<int64_t>::max()) {
   if (!opt_.optimizer) throw Error("server " + std::to_string(opt_.rank) + ": the embedding tables have no optimizer");
-  if (opt_.optimizer->layer_wise()) {
-    throw Error(std::string("embedding.optimizer = ") + opt_.optimizer->name() +
-                " takes norms over a whole layer; embedding rows are updated one by one (sgd, momentum, nesterov, "
-                "adagrad, adadelta, rmsprop, adam, adamw)");
-  }
 }
 
 TableStore::~TableStore() = default;
@@ -110,7 +110,19 @@ bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::strin
     why = e.what();
     return false;
   }
-  seed_ = m.table_seed;
+  if (opt_.optimizer->layer_wise()) {  // a job without tables may use them for its dense tensors
+    code = ErrorCode::BAD_HEADER;
+    why = std::string("the embedding tables' rule is ") + opt_.optimizer->name() +
+          ", which takes norms over a whole layer; their rows are updated one by one: set embedding.optimizer to "
+          "sgd, momentum, nesterov, adagrad, adadelta, rmsprop, adam or adamw";
+    return false;
+  }
+  make_tables(std::move(specs), m.table_seed);
+  return true;
+}
+
+void TableStore::make_tables(std::vector<TableSpec> specs, uint64_t seed) {
+  seed_ = seed;
   specs_ = std::move(specs);
   for (uint32_t i = 0; i < specs_.size(); ++i) {
     shards_.push_back(std::make_unique<EmbeddingShard>(specs_[i], opt_.rank, opt_.num_servers, seed_, *opt_.optimizer));
@@ -120,7 +132,60 @@ bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::strin
     g->read.resize(opt_.num_workers);
     gates_.push_back(std::move(g));
   }
-  return true;
+  count_.store(shards_.size(), std::memory_order_release);
+}
+
+CheckpointTable TableStore::snapshot(uint32_t table) const {
+  const EmbeddingShard& shard = *shards_.at(table);
+  CheckpointTable t;
+  t.table = table;
+  t.spec = shard.spec();
+  t.seed = seed_;
+  t.version = gates_[table]->version;
+  t.optimizer = opt_.optimizer->name();
+  t.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
+  t.values = shard.values();
+  t.state = shard.state();
+  return t;
+}
+
+void TableStore::restore(std::vector<CheckpointTable> tables) {
+  if (tables.empty()) return;
+  if (declared()) throw Error("server " + std::to_string(opt_.rank) + ": embedding tables restored twice");
+  std::vector<TableSpec> specs;
+  for (const CheckpointTable& t : tables) {
+    if (t.optimizer != opt_.optimizer->name() || t.state_floats != opt_.optimizer->state_floats()) {
+      throw Error("embedding table " + describe_table(t.spec) + " was checkpointed with embedding.optimizer " +
+                  t.optimizer + ", this server updates the tables with " + opt_.optimizer->name());
+    }
+    specs.push_back(t.spec);
+  }
+  check_table_specs(specs);
+  make_tables(std::move(specs), tables[0].seed);
+  for (uint32_t i = 0; i < tables.size(); ++i) {
+    EmbeddingShard& shard = *shards_[i];
+    if (tables[i].values.size() != shard.values().size() || tables[i].state.size() != shard.state().size()) {
+      throw Error("embedding table " + describe_table(tables[i].spec) + ": the checkpoint holds " +
+                  std::to_string(tables[i].values.size()) + " values, server " + std::to_string(opt_.rank) + " of " +
+                  std::to_string(opt_.num_servers) + " holds " + std::to_string(shard.values().size()));
+    }
+    shard.restore(std::move(tables[i].values), std::move(tables[i].state));
+    gates_[i]->version = tables[i].version;
+  }
+}
+
+bool TableStore::counted(uint32_t worker, int64_t step) const { return !dead_[worker] || rejoin_at_[worker] <= step; }
+
+bool TableStore::complete(const Gate& g) const {
+  bool any = false;
+  for (uint32_t w = 0; w < opt_.num_workers; ++w) {
+    if (g.pushed[w].done) {
+      any = true;
+    } else if (counted(w, g.version)) {
+      return false;
+    }
+  }
+  return any;
 }
 
 std::vector<RequestPtr> TableStore::run(const RequestPtr& req) {
@@ -173,6 +238,9 @@ std::vector<RequestPtr> TableStore::run(const RequestPtr& req) {
 
 bool TableStore::pull(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids, const std::vector<uint64_t>& sorted) {
   const protocol::Message& m = req->msg;
+  if (dead_[m.sender_rank] && m.step < rejoin_at_[m.sender_rank]) {
+    rejoin_at_[m.sender_rank] = std::max(m.step, g.version);  // a restarted worker rejoined: counted from here on
+  }
   Gate::Read& r = g.read[m.sender_rank];
   if (r.step != m.step) {
     r.step = m.step;
@@ -241,9 +309,8 @@ bool TableStore::push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids
   p.done = true;
   p.ids = std::move(ids);
   p.grads = std::move(grads);
-  bool complete = true;
-  for (uint32_t w = 0; w < opt_.num_workers && complete; ++w) complete = dead_[w] || g.pushed[w].done;
-  if (complete) {
+  g.asked = g.asked || m.checkpoint || m.stop;
+  if (complete(g)) {
     close_step(g);
     release(g, finished);
   }
@@ -277,6 +344,9 @@ void TableStore::close_step(Gate& g) {
     shard.apply(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version + 1);
   }
   ++g.version;
+  const bool asked = g.asked;
+  g.asked = false;
+  if (on_step_closed) on_step_closed(g.table, g.version, asked);
 }
 
 void TableStore::release(Gate& g, std::vector<RequestPtr>& finished) {
@@ -310,15 +380,15 @@ void TableStore::answer(Request& req, const Gate& g, const std::vector<uint64_t>
 
 std::vector<RequestPtr> TableStore::worker_dead(uint32_t rank) {
   std::vector<RequestPtr> finished;
-  if (rank >= dead_.size() || dead_[rank]) return finished;
+  if (rank >= dead_.size() || (dead_[rank] && rejoin_at_[rank] == std::numeric_limits<int64_t>::max())) {
+    return finished;
+  }
   dead_[rank] = 1;
+  rejoin_at_[rank] = std::numeric_limits<int64_t>::max();
   if (opt_.mode != Consistency::kBsp) return finished;
   for (auto& gp : gates_) {
     Gate& g = *gp;
-    bool complete = false;
-    for (uint32_t w = 0; w < opt_.num_workers; ++w) complete = complete || g.pushed[w].done;
-    for (uint32_t w = 0; w < opt_.num_workers && complete; ++w) complete = dead_[w] || g.pushed[w].done;
-    if (complete) {
+    if (complete(g)) {
       close_step(g);
       release(g, finished);
     }

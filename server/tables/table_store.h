@@ -3,11 +3,14 @@
 // requests in, the requests it finished out (the server replies to them).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/keys/table_layout.h"
 #include "common/protocol/codec.h"
 #include "optim/optimizer.h"
@@ -53,11 +56,22 @@ class TableStore {
   // push released), in order; a finished read's reply frame is in Request::replies[0]; a refused one has
   // Request::error set and changed nothing.
   std::vector<RequestPtr> run(const RequestPtr& req);
-  // Worker `rank` is dead or left: the steps close without it; the reads it held go through.
+  // Worker `rank` is dead or left: the steps close without it; the reads it held go through. A dead worker that reads
+  // rows again (restarted, it rejoined the job at step s: its first row pull is of step s) is counted from step s on.
   std::vector<RequestPtr> worker_dead(uint32_t rank);
 
-  bool declared() const { return !shards_.empty(); }
-  size_t size() const { return shards_.size(); }
+  // Checkpoints (sync jobs). Called on the caller's thread right after a table closed a step: the table, its new
+  // version, and whether a push of that step carried the checkpoint or stop flag.
+  std::function<void(uint32_t table, int64_t version, bool asked)> on_step_closed;
+  // A copy of table `table`'s rows and state here, for the checkpoint of its current version.
+  CheckpointTable snapshot(uint32_t table) const;
+  // Before any request: the tables of a checkpoint, at their versions, instead of a tableInit's fresh rows (a later
+  // tableInit must match them). An Error naming the table when a table's rows do not fit this server.
+  void restore(std::vector<CheckpointTable> tables);
+
+  bool declared() const { return size() > 0; }
+  // Tables declared (read from any thread: a checkpointer on a slice's thread asks).
+  size_t size() const { return count_.load(std::memory_order_acquire); }
   const EmbeddingShard& shard(uint32_t table) const;
   int64_t version(uint32_t table) const;  // steps of `table` closed (BSP) or pushes applied (async)
   uint64_t bytes() const;                 // values and optimizer state of every table held here
@@ -70,13 +84,18 @@ class TableStore {
   void close_step(Gate& g);
   void answer(Request& req, const Gate& g, const std::vector<uint64_t>& ids);
   void release(Gate& g, std::vector<RequestPtr>& finished);
+  void make_tables(std::vector<TableSpec> specs, uint64_t seed);
+  bool counted(uint32_t worker, int64_t step) const;  // whether step `step` waits for the worker's push
+  bool complete(const Gate& g) const;                 // every counted worker pushed the open step
 
   TableStoreOptions opt_;
   uint64_t seed_ = 0;
   std::vector<TableSpec> specs_;
   std::vector<std::unique_ptr<EmbeddingShard>> shards_;
   std::vector<std::unique_ptr<Gate>> gates_;
-  std::vector<char> dead_;  // per worker
+  std::vector<char> dead_;          // per worker
+  std::vector<int64_t> rejoin_at_;  // per dead worker: the step it is counted from again (INT64_MAX: none)
+  std::atomic<size_t> count_{0};    // shards_.size(), once they are made
 };
 
 }  // namespace pshard

@@ -266,3 +266,31 @@ TEST(Config, OverrideOfQuotesRoundTrips) {
   EXPECT_EQ(b.get_string("data.dir"), a.get_string("data.dir"));
   EXPECT_EQ(b.to_toml(), a.to_toml()) << a.to_toml();
 }
+
+namespace pshard {
+namespace {
+
+TEST(Config, TheTablesRuleGetsItsOwnDefaultsAndConfigTomlKeepsThem) {
+  // adagrad on the tables beside sgd: adagrad's eps, the schema's lr; the dense rule keeps its own.
+  Config a = Config::from_string("[optimizer]\nname = \"sgd\"\n[embedding]\noptimizer = \"adagrad\"\n", "t.toml");
+  EXPECT_DOUBLE_EQ(a.get_double("embedding.eps"), 1e-10);
+  EXPECT_DOUBLE_EQ(a.get_double("embedding.lr"), 0.01);
+  EXPECT_DOUBLE_EQ(a.get_double("optimizer.eps"), 1e-8);
+  // A resumed run reads config.toml, where every key is set: the same values.
+  Config again = Config::from_string(a.to_toml(), "config.toml");
+  EXPECT_DOUBLE_EQ(again.get_double("embedding.eps"), 1e-10);
+  // optimizer.* set in the config is the tables' too; embedding.* set wins over both.
+  Config b = Config::from_string("[optimizer]\nlr = 0.3\neps = 1e-6\n[embedding]\noptimizer = \"adam\"\n", "t.toml");
+  EXPECT_DOUBLE_EQ(b.get_double("embedding.lr"), 0.3);
+  EXPECT_DOUBLE_EQ(b.get_double("embedding.eps"), 1e-6);
+  Config c = Config::from_string("[embedding]\noptimizer = \"adam\"\nlr = 0.002\n", "t.toml");
+  EXPECT_DOUBLE_EQ(c.get_double("embedding.lr"), 0.002);
+  Config d = Config::from_string("[embedding]\noptimizer = \"adam\"\n", "t.toml");
+  EXPECT_DOUBLE_EQ(d.get_double("embedding.lr"), 0.001);  // adam's, as torch.optim's
+  // same: the dense rule's own values.
+  Config e = Config::from_string("[optimizer]\nname = \"adagrad\"\n", "t.toml");
+  EXPECT_DOUBLE_EQ(e.get_double("embedding.eps"), 1e-10);
+}
+
+}  // namespace
+}  // namespace pshard

@@ -1,10 +1,12 @@
 """An embedding table of 1M rows that only the servers hold (ps.EmbeddingBag), trained by 2 Python workers in sync
 steps through 2 servers beside a dense layer, ends where single-process PyTorch ends with nn.EmbeddingBag(sparse=True)
 over the global batch: with SGD and with Adagrad on the table's rows (embedding.optimizer), SGD on the dense layer,
-within 1e-6 on every row the data touched. Also: rows no worker pushed keep their initial values, a table made after
-the optimizer and an id outside the table are refused with their names."""
+within 1e-6 on every row the data touched. A job stopped at step 55 and resumed from its checkpoint of step 40 ends
+with the undisturbed run's rows, bit for bit. Also: rows no worker pushed keep their initial values, a table made
+after the optimizer and an id outside the table are refused with their names."""
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -51,7 +53,7 @@ class Net(torch.nn.Module):
         return self.fc(self.bag(ids)).squeeze(1)
 
 
-def worker(out_dir):
+def worker(out_dir, mode):
     import pshard.torch as ps
     ps.init()
     torch.manual_seed(5)
@@ -74,7 +76,10 @@ def worker(out_dir):
     untouched = torch.tensor([i for i in (ROWS - 1, ROWS - 2, ROWS // 2 + 1, ROWS // 2 + 3) if i not in seen][:2])
     assert untouched.numel() == 2
     untouched_start = net.bag.pull(untouched)
-    for t in range(STEPS):
+    for t in range(ps.start_step(), STEPS):
+        if mode == "stop" and ps.rank() == 0 and t == 55:
+            wait_for_checkpoint(40)  # its tables' rows take a moment to write
+            os._exit(3)  # the job stops (failure_policy = abort) after the checkpoint of step 40
         lo = t * 2 * BATCH + ps.rank() * BATCH
         loss = F.binary_cross_entropy_with_logits(net(ids[lo:lo + BATCH]), y[lo:lo + BATCH])
         opt.zero_grad()
@@ -91,6 +96,15 @@ def worker(out_dir):
 
 
 FC_START = None
+
+
+def wait_for_checkpoint(step, servers=2, limit_s=60):
+    names = ["server-%d.step-%08d.ckpt" % (r, step) for r in range(servers)]
+    folder = os.path.join(os.environ["PSHARD_RUN_DIR"], "checkpoints")
+    deadline = time.time() + limit_s
+    while not all(os.path.exists(os.path.join(folder, n)) for n in names):
+        assert time.time() < deadline, "no checkpoint of step %d after %d s" % (step, limit_s)
+        time.sleep(0.05)
 
 
 def reference(rule, got):
@@ -121,11 +135,34 @@ def reference(rule, got):
     return net
 
 
+def resume(rule, reference):
+    """A job with checkpoints every 20 steps, stopped at step 55 and resumed with --resume from the checkpoint of
+    step 40, ends with the rows and weights of the undisturbed run, bit for bit."""
+    out = support.fresh_dir("embedding-resume")
+    config = CONFIG % rule + "\n[checkpoint]\nevery_steps = 20\n"
+    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, "stop"], 240,
+                                             "embedding-stop")
+    support.expect(status != 0, "the job meant to stop at step 55 finished", output)
+    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "2", "--workers", "2", "--resume", run_dir,
+                                  "--grace-ms", "5000", "--timeout", "240", "--", support.PYTHON,
+                                  os.path.abspath(__file__), "worker", out, "resumed"], 270)
+    support.expect(status == 0, "--resume failed", output)
+    support.expect("resuming at step 40" in output, "the resumed job did not start at step 40", output)
+    got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
+    support.expect(torch.equal(got["final"], reference["final"]),
+                   "the resumed run's rows differ from the undisturbed run's", output)
+    for name in reference["fc"]:
+        support.expect(torch.equal(got["fc"][name], reference["fc"][name]),
+                       "the resumed run's fc.%s differs from the undisturbed run's" % name, output)
+    print("embedding %s: stopped at step 55, --resume from step 40: the same rows and weights, bit for bit" % rule)
+
+
 def main():
     for rule in ("sgd", "adagrad"):
         out = support.fresh_dir("embedding-" + rule)
-        status, output, run_dir = support.launch(CONFIG % rule, 2, 2, [os.path.abspath(__file__), "worker", out],
-                                                 240, "embedding-" + rule)
+        status, output, run_dir = support.launch(CONFIG % rule, 2, 2,
+                                                 [os.path.abspath(__file__), "worker", out, "plain"], 240,
+                                                 "embedding-" + rule)
         support.expect(status == 0, "%s: the job failed (status %d)" % (rule, status), output)
         got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
         ref = reference(rule, got)
@@ -140,13 +177,15 @@ def main():
                            output)
         print("embedding %s: %d rows touched of %d, moved up to %.3g, off PyTorch's by %.3g"
               % (rule, got["touched"].numel(), ROWS, moved, err))
+        if rule == "adagrad":
+            resume(rule, got)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         torch.manual_seed(5)
         FC_START = Net(torch.nn.Identity()).fc.state_dict()
-        worker(sys.argv[2])
+        worker(sys.argv[2], sys.argv[3])
     else:
         main()
         support.passed()

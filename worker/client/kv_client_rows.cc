@@ -101,6 +101,9 @@ std::vector<Part> KvClient::Impl::row_parts(MessageType type, uint32_t table, co
     m.sender_rank = opt.rank;
     m.step = step;
     m.table = table;
+    // Sync checkpoints and the stop at one (request_checkpoint, request_stop): a table's step asks as the dense ones.
+    m.checkpoint = type == MessageType::ROW_PUSH && step == checkpoint_step.load();
+    m.stop = type == MessageType::ROW_PUSH && step == stop_step.load();
     m.row_encoding =
         type == MessageType::ROW_PUSH ? row_push_encoding(opt.compression) : row_pull_encoding(opt.compression);
     p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));

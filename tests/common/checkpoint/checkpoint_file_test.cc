@@ -73,6 +73,61 @@ std::string error_of(const std::string& path) {
   return "";
 }
 
+TEST(CheckpointFile, EmbeddingTablesRoundTripInTableOrderAndAreChecked) {
+  const std::string dir = fresh_dir("tables");
+  ServerCheckpoint c = sample(1, 40);
+  // Server 1 of 2 holds rows 1, 3, 5, 7, 9 of "users" (10 x 3) and rows 1, 3 of "items" (4 x 2).
+  const TableSpec users{"users", 10, 3, TableInit::kUniform, 0.25f}, items{"items", 4, 2, TableInit::kZeros, 0.0f};
+  for (const TableSpec& spec : {users, items}) {
+    CheckpointTable t;
+    t.table = static_cast<uint32_t>(c.tables.size());
+    t.spec = spec;
+    t.seed = 77;
+    t.version = 40;
+    t.optimizer = "adagrad";
+    t.state_floats = 1;
+    const uint64_t values = table_rows_on(spec.rows, 2, 1) * spec.dim;
+    for (uint64_t i = 0; i < values; ++i) {
+      t.values.push_back(0.125f * static_cast<float>(i) - 1.0f);
+      t.state.push_back(static_cast<float>(i * i));
+    }
+    c.tables.push_back(t);
+  }
+  const std::string path = checkpoint_path(dir, 1, 40);
+  write_checkpoint(path, c);
+  const ServerCheckpoint r = read_checkpoint(path);
+  ASSERT_EQ(r.tables.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.tables[i].table, i);
+    EXPECT_EQ(r.tables[i].spec.name, c.tables[i].spec.name);
+    EXPECT_EQ(r.tables[i].spec.rows, c.tables[i].spec.rows);
+    EXPECT_EQ(r.tables[i].spec.dim, c.tables[i].spec.dim);
+    EXPECT_EQ(r.tables[i].spec.init, c.tables[i].spec.init);
+    EXPECT_EQ(r.tables[i].spec.init_scale, c.tables[i].spec.init_scale);
+    EXPECT_EQ(r.tables[i].seed, 77u);
+    EXPECT_EQ(r.tables[i].version, 40);
+    EXPECT_EQ(r.tables[i].optimizer, "adagrad");
+    EXPECT_EQ(r.tables[i].values, c.tables[i].values);
+    EXPECT_EQ(r.tables[i].state, c.tables[i].state);
+  }
+  EXPECT_EQ(r.tables[0].values.size(), 15u);
+  EXPECT_EQ(r.tables[1].values.size(), 4u);
+  // Rows that do not fit this server's share are refused when written.
+  c.tables[0].values.pop_back();
+  try {
+    write_checkpoint(path, c);
+    FAIL() << "a table of the wrong size was written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("embedding table users (10 x 3) has 14 values"), std::string::npos)
+        << e.what();
+  }
+  // A flipped byte in a table's rows is caught by the CRC.
+  std::string bytes = slurp(path);
+  bytes[bytes.size() - 12] ^= 0x40;
+  spit(path, bytes);
+  EXPECT_NE(error_of(path).find("CRC mismatch"), std::string::npos) << error_of(path);
+}
+
 TEST(CheckpointFile, RoundTripKeepsEveryField) {
   const std::string dir = fresh_dir("roundtrip");
   const ServerCheckpoint c = sample(1, 40);
@@ -261,7 +316,8 @@ TEST(CheckpointFile, AFileWithoutARunIdIsAClearError) {
   std::string bytes = slurp(path);
   bytes[8] = 1;  // the format version, little-endian u32 after the magic
   spit(path, bytes);
-  EXPECT_NE(error_of(path).find("format version 1, this build reads version 2"), std::string::npos) << error_of(path);
+  EXPECT_NE(error_of(path).find("format version 1, this build reads versions 2 to 3"), std::string::npos)
+      << error_of(path);
   try {
     read_checkpoint_run_id(path);
     ADD_FAILURE() << "read_checkpoint_run_id accepted a version 1 file";

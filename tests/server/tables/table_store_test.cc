@@ -190,6 +190,31 @@ TEST(TableStore, ADeadWorkerNoLongerHoldsTheStep) {
   EXPECT_EQ(row_of(t, 3)[0], initial(3)[0] - 0.1f * 1.0f);  // the mean over the one worker that pushed
 }
 
+TEST(TableStore, ADeadWorkerThatReadsAgainIsCountedFromThatStep) {
+  TableStore t(options(Consistency::kBsp, "sgd"));
+  ErrorCode code;
+  std::string why;
+  ASSERT_TRUE(t.declare(table_init(0), code, why));
+  t.worker_dead(1);
+  for (int64_t step = 0; step < 3; ++step) {  // worker 0 alone
+    t.run(rows_request(MessageType::ROW_PULL, 0, step, {2}));
+    t.run(rows_request(MessageType::ROW_PUSH, 0, step, {2}, {1, 1, 1}));
+  }
+  EXPECT_EQ(t.version(0), 3);
+  // Worker 1, restarted, rejoins at step 5: steps 3 and 4 close without it, step 5 waits for it.
+  EXPECT_TRUE(t.run(rows_request(MessageType::ROW_PULL, 1, 5, {2})).empty());
+  for (int64_t step = 3; step < 6; ++step) {
+    t.run(rows_request(MessageType::ROW_PULL, 0, step, {2}));
+    t.run(rows_request(MessageType::ROW_PUSH, 0, step, {2}, {1, 1, 1}));
+  }
+  EXPECT_EQ(t.version(0), 5);
+  const float before = row_of(t, 2)[0];
+  auto done = t.run(rows_request(MessageType::ROW_PUSH, 1, 5, {2}, {3, 3, 3}));
+  ASSERT_EQ(done.at(0)->error, ErrorCode::NONE) << done[0]->error_message;
+  EXPECT_EQ(t.version(0), 6);
+  EXPECT_EQ(row_of(t, 2)[0], before - 0.1f * ((1.0f + 3.0f) / 2));  // the mean over both again
+}
+
 TEST(TableStore, AsyncPushesApplyAtOnceAndReadsNeverWait) {
   TableStore t(options(Consistency::kAsp, "sgd"));
   ErrorCode code;
@@ -256,11 +281,16 @@ TEST(TableStore, ARowOfAnotherServerIsRefused) {
   EXPECT_NE(out[0]->error_message.find("row 2 lives on server 0, not on server 1"), std::string::npos);
 }
 
-TEST(TableStore, LayerWiseRulesAreRefusedForTables) {
+TEST(TableStore, LayerWiseRulesAreRefusedForTablesOnly) {
   optim::OptimizerParams p;
   p.name = "lamb";
-  EXPECT_THROW(TableStore(TableStoreOptions{0, 1, 1, Consistency::kBsp, optim::make_optimizer(p), 0.1f, 4}),
-               pshard::Error);
+  TableStore t(TableStoreOptions{0, 1, 1, Consistency::kBsp, optim::make_optimizer(p), 0.1f, 4});  // dense jobs: fine
+  ErrorCode code = ErrorCode::NONE;
+  std::string why;
+  EXPECT_FALSE(t.declare(table_init(0), code, why));
+  EXPECT_EQ(code, ErrorCode::BAD_HEADER);
+  EXPECT_NE(why.find("the embedding tables' rule is lamb"), std::string::npos) << why;
+  EXPECT_FALSE(t.declared());
 }
 
 }  // namespace
