@@ -1,6 +1,8 @@
 // TableStore: the tables' declaration, their rows' reads and pushes, and the close of a synchronous table step.
 #include "server/tables/table_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -108,6 +110,21 @@ bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::strin
   } catch (const Error& e) {
     code = ErrorCode::BAD_HEADER;
     why = e.what();
+    return false;
+  }
+  const uint64_t limit = opt_.max_bytes > 0 ? opt_.max_bytes
+                                            : static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                                                  static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  long double need = 0;  // long double: rows x dim of a declared table may exceed 64 bits of bytes
+  for (const TableSpec& t : specs) {
+    need += static_cast<long double>(table_rows_on(t.rows, opt_.num_servers, opt_.rank)) * t.dim * sizeof(float) *
+            (1 + opt_.optimizer->state_floats());
+  }
+  if (need > static_cast<long double>(limit)) {
+    code = ErrorCode::BAD_HEADER;
+    why = "the embedding tables need " + std::to_string(static_cast<double>(need) / 1e9) + " GB of rows and " +
+          "optimizer state on server " + std::to_string(opt_.rank) + " of " + std::to_string(opt_.num_servers) +
+          ", more than its " + std::to_string(static_cast<double>(limit) / 1e9) + " GB of memory: use more servers";
     return false;
   }
   if (opt_.optimizer->layer_wise()) {  // a job without tables may use them for its dense tensors

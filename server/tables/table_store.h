@@ -28,6 +28,9 @@ struct TableStoreOptions {
   std::shared_ptr<const optim::Optimizer> optimizer;  // the tables' rule (embedding.optimizer), applied per row
   float lr = 0.01f;                                   // the tables' learning rate (embedding.lr), constant
   uint64_t max_rows_per_request = uint64_t(1) << 20;  // cluster.max_rows_per_request
+  // The most bytes of rows and optimizer state the tables may take on this server (0: the machine's physical
+  // memory): a declaration of more is refused naming the tables' size, rather than ending the server out of memory.
+  uint64_t max_bytes = 0;
 };
 
 // Synchronous jobs (BSP): a table's step t closes when every live worker pushed its rows of step t (maybe none): each

@@ -1,12 +1,15 @@
 // libFuzzer target: what a KV server runs on a received data-plane message before it touches weights.
 //
 // Input: byte 0 = flags (bit 0: header frame at an odd address, bit 1: the server already has a
-// layout, bit 2: server rank 1 instead of 0), then frames as [u16 little-endian length][bytes],
-// at most 64 frames; frame 0 is the header. The server's job: token "tok", 2 workers, 2 servers,
-// slice_bytes 64 (16 floats per slice); its prepared layout is {w: 40, b: 8} floats.
+// layout, bit 2: server rank 1 instead of 0, bit 3: the server already has its embedding table), then frames as
+// [u16 little-endian length][bytes], at most 64 frames; frame 0 is the header. The server's job: token "tok", 2
+// workers, 2 servers, slice_bytes 64 (16 floats per slice); its prepared layout is {w: 40, b: 8} floats, its prepared
+// table "t" of 64 rows x 4.
 // Every input must end in an accepted request whose keys are safe to apply (float32 payloads of the
 // slice's size, or valid encodings that decode within the slice), or in an error code with a
-// message (what the server sends back); anything else is a crash.
+// message (what the server sends back); anything else is a crash. Row requests (tableInit, rowPull, rowPush) run
+// through the server's own TableStore: each ends answered (a pull with exactly its rows' bytes) or refused with a
+// message, and a refused one changes no row.
 #include <memory>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "common/keys/slice_layout.h"
 #include "common/protocol/codec.h"
 #include "common/protocol/request_check.h"
+#include "server/tables/table_store.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace pshard;
@@ -76,6 +80,46 @@ std::unique_ptr<SliceLayout> layout_from_init(const Message& m, ErrorCode* code,
   return l;
 }
 
+// The server's table store (server/kv/kv_server.cc handle_rows): a tableInit declares, a rowPull or rowPush runs.
+void run_rows(const Message& m, uint8_t flags, const std::vector<FrameView>& frames) {
+  optim::OptimizerParams p;
+  p.name = "adagrad";
+  TableStore tables(TableStoreOptions{static_cast<uint32_t>((flags >> 2) & 1), kServers, 2, Consistency::kBsp,
+                                      optim::make_optimizer(p), 0.1f, 32, uint64_t(16) << 20});
+  ErrorCode code = ErrorCode::NONE;
+  std::string why;
+  if (flags & 8) {
+    Message declare;
+    declare.tables.push_back({"t", 64, 4, protocol::TableInit::NORMAL, 0.5f});
+    PSHARD_FUZZ_REQUIRE(tables.declare(declare, code, why));
+  }
+  if (m.type == MessageType::TABLE_INIT) {
+    if (!tables.declare(m, code, why)) check_error_reply(m.request_id, code, why);
+    return;
+  }
+  auto req = std::make_shared<Request>();
+  req->msg = m;
+  req->msg.payloads.clear();
+  for (size_t i = 1; i < frames.size(); ++i) {
+    req->payloads.push_back(std::make_shared<zmq::message_t>(frames[i].data, frames[i].size));
+  }
+  std::vector<float> before;
+  if (tables.declared()) before = tables.shard(0).values();
+  for (const RequestPtr& r : tables.run(req)) {
+    if (r->error != ErrorCode::NONE) {
+      check_error_reply(r->msg.request_id, r->error, r->error_message);
+      if (r == req && tables.declared()) PSHARD_FUZZ_REQUIRE(tables.shard(0).values() == before);
+      continue;
+    }
+    if (r->msg.type == MessageType::ROW_PULL) {
+      const size_t rows = r->payloads.at(0)->size() / sizeof(uint64_t);
+      const size_t dim = tables.shard(r->msg.table).spec().dim;
+      PSHARD_FUZZ_REQUIRE(r->replies.size() == 1);
+      PSHARD_FUZZ_REQUIRE(r->replies[0].size() == rows * dim * row_value_bytes(r->msg.row_encoding));
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -124,6 +168,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // Accepted ping / shutdown: the server answers pong / ack and touches no weights (any keys are ignored).
   if (m.type == MessageType::PING || m.type == MessageType::SHUTDOWN) return 0;
+  if (is_row_message(m.type)) {
+    PSHARD_FUZZ_REQUIRE(m.keys.empty());
+    run_rows(m, flags, frames);
+    return 0;
+  }
   // Accepted data request: every key names one slice of this server, once, with its exact extent,
   // and a payload frame (when the type carries one) of exactly that many floats.
   PSHARD_FUZZ_REQUIRE(c.slice_ids.size() == m.keys.size());

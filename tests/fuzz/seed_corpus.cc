@@ -126,6 +126,29 @@ void kv_seeds() {
     for (const std::string& p : encoded) out += frame(p);
     save("fuzz_kv_message", std::string("push-") + compression::encoding_name(e), out);
   }
+  // Embedding tables: a declaration, and a worker's pull and push of its rows (server 0 of 2 holds the even rows).
+  Message table_init;
+  table_init.type = MessageType::TABLE_INIT;
+  table_init.job_token = "tok";
+  table_init.sender_role = Role::WORKER;
+  table_init.table_seed = 9;
+  table_init.tables.push_back({"t", 64, 4, protocol::TableInit::NORMAL, 0.5f});
+  save("fuzz_kv_message", "table-init", with_payloads(0, table_init, false));
+  const uint64_t ids[] = {6, 2, 40};
+  const std::string id_frame(reinterpret_cast<const char*>(ids), sizeof ids);
+  Message row_pull = table_init;
+  row_pull.type = MessageType::ROW_PULL;
+  row_pull.tables.clear();
+  row_pull.table_seed = 0;
+  save("fuzz_kv_message", "row-pull", std::string(1, '\x08') + frame(encode_header(row_pull)) + frame(id_frame));
+  row_pull.row_encoding = Encoding::BF16;
+  save("fuzz_kv_message", "row-pull-bf16", std::string(1, '\x08') + frame(encode_header(row_pull)) + frame(id_frame));
+  Message row_push = row_pull;
+  row_push.type = MessageType::ROW_PUSH;
+  row_push.row_encoding = Encoding::NONE;
+  const std::string grads(3 * 4 * sizeof(float), '\x01');
+  save("fuzz_kv_message", "row-push",
+       std::string(1, '\x08') + frame(encode_header(row_push)) + frame(id_frame) + frame(grads));
   Message ping;
   ping.type = MessageType::PING;
   ping.job_token = "tok";

@@ -271,6 +271,21 @@ TEST(TableStore, BadRequestsAreRefusedNamingTheTableAndStep) {
   expect_refused(t, other, ErrorCode::UNKNOWN_TABLE, "table 1 does not exist (the job has 1 embedding tables)");
 }
 
+TEST(TableStore, TablesBiggerThanTheServersMemoryAreRefused) {
+  TableStoreOptions o = options(Consistency::kBsp, "adagrad", 0, 2);
+  o.max_bytes = 1000;  // this server holds 5 rows x 3 x 4 bytes x (1 + 1 state plane) = 120 bytes of "items"
+  TableStore t(o);
+  ErrorCode code = ErrorCode::NONE;
+  std::string why;
+  EXPECT_TRUE(t.declare(table_init(0), code, why)) << why;
+  TableStore big(o);
+  TableSpec huge{"huge", uint64_t(1) << 40, 64, TableInit::kNormal, 1.0f};
+  EXPECT_FALSE(big.declare(table_init(0, huge), code, why));
+  EXPECT_EQ(code, ErrorCode::BAD_HEADER);
+  EXPECT_NE(why.find("on server 0 of 2, more than its"), std::string::npos) << why;
+  EXPECT_FALSE(big.declared());
+}
+
 TEST(TableStore, ARowOfAnotherServerIsRefused) {
   TableStore t(options(Consistency::kBsp, "sgd", 1, 2));
   ErrorCode code;
