@@ -64,7 +64,7 @@ build_for_tests build-asan "${asan_select[@]}"
 # in the same pass as the failing worker's and name the server as the cause.
 tsan_integration="kv_bad_input_test|kv_consistency_test|kv_join_test|local_job_test|cli_bad_input_test"
 tsan_integration+="|kv_processes_test|curve_job_test|sweep_integration_test|checkpointer_test|kv_compression_test"
-tsan_integration+="|pshard_c_test|kv_client_threads_test|host_group_test"
+tsan_integration+="|pshard_c_test|kv_client_threads_test|host_group_test|table_rows_test"
 # Three short training jobs (about 90 s under TSan): the workers' vote on each step to skip, from the trainer's
 # thread through the cluster client's, with the worker's KV client running beside it.
 tsan_integration+="|loss_scaling_job_test"

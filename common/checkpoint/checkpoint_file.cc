@@ -104,7 +104,7 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
   }
   put<uint32_t>(out, static_cast<uint32_t>(c.tables.size()));
   for (const CheckpointTable& t : c.tables) {
-    const uint64_t rows = table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
+    const uint64_t rows = t.spec.hashed ? 0 : table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
     if (t.values.size() != rows * t.spec.dim || t.state.size() != t.values.size() * t.state_floats) {
       throw Error("checkpoint " + path + ": embedding table " + describe_table(t.spec) + " has " +
                   std::to_string(t.values.size()) + " values and " + std::to_string(t.state.size()) +
@@ -115,6 +115,9 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
     put<uint32_t>(out, t.spec.dim);
     put<uint32_t>(out, static_cast<uint32_t>(t.spec.init));
     put<float>(out, t.spec.init_scale);
+    put<uint32_t>(out, t.spec.hashed ? 1 : 0);  // a hashed table's rows are not kept: 0 values follow
+    put<uint32_t>(out, t.spec.admit_after);
+    put<int64_t>(out, t.spec.expire_after);
     put<uint64_t>(out, t.seed);
     put<int64_t>(out, t.version);
     put_string(out, t.optimizer);
@@ -212,6 +215,12 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     t.spec.dim = r.get<uint32_t>("a table's dim");
     const uint32_t init = r.get<uint32_t>("a table's init");
     t.spec.init_scale = r.get<float>("a table's init scale");
+    const uint32_t hashed = r.get<uint32_t>("whether a table is hashed");
+    t.spec.admit_after = r.get<uint32_t>("a table's admission count");
+    t.spec.expire_after = r.get<int64_t>("a table's expiry");
+    if (hashed > 1)
+      r.fail("implausible hashed flag " + std::to_string(hashed) + " of embedding table " + std::to_string(i));
+    t.spec.hashed = hashed == 1;
     t.seed = r.get<uint64_t>("a table's seed");
     t.version = r.get<int64_t>("a table's version");
     t.optimizer = r.get_string("a table's optimizer", kMaxNameBytes);
@@ -225,7 +234,7 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     } catch (const Error& e) {
       r.fail(e.what());
     }
-    const uint64_t values = table_rows_on(t.spec.rows, c.num_servers, c.server_rank) * t.spec.dim;
+    const uint64_t values = t.spec.hashed ? 0 : table_rows_on(t.spec.rows, c.num_servers, c.server_rank) * t.spec.dim;
     r.get_floats(&t.values, values, "table rows");
     r.get_floats(&t.state, values * t.state_floats, "table optimizer state");
     t.table = i;

@@ -55,6 +55,13 @@ void check_table_specs(const std::vector<TableSpec>& tables) {
     if (!names.insert(t.name).second) throw Error("embedding table '" + t.name + "' is declared twice");
     if (t.rows == 0 || t.dim == 0) throw Error("embedding table " + describe_table(t) + ": rows and dim must be > 0");
     if (t.rows > (uint64_t(1) << 62) / t.dim) throw Error("embedding table " + describe_table(t) + " is too large");
+    if (t.expire_after < 0) {
+      throw Error("embedding table " + describe_table(t) + ": expire_after " + std::to_string(t.expire_after) +
+                  " is negative");
+    }
+    if (!t.hashed && (t.admit_after > 0 || t.expire_after > 0)) {
+      throw Error("embedding table " + describe_table(t) + ": admission and expiry are for hashed tables");
+    }
     if (!(t.init_scale >= 0.0f) || !std::isfinite(t.init_scale)) {
       throw Error("embedding table " + describe_table(t) + ": init scale " + std::to_string(t.init_scale) +
                   " is not a finite number >= 0");
@@ -63,7 +70,8 @@ void check_table_specs(const std::vector<TableSpec>& tables) {
 }
 
 std::string describe_table(const TableSpec& spec) {
-  return spec.name + " (" + std::to_string(spec.rows) + " x " + std::to_string(spec.dim) + ")";
+  return spec.name + (spec.hashed ? " (hashed, up to " : " (") + std::to_string(spec.rows) + " x " +
+         std::to_string(spec.dim) + ")";
 }
 
 }  // namespace pshard

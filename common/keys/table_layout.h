@@ -17,6 +17,11 @@ struct TableSpec {
   uint32_t dim = 0;
   TableInit init = TableInit::kNormal;
   float init_scale = 1.0f;  // standard deviation (normal, nn.Embedding's default 1) or bound (uniform)
+  // Hashed tables: ids are any 64-bit values (hashed feature ids), not row indices; `rows` is the most rows the
+  // table holds (each server its share), and a row is made from its id the first time a step's pushes hold it.
+  bool hashed = false;
+  uint32_t admit_after = 0;  // hashed: a row is stored once pushes held it in this many steps (0, 1: the first)
+  int64_t expire_after = 0;  // hashed: a row no push held for this many steps is dropped (0: never)
 };
 
 // Rows are dealt to the servers one by one: row r lives on server r mod S, as its local row r div S. Batches drawn
@@ -44,7 +49,7 @@ void table_initial_row(const TableSpec& spec, uint64_t seed, uint64_t row, float
 // 2^62 values, or a negative or non-finite init scale.
 void check_table_specs(const std::vector<TableSpec>& tables);
 
-// "user_id (1000000 x 16)" for messages.
+// "user_id (1000000 x 16)" for messages; "user_id (hashed, up to 1000000 x 16)" for a hashed table.
 std::string describe_table(const TableSpec& spec);
 
 }  // namespace pshard

@@ -77,7 +77,7 @@ std::string check_row_message(const Message& m, const FrameView* frames, size_t 
     const TableInfo& t = m.tables[i];
     if (t.name.empty() || t.rows == 0 || t.dim == 0 || t.rows > (uint64_t(1) << 62) / t.dim ||
         static_cast<uint16_t>(t.init) > static_cast<uint16_t>(TableInit::ZEROS) || !(t.init_scale >= 0.0f) ||
-        !(t.init_scale < 1e30f)) {
+        !(t.init_scale < 1e30f) || t.expire_after < 0) {
       return "tableInit: table " + std::to_string(i) + " ('" + t.name + "': " + std::to_string(t.rows) + " x " +
              std::to_string(t.dim) + ") is not a valid table (a name, rows and dim > 0, a known init, a finite " +
              "init scale >= 0)";
@@ -243,6 +243,9 @@ std::string encode_header(const Message& msg) {
       tables[i].setDim(msg.tables[i].dim);
       tables[i].setInit(msg.tables[i].init);
       tables[i].setInitScale(msg.tables[i].init_scale);
+      tables[i].setHashed(msg.tables[i].hashed);
+      tables[i].setAdmitAfter(msg.tables[i].admit_after);
+      tables[i].setExpireAfter(msg.tables[i].expire_after);
     }
   }
   h.setTable(msg.table);
@@ -323,7 +326,8 @@ Decoded decode(const FrameView* frames, size_t count) {
     }
     m.tables.reserve(tables.size());
     for (auto t : tables) {
-      m.tables.push_back({t.getName().cStr(), t.getRows(), t.getDim(), t.getInit(), t.getInitScale()});
+      m.tables.push_back({t.getName().cStr(), t.getRows(), t.getDim(), t.getInit(), t.getInitScale(), t.getHashed(),
+                          t.getAdmitAfter(), t.getExpireAfter()});
     }
     m.table = h.getTable();
     m.table_seed = h.getTableSeed();

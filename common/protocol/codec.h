@@ -44,6 +44,9 @@ struct TableInfo {
   uint32_t dim = 0;
   TableInit init = TableInit::NORMAL;
   float init_scale = 0.0f;
+  bool hashed = false;
+  uint32_t admit_after = 0;
+  int64_t expire_after = 0;
 };
 
 // A message as the schema describes it (see pshard.capnp for each field's meaning).

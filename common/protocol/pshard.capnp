@@ -133,6 +133,9 @@ struct TableInfo {
   dim @2 :UInt32;        # values per row
   init @3 :TableInit;
   initScale @4 :Float32; # the standard deviation (normal) or the bound (uniform)
+  hashed @5 :Bool;       # ids are any 64-bit values, rows made on first touch; `rows` is the most rows held
+  admitAfter @6 :UInt32; # hashed: a row is stored once pushes held it in this many steps (0, 1: the first)
+  expireAfter @7 :Int64; # hashed: a row no push held for this many steps is dropped (0: never)
 }
 
 # One parameter tensor of the model (carried by `init`, in tensor-id order).

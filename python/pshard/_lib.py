@@ -112,6 +112,8 @@ def _declare(lib):
         "pshard_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),
         "pshard_push_pull": (c.c_int, [client, c.c_int, c.c_void_p, c.c_void_p, c.c_int64, c.POINTER(c.c_uint64)]),
         "pshard_add_table": (c.c_int, [client, c.c_char_p, c.c_uint64, c.c_int, c.c_int, c.c_double]),
+        "pshard_add_hashed_table": (c.c_int, [client, c.c_char_p, c.c_uint64, c.c_int, c.c_int, c.c_double,
+                                              c.c_uint32, c.c_int64]),
         "pshard_pull_rows": (c.c_int, [client, c.c_int, c.c_void_p, c.c_size_t, c.c_void_p, c.c_int64,
                                        c.POINTER(c.c_uint64)]),
         "pshard_push_rows": (c.c_int, [client, c.c_int, c.c_void_p, c.c_size_t, c.c_void_p, c.c_int64,

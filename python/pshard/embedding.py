@@ -31,7 +31,8 @@ class _Table(torch.nn.Module):
     """What Embedding and EmbeddingBag share: the table's declaration, its row pulls, and the gradients of the rows
     a step used, pushed by DistributedOptimizer.step()."""
 
-    def __init__(self, num_embeddings, embedding_dim, name, init, init_scale):
+    def __init__(self, num_embeddings, embedding_dim, name, init, init_scale, hashed=False, admit_after=0,
+                 expire_after=0):
         super().__init__()
         if _state.optimizer is not None:
             raise PshardError("pshard: embedding table '%s' made after DistributedOptimizer: make the model's tables "
@@ -44,8 +45,15 @@ class _Table(torch.nn.Module):
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.table_name = name
-        self.index = check(lib().pshard_add_table(client(), name.encode(), self.num_embeddings, self.embedding_dim,
-                                                  INITS[init], float(init_scale)), "ps.Embedding")
+        self.hashed = bool(hashed)
+        if self.hashed:
+            self.index = check(lib().pshard_add_hashed_table(client(), name.encode(), self.num_embeddings,
+                                                             self.embedding_dim, INITS[init], float(init_scale),
+                                                             int(admit_after), int(expire_after)), "ps.Embedding")
+        else:
+            self.index = check(lib().pshard_add_table(client(), name.encode(), self.num_embeddings,
+                                                      self.embedding_dim, INITS[init], float(init_scale)),
+                               "ps.Embedding")
         self.pending = []  # (unique ids, their rows' gradient) of each lookup of this step
         _state.tables.append(self)
 
@@ -74,6 +82,8 @@ class _Table(torch.nn.Module):
 
     def _ids(self, ids):
         ids = torch.as_tensor(ids).reshape(-1).to(torch.int64).contiguous().cpu()
+        if self.hashed:  # any 64-bit id: a negative int64 stands for its unsigned bits
+            return ids
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_embeddings):
             bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
             raise PshardError("pshard: id %d is outside embedding table '%s' (%d rows)"
@@ -119,10 +129,15 @@ class Embedding(_Table):
     """torch.nn.Embedding whose rows only the servers hold: num_embeddings x embedding_dim float32 values, row r on
     server r mod S, each value made there from run.seed, the name and its place (init "normal" with standard
     deviation init_scale, nn.Embedding's default; "uniform" on [-init_scale, init_scale]; "zeros"). `name` (default
-    "table0", "table1", ... in the order of construction) must be the same on every rank."""
+    "table0", "table1", ... in the order of construction) must be the same on every rank.
 
-    def __init__(self, num_embeddings, embedding_dim, name=None, init="normal", init_scale=1.0):
-        super().__init__(num_embeddings, embedding_dim, name, init, init_scale)
+    hashed=True: the ids are any 64-bit values (hashed feature ids; a negative int64 stands for its unsigned bits)
+    and num_embeddings is the most rows the table holds; a row is made from its id once pushes held it in
+    admit_after steps (0, 1: the first) and dropped when no push held it for expire_after steps (0: never)."""
+
+    def __init__(self, num_embeddings, embedding_dim, name=None, init="normal", init_scale=1.0, hashed=False,
+                 admit_after=0, expire_after=0):
+        super().__init__(num_embeddings, embedding_dim, name, init, init_scale, hashed, admit_after, expire_after)
 
     def forward(self, input):
         rows, inverse = self._lookup_rows(input)
@@ -130,13 +145,15 @@ class Embedding(_Table):
 
 
 class EmbeddingBag(_Table):
-    """torch.nn.EmbeddingBag (mode "sum" or "mean") whose rows only the servers hold (see Embedding). forward(input,
-    offsets=None): a 2-D input is one bag per row; a 1-D input with offsets is bags starting at those offsets."""
+    """torch.nn.EmbeddingBag (mode "sum" or "mean") whose rows only the servers hold (see Embedding, also for
+    hashed=True). forward(input, offsets=None): a 2-D input is one bag per row; a 1-D input with offsets is bags
+    starting at those offsets."""
 
-    def __init__(self, num_embeddings, embedding_dim, mode="mean", name=None, init="normal", init_scale=1.0):
+    def __init__(self, num_embeddings, embedding_dim, mode="mean", name=None, init="normal", init_scale=1.0,
+                 hashed=False, admit_after=0, expire_after=0):
         if mode not in ("sum", "mean"):
             raise PshardError("pshard: EmbeddingBag mode=%r: give \"sum\" or \"mean\"" % (mode,), "PSHARD_ERR_ARGUMENT")
-        super().__init__(num_embeddings, embedding_dim, name, init, init_scale)
+        super().__init__(num_embeddings, embedding_dim, name, init, init_scale, hashed, admit_after, expire_after)
         self.mode = mode
 
     def forward(self, input, offsets=None):

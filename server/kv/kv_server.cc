@@ -551,6 +551,7 @@ KvServerStats KvServer::stats() const {
   std::copy(phases.begin(), phases.end(), s.phases.s.begin());
   s.threads = 1 + impl_->opt.update_threads;
   const int64_t stopped = impl_->stopped_after_ns;
+  if (stopped >= 0 && impl_->tables->declared()) s.tables = impl_->tables->stats();  // the socket thread is gone
   s.wall_s = stopped >= 0 ? static_cast<double>(stopped) * 1e-9
                           : std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count();
   return s;
@@ -559,6 +560,7 @@ KvServerStats KvServer::stats() const {
 Json KvServerStats::phases_json(uint32_t rank) const {
   Json j = Json::object().set("event", "server_phases").set("rank", rank).set("threads", threads).set("wall_s", wall_s);
   phases.set_fields(j);
+  if (tables.is_array()) j.set("tables", tables);
   return j;
 }
 

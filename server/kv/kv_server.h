@@ -27,9 +27,10 @@ struct KvServerStats {
   // `threads` threads, so the phases add up to threads x wall_s.
   ServerPhaseSeconds phases;
   int threads = 0;    // the socket thread and the update threads
+  Json tables;        // once stopped: the embedding tables' rows here (TableStore::stats); null while running
   double wall_s = 0;  // since the server started, until stop()
 
-  // The `server_phases` metrics event (docs/METRICS.md) of server `rank`.
+  // The `server_phases` metrics event (docs/METRICS.md) of server `rank`, with `tables` where the job has them.
   Json phases_json(uint32_t rank) const;
 };
 

@@ -1,6 +1,8 @@
-// EmbeddingShard: a table's rows on one server, made from the seed and updated row by row.
+// EmbeddingShard: a table's rows on one server, made from the seed (hashed: on first touch) and updated row by row.
 #include "server/tables/embedding_shard.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace pshard {
@@ -10,23 +12,91 @@ EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_ser
     : spec_(std::move(spec)),
       server_(server),
       num_servers_(num_servers),
+      seed_(seed),
       local_rows_(table_rows_on(spec_.rows, num_servers, server)),
-      state_per_row_(optimizer.state_floats() * spec_.dim),
-      values_(local_rows_ * spec_.dim),
-      state_(local_rows_ * state_per_row_, 0.0f) {
+      state_per_row_(optimizer.state_floats() * spec_.dim) {
+  if (spec_.hashed) return;  // rows come with their ids
+  values_.resize(local_rows_ * spec_.dim);
+  state_.assign(local_rows_ * state_per_row_, 0.0f);
   for (uint64_t i = 0; i < local_rows_; ++i) {
     table_initial_row(spec_, seed, table_global_row(i, server_, num_servers_), values_.data() + i * spec_.dim);
   }
 }
 
+int64_t EmbeddingShard::slot(uint64_t row) const {
+  const auto it = slots_.find(row);
+  return it == slots_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+void EmbeddingShard::read(uint64_t row, float* out) const {
+  const size_t dim = spec_.dim;
+  if (!spec_.hashed) {
+    std::memcpy(out, values_.data() + local(row) * dim, dim * sizeof(float));
+    return;
+  }
+  const int64_t s = slot(row);
+  if (s < 0) {
+    table_initial_row(spec_, seed_, row, out);  // what the row starts as, once admitted
+  } else {
+    std::memcpy(out, values_.data() + static_cast<size_t>(s) * dim, dim * sizeof(float));
+  }
+}
+
+int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
+  int64_t s = slot(row);
+  if (s >= 0) return s;
+  uint32_t& seen = seen_[row];
+  if (++seen < std::max<uint32_t>(spec_.admit_after, 1) || slots_.size() >= local_rows_) return -1;
+  seen_.erase(row);
+  const size_t dim = spec_.dim;
+  if (!free_.empty()) {
+    s = free_.back();
+    free_.pop_back();
+  } else {
+    s = static_cast<int64_t>(slot_ids_.size());
+    slot_ids_.push_back(0);
+    last_step_.push_back(0);
+    values_.resize(values_.size() + dim);
+    state_.resize(state_.size() + state_per_row_);
+  }
+  slot_ids_[s] = row;
+  last_step_[s] = step;
+  table_initial_row(spec_, seed_, row, values_.data() + static_cast<size_t>(s) * dim);
+  std::fill_n(state_.begin() + static_cast<ptrdiff_t>(s * state_per_row_), state_per_row_, 0.0f);
+  slots_[row] = static_cast<uint32_t>(s);
+  ++counts_.admitted;
+  counts_.held = slots_.size();
+  return s;
+}
+
 void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer,
-                           float lr, int64_t t) {
+                           float lr, int64_t t, int64_t step) {
   const size_t dim = spec_.dim;
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t l = local(rows[i]);
+    int64_t place = static_cast<int64_t>(local(rows[i]));
+    if (spec_.hashed) {
+      place = admit(rows[i], step);
+      if (place < 0) {
+        ++counts_.not_admitted;
+        continue;
+      }
+      last_step_[place] = step;
+    }
     // The rule sees one row as n = dim elements with its state planes right after one another (state_floats x dim).
-    optimizer.apply(values_.data() + l * dim, grads + i * dim, state_.data() + l * state_per_row_, dim, lr, t);
+    optimizer.apply(values_.data() + place * dim, grads + i * dim, state_.data() + place * state_per_row_, dim, lr, t);
   }
+}
+
+void EmbeddingShard::expire(int64_t step) {
+  if (!spec_.hashed || spec_.expire_after <= 0) return;
+  for (size_t s = 0; s < slot_ids_.size(); ++s) {
+    const auto it = slots_.find(slot_ids_[s]);
+    if (it == slots_.end() || it->second != s || step - last_step_[s] <= spec_.expire_after) continue;
+    slots_.erase(it);
+    free_.push_back(static_cast<uint32_t>(s));
+    ++counts_.expired;
+  }
+  counts_.held = slots_.size();
 }
 
 }  // namespace pshard

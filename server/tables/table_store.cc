@@ -53,11 +53,19 @@ TableSpec spec_of(const protocol::TableInfo& t) {
            : t.init == protocol::TableInit::ZEROS ? TableInit::kZeros
                                                   : TableInit::kNormal;
   s.init_scale = t.init_scale;
+  s.hashed = t.hashed;
+  s.admit_after = t.admit_after;
+  s.expire_after = t.expire_after;
   return s;
 }
 
+// How often a hashed table looks for rows to expire: a sweep visits every row it holds, so it runs every eighth of
+// expire_after steps (a row is dropped between expire_after and 9/8 of it steps after its last push).
+int64_t sweep_period(const TableSpec& t) { return std::max<int64_t>(1, t.expire_after / 8); }
+
 bool same(const TableSpec& a, const TableSpec& b) {
-  return a.name == b.name && a.rows == b.rows && a.dim == b.dim && a.init == b.init && a.init_scale == b.init_scale;
+  return a.name == b.name && a.rows == b.rows && a.dim == b.dim && a.init == b.init && a.init_scale == b.init_scale &&
+         a.hashed == b.hashed && a.admit_after == b.admit_after && a.expire_after == b.expire_after;
 }
 
 std::string step_text(const protocol::Message& m) {
@@ -83,6 +91,24 @@ uint64_t TableStore::bytes() const {
   uint64_t b = 0;
   for (const auto& s : shards_) b += s->bytes();
   return b;
+}
+
+Json TableStore::stats() const {
+  Json all = Json::array();
+  for (const auto& s : shards_) {
+    Json t = Json::object().set("table", s->spec().name).set("bytes", s->bytes());
+    if (s->spec().hashed) {
+      const TableRowCounts& c = s->counts();
+      t.set("rows_held", c.held)
+          .set("admitted", c.admitted)
+          .set("expired", c.expired)
+          .set("not_admitted", c.not_admitted);
+    } else {
+      t.set("rows_held", s->local_rows());
+    }
+    all.push(std::move(t));
+  }
+  return all;
 }
 
 size_t TableStore::waiting() const {
@@ -161,8 +187,10 @@ CheckpointTable TableStore::snapshot(uint32_t table) const {
   t.version = gates_[table]->version;
   t.optimizer = opt_.optimizer->name();
   t.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
-  t.values = shard.values();
-  t.state = shard.state();
+  if (!t.spec.hashed) {  // a hashed table's rows are not kept: a restored one starts empty
+    t.values = shard.values();
+    t.state = shard.state();
+  }
   return t;
 }
 
@@ -181,13 +209,14 @@ void TableStore::restore(std::vector<CheckpointTable> tables) {
   make_tables(std::move(specs), tables[0].seed);
   for (uint32_t i = 0; i < tables.size(); ++i) {
     EmbeddingShard& shard = *shards_[i];
+    gates_[i]->version = tables[i].version;
+    if (tables[i].spec.hashed) continue;  // not kept in checkpoints: it starts empty
     if (tables[i].values.size() != shard.values().size() || tables[i].state.size() != shard.state().size()) {
       throw Error("embedding table " + describe_table(tables[i].spec) + ": the checkpoint holds " +
                   std::to_string(tables[i].values.size()) + " values, server " + std::to_string(opt_.rank) + " of " +
                   std::to_string(opt_.num_servers) + " holds " + std::to_string(shard.values().size()));
     }
     shard.restore(std::move(tables[i].values), std::move(tables[i].state));
-    gates_[i]->version = tables[i].version;
   }
 }
 
@@ -231,7 +260,7 @@ std::vector<RequestPtr> TableStore::run(const RequestPtr& req) {
   std::vector<uint64_t> ids(n);
   if (n > 0) std::memcpy(ids.data(), id_frame->data(), n * sizeof(uint64_t));
   for (uint64_t id : ids) {
-    if (id >= shard.spec().rows) {
+    if (!shard.spec().hashed && id >= shard.spec().rows) {
       return refuse(ErrorCode::BAD_ROW, table + ", " + step_text(m) + ": row " + std::to_string(id) +
                                             " is outside the table (" + std::to_string(shard.spec().rows) + " rows)");
     }
@@ -319,7 +348,9 @@ bool TableStore::push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids
     }
   }
   if (opt_.mode != Consistency::kBsp) {
-    shard.apply(ids.data(), grads.data(), ids.size(), *opt_.optimizer, opt_.lr, ++g.version);
+    shard.apply(ids.data(), grads.data(), ids.size(), *opt_.optimizer, opt_.lr, g.version + 1, g.version);
+    ++g.version;
+    if (shard.spec().hashed && g.version % sweep_period(shard.spec()) == 0) shard.expire(g.version);
     return true;
   }
   Gate::Pushed& p = g.pushed[m.sender_rank];
@@ -358,9 +389,10 @@ void TableStore::close_step(Gate& g) {
   }
   if (count > 0 && !rows.empty()) {
     reduce::mean(sums.data(), sums.data(), sums.size(), count);
-    shard.apply(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version + 1);
+    shard.apply(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version + 1, g.version);
   }
   ++g.version;
+  if (shard.spec().hashed && g.version % sweep_period(shard.spec()) == 0) shard.expire(g.version);
   const bool asked = g.asked;
   g.asked = false;
   if (on_step_closed) on_step_closed(g.table, g.version, asked);
@@ -383,7 +415,7 @@ void TableStore::answer(Request& req, const Gate& g, const std::vector<uint64_t>
   const EmbeddingShard& shard = *shards_[g.table];
   const size_t dim = shard.spec().dim;
   std::vector<float> rows(ids.size() * dim);
-  for (size_t i = 0; i < ids.size(); ++i) std::memcpy(rows.data() + i * dim, shard.row(ids[i]), dim * sizeof(float));
+  for (size_t i = 0; i < ids.size(); ++i) shard.read(ids[i], rows.data() + i * dim);
   req.replies.clear();
   if (req.msg.row_encoding == protocol::Encoding::NONE) {
     req.replies.emplace_back(rows.data(), rows.size() * sizeof(float));

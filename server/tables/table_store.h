@@ -13,6 +13,7 @@
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/keys/table_layout.h"
 #include "common/protocol/codec.h"
+#include "common/util/json.h"
 #include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/kv/request.h"
@@ -78,7 +79,9 @@ class TableStore {
   const EmbeddingShard& shard(uint32_t table) const;
   int64_t version(uint32_t table) const;  // steps of `table` closed (BSP) or pushes applied (async)
   uint64_t bytes() const;                 // values and optimizer state of every table held here
-  size_t waiting() const;                 // reads held
+  // Per table: {table, bytes, rows_held} and, for a hashed table, {admitted, expired, not_admitted} (TableRowCounts).
+  Json stats() const;
+  size_t waiting() const;  // reads held
 
  private:
   struct Gate;

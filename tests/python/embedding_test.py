@@ -3,7 +3,9 @@ steps through 2 servers beside a dense layer, ends where single-process PyTorch 
 over the global batch: with SGD and with Adagrad on the table's rows (embedding.optimizer), SGD on the dense layer,
 within 1e-6 on every row the data touched. A job stopped at step 55 and resumed from its checkpoint of step 40 ends
 with the undisturbed run's rows, bit for bit. Also: rows no worker pushed keep their initial values, a table made
-after the optimizer and an id outside the table are refused with their names."""
+after the optimizer and an id outside the table are refused with their names. A hashed table (any 64-bit ids) makes
+a row for each id its batches pushed, which the servers report."""
+import json
 import os
 import sys
 import time
@@ -53,7 +55,41 @@ class Net(torch.nn.Module):
         return self.fc(self.bag(ids)).squeeze(1)
 
 
+def hashed_ids(step, rank):
+    """Bags of 64-bit hashed ids (any value, negative int64 for the upper half), 64 distinct values in all."""
+    g = torch.Generator()
+    g.manual_seed(1000 * step + rank)
+    values = torch.tensor([(i * 0x9E3779B97F4A7C15) % (1 << 64) - (1 << 63) for i in range(64)], dtype=torch.int64)
+    return values[torch.randint(0, 64, (BATCH, BAG), generator=g)]
+
+
+def hashed_worker(out_dir):
+    """A hashed table (ids any 64-bit values, rows made on first push) trains beside a dense layer."""
+    import pshard.torch as ps
+    ps.init()
+    torch.manual_seed(5)
+    net = Net(ps.EmbeddingBag(1000, DIM, mode="sum", name="hashed", hashed=True, init_scale=0.1))
+    opt = ps.DistributedOptimizer(net)
+    never = torch.tensor([12345])  # never in a batch: read as the row it would start as, the same every time
+    first = net.bag.pull(never)
+    for t in range(20):
+        y = (hashed_ids(t, ps.rank())[:, 0] % 2 == 0).to(torch.float32)
+        loss = F.binary_cross_entropy_with_logits(net(hashed_ids(t, ps.rank())), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert torch.equal(net.bag.pull(never), first), "a row nobody pushed changed"
+    seen = torch.unique(torch.cat([hashed_ids(t, r).reshape(-1) for t in range(20) for r in range(2)]))
+    trained = net.bag.pull(seen)
+    ps.report(epoch=1, train_loss=float(loss))
+    if ps.rank() == 0:
+        torch.save({"seen": seen.numel(), "trained": trained}, os.path.join(out_dir, "hashed.pt"))
+    ps.shutdown()
+
+
 def worker(out_dir, mode):
+    if mode == "hashed":
+        return hashed_worker(out_dir)
     import pshard.torch as ps
     ps.init()
     torch.manual_seed(5)
@@ -157,7 +193,31 @@ def resume(rule, reference):
     print("embedding %s: stopped at step 55, --resume from step 40: the same rows and weights, bit for bit" % rule)
 
 
+def hashed(rule):
+    """The servers report the hashed table's rows: every distinct id pushed was admitted (admit_after 0), none
+    expired, and the rows held are those ids."""
+    out = support.fresh_dir("embedding-hashed")
+    status, output, run_dir = support.launch(CONFIG % rule, 2, 2, [os.path.abspath(__file__), "worker", out, "hashed"],
+                                             240, "embedding-hashed")
+    support.expect(status == 0, "the job with a hashed table failed (status %d)" % status, output)
+    got = torch.load(os.path.join(out, "hashed.pt"), weights_only=True)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        summary = [json.loads(line) for line in f if '"event":"summary"' in line][-1]
+    phases = summary["server_phases"]
+    support.expect(len(phases) == 2, "the summary has %d servers' phases, expected 2" % len(phases), output)
+    tables = [e["tables"][0] for e in phases]
+    admitted = sum(t["admitted"] for t in tables)
+    held = sum(t["rows_held"] for t in tables)
+    support.expect(admitted == got["seen"] and held == got["seen"],
+                   "the servers admitted %d and hold %d rows of the hashed table, the batches held %d distinct ids"
+                   % (admitted, held, got["seen"]), output)
+    support.expect(all(t["expired"] == 0 and t["not_admitted"] == 0 for t in tables), "rows expired or not admitted: "
+                   + json.dumps(tables), output)
+    print("embedding hashed: %d distinct 64-bit ids admitted over 2 servers; a row never pushed reads the same" % admitted)
+
+
 def main():
+    hashed("adagrad")
     for rule in ("sgd", "adagrad"):
         out = support.fresh_dir("embedding-" + rule)
         status, output, run_dir = support.launch(CONFIG % rule, 2, 2,

@@ -49,7 +49,7 @@ extern "C" {
  * skipped_steps (figure PSHARD_LOSS_SCALING). 7: pshard_epoch_report gained label (the program's own epoch
  * numbering) and the figure PSHARD_LOSS_MEANS; train.epochs is optional outside elastic jobs, and the end of a job
  * is judged by the steps the workers pushed (pshard_close). 8: embedding tables held by the servers
- * (pshard_add_table, pshard_pull_rows, pshard_push_rows). */
+ * (pshard_add_table, pshard_add_hashed_table, pshard_pull_rows, pshard_push_rows). */
 #define PSHARD_C_API_VERSION 8
 
 typedef enum pshard_status {
@@ -208,6 +208,12 @@ enum { PSHARD_INIT_NORMAL = 0, PSHARD_INIT_UNIFORM = 1, PSHARD_INIT_ZEROS = 2 };
  * empty or repeated name, rows or dim < 1, an unknown init, a negative or non-finite scale) or STATE (after
  * pshard_start). A job with tables still declares at least one dense tensor (pshard_add_tensor). */
 int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim, int init, double init_scale);
+/* A hashed table (docs/SPARSE.md): its ids are any 64-bit values (hashed feature ids), at most `capacity` rows are
+ * held (each server its share), and a row is made from its id the first time a step's pushes hold it once
+ * `admit_after` steps did (0 or 1: the first), and dropped when no push held it for `expire_after` steps (0: never).
+ * A read of an id not stored returns the values its row would start with. Otherwise as pshard_add_table. */
+int pshard_add_hashed_table(pshard_client* c, const char* name, uint64_t capacity, int dim, int init, double init_scale,
+                            uint32_t admit_after, int64_t expire_after);
 /* The n rows ids[0..n) of `table` (no two equal, each < rows) that a worker about to compute step `step` reads (sync:
  * after step - 1 closed), written into out[0 .. n x dim) in the order of `ids`. Keep ids and out alive until the
  * request is done. ARGUMENT for a row outside the table or listed twice. */

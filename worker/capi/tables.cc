@@ -7,9 +7,10 @@
 
 using namespace pshard::capi;  // the C API's own helpers (client.h)
 
-extern "C" {
+namespace {
 
-int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim, int init, double init_scale) {
+// Both declarations: the spec checked with the tables declared before it.
+int add_table(pshard_client* c, const char* name, pshard::TableSpec spec, int dim, int init, double init_scale) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     require(c, "client");
     require(name, "name");
@@ -20,9 +21,7 @@ int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim,
                     table + ": init " + std::to_string(init) + " is not PSHARD_INIT_NORMAL, _UNIFORM or _ZEROS"};
     }
     if (dim < 1) throw Failure{PSHARD_ERR_ARGUMENT, table + ": dim " + std::to_string(dim) + " is not >= 1"};
-    pshard::TableSpec spec;
     spec.name = name;
-    spec.rows = rows;
     spec.dim = static_cast<uint32_t>(dim);
     spec.init = init == PSHARD_INIT_UNIFORM ? pshard::TableInit::kUniform
                 : init == PSHARD_INIT_ZEROS ? pshard::TableInit::kZeros
@@ -39,6 +38,26 @@ int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim,
     c->tables.push_back(spec);
     return static_cast<int>(c->tables.size() - 1);
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int pshard_add_table(pshard_client* c, const char* name, uint64_t rows, int dim, int init, double init_scale) {
+  pshard::TableSpec spec;
+  spec.rows = rows;
+  return add_table(c, name, spec, dim, init, init_scale);
+}
+
+int pshard_add_hashed_table(pshard_client* c, const char* name, uint64_t capacity, int dim, int init, double init_scale,
+                            uint32_t admit_after, int64_t expire_after) {
+  pshard::TableSpec spec;
+  spec.rows = capacity;
+  spec.hashed = true;
+  spec.admit_after = admit_after;
+  spec.expire_after = expire_after;
+  return add_table(c, name, spec, dim, init, init_scale);
 }
 
 int pshard_pull_rows(pshard_client* c, int table, const uint64_t* ids, size_t n, float* out, int64_t step,

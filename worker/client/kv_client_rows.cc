@@ -39,7 +39,10 @@ KvClient::Handle KvClient::declare_tables(const std::vector<TableSpec>& tables, 
   m.sender_role = protocol::Role::WORKER;
   m.sender_rank = impl_->opt.rank;
   m.table_seed = seed;
-  for (const TableSpec& t : tables) m.tables.push_back({t.name, t.rows, t.dim, wire_init(t.init), t.init_scale});
+  for (const TableSpec& t : tables) {
+    m.tables.push_back(
+        {t.name, t.rows, t.dim, wire_init(t.init), t.init_scale, t.hashed, t.admit_after, t.expire_after});
+  }
   auto op = std::make_shared<Op>();
   op->remaining = static_cast<int>(impl_->opt.servers.size());
   std::vector<Part> parts;
@@ -73,7 +76,7 @@ std::vector<Part> KvClient::Impl::row_parts(MessageType type, uint32_t table, co
   std::unordered_set<uint64_t> seen;
   seen.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    if (ids[i] >= spec.rows) {
+    if (!spec.hashed && ids[i] >= spec.rows) {
       throw Error(who + ": row " + std::to_string(ids[i]) + " is outside embedding table " + describe_table(spec));
     }
     if (!seen.insert(ids[i]).second) {

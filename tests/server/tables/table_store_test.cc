@@ -31,7 +31,8 @@ protocol::Message table_init(uint32_t worker, TableSpec spec = kSpec, uint64_t s
   m.type = MessageType::TABLE_INIT;
   m.sender_rank = worker;
   m.table_seed = seed;
-  m.tables.push_back({spec.name, spec.rows, spec.dim, protocol::TableInit::NORMAL, spec.init_scale});
+  m.tables.push_back({spec.name, spec.rows, spec.dim, protocol::TableInit::NORMAL, spec.init_scale, spec.hashed,
+                      spec.admit_after, spec.expire_after});
   return m;
 }
 
@@ -62,8 +63,9 @@ std::vector<float> reply_rows(const Request& r) {
 }
 
 std::vector<float> row_of(const TableStore& t, uint64_t row) {
-  const float* p = t.shard(0).row(row);
-  return std::vector<float>(p, p + kSpec.dim);
+  std::vector<float> v(kSpec.dim);
+  t.shard(0).read(row, v.data());
+  return v;
 }
 
 TEST(TableStore, RowsStartFromTheSeedAndEachServerHoldsEverySthRow) {
@@ -269,6 +271,51 @@ TEST(TableStore, BadRequestsAreRefusedNamingTheTableAndStep) {
   auto other = rows_request(MessageType::ROW_PULL, 0, 0, {1});
   other->msg.table = 1;
   expect_refused(t, other, ErrorCode::UNKNOWN_TABLE, "table 1 does not exist (the job has 1 embedding tables)");
+}
+
+TEST(TableStore, HashedRowsAreMadeOnAdmissionAndDroppedWhenUnused) {
+  TableStoreOptions o = options(Consistency::kBsp, "sgd");
+  o.num_workers = 1;
+  TableStore t(o);
+  // Any 64-bit ids, at most 2 rows, stored once pushes held an id in 2 steps, dropped after 4 steps unused.
+  const TableSpec hashed{"clicks", 2, 3, TableInit::kNormal, 0.5f, true, 2, 4};
+  ErrorCode code;
+  std::string why;
+  ASSERT_TRUE(t.declare(table_init(0, hashed), code, why)) << why;
+  const uint64_t a = (uint64_t(1) << 63) + 5, b = 12345678901234ull, c = 77;
+  std::vector<float> a0(3);
+  table_initial_row(hashed, kSeed, a, a0.data());
+  auto step = [&](int64_t s, const std::vector<uint64_t>& ids) {
+    auto read = t.run(rows_request(MessageType::ROW_PULL, 0, s, ids));
+    EXPECT_EQ(read.size(), 1u);
+    auto pushed = t.run(rows_request(MessageType::ROW_PUSH, 0, s, ids, std::vector<float>(ids.size() * 3, 1.0f)));
+    EXPECT_EQ(pushed.at(0)->error, ErrorCode::NONE) << pushed[0]->error_message;
+    return reply_rows(*read.at(0));
+  };
+  EXPECT_EQ(step(0, {a}), a0);  // not stored: the row it would start as
+  EXPECT_EQ(t.shard(0).counts().not_admitted, 1u);
+  EXPECT_EQ(step(1, {a}), a0);  // the second step that holds it admits it, and applies this step's gradient
+  EXPECT_EQ(t.shard(0).counts().admitted, 1u);
+  std::vector<float> a1 = a0;
+  for (float& x : a1) x -= 0.1f * 1.0f;
+  std::vector<float> b0(3);
+  table_initial_row(hashed, kSeed, b, b0.data());
+  EXPECT_EQ(step(2, {a, b}), std::vector<float>({a1[0], a1[1], a1[2], b0[0], b0[1], b0[2]}));
+  step(3, {b});  // b admitted: the table is full
+  step(4, {c});
+  step(5, {c});  // c seen twice, but no room
+  EXPECT_EQ(t.shard(0).counts().held, 2u);
+  EXPECT_EQ(t.shard(0).counts().not_admitted, 4u);  // a at 0, b at 2, c at 4 and 5
+  // a was last pushed at step 2: at step 7 it has been unused for more than 4 steps and is dropped.
+  step(6, {});
+  step(7, {});
+  EXPECT_EQ(t.shard(0).counts().expired, 2u);  // a (last pushed at 2) and b (at 3)
+  EXPECT_EQ(t.shard(0).counts().held, 0u);
+  EXPECT_EQ(step(8, {a}), a0);  // gone: it starts again from its id
+  const Json stats = t.stats();
+  EXPECT_EQ(stats.dump(),
+            "[{\"table\":\"clicks\",\"bytes\":24,\"rows_held\":0,\"admitted\":2,\"expired\":2,"
+            "\"not_admitted\":5}]");
 }
 
 TEST(TableStore, TablesBiggerThanTheServersMemoryAreRefused) {
