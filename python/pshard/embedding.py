@@ -55,6 +55,7 @@ class _Table(torch.nn.Module):
                                                       self.embedding_dim, INITS[init], float(init_scale)),
                                "ps.Embedding")
         self.pending = []  # (unique ids, their rows' gradient) of each lookup of this step
+        self.push_request = None  # the last push, not waited for yet (its buffers were copied)
         _state.tables.append(self)
 
     def extra_repr(self):
@@ -72,6 +73,7 @@ class _Table(torch.nn.Module):
         """The current rows `ids` (a 1-D tensor of distinct ids) as a (len(ids), dim) float32 tensor: what a forward
         of the step being computed reads. No gradient flows back through it."""
         ids = self._ids(ids)
+        self._finish_push()
         out = torch.empty((ids.numel(), self.embedding_dim), dtype=torch.float32)
         request = ctypes.c_uint64()
         check(lib().pshard_pull_rows(client(), self.index, ctypes.c_void_p(ids.data_ptr()), ids.numel(),
@@ -115,11 +117,18 @@ class _Table(torch.nn.Module):
             ids = torch.empty(0, dtype=torch.int64)
             grads = torch.empty((0, self.embedding_dim), dtype=torch.float32)
         self.pending = []
+        self._finish_push()
         request = ctypes.c_uint64()
         check(lib().pshard_push_rows(client(), self.index, ctypes.c_void_p(ids.data_ptr()), ids.numel(),
                                      ctypes.c_void_p(grads.data_ptr()), step, ctypes.byref(request)),
               "ps.Embedding '%s'" % self.table_name)
-        check(lib().pshard_wait(client(), request.value, -1), "ps.Embedding '%s'" % self.table_name)
+        self.push_request = request.value  # the library copied ids and grads: waited for at the next pull or push
+
+    def _finish_push(self):
+        """Waits for the last push (its answer carries a refusal, if any)."""
+        if self.push_request is not None:
+            request, self.push_request = self.push_request, None
+            check(lib().pshard_wait(client(), request, -1), "ps.Embedding '%s'" % self.table_name)
 
     def _discard(self):
         self.pending = []
@@ -165,6 +174,12 @@ def push_tables(step):
     """Every table's push of `step` (DistributedOptimizer.step())."""
     for t in _state.tables:
         t._push(step)
+
+
+def finish_pushes():
+    """Every table's last push answered (DistributedOptimizer.synchronize())."""
+    for t in _state.tables:
+        t._finish_push()
 
 
 def discard_tables():

@@ -32,7 +32,7 @@ from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_MEANS, LOSS_SCALING, TEST_ACC, TES
                    check, lib, EpochReport)
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
-from .embedding import Embedding, EmbeddingBag, discard_tables, push_tables
+from .embedding import Embedding, EmbeddingBag, discard_tables, finish_pushes, push_tables
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
@@ -527,6 +527,7 @@ class DistributedOptimizer:
         forward; call this before reading parameters in any other way (p.data, p.norm(), a functional use of
         another module's parameter). report(), shutdown() and state_dict() call it themselves."""
         self._complete(range(len(self.params)))
+        finish_pushes()
 
     def pending_weights(self):
         """The names of the parameters whose new weights are not loaded yet (after step(): all of them, until the
