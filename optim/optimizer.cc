@@ -25,7 +25,7 @@ const Rule kRules[] = {
     {"sgd", detail::make_sgd},         {"momentum", detail::make_momentum}, {"nesterov", detail::make_nesterov},
     {"adagrad", detail::make_adagrad}, {"adadelta", detail::make_adadelta}, {"rmsprop", detail::make_rmsprop},
     {"adam", detail::make_adam},       {"adamw", detail::make_adamw},       {"lars", detail::make_lars},
-    {"lamb", detail::make_lamb},
+    {"lamb", detail::make_lamb},       {"ftrl", detail::make_ftrl},
 };
 
 std::string rule_names() {
@@ -66,6 +66,9 @@ OptimizerParams OptimizerParams::from_config(const Config& cfg) {
   p.eps = static_cast<float>(cfg.get_double("optimizer.eps"));
   p.weight_decay = static_cast<float>(cfg.get_double("optimizer.weight_decay"));
   p.trust_coefficient = static_cast<float>(cfg.get_double("optimizer.trust_coefficient"));
+  p.ftrl_beta = static_cast<float>(cfg.get_double("optimizer.ftrl_beta"));
+  p.ftrl_l1 = static_cast<float>(cfg.get_double("optimizer.ftrl_l1"));
+  p.ftrl_l2 = static_cast<float>(cfg.get_double("optimizer.ftrl_l2"));
   p.decoupled_weight_decay = cfg.get_string("optimizer.weight_decay_mode") == "decoupled";
   return p;
 }
@@ -87,7 +90,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerParams& p) {
                                                   {"rho", p.rho},
                                                   {"eps", p.eps},
                                                   {"weight_decay", p.weight_decay},
-                                                  {"trust_coefficient", p.trust_coefficient}};
+                                                  {"trust_coefficient", p.trust_coefficient},
+                                                  {"ftrl_beta", p.ftrl_beta},
+                                                  {"ftrl_l1", p.ftrl_l1},
+                                                  {"ftrl_l2", p.ftrl_l2}};
   for (const auto& [key, value] : values) check_range(p, key, value);
   for (const Rule& r : kRules) {
     if (p.name == r.name) return r.make(p);

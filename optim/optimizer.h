@@ -21,7 +21,7 @@ namespace pshard::optim {
 std::vector<std::string> optimizer_names();
 
 struct OptimizerParams {
-  std::string name = "sgd";  // sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb
+  std::string name = "sgd";  // sgd|momentum|nesterov|adagrad|adadelta|rmsprop|adam|adamw|lars|lamb|ftrl
   float lr = 0.01f;
   float momentum = 0.9f;  // momentum, nesterov, lars
   float beta1 = 0.9f;     // adam, adamw, lamb
@@ -30,6 +30,9 @@ struct OptimizerParams {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   float trust_coefficient = 0.001f;     // lars eta
+  float ftrl_beta = 1.0f;               // ftrl: the beta of its per-coordinate learning rate lr / (beta + sqrt(n))
+  float ftrl_l1 = 0.0f;                 // ftrl: L1 strength (weights whose |z| <= l1 are exactly 0)
+  float ftrl_l2 = 0.0f;                 // ftrl: L2 strength
   bool decoupled_weight_decay = false;  // optimizer.weight_decay_mode == "decoupled" (adamw: always)
 
   static OptimizerParams from_config(const Config& cfg);

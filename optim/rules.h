@@ -19,6 +19,7 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerParams& p);      // adam.cc
 std::unique_ptr<Optimizer> make_adamw(const OptimizerParams& p);     // adam.cc
 std::unique_ptr<Optimizer> make_lars(const OptimizerParams& p);      // lars.cc
 std::unique_ptr<Optimizer> make_lamb(const OptimizerParams& p);      // lamb.cc
+std::unique_ptr<Optimizer> make_ftrl(const OptimizerParams& p);      // ftrl.cc
 
 // Throws pshard::Error when t < 1 (bias correction and "first step" logic need a 1-based count).
 void check_step(const char* optimizer, int64_t t);

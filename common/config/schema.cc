@@ -125,6 +125,11 @@ std::vector<ConfigKey> kSchema = {
     {"optimizer.weight_decay_mode", T::kString, "l2", 0, 0, "l2|decoupled",
      "l2: added to the gradient; decoupled: w -= lr*wd*w (AdamW style)"},
     {"optimizer.trust_coefficient", T::kDouble, "0.001", 0, kInf, "", "lars trust coefficient (eta)"},
+    {"optimizer.ftrl_beta", T::kDouble, "1.0", 0, kInf, "",
+     "ftrl: beta of the per-coordinate learning rate lr / (beta + sqrt(sum of squared gradients))"},
+    {"optimizer.ftrl_l1", T::kDouble, "0.0", 0, kInf, "",
+     "ftrl: L1 strength (a weight whose accumulated z lies within plus or minus it is exactly 0)"},
+    {"optimizer.ftrl_l2", T::kDouble, "0.0", 0, kInf, "", "ftrl: L2 strength"},
 
     // embedding tables (held by the servers, updated row by row: docs/SPARSE.md)
     {"embedding.optimizer", T::kString, "same", 0, 0, "",

@@ -52,7 +52,7 @@ const std::vector<Vec> kGrads = {{0.5f, -2.0f}, {1.0f, 1.0f}, {-1.0f, 0.5f}};
 TEST(Optimizer, StateFloatsPerRule) {
   const std::pair<const char*, size_t> expected[] = {{"sgd", 0},      {"momentum", 1}, {"nesterov", 1}, {"adagrad", 1},
                                                      {"adadelta", 2}, {"rmsprop", 1},  {"adam", 2},     {"adamw", 2},
-                                                     {"lars", 1},     {"lamb", 2}};
+                                                     {"lars", 1},     {"lamb", 2},     {"ftrl", 2}};
   for (const auto& [name, floats] : expected) {
     auto opt = make_optimizer(params(name));
     EXPECT_STREQ(opt->name(), name);
@@ -97,6 +97,22 @@ TEST(Optimizer, Adagrad) {
 TEST(Optimizer, AdagradEpsInDenominator) {
   // eps 1: w -= 0.1 * 3 / (sqrt(9) + 1) = 0.075 -> 0.925
   expect_steps(run(params("adagrad", 1.0f), {1.0f}, {{3.0f}}, 0.1f), {{0.925f}});
+}
+
+TEST(Optimizer, Ftrl) {
+  // lr (alpha) 0.1, beta 1, l1 0.01, l2 0, w0 [0, 0]; sigma = (sqrt(n') - sqrt(n)) / 0.1, z += g - sigma w,
+  // w = -(z - sign(z) 0.01) / ((1 + sqrt(n)) / 0.1).
+  // g [0.5, -2]: n [0.25, 4]   z [0.5, -2]                          w [-0.49/15, 1.99/30] = [-0.0326667, 0.0663333]
+  // g [1, 1]:    n [1.25, 5]   sigma [6.18034, 2.36068]
+  //              z [1.5 + 0.2018925, -1 - 0.1565918] = [1.7018925, -1.1565918]
+  //              w [-1.6918925/21.18034, 1.1465918/32.36068] = [-0.0798802, 0.0354314]
+  // With l1 = 2, g [0.5, -1.5]: |z| = [0.5, 1.5] <= 2, so both weights are exactly 0.
+  OptimizerParams p = params("ftrl");
+  p.ftrl_l1 = 0.01f;
+  expect_steps(run(p, {0.0f, 0.0f}, {{0.5f, -2.0f}, {1.0f, 1.0f}}, 0.1f),
+               {{-0.0326667f, 0.0663333f}, {-0.0798802f, 0.0354314f}});
+  p.ftrl_l1 = 2.0f;
+  expect_steps(run(p, {0.0f, 0.0f}, {{0.5f, -1.5f}}, 0.1f), {{0.0f, 0.0f}});
 }
 
 TEST(Optimizer, Rmsprop) {
@@ -292,7 +308,7 @@ TEST(Optimizer, LambRatioIsOneForZeroWeights) {
 TEST(Optimizer, StateIsPerSliceWithPlanesOfN) {
   // Updating [a | b] in one call equals updating a and b separately with their own state (elementwise rules),
   // over several steps: the state planes are indexed with the n of the call.
-  for (const char* name : {"momentum", "nesterov", "adagrad", "adadelta", "rmsprop", "adam", "adamw"}) {
+  for (const char* name : {"momentum", "nesterov", "adagrad", "adadelta", "rmsprop", "adam", "adamw", "ftrl"}) {
     auto opt = make_optimizer(params(name, 1e-8f));
     const size_t k = opt->state_floats();
     Vec whole = {1.0f, -2.0f, 0.5f, 3.0f, -1.0f}, a = {1.0f, -2.0f}, b = {0.5f, 3.0f, -1.0f};
