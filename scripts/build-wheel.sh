@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pshard executable and libpshard_c.so into build/ (Release) and packs them with the Python package into
-# dist/pshard-VERSION-py3-none-linux_ARCH.whl (scripts/build_wheel.py; docs/INSTALL.md):
+# Builds the pshard executable and libpshard_c.so into build/ (Release) and packs them with the Python package and
+# the shared libraries they need beyond glibc, libstdc++ and CUDA into
+# dist/pshard-VERSION-py3-none-manylinux_2_X_ARCH.whl, X the glibc the packed files need (scripts/build_wheel.py;
+# docs/INSTALL.md):
 #   scripts/build-wheel.sh && python3 -m venv ~/venv && ~/venv/bin/pip install --no-index dist/pshard-*.whl
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -22,6 +22,8 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev
   # tests
   libgtest-dev
+  # the wheel's bundled libraries: their names and RUNPATHs (scripts/build_wheel.py)
+  patchelf
   # fuzzing (scripts/fuzz.sh: clang's libFuzzer, ASan, UBSan)
   clang libclang-rt-14-dev
   # the real Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
