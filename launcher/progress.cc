@@ -123,10 +123,12 @@ std::optional<std::string> ProgressState::line() const {
     std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(left / 60), static_cast<long long>(left % 60));
     eta = buf;
   }
+  // A program that declared no length (no train.epochs) has no "of N": "epoch 3  step 120".
+  const auto of = [](int64_t n) { return n > 0 ? "/" + std::to_string(n) : std::string(); };
   char buf[256];
-  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                static_cast<long long>(epoch_), static_cast<long long>(epochs_), static_cast<long long>(done),
-                static_cast<long long>(total), loss_, rate, eta.c_str());
+  std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld%s  loss %.4f  %.0f samples/s  ETA %s",
+                static_cast<long long>(epoch_), of(epochs_).c_str(), static_cast<long long>(done), of(total).c_str(),
+                loss_, rate, eta.c_str());
   if (!stall_.empty()) return std::string(buf) + "  " + stall_;
   return std::string(buf);
 }

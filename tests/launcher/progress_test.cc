@@ -47,6 +47,15 @@ TEST(ProgressState, LineHasEpochStepLossRateAndEta) {
   EXPECT_DOUBLE_EQ(p.summary().at("test_acc").as_number(), 0.9);
 }
 
+// A program that declared no length (train.epochs unset: the start event says 0 epochs): no "of N", no ETA.
+TEST(ProgressState, AProgramWithoutADeclaredLengthShowsNoTotals) {
+  pshard::ProgressState p;
+  p.add(Json::parse(R"({"event":"start","epochs":0,"steps_per_epoch":0,"global_batch":128,"program":true})", "t"));
+  p.add(Json::parse(R"({"event":"step","epoch":3,"step":119,"loss":0.25,"wall_s":12})", "t"));
+  ASSERT_TRUE(p.line());
+  EXPECT_EQ(*p.line(), "epoch 3  step 120  loss 0.2500  1280 samples/s  ETA -");
+}
+
 // Elastic jobs: each epoch's plan (a `members` event) changes the global batch and the run's length.
 TEST(ProgressState, AnElasticJobsPlansSetTheRateAndTheLength) {
   pshard::ProgressState p;
