@@ -564,6 +564,8 @@ def main(argv):
     if " " in script + sys.executable:
         raise LabError("the launcher splits its ssh command at spaces: %s must have none in its path" % script)
     profile_path = os.path.abspath(args.profile)
+    if not os.path.exists(profile_path) and not os.path.isabs(args.profile):
+        profile_path = os.path.join(REPO, args.profile)  # profiles/... from any working directory
     if not os.path.exists(profile_path):
         raise LabError("profile %s not found" % profile_path)
 
