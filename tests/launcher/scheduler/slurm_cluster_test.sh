@@ -129,8 +129,13 @@ scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || { cat "$OUT2"; di
 scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
 # The job's own state, not squeue's listing: an squeue that fails (a busy slurmctld) prints nothing either.
 job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
+# Right after the release, scontrol may still show the first run's end (CANCELLED, by the requeue): a CANCELLED job
+# has finished only once its second run has written to the output, or when the wait runs out.
 for _ in $(seq 1 360); do
-  case $(job_state) in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+  case $(job_state) in
+    COMPLETED | FAILED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;;
+    CANCELLED) grep -q "resuming run $RUN2" "$OUT2" 2>/dev/null && break ;;
+  esac
   sleep 0.5
 done
 case $(job_state) in
@@ -143,7 +148,7 @@ cat "$OUT2" 2>/dev/null || echo "(no job output)"
 echo "======== end of requeue job output ========"
 grep -q "stopped at a checkpoint; requeueing it" "$OUT2" || die "the job did not stop at a checkpoint and requeue itself"
 at=$(grep -o "resuming run $RUN2 at step [0-9]*" "$OUT2" | head -n 1 | sed 's/.* //')
-[ -n "$at" ] || die "the requeued job did not resume"
+[ -n "$at" ] || die "the requeued job did not resume (state $(job_state))"
 [ -s "$RUN2/checkpoints/server-0.step-$(printf %08d "$at").ckpt" ] || die "no checkpoint of step $at"
 summary=$(tail -n 1 "$RUN2/metrics.jsonl")
 echo "$summary" | grep -q "\"start_step\": *$at" || die "the requeued job's summary does not start at step $at: $summary"
