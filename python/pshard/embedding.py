@@ -170,6 +170,13 @@ class EmbeddingBag(_Table):
         return F.embedding_bag(inverse, rows, offsets, mode=self.mode)
 
 
+def refuse_grad_scaler(scaler):
+    """DistributedOptimizer(grad_scaler=) beside tables: refused, their rows' gradients would reach the servers scaled."""
+    if scaler is not None and _state.tables:
+        raise PshardError("pshard: grad_scaler with embedding tables (ps.Embedding, ps.EmbeddingBag) is not "
+                          "supported: their rows' gradients would reach the servers scaled", "PSHARD_ERR_ARGUMENT")
+
+
 def push_tables(step):
     """Every table's push of `step` (DistributedOptimizer.step())."""
     for t in _state.tables:

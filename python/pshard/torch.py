@@ -32,7 +32,7 @@ from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_MEANS, LOSS_SCALING, TEST_ACC, TES
                    check, lib, EpochReport)
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
-from .embedding import Embedding, EmbeddingBag, discard_tables, finish_pushes, push_tables
+from .embedding import Embedding, EmbeddingBag, discard_tables, finish_pushes, push_tables, refuse_grad_scaler
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
@@ -189,9 +189,7 @@ class DistributedOptimizer:
                 raise PshardError("pshard: parameter '%s' is %s; the servers hold float32 parameters (model.float())"
                                   % (n, p.dtype), "PSHARD_ERR_ARGUMENT")
         self._whole_options(grad_scaler, backward_passes_per_step, clip_grad_norm)
-        if grad_scaler is not None and _state.tables:
-            raise PshardError("pshard: grad_scaler with embedding tables (ps.Embedding, ps.EmbeddingBag) is not "
-                              "supported: their rows' gradients would reach the servers scaled", "PSHARD_ERR_ARGUMENT")
+        refuse_grad_scaler(grad_scaler)
         self.batch_size = int(batch_size if batch_size is not None else config("train.batch_size"))
         self.steps_per_epoch = int(steps_per_epoch or 0)
         c = self.client = client()
