@@ -66,7 +66,7 @@ fuzz_one() {
     else
       printf '%-22s %10s %8s %10s  %s\n' "$t" "$execs" "$secs" "$rate" "FAILED (exit $rc)"
       grep -E "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)|runtime error:|fuzz invariant failed|==ERROR" \
-        "$out/$t/log" | head -5 | sed 's/^/    /'
+        "$out/$t/log" | sed -n '1,5s/^/    /p'
       for r in "$out/$t/artifacts/"*; do
         [[ -e "$r" ]] && echo "    reproducer: $r   (re-run: $bin $r)"
       done

@@ -30,8 +30,8 @@ ctest_phase() {
   t0=$(date +%s)
   (cd "$dir" && ctest "$@") 2>&1 | tee "$logs/$name.log" || rc=$?
   echo "== $name: $(( $(date +%s) - t0 )) s; the ten slowest tests:"
-  sed -nE 's/^.* Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$logs/$name.log" | sort -rn | head -10 |
-    awk '{ printf "   %8.1f s  %s\n", $1, $2 }'
+  sed -nE 's/^.* Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$logs/$name.log" | sort -rn |
+    awk 'NR <= 10 { printf "   %8.1f s  %s\n", $1, $2 }'
   return "$rc"
 }
 # build_for_tests BUILD_DIR CTEST_SELECTION...: builds the targets that the selected tests need.
