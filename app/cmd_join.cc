@@ -15,7 +15,7 @@ int run_join(const std::vector<std::string>& args) {
   p.allow_positionals("RUN_DIR", "the running job's run directory");
   if (!p.parse(args)) return 0;
   if (p.positionals().size() != 1) throw Error("pshard join: give the running job's RUN_DIR (see --help)");
-  join_running_job(p.positionals().front());
+  return join_running_job(p.positionals().front());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Joining a running elastic job: exec the worker the launch described in RUN_DIR/join.json.
+// Joining a running elastic job: run and watch the worker the launch described in RUN_DIR/join.json.
 #include "launcher/join_job.h"
 
 #include <netdb.h>
@@ -7,16 +7,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
+#include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/run/run_directory.h"
 #include "common/util/json.h"
 #include "common/util/private_file.h"
-
-extern char** environ;
+#include "launcher/local_job.h"
 
 namespace pshard {
 namespace {
@@ -31,6 +32,14 @@ std::vector<std::string> strings(const Json& doc, const char* key, const std::st
     out.push_back(e.as_string());
   }
   return out;
+}
+
+std::string text(const Json& doc, const char* key, const std::string& path) {
+  if (!doc.is_object() || !doc.has(key) || !doc.at(key).is_string()) {
+    throw Error("pshard join: " + path + " has no text \"" + key +
+                "\" (not written by this version of pshard launch?)");
+  }
+  return doc.at(key).as_string();
 }
 
 // Whether something listens at the coordinator address "tcp://HOST:PORT" (a TCP connect within 2 s). A launch that
@@ -68,7 +77,7 @@ bool coordinator_listens(const std::string& address) {
 
 }  // namespace
 
-void join_running_job(const std::string& run_dir) {
+int join_running_job(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / kJoinFile).string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -81,24 +90,15 @@ void join_running_job(const std::string& run_dir) {
   // it 0600 in its run directory).
   const Json doc = Json::parse(read_private_file(path, "join file", 1 << 20), "join file " + path);
   const std::vector<std::string> argv = strings(doc, "argv", path);
-  std::vector<std::string> env = strings(doc, "env", path);
+  const std::vector<std::string> env = strings(doc, "env", path);
   if (argv.empty()) throw Error("pshard join: " + path + ": the worker's command line is empty");
-  for (const std::string& var : env) {
-    const std::string name = "PSHARD_COORDINATOR=";
-    if (var.compare(0, name.size(), name) != 0) continue;
-    const std::string address = var.substr(name.size());
-    if (!coordinator_listens(address)) {
-      throw Error("the job of " + run_dir + " is not running: its coordinator (" + address + ") does not answer; " +
-                  path + " is left from a launch that ended without removing it (killed?)");
-    }
-  }
-  // The worker's environment is this one's with the job's variables (PSHARD_JOB_TOKEN, ...) set.
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var(*e);
-    const std::string name = var.substr(0, var.find('='));
-    bool replaced = false;
-    for (const std::string& mine : env) replaced = replaced || mine.compare(0, name.size() + 1, name + "=") == 0;
-    if (!replaced && name != "PSHARD_RANK") env.push_back(var);
+  // The job's coordinator, token and keys, for the probe below and the notice of the worker's end.
+  const std::string coordinator = text(doc, "coordinator", path);
+  const std::string token = text(doc, "job_token", path);
+  const std::string key_dir = doc.has("key_dir") ? text(doc, "key_dir", path) : std::string();
+  if (!coordinator_listens(coordinator)) {
+    throw Error("the job of " + run_dir + " is not running: its coordinator (" + coordinator + ") does not answer; " +
+                path + " is left from a launch that ended without removing it (killed?)");
   }
   if (doc.has("cwd") && doc.at("cwd").is_string()) {
     std::error_code cd;
@@ -107,13 +107,30 @@ void join_running_job(const std::string& run_dir) {
       throw Error("pshard join: cannot enter the launch's directory " + doc.at("cwd").as_string() + ": " +
                   cd.message());
   }
-  std::vector<char*> args, vars;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& v : env) vars.push_back(const_cast<char*>(v.c_str()));
-  vars.push_back(nullptr);
-  ::execvpe(args[0], args.data(), vars.data());  // a program after -- may be named without its path
-  throw Error("pshard join: cannot run " + argv[0] + ": " + std::strerror(errno));
+  // The worker's environment is this one's with the job's variables (PSHARD_JOB_TOKEN, ...) set; the coordinator
+  // gives it a free rank.
+  ::unsetenv("PSHARD_RANK");
+
+  // The worker runs as a child that this process watches, as pshard launch watches its own: when it dies, the
+  // coordinator hears so at once (it would otherwise keep the worker in the next epoch's plan until
+  // cluster.heartbeat_timeout_ms). Ctrl-C or SIGTERM here stop the worker, which leaves the job cleanly.
+  const transport::CurveKeys keys = key_dir.empty() ? transport::CurveKeys{} : transport::read_curve_keys(key_dir);
+  ProcessNotifier notices(coordinator, token, keys);
+  LocalJob::Options opt;
+  opt.handle_signals = true;
+  opt.on_child_failed = [&notices](const ChildSpec&, const ChildExit& how) {
+    notices.process_ended(NodeRole::kWorker, std::nullopt, how.pid, how.ending());
+  };
+  LocalJob job(opt);
+  ChildSpec worker;
+  worker.name = "worker";
+  worker.argv = argv;
+  worker.env = env;
+  worker.role = NodeRole::kWorker;
+  job.add(worker);
+  const LocalJob::Result r = job.run();
+  if (r.exit_code != 0 && !r.failure.empty()) std::fprintf(stderr, "error: pshard join: %s\n", r.failure.c_str());
+  return r.exit_code;
 }
 
 }  // namespace pshard

@@ -6,11 +6,13 @@
 namespace pshard {
 
 // Reads RUN_DIR/join.json (written by the launch: the worker's command line and environment, with the job token) and
-// replaces this process with that worker, which registers with the job's coordinator, takes a free rank and trains
-// from the next epoch's start. Returns only by throwing pshard::Error: no such file (not an elastic job, or not one
-// started by pshard launch), a malformed one, or an exec that failed.
+// runs that worker, which registers with the job's coordinator, takes a free rank and trains from the next epoch's
+// start. Like pshard launch, it watches the worker: a worker that dies is reported to the coordinator at once
+// (ProcessEnded), and Ctrl-C or SIGTERM stop it. Returns the exit status for `pshard join`: 0 when the worker
+// finished, 1 when it failed (said on stderr), 128 + N when a signal N stopped it. Throws pshard::Error for no such
+// file (not an elastic job, or not one started by pshard launch), a malformed or unsafe one, or a job not running.
 //
-//   join_running_job("runs/fmnist");   // this process is now the job's new worker
-[[noreturn]] void join_running_job(const std::string& run_dir);
+//   return join_running_job("runs/fmnist");   // until the new worker ends
+int join_running_job(const std::string& run_dir);
 
 }  // namespace pshard

@@ -130,7 +130,10 @@ struct LocalJob::Impl {
     // knows its rank): that prefix gives way to the full name instead of being prefixed twice.
     const std::string role_prefix = "[" + c.spec.name.substr(0, c.spec.name.find(' ')) + "] ";
     std::string text;
-    if (line.compare(0, prefix.size(), prefix) == 0) {
+    // A name without a rank ("worker", pshard join's) also gives way to the child's own "[worker 2]".
+    const bool unranked = c.spec.name.find(' ') == std::string::npos;
+    if (line.compare(0, prefix.size(), prefix) == 0 ||
+        (unranked && line.compare(0, c.spec.name.size() + 2, "[" + c.spec.name + " ") == 0)) {
       text = line + "\n";
     } else if (line.compare(0, role_prefix.size(), role_prefix) == 0) {
       text = prefix + " " + line.substr(role_prefix.size()) + "\n";

@@ -116,9 +116,15 @@ void write_join_file(const std::string& run_dir, const JobPlan& plan) {
   for (const std::string& e : worker.env) env.push(e);
   // A program after -- may name its script relative to where the launch runs.
   const std::string cwd = std::filesystem::current_path().string();
-  binary::write_file_atomically(run_dir + "/" + kJoinFile,
-                                Json::object().set("argv", argv).set("env", env).set("cwd", cwd).dump() + "\n",
-                                "join file", 0600);
+  // The coordinator, token and keys: pshard join probes the job and tells the coordinator when its worker dies.
+  Json doc = Json::object()
+                 .set("argv", argv)
+                 .set("env", env)
+                 .set("cwd", cwd)
+                 .set("coordinator", plan.coordinator)
+                 .set("job_token", plan.job_token);
+  if (!plan.key_dir.empty()) doc.set("key_dir", plan.key_dir);
+  binary::write_file_atomically(run_dir + "/" + kJoinFile, doc.dump() + "\n", "join file", 0600);
 }
 
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,

@@ -157,6 +157,10 @@ struct ProcessEnded {
   rank @2 :UInt32;
   pid @3 :Int64;
   how @4 :Text;                 # e.g. "was killed by signal 9 (SIGKILL)"
+  # pshard join watches the worker it started, whose rank the coordinator gave it: the notice then names it by pid on
+  # the watcher's host (its locality, common/util/host.h) instead of by rank.
+  anyRank @5 :Bool;
+  locality @6 :Text;            # the watcher's host_locality(); a non-empty one must be the node's
 }
 
 # worker -> coordinator (elastic jobs): this worker is at the start of `epoch`, whose first step is `step` (the step

@@ -391,9 +391,9 @@ struct Coordinator::Impl {
     }
   }
 
-  // The launcher saw a node's process end: the node is dead now, not when its heartbeats would have been missed. Only
-  // with the job's token (a job without one takes no such word from anybody), and only for the live node of that
-  // role, rank and pid.
+  // The launcher (or pshard join) saw a node's process end: the node is dead now, not when its heartbeats would have
+  // been missed. Only with the job's token (a job without one takes no such word from anybody), and only for the live
+  // node of that role, rank (any, from pshard join) and pid, on the notice's host when it names one.
   void on_process_ended(control::ProcessEnded::Reader ended) {
     const std::string token = ended.getJobToken().cStr();
     if (opt.job_token.empty() || !transport::same_secret(token, opt.job_token)) {
@@ -401,16 +401,19 @@ struct Coordinator::Impl {
       return;
     }
     const NodeRole role = cc::from_wire(ended.getRole());
+    const std::string locality = ended.getLocality().cStr();
     for (auto& [id, p] : peers) {
-      if (p.state != Peer::State::kLive || p.info.role != role || p.info.rank != ended.getRank() ||
-          p.info.pid != ended.getPid()) {
+      if (p.state != Peer::State::kLive || p.info.role != role || p.info.pid != ended.getPid() ||
+          (!ended.getAnyRank() && p.info.rank != ended.getRank()) ||
+          (!locality.empty() && p.info.locality != locality)) {
         continue;
       }
       std::string how = std::string(ended.getHow().cStr()).substr(0, 256);
       for (char& c : how) {
         if (static_cast<unsigned char>(c) < 0x20) c = ' ';
       }
-      on_node_failed(p, "its process " + how + " (pshard launch saw it end)");
+      on_node_failed(
+          p, "its process " + how + (ended.getAnyRank() ? " (pshard join" : " (pshard launch") + " saw it end)");
       return;
     }
   }

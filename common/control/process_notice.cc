@@ -7,6 +7,7 @@
 #include "common/control/control_codec.h"
 #include "common/transport/bounds.h"
 #include "common/transport/peer_auth.h"
+#include "common/util/host.h"
 
 namespace pshard {
 
@@ -21,14 +22,16 @@ ProcessNotifier::ProcessNotifier(const std::string& coordinator, std::string job
   sock_.connect(coordinator);
 }
 
-void ProcessNotifier::process_ended(NodeRole role, uint32_t rank, int64_t pid, const std::string& how) {
+void ProcessNotifier::process_ended(NodeRole role, std::optional<uint32_t> rank, int64_t pid, const std::string& how) {
   capnp::MallocMessageBuilder b;
   auto m = b.initRoot<control::ControlMessage>().initProcessEnded();
   m.setJobToken(token_);
   m.setRole(cc::to_wire(role));
-  m.setRank(rank);
+  m.setRank(rank.value_or(0));
+  m.setAnyRank(!rank.has_value());
   m.setPid(pid);
   m.setHow(how);
+  m.setLocality(host_locality());  // the notifier runs beside the processes it watches
   zmq::message_t frame = cc::encode(b);
   (void)sock_.send(frame, zmq::send_flags::dontwait);  // dropped when the coordinator is not there: harmless
 }

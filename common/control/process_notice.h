@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -20,7 +21,8 @@ namespace pshard {
 class ProcessNotifier {
  public:
   ProcessNotifier(const std::string& coordinator, std::string job_token, const transport::CurveKeys& curve);
-  void process_ended(NodeRole role, uint32_t rank, int64_t pid, const std::string& how);
+  // `rank` empty: a process whose rank the coordinator chose (pshard join's worker), named by its pid on this host.
+  void process_ended(NodeRole role, std::optional<uint32_t> rank, int64_t pid, const std::string& how);
 
  private:
   std::string token_;

@@ -576,6 +576,39 @@ TEST(Coordinator, ALaunchersNoticeThatAProcessEndedDeclaresItsNodeDead) {
   EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
 }
 
+// pshard join's notice names its worker by pid on its host, not by rank (the coordinator chose the rank): another pid
+// changes nothing; the worker's pid kills that worker at once, and the reason says pshard join saw it end.
+TEST(Coordinator, AJoinersNoticeNamesItsWorkerByPid) {
+  auto opt = coord_options(1, 2);
+  opt.failure_policy = Coordinator::FailurePolicy::kContinue;
+  Coordinator coord(opt);
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  EventLog log;
+  log.attach(*nodes[0]);
+  ProcessNotifier joiner(coord.endpoint(), "token-A", transport::CurveKeys{});
+  joiner.process_ended(NodeRole::kWorker, std::nullopt, ::getpid() + 1, "was killed by signal 9 (SIGKILL)");
+  joiner.process_ended(NodeRole::kServer, std::nullopt, ::getpid() + 1, "was killed by signal 9 (SIGKILL)");
+  ClusterEvent e;
+  EXPECT_FALSE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(500), &e)) << e.reason;
+  joiner.process_ended(NodeRole::kWorker, std::nullopt, ::getpid(), "was killed by signal 9 (SIGKILL)");
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
+  EXPECT_EQ(e.node.role, NodeRole::kWorker);
+  EXPECT_NE(e.reason.find(" is dead: its process was killed by signal 9 (SIGKILL) (pshard join saw it end)"),
+            std::string::npos)
+      << e.reason;
+  const uint32_t alive = e.node.rank == 0 ? 2 : 1;  // nodes[1] is worker 0, nodes[2] worker 1
+  nodes[alive]->leave(0);
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kShutdown, milliseconds(3000), &e));
+  nodes[0]->leave(0);
+  nodes[3 - alive].reset();
+  auto r = coord.wait_for(milliseconds(3000));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->exit_code, Coordinator::kExitWorkersLost) << r->reason;
+}
+
 // Under policy continue, a second process with a live worker's rank (a child that inherited the job's environment and
 // called ps.init()) is refused with a reason naming the rank, and the live worker keeps it; a restarted worker
 // (pshard worker --join) does take the rank over.

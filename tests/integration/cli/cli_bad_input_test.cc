@@ -209,7 +209,7 @@ TEST_F(CliBadInput, JoinFilesOthersCouldWriteAreNotRun) {
   const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   ::close(probe);  // nothing listens there now
   std::ofstream(join) << "{\"argv\": [\"/bin/sh\", \"-c\", \"touch " + marker +
-                             "\"], \"env\": [\"PSHARD_COORDINATOR=" + coordinator + "\"]}\n";
+                             "\"], \"env\": [], \"coordinator\": \"" + coordinator + "\", \"job_token\": \"t\"}\n";
   ASSERT_EQ(::chmod(join.c_str(), 0600), 0);
   expect({{"join", run},
           1,

@@ -190,6 +190,55 @@ TEST(ElasticWorkers, AGlobalBatchIsSharedAmongTheMembers) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// `pshard join` watches the worker it started, as pshard launch watches its own: a joined worker SIGKILLed once it is
+// in an epoch's plan is dead for the coordinator at once, not after cluster.heartbeat_timeout_ms (120 s here, which
+// the job would otherwise sit out in that epoch), the epoch names its shard as not trained, and pshard join says how
+// its worker ended.
+TEST(ElasticWorkers, AJoinedWorkerThatDiesIsDroppedAtOnce) {
+  if (!have_fashion_mnist()) GTEST_SKIP();
+  const std::string dir = fresh_dir("elastic-joined-dies");
+  const std::string run = dir + "/run";
+  BackgroundJob job(
+      launch(run, "2:3", "--set train.epochs=4 --set data.train_size=0 --set cluster.heartbeat_timeout_ms=120000"),
+      dir + "/log");
+  ASSERT_TRUE(job.started());
+  ASSERT_TRUE(wait_until([&] { return !events(run, "members").empty(); }, std::chrono::seconds(120)))
+      << read_file(dir + "/log");
+  BackgroundJob joiner(pshard_bin() + " join " + run, dir + "/join.log");
+  ASSERT_TRUE(joiner.started());
+  auto planned = [&] {
+    for (const Json& p : events(run, "members")) {
+      if (p.at("workers").size() == 3u) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_until(planned, std::chrono::seconds(120))) << read_file(dir + "/log");
+  const int64_t victim = worker_pid(run, 2);
+  ASSERT_GT(victim, 0) << read_file(run + "/cluster.json");
+  ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  const auto killed = Clock::now();
+  std::optional<int> rc = job.wait(std::chrono::seconds(240));
+  const std::string log = read_file(dir + "/log");
+  ASSERT_TRUE(rc.has_value()) << "the elastic job hung\n" << log;
+  EXPECT_EQ(*rc, 0) << log;
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(100)) << "the job waited out the heartbeat timeout\n" << log;
+  EXPECT_NE(log.find(") is dead: its process was killed by signal 9 (SIGKILL) (pshard join saw it end)"),
+            std::string::npos)
+      << log;
+  std::optional<int> joined = joiner.wait(std::chrono::seconds(30));
+  ASSERT_TRUE(joined.has_value());
+  EXPECT_EQ(*joined, 1);
+  const std::string join_log = read_file(dir + "/join.log");
+  EXPECT_NE(
+      join_log.find("error: pshard join: worker (pid " + std::to_string(victim) + ") was killed by signal 9 (SIGKILL)"),
+      std::string::npos)
+      << join_log;
+  // The epoch it died in went on without it; unless it reported that epoch first, its shard is named as not trained.
+  Json summary = read_summary(run);
+  EXPECT_EQ(summary.at("epochs").as_int(), 4);
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 // With nobody joining or leaving, an elastic job is the fixed-size job: the same shards, steps and learning rate,
 // summed in rank order, so the same model bit for bit.
 TEST(ElasticWorkers, AFixedMembershipTrainsBitwiseLikeAFixedSizeJob) {
