@@ -282,6 +282,9 @@ void control_seeds() {
     m.setPid(4242);
     m.setHow("was killed by signal 9 (SIGKILL)");
     save("fuzz_control_message", "process_ended", bytes_of(b));
+    m.setAnyRank(true);  // pshard join's notice: by pid on the watcher's host
+    m.setLocality("0123-boot-id/net:[4026531992]");
+    save("fuzz_control_message", "process_ended_any_rank", bytes_of(b));
   }
   {
     capnp::MallocMessageBuilder b;
