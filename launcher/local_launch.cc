@@ -414,14 +414,6 @@ int run_local_launch(const LocalLaunchOptions& o) {
                   "cannot be resumed)");
     }
     check_resume_settings(run_dir, cfg);
-    const std::string codec = cfg.get_string("cluster.compression");
-    if (cfg.get_bool("cluster.error_feedback") && (codec == "topk" || codec == "randomk" || codec == "onebit")) {
-      std::fprintf(stderr,
-                   "[launch] warning: the workers' error-feedback residuals (cluster.compression = %s) are not in "
-                   "checkpoints: they start again at zero, so the resumed run is not bitwise the uninterrupted one "
-                   "(docs/OPERATIONS.md, \"Resuming a run\")\n",
-                   codec.c_str());
-    }
     resume_step = newest_resumable_step(run_dir + "/checkpoints", static_cast<uint32_t>(servers), run_id);
     if (resume_step < 0) {
       throw Error("pshard launch --resume: " + run_dir + "/checkpoints holds no checkpoint of run " + run_id +

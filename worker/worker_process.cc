@@ -99,7 +99,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), elastic ? 1 : world, opts.batch_size) * opts.epochs;
 
-  const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps);
+  const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps, o.run_dir);
   // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
   // weights into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that
   // thread (~KvClient) before the buffers are freed (~KvSync).
@@ -113,6 +113,9 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
     cluster.report(
         Json::object().set("event", "rejoin").set("rank", static_cast<int64_t>(rank)).set("step", start_step));
+  } else if (start_step > 0 && !joining) {
+    const std::string zero = kv.restore_residuals(start_step);  // a resumed compressed run
+    if (!zero.empty()) PSHARD_LOG(kWarn) << zero;
   }
   if (start_step > total_steps) {
     throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +

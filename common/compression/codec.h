@@ -41,6 +41,10 @@ class Codec {
   // True when a decoded value can differ from the encoded one by more than rounding (sparse, 1-bit): such codecs
   // keep an error-feedback residual on the worker (ErrorFeedback).
   virtual bool drops_information() const = 0;
+  // A sender's state between encodes (randomk's sampler), for checkpoints; stateless codecs keep none. load_state()
+  // takes what save_state() gave, or throws an Error.
+  virtual std::string save_state() const { return {}; }
+  virtual void load_state(const std::string& state) { (void)state; }
 };
 
 struct CodecParams {

@@ -20,6 +20,8 @@ class ErrorFeedback {
   size_t encode(Codec& codec, const float* grad, size_t n, uint8_t* out);
   // What has not been sent yet (empty before the first encode).
   const std::vector<float>& residual() const { return residual_; }
+  // A checkpoint's residual (a resumed run): the next encode adds it as its own.
+  void set_residual(std::vector<float> residual) { residual_ = std::move(residual); }
 
  private:
   std::vector<float> residual_, decoded_;

@@ -1,6 +1,7 @@
 // randomk: k = ceil(ratio x n) values at indices drawn uniformly without replacement (Floyd's sample), sent like topk.
 #include <algorithm>
 #include <random>
+#include <sstream>
 #include <unordered_set>
 #include <vector>
 
@@ -39,6 +40,18 @@ class RandomkCodec final : public Codec {
     decode_sparse(in, bytes, n, out);
   }
   bool drops_information() const override { return true; }
+  std::string save_state() const override {
+    std::ostringstream out;
+    out << rng_;
+    return out.str();
+  }
+  void load_state(const std::string& state) override {
+    std::istringstream in(state);
+    std::mt19937_64 rng;
+    in >> rng;
+    if (!in) throw Error("randomk: a saved sampler state that does not parse");
+    rng_ = rng;
+  }
 
  private:
   double ratio_;

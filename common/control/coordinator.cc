@@ -400,22 +400,15 @@ struct Coordinator::Impl {
       PSHARD_LOG(kWarn) << "ignoring a process-ended notice without this job's token";
       return;
     }
-    const NodeRole role = cc::from_wire(ended.getRole());
-    const std::string locality = ended.getLocality().cStr();
-    for (auto& [id, p] : peers) {
-      if (p.state != Peer::State::kLive || p.info.role != role || p.info.pid != ended.getPid() ||
-          (!ended.getAnyRank() && p.info.rank != ended.getRank()) ||
-          (!locality.empty() && p.info.locality != locality)) {
-        continue;
-      }
-      std::string how = std::string(ended.getHow().cStr()).substr(0, 256);
-      for (char& c : how) {
-        if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-      }
-      on_node_failed(
-          p, "its process " + how + (ended.getAnyRank() ? " (pshard join" : " (pshard launch") + " saw it end)");
-      return;
+    Peer* p = live_process(peers, cc::from_wire(ended.getRole()), ended.getAnyRank(), ended.getRank(), ended.getPid(),
+                           ended.getLocality().cStr());
+    if (p == nullptr) return;
+    std::string how = std::string(ended.getHow().cStr()).substr(0, 256);
+    for (char& c : how) {
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     }
+    on_node_failed(*p,
+                   "its process " + how + (ended.getAnyRank() ? " (pshard join" : " (pshard launch") + " saw it end)");
   }
 
   // Each worker that left cleanly with fewer pushes than another (push_counts.h), or than a live worker's step line

@@ -10,6 +10,17 @@ namespace pshard::coordinator_detail {
 
 bool reachable(const Peer& p) { return p.state == Peer::State::kRegistered || p.state == Peer::State::kLive; }
 
+Peer* live_process(Peers& peers, NodeRole role, bool any_rank, uint32_t rank, int64_t pid,
+                   const std::string& locality) {
+  for (auto& [id, p] : peers) {
+    if (p.state == Peer::State::kLive && p.info.role == role && p.info.pid == pid &&
+        (any_rank || p.info.rank == rank) && (locality.empty() || p.info.locality == locality)) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
 std::string describe_unranked(const Peer& p) {
   std::string s = std::string(role_name(p.info.role));
   if (p.requested_rank >= 0) s += " (requested rank " + std::to_string(p.requested_rank) + ")";

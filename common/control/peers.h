@@ -38,6 +38,10 @@ using Peers = std::map<std::string, Peer>;
 bool reachable(const Peer& p);
 // "worker (requested rank 1) from host a, pid 7": how a node without a rank yet is named.
 std::string describe_unranked(const Peer& p);
+// The live node a launcher's process-ended notice names (control.capnp ProcessEnded): by role and pid, by rank unless
+// `any_rank` (pshard join's worker, whose rank the coordinator chose), and on `locality` unless it is empty. nullptr:
+// none (it left or died already, or a restarted process holds that rank now).
+Peer* live_process(Peers& peers, NodeRole role, bool any_rank, uint32_t rank, int64_t pid, const std::string& locality);
 
 // Sends control messages through the coordinator's ROUTER socket.
 class Outbox {

@@ -374,7 +374,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
     const pshard::KvClientOptions kopt =
-        pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps);
+        pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps, c->env.run_dir);
     c->kv = std::make_unique<pshard::KvClient>(kopt);
     if (!c->tables.empty()) {  // every worker declares them; the servers make the rows at the first
       c->kv->wait(c->kv->declare_tables(c->tables, static_cast<uint64_t>(cfg.get_int("run.seed"))));
@@ -412,6 +412,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                                                ", past its end (" + std::to_string(total_steps) + " steps)"};
       }
       c->start_step = c->env.start_step;
+      const std::string zero = c->kv->restore_residuals(c->start_step);  // a resumed compressed run
+      if (!zero.empty()) PSHARD_LOG(kWarn) << zero;
     }
     c->steps_pushed = c->start_step;
     // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.

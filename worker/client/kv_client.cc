@@ -128,6 +128,7 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
   const uint64_t tensor_bytes = spec.numel * sizeof(float);
   const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
   const protocol::Encoding push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
+  if (pushes) keep_residuals_if_checkpointed(step);
   std::map<uint32_t, std::vector<uint32_t>> by_server;
   for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
 
@@ -246,7 +247,7 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
           shm_bytes_sent += bytes;
         } else if (push_encoding != protocol::Encoding::NONE) {
           zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
-          const size_t used = encoder.encode(id, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
+          const size_t used = encoder.encode(id, step, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
           if (used != f.size()) f = zmq::message_t(f.data(), used);
           bytes_sent += f.size();
           p.frames.push_back(std::move(f));
@@ -418,13 +419,16 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   o.compression = compression::Settings::from_config(cfg);
   o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
+  o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
+  o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   return o;
 }
 
 KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterClient& cluster,
                                              const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
-                                             int64_t run_total_steps) {
+                                             int64_t run_total_steps, const std::string& run_dir) {
   KvClientOptions o = from_config(cfg);
+  if (!run_dir.empty() && cfg.get_string("cluster.mode") == "sync") o.checkpoint_dir = run_dir + "/checkpoints";
   o.rank = cluster.rank();
   for (const NodeInfo& s : cluster.map().servers) o.servers.push_back(s.endpoint);
   o.tensors = std::move(tensors);
@@ -435,8 +439,10 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterCli
   return o;
 }
 
-KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
-KvClient::~KvClient() = default;
+KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->write_residual_files();
+}
+KvClient::~KvClient() { impl_->flush_residuals(); }
 
 const SliceLayout& KvClient::layout() const { return impl_->layout; }
 

@@ -46,19 +46,26 @@ struct KvClientOptions {
   std::vector<char> host_aggregated;  // per server
   uint32_t host = 0;  // the lowest worker rank on this worker's host (from the cluster map's localities): names the
                       // host in the metrics' per-host figures
+  // A sync job's checkpoints of the error-feedback residuals (cluster.error_feedback with a lossy codec): the run's
+  // checkpoint directory (empty: none written), checkpoint.every_steps and checkpoint.keep. At each step the servers
+  // checkpoint, this worker writes DIR/worker-R.step-K.residuals (common/checkpoint/residual_file.h).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;
+  int64_t checkpoint_keep = 0;
 
   // slice_bytes, the timeouts and the compression from the job's config; the job's shape (rank, servers, tensors,
   // token, keys, run length) is the caller's.
   static KvClientOptions from_config(const Config& cfg);
   // A worker's client after its rendezvous: from_config(cfg), the worker's rank and the servers from `cluster`, the
-  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length, and the host's
-  // workers that sum their pushes (cluster.host_aggregation, from the processes' localities in the cluster map).
+  // job token and CurveZMQ keys it registered with (`registered`), its tensors and the run's length, the host's
+  // workers that sum their pushes (cluster.host_aggregation, from the processes' localities in the cluster map), and
+  // the run directory whose checkpoints/ get the residual files of a sync job (empty: none).
   //
   //   ClusterClient cluster(copt);
-  //   KvClient kv(KvClientOptions::from_config(cfg, cluster, copt, tensors, steps_per_epoch * epochs));
+  //   KvClient kv(KvClientOptions::from_config(cfg, cluster, copt, tensors, steps_per_epoch * epochs, run_dir));
   static KvClientOptions from_config(const Config& cfg, const ClusterClient& cluster,
                                      const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
-                                     int64_t run_total_steps);
+                                     int64_t run_total_steps, const std::string& run_dir);
 };
 
 // A request a server refused with an error reply: the message names the worker, the server, the request and the
@@ -145,6 +152,12 @@ class KvClient {
   // checkpoint every slice and answer every read of step + 1 with stopAt = step + 1 (checkpoint.on_sigterm). Every
   // worker then ends before computing step + 1, whichever of them asked.
   void request_stop(int64_t step);
+  // A resumed run (not a rejoin): this worker's error-feedback residuals (and random-k's sampler) of checkpoint
+  // `step`, from its residual file. Returns what happened, for the log: "" when the run keeps none or the file was
+  // read; otherwise why they
+  // start again at zero (no such file: a worker killed before it wrote it, a run directory its host does not
+  // share). An Error for a file that is corrupt or of another run's layout.
+  std::string restore_residuals(int64_t step);
   // The step boundary at which the servers stopped the job (from the replies received so far); 0 while none did.
   // Thread-safe; set before the request whose reply carried it is done.
   int64_t stop_at() const;

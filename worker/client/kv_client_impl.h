@@ -188,6 +188,12 @@ struct KvClient::Impl {
   Handle submit(MessageType type, const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step,
                 bool copy);
 
+  // Error-feedback residuals at checkpoints (kv_client_residuals.cc): the encoder keeps the states after the pushes
+  // of a step the servers checkpoint, and hands them to a file once that step's encodes are done.
+  void write_residual_files();
+  void keep_residuals_if_checkpointed(int64_t step);
+  void flush_residuals() noexcept;
+
   // The host's thread (host aggregation): runs the leader's sums and a member's weight reads in submission order.
   void host_loop();
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/checkpoint/residual_file.h"
 #include "common/error.h"
 
 namespace pshard {
@@ -330,6 +331,59 @@ TEST(CheckpointFile, AFileWithoutARunIdIsAClearError) {
   EXPECT_NE(skipped[0].find("format version 1"), std::string::npos) << skipped[0];
   prune_checkpoints(dir, 0, 1, "run-a");
   EXPECT_TRUE(fs::exists(path));  // never deleted
+  fs::remove_all(dir);
+}
+
+// A worker's residual file: read back as written; a flipped byte, a truncated file and a foreign file are errors
+// naming the file; pruning keeps the newest `keep` of that worker only.
+TEST(ResidualFile, RoundTripsAndRefusesDamage) {
+  const std::string dir = fresh_dir("residuals");
+  WorkerResiduals r;
+  r.rank = 1;
+  r.step = 40;
+  r.layout_fingerprint = 0xfeedull;
+  r.slices = {{0, {0.5f, -1.25f, 3.0f}, ""}, {7, {}, "1 2 3"}};
+  const std::string path = residual_file_path(dir, 1, 40);
+  EXPECT_EQ(path, dir + "/worker-1.step-00000040.residuals");
+  write_residual_file(path, r);
+  const WorkerResiduals back = read_residual_file(path);
+  EXPECT_EQ(back.rank, 1u);
+  EXPECT_EQ(back.step, 40);
+  EXPECT_EQ(back.layout_fingerprint, 0xfeedull);
+  ASSERT_EQ(back.slices.size(), 2u);
+  EXPECT_EQ(back.slices[0].residual, r.slices[0].residual);
+  EXPECT_EQ(back.slices[1].slice, 7u);
+  EXPECT_EQ(back.slices[1].codec_state, "1 2 3");
+
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto expect_error = [&](const std::string& content, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+    try {
+      read_residual_file(path);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("residual file " + path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  std::string flipped = bytes;
+  flipped[30] = static_cast<char>(flipped[30] ^ 0x40);
+  expect_error(flipped, "CRC-32 mismatch");
+  expect_error(bytes.substr(0, bytes.size() / 2), "CRC-32 mismatch");
+  expect_error("", "too short");
+
+  for (int64_t step : {20, 60, 80}) write_residual_file(residual_file_path(dir, 1, step), r);
+  write_residual_file(residual_file_path(dir, 0, 20), r);
+  prune_residual_files(dir, 1, 2);
+  EXPECT_FALSE(fs::exists(residual_file_path(dir, 1, 20)));
+  EXPECT_FALSE(fs::exists(residual_file_path(dir, 1, 40)));
+  EXPECT_TRUE(fs::exists(residual_file_path(dir, 1, 60)));
+  EXPECT_TRUE(fs::exists(residual_file_path(dir, 1, 80)));
+  EXPECT_TRUE(fs::exists(residual_file_path(dir, 0, 20))) << "another worker's file was pruned";
   fs::remove_all(dir);
 }
 

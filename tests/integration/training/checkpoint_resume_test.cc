@@ -210,9 +210,11 @@ TEST(Preemption, AJobPushingOncePerHostStopsAndResumesBitwiseToo) {
   sigterm_stop_then_resume("sigterm-stop-host", " --set cluster.host_aggregation=always --set cluster.transport=tcp");
 }
 
-// A top-k job resumes exactly what docs/OPERATIONS.md says: without error feedback bitwise like an uninterrupted run;
-// with it, the workers' residuals (not in checkpoints) start again at zero, which the launch says, and the weights
-// differ. Linear regression: no data files needed; 2048 / (2 x 32) = 32 steps per epoch, checkpoints every 20.
+// A compressed job resumes bitwise like an uninterrupted run: top-k without error feedback, top-k with it (each
+// worker's residuals are in its residual file of the checkpoint step), and random-k with and without it (its sampler
+// is in the file too). Without
+// the residual files, the residuals start again at zero, the workers say so, and the weights differ. Linear
+// regression: no data files needed; 2048 / (2 x 32) = 32 steps per epoch, checkpoints every 20.
 // The last line of `kind` in RUN_DIR/metrics.jsonl.
 Json last_line(const std::string& run_dir, const std::string& kind) {
   Json found;
@@ -271,37 +273,45 @@ TEST(Preemption, AResumedFp16RunContinuesItsLossScale) {
 
 TEST(CheckpointResume, ACompressedJobResumesAsDocumented) {
   const std::string dir = fresh_dir("ckpt-topk");
-  for (const bool feedback : {false, true}) {
+  struct Case {
+    std::string tag, codec;
+    bool feedback, drop_residual_files;
+  };
+  for (const Case& c : {Case{"plain", "topk", false, false}, Case{"ef", "topk", true, false},
+                        Case{"randomk-ef", "randomk", true, false}, Case{"randomk", "randomk", false, false},
+                        Case{"ef-no-files", "topk", true, true}}) {
     const std::string args =
         " --config " + source_dir() +
         "/configs/linreg_sgd.toml --set data.train_size=2048 --set data.test_size=256 --set train.batch_size=32 "
-        "--set train.epochs=3 --set checkpoint.every_steps=20 --set checkpoint.keep=0 --set cluster.compression=topk "
-        "--set cluster.compression_ratio=0.25 --set cluster.compression_min_bytes=0 --set cluster.error_feedback=" +
-        std::string(feedback ? "true" : "false");
-    const std::string tag = feedback ? "ef" : "plain";
-    const std::string a = dir + "/a-" + tag, b = dir + "/b-" + tag;
+        "--set train.epochs=3 --set checkpoint.every_steps=20 --set checkpoint.keep=0 --set cluster.compression=" +
+        c.codec + " --set cluster.compression_ratio=0.25 --set cluster.compression_min_bytes=0 " +
+        "--set cluster.error_feedback=" + std::string(c.feedback ? "true" : "false");
+    const std::string a = dir + "/a-" + c.tag, b = dir + "/b-" + c.tag;
     int rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 90" + args + " --run-dir " + a,
-                              120, dir + "/a-" + tag + ".log");
-    ASSERT_EQ(rc, 0) << read_file(dir + "/a-" + tag + ".log");
+                              120, dir + "/a-" + c.tag + ".log");
+    ASSERT_EQ(rc, 0) << read_file(dir + "/a-" + c.tag + ".log");
     const std::string want = read_file(a + "/model.bin");
     ASSERT_FALSE(want.empty());
+    EXPECT_EQ(fs::exists(a + "/checkpoints/worker-1.step-00000040.residuals"), c.feedback || c.codec == "randomk")
+        << c.tag;
     copy_run(a, b);
     for (const auto& e : fs::directory_iterator(b + "/checkpoints")) {
-      if (e.path().filename().string() != "server-0.step-00000040.ckpt") fs::remove(e.path());
+      const std::string name = e.path().filename().string();
+      const bool keep = name == "server-0.step-00000040.ckpt" ||
+                        (!c.drop_residual_files && name.find(".step-00000040.residuals") != std::string::npos);
+      if (!keep) fs::remove(e.path());
     }
     rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 90 --resume " + b, 120,
-                          dir + "/b-" + tag + ".log");
-    const std::string log = read_file(dir + "/b-" + tag + ".log");
+                          dir + "/b-" + c.tag + ".log");
+    const std::string log = read_file(dir + "/b-" + c.tag + ".log");
     ASSERT_EQ(rc, 0) << log;
     EXPECT_NE(log.find("resuming at step 40"), std::string::npos) << log;
-    const bool warned = log.find(
-                            "error-feedback residuals (cluster.compression = topk) are not in checkpoints: they "
-                            "start again at zero") != std::string::npos;
-    EXPECT_EQ(warned, feedback) << log;
-    if (feedback) {
+    const bool warned = log.find("residuals start again at zero") != std::string::npos;
+    EXPECT_EQ(warned, c.drop_residual_files) << c.tag << "\n" << log;
+    if (c.drop_residual_files) {
       EXPECT_FALSE(read_file(b + "/model.bin") == want) << "residuals restarted at zero changed nothing";
     } else {
-      EXPECT_TRUE(read_file(b + "/model.bin") == want) << "a top-k job without error feedback resumed inexactly";
+      EXPECT_TRUE(read_file(b + "/model.bin") == want) << c.tag << ": the resumed run differs\n" << log;
     }
   }
   pshard::testing::remove_dir_if_passed(dir);
