@@ -16,23 +16,21 @@ The optimizer (and learning-rate schedule) runs on the servers, from the job con
 [lr_schedule]; the script's own torch.optim is not used.
 """
 import ctypes
-import errno
-import glob
-import io
 import math
 import os
-import pickle
 import sys
 import time
 
 import torch
 
 from . import _state
-from ._lib import (ERR_TIMEOUT, FLOAT32, LOSS_MEANS, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, PshardError,
-                   check, lib, EpochReport)
+from ._lib import ERR_TIMEOUT, FLOAT32, PshardError, check, lib
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
 from .embedding import Embedding, EmbeddingBag, discard_tables, finish_pushes, push_tables, refuse_grad_scaler
+from .buffers import _load_latest_buffers
+from .reporting import _scaler_enabled, report, report_step, start_epoch, start_step  # noqa: F401
+from .sampling import ShardSampler, epoch_plan, shard  # noqa: F401
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "config", "barrier", "elastic",
            "DistributedOptimizer", "shard", "ShardSampler", "report", "start_step", "start_epoch", "epoch_plan",
@@ -58,95 +56,6 @@ def _wait(request, what):
 
 def _ptr(t):
     return ctypes.c_void_p(t.data_ptr())
-
-
-class ShardSampler(torch.utils.data.Sampler):
-    """This rank's share of a dataset, like DistributedSampler: every rank gets len(dataset) // size() samples
-    (the rest are left out, so that every rank runs the same number of steps, which sync mode needs), reshuffled
-    each epoch with `seed` when shuffle=True (call set_epoch(e) at each epoch).
-
-    In an elastic job (`pshard launch --workers MIN:MAX`) the share is that of the epoch's plan: set_epoch(e), or the
-    epoch's first iteration, waits at the epoch's start for the coordinator to say who trains it (epoch_plan()),
-    and member i of n gets block i of n. The DistributedOptimizer must exist by then."""
-
-    def __init__(self, dataset, shuffle=True, seed=0):
-        self.n = len(dataset)
-        self.elastic = elastic()
-        self.planned = None  # elastic: the epoch whose plan set rank and size
-        # An elastic job's first epoch trains with its fewest workers; its plan says which share is this rank's.
-        self.rank, self.size = (0, config("cluster.min_workers")) if self.elastic else (rank(), size())
-        self.per_rank = self.n // self.size
-        if self.per_rank == 0:
-            raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (self.n, self.size))
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-        if self.elastic and _state.optimizer is not None:
-            self._plan()
-
-    def _plan(self):
-        """Elastic jobs: this epoch's members decide this rank's share."""
-        if self.planned == self.epoch:
-            return
-        _, index, count = epoch_plan(self.epoch)
-        self.rank, self.size, self.planned = index, count, self.epoch
-        self.per_rank = self.n // count
-        if self.per_rank == 0:
-            raise PshardError("pshard: a dataset of %d samples cannot be shared by the %d workers of epoch %d"
-                              % (self.n, count, self.epoch))
-
-    def _skipped(self):
-        """Samples of this rank's share already trained in this epoch: in the epoch a resumed or rejoining worker
-        starts in, those of the steps before start_step() (DistributedOptimizer's batch size); else none (and always
-        none in an elastic job, whose workers start at an epoch's start)."""
-        opt = _state.optimizer
-        if self.elastic or opt is None or not opt.steps_per_epoch or \
-                self.epoch != opt.start_step // opt.steps_per_epoch:
-            return 0
-        return min(self.per_rank, (opt.start_step - self.epoch * opt.steps_per_epoch) * opt.batch_size)
-
-    def __iter__(self):
-        if self.elastic:
-            self._plan()
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(self.n, generator=g)
-        else:
-            order = torch.arange(self.n)
-        return iter(order[self.rank * self.per_rank + self._skipped():(self.rank + 1) * self.per_rank].tolist())
-
-    def __len__(self):
-        return self.per_rank - self._skipped()
-
-
-def shard(dataset):
-    """This rank's fixed share of `dataset` (a torch Dataset): the contiguous block rank() of size() equal
-    blocks. For a per-epoch reshuffle use ShardSampler. In an elastic job, the block of this rank's place among the
-    members of the epoch being trained (epoch_plan(); call shard() again each epoch, e.g. for the test set)."""
-    index, count = (_state.plan[2], _state.plan[3]) if _state.plan is not None else (rank(), size())
-    per = len(dataset) // count
-    if per == 0:
-        raise PshardError("pshard: a dataset of %d samples cannot be shared by %d workers" % (len(dataset), count))
-    return torch.utils.data.Subset(dataset, range(index * per, (index + 1) * per))
-
-
-def epoch_plan(epoch):
-    """Elastic jobs: waits at the start of `epoch` (0-based, as the script's loop counts) until the coordinator says
-    who trains it, and returns (first step, this rank's index among the members, their number). ShardSampler calls
-    it; a script with its own data split calls it at each epoch's start, after DistributedOptimizer(model), and
-    trains block index of count. A worker that joined the running job starts at start_epoch()."""
-    opt = _state.optimizer
-    if opt is None:
-        raise PshardError("pshard: epoch_plan() needs DistributedOptimizer(model) first (the epoch starts at its "
-                          "next step)", "PSHARD_ERR_STATE")
-    first, index, count = ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
-    check(lib().pshard_epoch_plan(client(), epoch + 1, opt.step_count, ctypes.byref(first), ctypes.byref(index),
-                                  ctypes.byref(count), None, 0), "pshard.epoch_plan")
-    _state.plan = (epoch, first.value, index.value, count.value)
-    opt.step_count = first.value
-    return first.value, index.value, count.value
 
 
 class DistributedOptimizer:
@@ -683,214 +592,6 @@ class DistributedOptimizer:
             check(lib().pshard_trace_span(self.client, name.encode(), cat, step, a, b), "timeline")
 
 
-def _scaler_enabled(scaler):
-    """False for a disabled GradScaler (torch 1.13's without CUDA: scale 1, never changed)."""
-    return not (callable(getattr(scaler, "is_enabled", None)) and not scaler.is_enabled())
-
-
 def _describe(params, limit=4):
     text = ", ".join("%s %s" % (n, list(p.shape)) for n, p in params[:limit])
     return text + (", ... (%d in all)" % len(params) if len(params) > limit else "")
-
-
-def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None, samples=None, test_samples=None,
-           eval_s=0.0, loss=None):
-    """Reports this worker's figures of epoch `epoch`, numbered as the script numbers its epochs (from 0 or 1, or
-    any increasing integers; recorded as given; in an elastic job, the plans' numbering from start_epoch()), then
-    makes the model's floating-point buffers (BatchNorm running statistics) the mean over the
-    workers (evaluate after report() to use them). Every rank calls it; the coordinator combines the ranks' reports into the epoch's line:
-    weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
-    equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
-    servers are measured by the library. Only the figures given reach metrics.jsonl (the others are null there, not
-    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". A PshardError for an epoch number that
-    does not increase from this rank's last report or an accuracy outside [0, 1]."""
-    opt = _state.optimizer
-    if opt is None:
-        raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
-    # The ranks' reports of an epoch are combined by its place in the run: an elastic job's plan, else the epoch
-    # after this rank's last report (the first: the epoch of start_step(), with steps_per_epoch).
-    if _state.plan is not None or elastic():
-        place = int(epoch) + 1
-    elif opt.reported_place:
-        place = opt.reported_place + 1
-    else:
-        place = 1 + (opt.start_step // opt.steps_per_epoch if opt.steps_per_epoch else 0)
-    for name, acc in (("train_acc", train_acc), ("test_acc", test_acc)):
-        if acc is not None and not 0.0 <= float(acc) <= 1.0:
-            raise PshardError("pshard.report: %s=%r is not an accuracy (a fraction in [0, 1])" % (name, acc),
-                              "PSHARD_ERR_ARGUMENT")
-    opt.synchronize()  # the epoch's last weights are part of it
-    now = time.perf_counter()
-    n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)
-    r = EpochReport()
-    r.epoch = place
-    r.label = int(epoch)
-    r.step = opt.step_count
-    r.samples = n
-    if train_loss is None:
-        train_loss = loss
-    # Only the figures given are sent (the others are null in metrics.jsonl); a NaN or infinite loss is recorded. The
-    # losses go as means (LOSS_MEANS): a mean near the largest double would overflow as a sum over the samples.
-    figures = LOSS_MEANS
-    if train_loss is not None:
-        figures |= TRAIN_LOSS
-        r.loss_sum = float(train_loss)
-    if train_acc is not None:
-        figures |= TRAIN_ACC
-        r.correct = int(round(float(train_acc) * n))
-    if test_acc is not None or test_loss is not None:
-        # Equal weights without test_samples: a large count keeps the accuracy's rounding below 1e-6.
-        tn = int(test_samples) if test_samples is not None else 1000000
-        r.test_samples = tn
-        if test_loss is not None:
-            figures |= TEST_LOSS
-            r.test_loss_sum = float(test_loss)
-        if test_acc is not None:
-            figures |= TEST_ACC
-            r.test_correct = int(round(float(test_acc) * tn))
-    else:
-        r.test_samples = -1
-    if opt.scaler is not None and _scaler_enabled(opt.scaler):
-        figures |= LOSS_SCALING
-        r.loss_scale = float(opt.scaler.get_scale())
-        r.skipped_steps = opt.epoch_skipped
-    r.figures = figures
-    r.epoch_s = now - opt.epoch_started - float(eval_s)
-    r.eval_s = float(eval_s)
-    r.data_s = opt.phase_s["data"]
-    r.forward_s = opt.phase_s["forward"]
-    r.backward_s = opt.phase_s["backward"]
-    check(lib().pshard_report_epoch(client(), ctypes.byref(r)), "pshard.report")
-    opt.reported_place = place
-    _average_buffers(opt.model, r.epoch)
-    opt.epoch_steps = 0
-    opt.epoch_skipped = 0
-    opt.phase_s = dict.fromkeys(opt.phase_s, 0.0)
-    opt.forward_at = opt.backward_at = None
-    opt.outside_ns = 0
-    opt.epoch_started = time.perf_counter()
-    opt.step_started = time.monotonic_ns()  # the next step's data phase starts here, not at the last step()
-
-
-def _disk_full_note(path):
-    """ ": the disk holding it is full" when the file system of `path` has no block left for this user, else ""."""
-    try:
-        st = os.statvfs(os.path.dirname(path) or ".")
-        return ": the disk holding it is full" if st.f_bavail == 0 else ""
-    except OSError:
-        return ""
-
-
-def _write_file(path, obj):
-    """torch.save of `obj` to PATH.tmp, then renamed to PATH. torch.save given a path does not check its writes (a full
-    disk leaves an empty or cut file behind, found only when read back): the bytes go through Python's own file
-    calls, so a full disk is an error here, naming the file."""
-    data = io.BytesIO()
-    torch.save(obj, data)
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else e.strerror
-        raise PshardError("pshard: cannot write %s (%d bytes): %s" % (tmp, len(data.getbuffer()), why),
-                          "PSHARD_ERR_ENVIRONMENT") from e
-
-
-def _read_file(path):
-    """torch.load of a file _write_file wrote; an empty or cut file is an error naming it (not "EOFError: Ran out of
-    input")."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        if not data:
-            raise EOFError("the file is empty")
-        # Tensors, numbers and dicts only: a file in the run directory must not run code when read.
-        return torch.load(io.BytesIO(data), weights_only=True)
-    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
-        raise PshardError("pshard: cannot read %s (%d bytes): %s%s" % (
-            path, os.path.getsize(path) if os.path.exists(path) else 0, e, _disk_full_note(path)),
-            "PSHARD_ERR_ENVIRONMENT") from e
-
-
-def _average_buffers(model, epoch):
-    """Floating-point buffers that are not parameters (BatchNorm running statistics) become the mean over the
-    workers: each rank writes its buffers into the run directory (shared by all nodes, as `pshard task` requires),
-    all wait at a barrier, each reads every rank's file and averages. Integer buffers (num_batches_tracked) stay.
-    Rank 0 then keeps the result as RUN_DIR/buffers/latest.pt, which a resumed run or a restarted worker loads."""
-    buffers = [(n, b) for n, b in model.named_buffers() if b.dtype.is_floating_point]
-    run_dir = os.environ.get("PSHARD_RUN_DIR", "")
-    if not buffers or not run_dir:
-        return
-    folder = os.path.join(run_dir, "buffers")
-    os.makedirs(folder, exist_ok=True)
-    if size() > 1:
-        mine = os.path.join(folder, "epoch%d-rank%d.pt" % (epoch, rank()))
-        _write_file(mine, {n: b.detach().cpu() for n, b in buffers})
-        barrier("buffers of epoch %d written" % epoch)
-        # The ranks alive now (a worker lost under failure_policy = continue wrote nothing).
-        states = [_read_file(f) for f in sorted(glob.glob(os.path.join(folder, "epoch%d-rank*.pt" % epoch)))]
-        with torch.no_grad():
-            for n, b in buffers:
-                b.copy_(sum(st[n] for st in states) / len(states))
-        barrier("buffers of epoch %d read" % epoch)
-        os.remove(mine)
-    if rank() == 0:
-        kept = {n: b.detach().cpu() for n, b in buffers}
-        _write_file(os.path.join(folder, "latest.pt"), {"epoch": epoch, "buffers": kept})
-
-
-def _load_latest_buffers(model):
-    """The buffers rank 0 kept at the last report() (RUN_DIR/buffers/latest.pt), into `model`: a worker that starts
-    mid-run gets the job's BatchNorm statistics with the servers' weights. None kept yet: the model's own stay."""
-    path = os.path.join(os.environ.get("PSHARD_RUN_DIR", ""), "buffers", "latest.pt")
-    if not os.environ.get("PSHARD_RUN_DIR") or not os.path.exists(path):
-        return
-    kept = _read_file(path)["buffers"]
-    with torch.no_grad():
-        for n, b in model.named_buffers():
-            if n in kept and kept[n].shape == b.shape:
-                b.copy_(kept[n])
-
-
-def start_step():
-    """The step this worker starts at (after DistributedOptimizer(model)): 0 in a new run; the checkpoint's step in a
-    resumed run (`pshard launch --resume`, or a job restarted after a server failed); for a worker restarted by the
-    launcher (cluster.restart_workers), the step at which it rejoins the running job."""
-    opt = _state.optimizer
-    if opt is None:
-        raise PshardError("pshard: start_step() is known once DistributedOptimizer(model) was made", "PSHARD_ERR_STATE")
-    return opt.start_step
-
-
-def start_epoch():
-    """The epoch (0-based) of start_step(): `for epoch in range(ps.start_epoch(), epochs)`. Needs steps_per_epoch
-    (in an elastic job: the epoch a joining worker starts with, else 0)."""
-    opt = _state.optimizer
-    if opt is not None and opt.joining_epoch:
-        return opt.joining_epoch - 1
-    if opt is not None and elastic():
-        return 0
-    if opt is None or not opt.steps_per_epoch:
-        raise PshardError("pshard: start_epoch() needs DistributedOptimizer(model, steps_per_epoch=N)",
-                          "PSHARD_ERR_STATE")
-    return opt.start_step // opt.steps_per_epoch
-
-
-def report_step(loss):
-    """The loss of the step just taken; rank 0 writes a `step` line every train.log_every steps."""
-    opt = _state.optimizer
-    if opt is None:
-        raise PshardError("pshard: report_step() needs a DistributedOptimizer")
-    if _state.plan is not None:  # elastic: the epoch being trained
-        epoch = _state.plan[0] + 1
-    else:
-        epoch = 1 + (opt.step_count - 1) // opt.steps_per_epoch if opt.steps_per_epoch else 1
-    check(lib().pshard_report_step(client(), epoch, max(opt.step_count - 1, 0), float(loss)), "pshard.report_step")

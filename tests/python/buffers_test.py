@@ -74,23 +74,24 @@ def full_disk():
     """The buffer files on a full disk (/dev/full refuses every write with ENOSPC) or cut short by one: the error names
     the file and the full disk, not "EOFError: Ran out of input"."""
     import pshard.torch as ps
+    from pshard import buffers
     d = support.fresh_dir("buffers-full")
     full = os.path.join(d, "epoch1-rank0.pt")
     os.symlink("/dev/full", full + ".tmp")
     try:
-        ps._write_file(full, {"x": torch.zeros(1000)})
+        buffers._write_file(full, {"x": torch.zeros(1000)})
         raise AssertionError("a write to a full disk did not raise")
     except ps.PshardError as e:
         support.expect(full + ".tmp" in str(e) and "the disk is full" in str(e), "write: %s" % e)
     empty = os.path.join(d, "epoch1-rank1.pt")
     open(empty, "wb").close()
     try:
-        ps._read_file(empty)
+        buffers._read_file(empty)
         raise AssertionError("an empty buffer file did not raise")
     except ps.PshardError as e:
         support.expect(empty in str(e) and "empty" in str(e), "read: %s" % e)
-    ps._write_file(os.path.join(d, "ok.pt"), {"x": torch.ones(3)})
-    support.expect(float(ps._read_file(os.path.join(d, "ok.pt"))["x"].sum()) == 3.0, "a round trip failed")
+    buffers._write_file(os.path.join(d, "ok.pt"), {"x": torch.ones(3)})
+    support.expect(float(buffers._read_file(os.path.join(d, "ok.pt"))["x"].sum()) == 3.0, "a round trip failed")
     print("buffer files: a full disk and an empty file are errors naming the file")
 
 
@@ -104,18 +105,19 @@ class _RunsCode:
 
 def code_in_a_buffers_file():
     import pshard.torch as ps
+    from pshard import buffers
     d = support.fresh_dir("code-in-buffers")
     path, marker = os.path.join(d, "latest.pt"), os.path.join(d, "the-code-ran")
     torch.save({"epoch": 1, "buffers": {"0.running_mean": torch.zeros(2)}, "x": _RunsCode(marker)}, path)
     try:
-        ps._read_file(path)
+        buffers._read_file(path)
         raise AssertionError("a buffers file holding code was read")
     except ps.PshardError as e:
         support.expect("cannot read %s" % path in str(e) and "Weights only load failed" in str(e),
                        "the refusal says %r" % str(e))
     support.expect(not os.path.exists(marker), "reading the buffers file ran its code")
-    ps._write_file(path, {"epoch": 1, "buffers": {"0.running_mean": torch.ones(2)}})
-    support.expect(torch.equal(ps._read_file(path)["buffers"]["0.running_mean"], torch.ones(2)),
+    buffers._write_file(path, {"epoch": 1, "buffers": {"0.running_mean": torch.ones(2)}})
+    support.expect(torch.equal(buffers._read_file(path)["buffers"]["0.running_mean"], torch.ones(2)),
                    "a buffers file of tensors does not read back")
     print("a buffers file holding code: refused, the code not run; one of tensors reads back")
 
