@@ -188,4 +188,13 @@ std::vector<BatchRow> batch_rows(const std::vector<RunMetrics>& runs) {
   return rows;
 }
 
+bool any_value(const std::vector<RunMetrics>& runs, std::optional<double> EpochRecord::*field) {
+  for (const RunMetrics& r : runs) {
+    for (const EpochRecord& e : r.epochs) {
+      if (e.*field) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace pshard::report

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ std::vector<std::string> run_labels(const std::vector<RunMetrics>& runs);
 
 // The config keys (besides run.name) whose values differ between runs, sorted.
 std::vector<std::string> differing_keys(const std::vector<RunMetrics>& runs);
+
+// Whether any epoch of any run recorded `field` (a figure the runs did not measure gets no column or chart).
+bool any_value(const std::vector<RunMetrics>& runs, std::optional<double> EpochRecord::*field);
 
 // One run of a scaling study. Times in seconds, traffic in bytes, bandwidth in
 // bytes per second; NaN where the run did not record the input.
