@@ -9,9 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 
 #include "common/compression/settings.h"
 #include "common/config/config.h"
@@ -25,6 +23,7 @@
 #include "common/transport/curve.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
+#include "worker/session/job_events.h"
 #include "worker/trainer/kv_sync.h"
 #include "worker/trainer/model_file.h"
 #include "worker/trainer/run_setup.h"
@@ -69,18 +68,11 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     start_step = joining->first_step;
   }
   // Workers declared dead (cluster.failure_policy = continue): the lowest live worker saves the model.
-  std::mutex dead_mu;
-  std::set<uint32_t> dead_workers;
-  cluster.on_event([&](const ClusterEvent& e) {
-    if (e.kind == ClusterEvent::Kind::kNodeDead && e.node.role == NodeRole::kWorker) {
-      std::lock_guard<std::mutex> lock(dead_mu);
-      dead_workers.insert(e.node.rank);
-    }
-    if (e.kind == ClusterEvent::Kind::kAbort) {
-      PSHARD_LOG(kError) << "job aborted: " << e.reason;
-      // The trainer may be blocked on a pull that will never be answered.
-      std::_Exit(1);
-    }
+  JobEvents events;
+  events.listen(cluster, [](const std::string& reason) {
+    PSHARD_LOG(kError) << "job aborted: " << reason;
+    // The trainer may be blocked on a pull that will never be answered.
+    std::_Exit(1);
   });
 
   trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
@@ -138,11 +130,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     if (global_batch) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(cluster.map().min_workers);
     opts.on_plan = [&, rank, global_batch](const EpochPlan& plan, int64_t steps, int64_t batch) {
       last_plan = plan;
-      {
-        // A rank declared dead earlier that a member holds now belongs to a worker that joined.
-        std::lock_guard<std::mutex> lock(dead_mu);
-        for (uint32_t r : plan.members) dead_workers.erase(r);
-      }
+      events.members_are_live(plan.members);
       const int64_t global = batch * static_cast<int64_t>(plan.members.size());
       sync->set_global_batch(global_batch ? opts.elastic_global_batch : global);
       if (rank != plan.members.front()) return;  // one worker says it
@@ -168,13 +156,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
                          .set("lr", lr));
     };
   }
-  sync->set_initialiser([&dead_mu, &dead_workers, rank] {
-    std::lock_guard<std::mutex> lock(dead_mu);
-    for (uint32_t r = 0; r < rank; ++r) {
-      if (dead_workers.count(r) == 0) return false;
-    }
-    return true;
-  });
+  sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
   if (opts.loss_scaler.active() && cfg.get_string("cluster.mode") == "sync") {
     // Every worker skips a step whose gradients some worker found not finite, so that no server applies a part of
@@ -232,14 +214,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
   // Elastic jobs: the lowest live member of the last epoch (a lower rank may belong to a worker that joined too late
   // to train).
-  bool lowest_alive = true;
-  {
-    std::lock_guard<std::mutex> lock(dead_mu);
-    for (uint32_t r = 0; r < rank; ++r) {
-      const bool member = !last_plan || std::count(last_plan->members.begin(), last_plan->members.end(), r) > 0;
-      lowest_alive = lowest_alive && (!member || dead_workers.count(r) == 1);
-    }
-  }
+  const bool lowest_alive = events.lowest_alive(rank, last_plan ? last_plan->members : std::vector<uint32_t>{});
   if (lowest_alive && !o.run_dir.empty()) {
     const std::string path = o.run_dir + "/model.bin";
     try {

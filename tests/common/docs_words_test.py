@@ -54,7 +54,7 @@ MARKDOWN_PATTERNS = [
 # "session" alone is flagged unless the line is about a legitimate session.
 SESSION = re.compile(r"\bsessions?\b", re.I)
 LEGIT_SESSION = re.compile(r"zeromq|zmq|curve|\bzap\b|slurm|salloc|srun|sbatch|\bssh\b|tmux|\btls\b|\blogin\b|"
-                           r"interactive|terminal|interpreter|\bgdb\b", re.I)
+                           r"interactive|terminal|interpreter|\bgdb\b|worker/session|workersession|worker session", re.I)
 
 COMPILED = [(n, re.compile(p, re.I)) for n, p in PATTERNS]
 COMPILED_MD = [(n, re.compile(p, re.I)) for n, p in MARKDOWN_PATTERNS]
@@ -84,6 +84,7 @@ MUST_FLAG = [
     ("x.h", "// copied from /work/wt-docs"),
 ]
 MUST_PASS = [
+    ("worker/x.cc", '#include "worker/session/job_events.h"'),
     ("x.md", "a CurveZMQ session authenticates every peer"),
     ("x.md", "the ZAP handler of the session"),
     ("x.md", "inside a SLURM session started with salloc"),

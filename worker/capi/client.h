@@ -24,6 +24,7 @@
 #include "optim/lr_schedule.h"
 #include "worker/capi/pshard_c.h"
 #include "worker/client/kv_client.h"
+#include "worker/session/job_events.h"
 
 namespace pshard::capi {
 
@@ -109,10 +110,8 @@ struct pshard_client {
   std::mutex requests_mu;
   std::set<pshard_request> requests;
 
-  // Job events, from the cluster client's thread.
-  std::mutex events_mu;
-  std::string abort_reason;         // non-empty once the job was aborted
-  std::set<uint32_t> dead_workers;  // declared dead by the coordinator
+  // The job's events (its abort, the workers declared dead), from the cluster client's thread.
+  pshard::JobEvents events;
   // Inits this worker sent in place of a dead rank 0: a slice rank 0 initialised before it died refuses them
   // (alreadyInitialized), which is no failure.
   std::set<pshard_request> fallback_inits;
@@ -155,20 +154,11 @@ struct pshard_client {
 
   uint32_t rank() const { return cluster->rank(); }
 
-  std::string aborted() {
-    std::lock_guard<std::mutex> lock(events_mu);
-    return abort_reason;
-  }
+  std::string aborted() const { return events.aborted(); }
 
   // This worker sends the initial weights: rank 0, or the lowest live rank once every lower one was declared dead
   // (failure_policy = continue) before the servers had them.
-  bool initialiser() {
-    std::lock_guard<std::mutex> lock(events_mu);
-    for (uint32_t r = 0; r < rank(); ++r) {
-      if (dead_workers.count(r) == 0) return false;
-    }
-    return true;
-  }
+  bool initialiser() const { return events.initialiser(rank()); }
 
   void check_tensor(int tensor) const {
     if (!kv) throw Failure{PSHARD_ERR_STATE, "pshard: call pshard_start (DistributedOptimizer) before moving tensors"};

@@ -72,16 +72,7 @@ int pshard_connect(pshard_client** out) {
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONNECT, e.what()};
     }
-    pshard_client* raw = c.get();
-    c->cluster->on_event([raw](const pshard::ClusterEvent& e) {
-      std::lock_guard<std::mutex> lock(raw->events_mu);
-      if (e.kind == pshard::ClusterEvent::Kind::kAbort && raw->abort_reason.empty()) {
-        raw->abort_reason = e.reason.empty() ? "no reason given" : e.reason;
-      }
-      if (e.kind == pshard::ClusterEvent::Kind::kNodeDead && e.node.role == pshard::NodeRole::kWorker) {
-        raw->dead_workers.insert(e.node.rank);
-      }
-    });
+    c->events.listen(*c->cluster);  // a library does not exit at the abort: the caller's next request fails
     pshard::log::configure("worker " + std::to_string(c->rank()),
                            pshard::log::level_from_string(cfg.get_string("log.level")));
     *out = c.release();
@@ -167,6 +158,7 @@ int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* fi
       }
       if (!plan) throw Failure{PSHARD_ERR_ABORTED, "pshard: the job ended before epoch " + std::to_string(epoch)};
       c->plan = plan;
+      c->events.members_are_live(plan->members);
     }
     const pshard::EpochPlan& p = *c->plan;
     auto me = std::find(p.members.begin(), p.members.end(), c->rank());
@@ -389,6 +381,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                       "pshard: the job ended before another epoch began: this worker joined too late to train"};
       }
       c->plan = plan;
+      c->events.members_are_live(plan->members);
       c->joining = true;
       c->rejoin = true;
       c->start_step = plan->first_step;
