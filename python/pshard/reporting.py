@@ -4,8 +4,8 @@ import ctypes
 import time
 
 from . import _state
-from ._lib import (LOSS_MEANS, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, EpochReport, PshardError, check,
-                   lib)
+from ._lib import (LOSS_MEANS, LOSS_SCALING, TEST_ACC, TEST_LOSS, TRAIN_ACC, TRAIN_LOSS, EpochReport, PshardError,
+                   check, lib)
 from . import client, elastic
 from .buffers import _average_buffers
 

@@ -54,7 +54,8 @@ MARKDOWN_PATTERNS = [
 # "session" alone is flagged unless the line is about a legitimate session.
 SESSION = re.compile(r"\bsessions?\b", re.I)
 LEGIT_SESSION = re.compile(r"zeromq|zmq|curve|\bzap\b|slurm|salloc|srun|sbatch|\bssh\b|tmux|\btls\b|\blogin\b|"
-                           r"interactive|terminal|interpreter|\bgdb\b|worker/session|workersession|worker session", re.I)
+                           r"interactive|terminal|interpreter|\bgdb\b|"
+                           r"worker/session|workersession|worker session", re.I)
 
 COMPILED = [(n, re.compile(p, re.I)) for n, p in PATTERNS]
 COMPILED_MD = [(n, re.compile(p, re.I)) for n, p in MARKDOWN_PATTERNS]
