@@ -302,30 +302,11 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
 }
 
 // --workers MIN:MAX: what an elastic job cannot do (yet), refused before any process starts.
-void check_elastic_settings(const LocalLaunchOptions& o, const Config& cfg) {
+void check_elastic_settings(const LocalLaunchOptions& o) {
   const std::string what = "pshard launch --workers " + std::to_string(o.workers) + ":" +
                            std::to_string(o.max_workers) + " (an elastic job): ";
-  if (cfg.get_string("cluster.mode") != "sync") {
-    throw Error(what +
-                "needs cluster.mode = sync: async and SSP workers already train with whichever workers push, "
-                "so add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
-  }
   if (!o.hosts.empty()) throw Error(what + "not over ssh (--hosts): run it on one host");
-  if (cfg.get_string("train.loss_scaling") != "none") {
-    throw Error(what +
-                "train.loss_scaling: the workers' vote on each step to skip assumes a fixed membership; use a fixed "
-                "--workers, or train.loss_scaling = none");
-  }
   if (!o.resume_dir.empty()) throw Error(what + "cannot be resumed: its epochs' members are not in its checkpoints");
-  if (cfg.get_bool("cluster.restart_workers")) {
-    throw Error(what + "cluster.restart_workers is for a fixed number of workers: here a new worker joins instead");
-  }
-  if (cfg.get_string("cluster.server_failure_policy") == "restart" ||
-      cfg.get_string("checkpoint.on_sigterm") == "checkpoint") {
-    throw Error(what +
-                "cluster.server_failure_policy = restart and checkpoint.on_sigterm = checkpoint resume the "
-                "job from a checkpoint, which an elastic job cannot do");
-  }
 }
 
 // `-- CMD`: the program names the workers' executable. Where it starts comes from the environment: PSHARD_START_STEP
@@ -394,7 +375,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (o.max_workers > 0) overrides.push_back("cluster.min_workers=" + std::to_string(o.workers));
   Config cfg = Config::from_file(config_path, overrides);
-  if (o.max_workers > 0) check_elastic_settings(o, cfg);
+  if (o.max_workers > 0) check_elastic_settings(o);  // the config's own rules: config.cc
   if (!o.worker_program.empty()) check_worker_program(o);
   if (!hosts.empty()) check_remote_settings(cfg);
   (void)TraceWindow::parse(cfg.get_string("trace.steps"),

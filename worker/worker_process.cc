@@ -24,6 +24,7 @@
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
 #include "worker/session/job_events.h"
+#include "worker/session/job_start.h"
 #include "worker/trainer/kv_sync.h"
 #include "worker/trainer/model_file.h"
 #include "worker/trainer/run_setup.h"
@@ -48,12 +49,9 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   // An elastic job's epochs train with whichever workers are in it; its first with at least min_workers.
   const uint32_t world = elastic ? cluster.map().min_workers : cluster.map().num_workers;
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
-  if (elastic && (join || start_step > 0 || cfg.get_string("checkpoint.on_sigterm") == "checkpoint")) {
-    throw Error(
-        "an elastic job (cluster.min_workers > 0) cannot be resumed, restarted or stopped at a checkpoint: its "
-        "epochs' members are not recorded in the checkpoints; workers join it as new ones");
-  }
-  // A cosine schedule without lr_schedule.total_steps in an elastic job is refused with the config (config.cc).
+  // What else an elastic job cannot do (a cosine schedule of unknown length, stopping at a checkpoint, ...) is refused
+  // with the config (config.cc).
+  refuse_elastic_restart(elastic, join, start_step);
   // A worker that joins a running elastic job waits for the next epoch's start, and trains from there on.
   std::optional<EpochPlan> joining;
   if (elastic && cluster.joins_running()) {

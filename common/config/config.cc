@@ -43,6 +43,39 @@ void check_range(const ConfigKey& k, double v, const std::string& origin) {
 // At most this many values in one synthetic image (64 MiB of float32): a larger sample cannot be a batch's.
 constexpr int64_t kMaxSampleValues = int64_t{1} << 24;
 
+// An elastic job (cluster.min_workers > 0, which pshard launch --workers MIN:MAX sets) changes its members between
+// epochs: what needs a fixed membership, or a checkpoint of who trained, is refused for it.
+void check_elastic(const Config& cfg, const std::string& origin) {
+  const std::string job = " in an elastic job (cluster.min_workers > 0, pshard launch --workers MIN:MAX)";
+  if (cfg.get_string("cluster.mode") != "sync") {
+    fail(origin, "cluster.mode",
+         "'" + cfg.get_string("cluster.mode") + "'" + job +
+             ": it needs cluster.mode = sync: async and SSP workers already train with whichever workers push, so "
+             "add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
+  }
+  if (cfg.get_string("train.loss_scaling") != "none") {
+    fail(origin, "train.loss_scaling",
+         "'" + cfg.get_string("train.loss_scaling") + "'" + job +
+             ": the workers' vote on each step to skip assumes a fixed membership; use a fixed --workers, or "
+             "train.loss_scaling = none");
+  }
+  if (cfg.get_bool("cluster.restart_workers")) {
+    fail(origin, "cluster.restart_workers",
+         "true" + job +
+             ": cluster.restart_workers is for a fixed number of workers: here a new worker joins "
+             "instead (pshard join)");
+  }
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"cluster.server_failure_policy", "restart"},
+                                   {"checkpoint.on_sigterm", "checkpoint"}}) {
+    if (cfg.get_string(key) == value) {
+      fail(origin, key,
+           "'" + value + "'" + job +
+               ": it resumes the job from a checkpoint, which an elastic job cannot do (its epochs' members are not "
+               "in its checkpoints)");
+    }
+  }
+}
+
 // What each key's own range cannot say: values that are only wrong together, checked once every file and --set
 // is in, so that every entry point (config --check, launch, train, the servers, the workers) refuses them alike.
 void check_together(const Config& cfg, const std::string& origin) {
@@ -61,6 +94,7 @@ void check_together(const Config& cfg, const std::string& origin) {
          "--workers MIN:MAX): its length in steps depends on who trains each epoch; set lr_schedule.total_steps, or "
          "use another lr_schedule.name");
   }
+  if (cfg.get_int("cluster.min_workers") > 0) check_elastic(cfg, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
     fail(origin, "cluster.heartbeat_interval_ms",
          std::to_string(cfg.get_int("cluster.heartbeat_interval_ms")) +

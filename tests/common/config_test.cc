@@ -171,6 +171,27 @@ TEST(Config, ElasticJobsNeedACosineScheduleLength) {
       "", "t.toml", {"cluster.min_workers=2", "lr_schedule.name=cosine", "lr_schedule.total_steps=900"}));
 }
 
+// What needs a fixed membership, or a resume from a checkpoint, is refused with the config of an elastic job, so that
+// every entry point (launch, task, the workers, the C API) refuses it alike, naming the key; the same keys pass
+// without cluster.min_workers.
+TEST(Config, ElasticJobsRefuseWhatNeedsAFixedMembership) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cluster.mode=async", "key 'cluster.mode': 'async' in an elastic job"},
+      {"train.precision=fp16", "key 'train.loss_scaling': 'dynamic' in an elastic job"},
+      {"cluster.restart_workers=true", "key 'cluster.restart_workers': true in an elastic job"},
+      {"cluster.server_failure_policy=restart", "key 'cluster.server_failure_policy': 'restart' in an elastic job"},
+      {"checkpoint.on_sigterm=checkpoint", "key 'checkpoint.on_sigterm': 'checkpoint' in an elastic job"},
+  };
+  for (const auto& [set, expect] : cases) {
+    std::vector<std::string> sets = {set};
+    if (set == "cluster.restart_workers=true") sets.push_back("cluster.failure_policy=continue");
+    EXPECT_NO_THROW(Config::from_string("", "t.toml", sets)) << set;
+    sets.push_back("cluster.min_workers=2");
+    const std::string why = error_of("", sets);
+    EXPECT_NE(why.find(expect), std::string::npos) << set << ": " << why;
+  }
+}
+
 // A config that names an update rule gets torch.optim's defaults of that rule for what it leaves unset; what it sets
 // wins; the written config says what the job used.
 TEST(Config, UpdateRulesGetTorchOptimDefaultsWhereUnset) {

@@ -16,6 +16,7 @@
 #include "common/transport/curve.h"
 #include "common/util/log.h"
 #include "worker/capi/client.h"
+#include "worker/session/job_start.h"
 
 using namespace pshard::capi;  // the C API's own helpers (client.h)
 
@@ -349,10 +350,10 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "
                     "is its data loader's (keep the default, worker)"};
     }
-    if (elastic && (c->env.rejoin || c->env.start_step > 0)) {
-      throw Failure{PSHARD_ERR_STATE,
-                    "pshard: an elastic job (cluster.min_workers > 0) cannot be resumed or restarted: workers join it "
-                    "as new ones"};
+    try {
+      pshard::refuse_elastic_restart(elastic, c->env.rejoin, c->env.start_step);
+    } catch (const std::exception& e) {
+      throw Failure{PSHARD_ERR_STATE, std::string("pshard: ") + e.what()};
     }
     if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,

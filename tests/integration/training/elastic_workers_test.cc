@@ -270,11 +270,14 @@ TEST(ElasticWorkers, RefusesWhatItCannotDo) {
       {base + " --workers 3:2", "MAX is less than MIN"},
       {base + " --workers 0:2", "MIN must be a number in 1..1024"},
       {base + " --workers 2:x", "MAX must be a number in 1..1024"},
-      {base + " --workers 1:2 --set cluster.mode=async", "needs cluster.mode = sync"},
+      {base + " --workers 1:2 --set cluster.mode=async", "it needs cluster.mode = sync"},
       {base + " --workers 1:2 --set cluster.restart_workers=true --set cluster.failure_policy=continue",
        "cluster.restart_workers is for a fixed number of workers"},
       {base + " --workers 1:2 --set train.precision=fp16",
-       "train.loss_scaling: the workers' vote on each step to skip assumes a fixed membership"},
+       "key 'train.loss_scaling': 'dynamic' in an elastic job (cluster.min_workers > 0, pshard launch --workers "
+       "MIN:MAX): the workers' vote on each step to skip assumes a fixed membership"},
+      {base + " --workers 1:2 --set checkpoint.on_sigterm=checkpoint",
+       "key 'checkpoint.on_sigterm': 'checkpoint' in an elastic job"},
       {pshard_bin() + " join " + dir, "only an elastic job started by `pshard launch --workers MIN:MAX`"},
   };
   for (const Case& c : cases) {
