@@ -101,8 +101,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     opts.start_step = start_step;
     PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
     // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
-    cluster.report(
-        Json::object().set("event", "rejoin").set("rank", static_cast<int64_t>(rank)).set("step", start_step));
+    cluster.tell(ClusterClient::JobFact::kRejoined, start_step);
   } else if (start_step > 0 && !joining) {
     const std::string zero = kv.restore_residuals(start_step);  // a resumed compressed run
     if (!zero.empty()) PSHARD_LOG(kWarn) << zero;
@@ -198,7 +197,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
           cluster.report(j);
         });
   // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
-  if (t.stopped_at() < 0) cluster.report(Json::object().set("event", "trained"));
+  if (t.stopped_at() < 0) cluster.tell(ClusterClient::JobFact::kTrained);
   if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
   if (t.stopped_at() >= 0) {
     // The servers checkpointed this boundary; the model is not final, so it is not saved.
@@ -226,8 +225,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     }
     if (rank != 0)
       PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
-    cluster.report(
-        Json::object().set("event", "model_saved").set("path", path).set("rank", static_cast<int64_t>(rank)));
+    cluster.tell(ClusterClient::JobFact::kModelSaved, 0, path);
   }
   cluster.leave(0);
   return 0;

@@ -37,12 +37,12 @@ namespace cc = control_codec;
 
 struct ClusterClient::Impl {
   struct Command {
-    enum class Kind { kBarrier, kReport, kStuck, kEpochEnter, kEpochJoined, kLeave, kStop } kind;
-    std::string name;  // barrier name, report text, a stuck report's or a leave's reason
-    int status = 0;
+    enum class Kind { kBarrier, kReport, kFact, kStuck, kEpochEnter, kEpochJoined, kLeave, kStop } kind;
+    std::string name;               // barrier name, report text, a stuck report's or a leave's reason, a fact's path
+    int status = 0;                 // kLeave: the exit status; kFact: its JobFact::Kind
     std::vector<uint32_t> workers;  // kStuck
     int64_t epoch = 0;              // kEpochEnter, kEpochJoined
-    int64_t step = 0;               // kEpochEnter; kLeave: the steps pushed (-1: not said)
+    int64_t step = 0;               // kEpochEnter, kFact; kLeave: the steps pushed (-1: not said)
     bool vote = false;              // kBarrier: this node raises its flag
   };
 
@@ -265,6 +265,49 @@ struct ClusterClient::Impl {
     }
   }
 
+  // The control message of a queued command (kStop sends none).
+  static void build_command(const Command& c, capnp::MallocMessageBuilder& b) {
+    auto root = b.initRoot<control::ControlMessage>();
+    switch (c.kind) {
+      case Command::Kind::kBarrier: {
+        auto enter = root.initBarrierEnter();
+        enter.setName(c.name);
+        enter.setVote(c.vote);
+        break;
+      }
+      case Command::Kind::kReport: root.initReport().setJson(c.name); break;
+      case Command::Kind::kFact: {
+        auto fact = root.initJobFact();
+        fact.setKind(static_cast<control::JobFact::Kind>(c.status));
+        fact.setStep(c.step);
+        fact.setPath(c.name);
+        break;
+      }
+      case Command::Kind::kEpochEnter: {
+        auto e = root.initEpochEnter();
+        e.setEpoch(c.epoch);
+        e.setStep(c.step);
+        break;
+      }
+      case Command::Kind::kEpochJoined: root.initEpochJoined().setEpoch(c.epoch); break;
+      case Command::Kind::kStuck: {
+        auto stuck = root.initStuck();
+        auto ranks = stuck.initWorkers(static_cast<unsigned>(c.workers.size()));
+        for (size_t i = 0; i < c.workers.size(); ++i) ranks.set(static_cast<unsigned>(i), c.workers[i]);
+        stuck.setReason(c.name.substr(0, 1024));
+        break;
+      }
+      case Command::Kind::kLeave: {
+        auto leave = root.initLeave();
+        leave.setExitStatus(c.status);
+        leave.setReason(c.name.substr(0, 1024));
+        leave.setStepsPushed(c.step);
+        break;
+      }
+      case Command::Kind::kStop: break;
+    }
+  }
+
   void loop() {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
@@ -313,47 +356,17 @@ struct ClusterClient::Impl {
         todo.swap(commands);
       }
       for (const Command& c : todo) {
-        if (c.kind == Command::Kind::kBarrier) {
+        if (c.kind != Command::Kind::kStop) {
           capnp::MallocMessageBuilder b;
-          auto enter = b.initRoot<control::ControlMessage>().initBarrierEnter();
-          enter.setName(c.name);
-          enter.setVote(c.vote);
-          send(sock, b);
-        } else if (c.kind == Command::Kind::kReport) {
-          capnp::MallocMessageBuilder b;
-          b.initRoot<control::ControlMessage>().initReport().setJson(c.name);
-          zmq::message_t frame = cc::encode(b);
-          if (!sock.send(frame, zmq::send_flags::dontwait)) {  // never block the heartbeat thread
+          build_command(c, b);
+          if (c.kind != Command::Kind::kReport) {
+            send(sock, b);
+          } else if (zmq::message_t frame = cc::encode(b); !sock.send(frame, zmq::send_flags::dontwait)) {
+            // never block the heartbeat thread
             PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
           }
-        } else if (c.kind == Command::Kind::kEpochEnter) {
-          capnp::MallocMessageBuilder b;
-          auto e = b.initRoot<control::ControlMessage>().initEpochEnter();
-          e.setEpoch(c.epoch);
-          e.setStep(c.step);
-          send(sock, b);
-        } else if (c.kind == Command::Kind::kEpochJoined) {
-          capnp::MallocMessageBuilder b;
-          b.initRoot<control::ControlMessage>().initEpochJoined().setEpoch(c.epoch);
-          send(sock, b);
-        } else if (c.kind == Command::Kind::kStuck) {
-          capnp::MallocMessageBuilder b;
-          auto stuck = b.initRoot<control::ControlMessage>().initStuck();
-          auto ranks = stuck.initWorkers(static_cast<unsigned>(c.workers.size()));
-          for (size_t i = 0; i < c.workers.size(); ++i) ranks.set(static_cast<unsigned>(i), c.workers[i]);
-          stuck.setReason(c.name.substr(0, 1024));
-          send(sock, b);
-        } else {
-          if (c.kind == Command::Kind::kLeave) {
-            capnp::MallocMessageBuilder b;
-            auto leave = b.initRoot<control::ControlMessage>().initLeave();
-            leave.setExitStatus(c.status);
-            leave.setReason(c.name.substr(0, 1024));
-            leave.setStepsPushed(c.step);
-            send(sock, b);
-          }
-          running = false;
         }
+        if (c.kind == Command::Kind::kLeave || c.kind == Command::Kind::kStop) running = false;
       }
       if (!running) break;
       auto now = Clock::now();
@@ -579,6 +592,16 @@ void ClusterClient::report(const Json& event) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->leave_requested) return;  // after leave() there is nobody to report to
     impl_->commands.push_back(Impl::Command{Impl::Command::Kind::kReport, event.dump(), 0, {}, 0, 0, false});
+  }
+  impl_->wake();
+}
+
+void ClusterClient::tell(JobFact fact, int64_t step, const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->leave_requested) return;
+    impl_->commands.push_back(
+        Impl::Command{Impl::Command::Kind::kFact, path, static_cast<int>(fact), {}, 0, step, false});
   }
   impl_->wake();
 }

@@ -119,6 +119,11 @@ class ClusterClient {
   // metrics.jsonl. Does not block; ordered with barrier() and leave().
   void report(const Json& event);
 
+  // Workers: a fact of the job the coordinator acts on (control.capnp JobFact): kTrained (the job's last step was
+  // pushed), kRejoined at `step` (a restarted worker), kModelSaved to `path`. Does not block; ordered with report().
+  enum class JobFact { kTrained = 0, kRejoined = 1, kModelSaved = 2 };
+  void tell(JobFact fact, int64_t step = 0, const std::string& path = std::string());
+
   // Servers: tells the coordinator that `workers` are stuck (alive, but holding the job up; `reason` is the server's
   // account, quoted in what the coordinator says). The coordinator applies the failure policy to them as to dead
   // workers. Does not block; ordered with report().

@@ -187,6 +187,18 @@ struct EpochJoined {
   epoch @0 :Int64;
 }
 
+# worker -> coordinator: a fact of the job the coordinator acts on (not a metrics line, though it may write one).
+struct JobFact {
+  kind @0 :Kind;
+  enum Kind {
+    trained @0;     # this worker pushed the job's last step: a death from here on costs the job nothing
+    rejoined @1;    # a restarted worker rejoined the running job at `step`: its epochs before that are not awaited
+    modelSaved @2;  # this worker saved the job's model to `path` (the summary names it)
+  }
+  step @1 :Int64;
+  path @2 :Text;
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -206,5 +218,6 @@ struct ControlMessage {
     epochEnter @13 :EpochEnter;
     epochPlan @14 :EpochPlan;
     epochJoined @15 :EpochJoined;
+    jobFact @16 :JobFact;
   }
 }

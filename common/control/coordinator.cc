@@ -391,6 +391,18 @@ struct Coordinator::Impl {
     }
   }
 
+  // A worker's fact of the job: trained (a death from here on costs the job nothing), rejoined, saved the model.
+  void on_fact(Peer& p, control::JobFact::Reader fact) {
+    if (p.info.role != NodeRole::kWorker) return;
+    switch (fact.getKind()) {
+      case control::JobFact::Kind::TRAINED: p.trained = true; break;
+      case control::JobFact::Kind::REJOINED: metrics.on_rejoined(p, fact.getStep()); break;
+      case control::JobFact::Kind::MODEL_SAVED:
+        metrics.on_model_saved(std::string(fact.getPath().cStr()).substr(0, 4096));
+        break;
+    }
+  }
+
   // The launcher (or pshard join) saw a node's process end: the node is dead now, not when its heartbeats would have
   // been missed. Only with the job's token (a job without one takes no such word from anybody), and only for the live
   // node of that role, rank (any, from pshard join) and pid, on the notice's host when it names one.
@@ -513,12 +525,12 @@ struct Coordinator::Impl {
         }
         case control::ControlMessage::REPORT: {
           const std::string kind = metrics.on_report(p, root.getReport().getJson().cStr());
-          if (kind == "trained" && p.info.role == NodeRole::kWorker) p.trained = true;
           if (kind == "step" && p.info.role == NodeRole::kWorker && phase == Phase::kRunning) {
             on_step_line(p, root.getReport().getJson().cStr());
           }
           break;
         }
+        case control::ControlMessage::JOB_FACT: on_fact(p, root.getJobFact()); break;
         case control::ControlMessage::STUCK: on_stuck(p, root.getStuck()); break;
         case control::ControlMessage::EPOCH_ENTER:
           if (phase == Phase::kRunning) {

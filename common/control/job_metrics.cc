@@ -37,24 +37,16 @@ MetricsWriter* JobMetrics::writer() {
 std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
   Json event = Json::parse(text, "metrics report from " + control_codec::describe(from.info));
   const std::string kind = event.at("event").as_string();
-  if (kind == "trained") {
-    return kind;  // the coordinator's (a worker that pushed the last step), not a metrics line
-  } else if (kind == "start") {
+  if (kind == "start") {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
     if (MetricsWriter* w = writer()) w->write(event);
-  } else if (kind == "rejoin") {
-    join_step_[from.info.rank] = event.at("step").as_int();
-    if (MetricsWriter* w = writer()) w->write(event);
-    flush_epochs();  // epochs that ended before it rejoined no longer wait for it
   } else if (kind == "stall") {
     on_stall(from, event);
   } else if (kind == "server_phases") {
     ServerPhaseSeconds::from_fields(event, "server_phases report");  // checked here, not when the summary is read
     event.set("rank", from.info.rank);
     server_phases_[from.info.rank] = event;  // the summary lists them
-  } else if (kind == "model_saved") {
-    model_path_ = event.at("path").as_string();  // named by the summary (not a metrics line)
   } else if (kind == "step" && tracer_ && event.has("step") && event.at("step").is_number() &&
              tracer_->traces(static_cast<int64_t>(event.at("step").as_number()))) {
     const auto now = Clock::now();
@@ -84,6 +76,14 @@ std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
     w->write(event);
   }
   return kind;
+}
+
+void JobMetrics::on_rejoined(const Peer& from, int64_t step) {
+  join_step_[from.info.rank] = step;
+  if (MetricsWriter* w = writer()) {
+    w->write(Json::object().set("event", "rejoin").set("rank", static_cast<int64_t>(from.info.rank)).set("step", step));
+  }
+  flush_epochs();  // epochs that ended before it rejoined no longer wait for it
 }
 
 // A server's stall, with when the coordinator last heard from each worker it waits for: a worker heard a moment

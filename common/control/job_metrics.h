@@ -27,9 +27,13 @@ class JobMetrics {
 
   // The job started running: the summary's wall time counts from here.
   void start_clock() { running_since_ = Clock::now(); }
-  // One metrics event (JSON text) that `from` reported; returns its kind ("epoch", "trained", ...). Throws
+  // One metrics event (JSON text) that `from` reported; returns its kind ("epoch", "step", ...). Throws
   // pshard::Error naming the node when the text is not a valid event.
   std::string on_report(const Peer& from, const std::string& text);
+  // Typed facts (control.capnp JobFact) that the metrics record: a restarted worker rejoined at `step` (a "rejoin"
+  // line; its epochs before that no longer wait for it), a worker saved the model to `path` (the summary names it).
+  void on_rejoined(const Peer& from, int64_t step);
+  void on_model_saved(const std::string& path) { model_path_ = path; }
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
   // Elastic jobs: the workers (routing ids) that train `epoch`; its line waits for those of them still in the job.

@@ -102,6 +102,14 @@ void read_all(control::ControlMessage::Reader root) {
       if (kind == "worker_epoch") (void)WorkerEpochReport::from_json(event);
       break;
     }
+    case control::ControlMessage::JOB_FACT: {
+      // coordinator.cc on_fact(): any kind (an unknown one changes nothing), a step, a path cut to 4096 bytes.
+      auto fact = root.getJobFact();
+      (void)static_cast<int>(fact.getKind());
+      (void)fact.getStep();
+      (void)std::string(fact.getPath().cStr()).substr(0, 4096);
+      break;
+    }
     case control::ControlMessage::STUCK: {
       auto st = root.getStuck();
       for (uint32_t w : st.getWorkers()) (void)std::to_string(w);

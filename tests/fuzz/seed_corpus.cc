@@ -288,6 +288,13 @@ void control_seeds() {
   }
   {
     capnp::MallocMessageBuilder b;
+    auto m = b.initRoot<control::ControlMessage>().initJobFact();
+    m.setKind(control::JobFact::Kind::MODEL_SAVED);
+    m.setPath("/runs/fmnist/model.bin");
+    save("fuzz_control_message", "job_fact", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initReport().setJson(
         "{\"event\":\"worker_epoch\",\"rank\":0,\"epoch\":1,\"step\":10,\"steps\":10,\"host\":0,\"samples\":64,"
         "\"has_train_loss\":true,"

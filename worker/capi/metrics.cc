@@ -163,7 +163,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     // The declared length's last epoch: this worker pushed its last step, and its death from here on costs the job
     // nothing.
     if (c->epochs > 0 && report->epoch == c->epochs) {
-      c->cluster->report(pshard::Json::object().set("event", "trained"));
+      c->cluster->tell(pshard::ClusterClient::JobFact::kTrained);
     }
     return PSHARD_OK;
   });

@@ -396,10 +396,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       if (total_steps > 0) c->start_step = std::min(c->start_step, total_steps);
       PSHARD_LOG(kInfo) << "rejoining the job at step " << c->start_step
                         << (total_steps > 0 ? " of " + std::to_string(total_steps) : std::string());
-      c->cluster->report(pshard::Json::object()
-                             .set("event", "rejoin")
-                             .set("rank", static_cast<int64_t>(c->rank()))
-                             .set("step", c->start_step));
+      c->cluster->tell(pshard::ClusterClient::JobFact::kRejoined, c->start_step);
     } else if (c->env.start_step > 0) {
       if (total_steps > 0 && c->env.start_step > total_steps) {
         throw Failure{PSHARD_ERR_ARGUMENT, "pshard: the run resumes at step " + std::to_string(c->env.start_step) +

@@ -188,11 +188,11 @@ TEST(Coordinator, AWorkerThatDiesAfterItsLastStepIsCountedAsFinished) {
     auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer, 0),
                            client_options(coord.endpoint(), NodeRole::kWorker, 0),
                            client_options(coord.endpoint(), NodeRole::kWorker, 1)});
-    nodes[2]->report(Json::object().set("event", "trained"));
+    nodes[2]->tell(ClusterClient::JobFact::kTrained);
     nodes[2]->leave(1, "killed while it saved the model");
     std::this_thread::sleep_for(milliseconds(200));
     EXPECT_FALSE(nodes[0]->stopping()) << "the job ended when worker 1 died after its last step";
-    nodes[1]->report(Json::object().set("event", "trained"));
+    nodes[1]->tell(ClusterClient::JobFact::kTrained);
     nodes[1]->leave(0);
     for (auto deadline = Clock::now() + milliseconds(5000); !nodes[0]->stopping() && Clock::now() < deadline;) {
       std::this_thread::sleep_for(milliseconds(5));

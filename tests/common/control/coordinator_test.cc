@@ -313,7 +313,7 @@ TEST(Coordinator, ARejoinedWorkerIsNotWaitedForInEpochsBeforeItsJoinStep) {
                          client_options(coord.endpoint(), NodeRole::kWorker, 0),
                          client_options(coord.endpoint(), NodeRole::kWorker, 1)});
   nodes[1]->report(Json::object().set("event", "start").set("epochs", 3).set("steps_per_epoch", 10));
-  nodes[2]->report(Json::object().set("event", "rejoin").set("rank", 1).set("step", 12));
+  nodes[2]->tell(ClusterClient::JobFact::kRejoined, 12);
   auto report = [&](uint32_t w, int64_t epoch) {
     WorkerEpochReport r;
     r.rank = w;
