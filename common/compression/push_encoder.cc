@@ -56,6 +56,26 @@ void PushEncoder::keep_states_after(int64_t step) {
   if (keep_step_.load() < step) keep_step_ = step;
 }
 
+void PushEncoder::keep_current_states(int64_t step) {
+  if (!keeps_state()) return;
+  if (keep_step_.load() == step) return;  // kept as its encodes came
+  hand_over_before(step);
+  std::vector<ResidualSlice> states;
+  {
+    std::lock_guard<std::mutex> lock(slices_mu);
+    for (size_t id = 0; id < slices_.size(); ++id) {
+      SliceEncoder* e = slices_[id].get();
+      if (e == nullptr) continue;
+      std::lock_guard<std::mutex> slice_lock(e->mu);
+      if (!e->codec->drops_information()) continue;
+      states.push_back({static_cast<uint32_t>(id), e->feedback.residual(), e->codec->save_state()});
+    }
+  }
+  std::lock_guard<std::mutex> lock(states_mu_);
+  kept_ = std::move(states);
+  keep_step_ = step;
+}
+
 void PushEncoder::flush() { hand_over_before(INT64_MAX); }
 
 void PushEncoder::hand_over_before(int64_t step) {

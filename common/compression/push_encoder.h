@@ -43,6 +43,9 @@ class PushEncoder {
   using StatesSink = std::function<void(int64_t step, std::vector<ResidualSlice> slices)>;
   void set_states_sink(StatesSink sink) { sink_ = std::move(sink); }
   void keep_states_after(int64_t step);
+  // The states as they are now, as those after `step` (a worker whose encodes ended there: the job stopped at step + 1
+  // on another worker's request), unless they were kept as that step's encodes came.
+  void keep_current_states(int64_t step);
   void flush();
   // A checkpoint's states (a resumed run), before the first encode: an Error for a slice outside the layout.
   void restore(const std::vector<ResidualSlice>& slices);

@@ -442,7 +442,7 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterCli
 KvClient::KvClient(KvClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->write_residual_files();
 }
-KvClient::~KvClient() { impl_->flush_residuals(); }
+KvClient::~KvClient() { impl_->flush_residuals(stop_at()); }
 
 const SliceLayout& KvClient::layout() const { return impl_->layout; }
 

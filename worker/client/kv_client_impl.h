@@ -192,7 +192,9 @@ struct KvClient::Impl {
   // of a step the servers checkpoint, and hands them to a file once that step's encodes are done.
   void write_residual_files();
   void keep_residuals_if_checkpointed(int64_t step);
-  void flush_residuals() noexcept;
+  // At the client's end: the kept states to their file; after a stop at boundary `stopped` (> 0) that another worker
+  // asked for, this worker's states as they are (its encodes ended at step stopped - 1).
+  void flush_residuals(int64_t stopped) noexcept;
 
   // The host's thread (host aggregation): runs the leader's sums and a member's weight reads in submission order.
   void host_loop();

@@ -36,8 +36,9 @@ void KvClient::Impl::keep_residuals_if_checkpointed(int64_t step) {
   if (periodic || asked) encoder.keep_states_after(step);
 }
 
-void KvClient::Impl::flush_residuals() noexcept {
+void KvClient::Impl::flush_residuals(int64_t stopped) noexcept {
   try {
+    if (!opt.checkpoint_dir.empty() && stopped > 0) encoder.keep_current_states(stopped - 1);
     encoder.flush();
   } catch (const std::exception& e) {
     PSHARD_LOG(kWarn) << "the last error-feedback residuals were not written: " << e.what();

@@ -111,5 +111,37 @@ TEST(PushEncoder, KeptStatesRestoreTheEncodesThatFollow) {
   }
 }
 
+// A worker whose encodes ended at a step nobody asked it to keep (the job stopped there on another worker's request)
+// hands over its states as they are: an encoder restored from them continues bit for bit.
+TEST(PushEncoder, CurrentStatesStandForTheLastStep) {
+  Settings s;
+  s.push = Encoding::RANDOMK;
+  s.ratio = 0.25;
+  const size_t n = 32;
+  PushEncoder enc(s, 0, 1);
+  std::vector<ResidualSlice> handed;
+  int64_t handed_step = -1;
+  enc.set_states_sink([&](int64_t step, std::vector<ResidualSlice> states) {
+    handed_step = step;
+    handed = std::move(states);
+  });
+  std::vector<uint8_t> out(enc.max_encoded_bytes(n)), again(enc.max_encoded_bytes(n));
+  for (int64_t step = 0; step < 3; ++step) {
+    const std::vector<float> g = random_values(n, static_cast<uint32_t>(step));
+    enc.encode(0, step, g.data(), n, out.data());
+  }
+  enc.keep_current_states(2);
+  enc.flush();
+  ASSERT_EQ(handed_step, 2);
+  ASSERT_EQ(handed.size(), 1u);
+  PushEncoder resumed(s, 0, 1);
+  resumed.restore(handed);
+  const std::vector<float> g = random_values(n, 3);
+  const size_t bytes = enc.encode(0, 3, g.data(), n, out.data());
+  ASSERT_EQ(resumed.encode(0, 3, g.data(), n, again.data()), bytes);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(bytes)),
+            std::vector<uint8_t>(again.begin(), again.begin() + static_cast<long>(bytes)));
+}
+
 }  // namespace
 }  // namespace pshard::compression

@@ -210,6 +210,15 @@ TEST(Preemption, AJobPushingOncePerHostStopsAndResumesBitwiseToo) {
   sigterm_stop_then_resume("sigterm-stop-host", " --set cluster.host_aggregation=always --set cluster.transport=tcp");
 }
 
+// A top-k job with error feedback, stopped on SIGTERM: every worker writes its residuals of the boundary the servers
+// stopped at, and the resumed run ends bitwise like the uninterrupted one.
+TEST(Preemption, ACompressedJobStopsAndResumesBitwise) {
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  sigterm_stop_then_resume("sigterm-stop-topk",
+                           " --set cluster.compression=topk --set cluster.compression_ratio=0.25"
+                           " --set cluster.compression_min_bytes=0 --set cluster.error_feedback=true");
+}
+
 // A compressed job resumes bitwise like an uninterrupted run: top-k without error feedback, top-k with it (each
 // worker's residuals are in its residual file of the checkpoint step), and random-k with and without it (its sampler
 // is in the file too). Without
