@@ -129,12 +129,13 @@ scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || { cat "$OUT2"; di
 scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
 # The job's own state, not squeue's listing: an squeue that fails (a busy slurmctld) prints nothing either.
 job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
-# Right after the release, scontrol may still show the first run's end (CANCELLED, by the requeue): a CANCELLED job
-# has finished only once its second run has written to the output, or when the wait runs out.
+# Right after the release, scontrol may still show the first run's end (CANCELLED by the requeue, or FAILED: its
+# steps exited 75): an ended state counts only once the second run has written its last line to the output (the
+# template's "finished (status N)"), or when the wait runs out.
 for _ in $(seq 1 360); do
   case $(job_state) in
-    COMPLETED | FAILED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;;
-    CANCELLED) grep -q "resuming run $RUN2" "$OUT2" 2>/dev/null && break ;;
+    COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
+      grep -q "pshard job $jid finished (status" "$OUT2" 2>/dev/null && break ;;
   esac
   sleep 0.5
 done
