@@ -40,6 +40,7 @@ using coordinator_detail::JobMetrics;
 using coordinator_detail::Liveness;
 using coordinator_detail::most_pushed;
 using coordinator_detail::MostPushed;
+using coordinator_detail::one_line;
 using coordinator_detail::Outbox;
 using coordinator_detail::Peer;
 using coordinator_detail::Peers;
@@ -369,11 +370,7 @@ struct Coordinator::Impl {
       return;
     }
     if (phase != Phase::kRunning) return;
-    std::string said = std::string(stuck.getReason().cStr()).substr(0, 1024);
-    for (char& c : said) {
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    }
-    const std::string why = cc::describe(server.info) + " reports: " + said;
+    const std::string why = cc::describe(server.info) + " reports: " + one_line(stuck.getReason().cStr(), 1024);
     for (uint32_t rank : stuck.getWorkers()) {
       if (phase != Phase::kRunning) return;  // an earlier rank's verdict ended the job
       auto it = std::find_if(peers.begin(), peers.end(), [&](const auto& kv) {
@@ -415,10 +412,7 @@ struct Coordinator::Impl {
     Peer* p = live_process(peers, cc::from_wire(ended.getRole()), ended.getAnyRank(), ended.getRank(), ended.getPid(),
                            ended.getLocality().cStr());
     if (p == nullptr) return;
-    std::string how = std::string(ended.getHow().cStr()).substr(0, 256);
-    for (char& c : how) {
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    }
+    const std::string how = one_line(ended.getHow().cStr(), 256);
     on_node_failed(*p,
                    "its process " + how + (ended.getAnyRank() ? " (pshard join" : " (pshard launch") + " saw it end)");
   }
@@ -516,11 +510,7 @@ struct Coordinator::Impl {
         }
         case control::ControlMessage::LEAVE: {
           auto leave = root.getLeave();
-          std::string reason = std::string(leave.getReason().cStr()).substr(0, 1024);
-          for (char& c : reason) {
-            if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // one log line, whatever a peer sends
-          }
-          on_leave(p, leave.getExitStatus(), reason, leave.getStepsPushed());
+          on_leave(p, leave.getExitStatus(), one_line(leave.getReason().cStr(), 1024), leave.getStepsPushed());
           break;
         }
         case control::ControlMessage::REPORT: {

@@ -10,6 +10,14 @@ namespace pshard::coordinator_detail {
 
 bool reachable(const Peer& p) { return p.state == Peer::State::kRegistered || p.state == Peer::State::kLive; }
 
+std::string one_line(const char* text, size_t max_bytes) {
+  std::string s = std::string(text).substr(0, max_bytes);
+  for (char& c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return s;
+}
+
 Peer* live_process(Peers& peers, NodeRole role, bool any_rank, uint32_t rank, int64_t pid,
                    const std::string& locality) {
   for (auto& [id, p] : peers) {

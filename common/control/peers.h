@@ -38,6 +38,9 @@ using Peers = std::map<std::string, Peer>;
 bool reachable(const Peer& p);
 // "worker (requested rank 1) from host a, pid 7": how a node without a rank yet is named.
 std::string describe_unranked(const Peer& p);
+// A peer's text for one log line, whatever it sent: at most `max_bytes`, control characters as spaces.
+std::string one_line(const char* text, size_t max_bytes);
+
 // The live node a launcher's process-ended notice names (control.capnp ProcessEnded): by role and pid, by rank unless
 // `any_rank` (pshard join's worker, whose rank the coordinator chose), and on `locality` unless it is empty. nullptr:
 // none (it left or died already, or a restarted process holds that rank now).
