@@ -14,7 +14,23 @@ set -uo pipefail
 T0=$SECONDS
 say() { echo "[slurm-test $((SECONDS - T0))s] $*"; }
 skip() { echo "SKIPPED: $*"; exit 77; }
-die() { echo "[slurm-test] FAILED: $*" >&2; exit 1; }
+# A failure says why first, then what SLURM and the job showed (the job in hand: JOB_ID, JOB_OUT), so that a
+# log cut in the middle still keeps the reason.
+JOB_ID=""
+JOB_OUT=""
+die() {
+  echo "[slurm-test] FAILED: $*" >&2
+  if [ -n "$JOB_ID" ]; then
+    echo "======== scontrol show job $JOB_ID ========" >&2
+    timeout 10 scontrol show job "$JOB_ID" 2>&1 | grep -E "JobState|Restarts|StartTime|RunTime|Reason" >&2
+  fi
+  if [ -n "$JOB_OUT" ]; then
+    echo "======== job output ($JOB_OUT) ========" >&2
+    cat "$JOB_OUT" >&2 2>/dev/null || echo "(no job output)" >&2
+    echo "======== end of job output ========" >&2
+  fi
+  exit 1
+}
 
 SRC=${PSHARD_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BIN=${PSHARD_BIN:-}
@@ -58,6 +74,7 @@ export SLURM_CONF="$DIR/etc/slurm.conf"
 # machine's filesystem, so the binary, the config, the data and the run directory are visible on both.
 RUN="$DIR/run"
 OUT="$DIR/job.out"
+JOB_OUT=$OUT
 say "submitting the job (sbatch --wait, ${EPOCHS} epochs)"
 t_job=$SECONDS
 PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN" \
@@ -66,9 +83,6 @@ PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN" \
   --set "train.epochs=$EPOCHS" --set train.threads=1 --set train.log_every=0
 rc=$?
 T_JOB=$((SECONDS - t_job))
-echo "======== job output ($OUT) ========"
-cat "$OUT" 2>/dev/null || echo "(no job output)"
-echo "======== end of job output ========"
 [ "$rc" -eq 0 ] || die "sbatch --wait returned $rc (the job failed or timed out)"
 
 # 1. accuracy from the summary line (the last line of metrics.jsonl)
@@ -111,42 +125,46 @@ grep -q "task 1/4 on node1: worker 0" "$OUT" && grep -q "task 3/4 on node2: work
 #    launch of the same config here: the same slices, the same sums), bit for bit.
 RUN2="$DIR/run-requeue"
 OUT2="$DIR/job-requeue.out"
+JOB_OUT=$OUT2
 ARGS=(--set train.epochs=4 --set train.threads=1 --set train.log_every=10 --set data.train_size=25600)
 t_job=$SECONDS
 jid=$(PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN2" \
   timeout 30 sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
   --output="$OUT2" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" "${ARGS[@]}") || die "sbatch of the requeue job failed"
+JOB_ID=$jid
 say "requeue job $jid submitted; SIGTERM once step 100 of 800 was logged"
 for _ in $(seq 1 600); do grep -q '"step":100,' "$RUN2/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
-grep -q '"step":100,' "$RUN2/metrics.jsonl" 2>/dev/null || { cat "$OUT2" 2>/dev/null; die "the requeue job never logged step 100"; }
+grep -q '"step":100,' "$RUN2/metrics.jsonl" 2>/dev/null || die "the requeue job never logged step 100"
 scancel --signal=TERM "$jid" || die "scancel --signal=TERM $jid failed"
 # SLURM holds a requeued job for about 2 minutes (its EligibleTime); release it at once.
 for _ in $(seq 1 120); do
   scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" && squeue -h -j "$jid" -o %T 2>/dev/null | grep -q PENDING && break
   sleep 0.5
 done
-scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || { cat "$OUT2"; die "the job was not requeued"; }
+scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || die "the job was not requeued"
 scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
 # The job's own state, not squeue's listing: an squeue that fails (a busy slurmctld) prints nothing either.
 job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
 # Right after the release, scontrol may still show the first run's end (CANCELLED by the requeue, or FAILED: its
 # steps exited 75): an ended state counts only once the second run has written its last line to the output (the
-# template's "finished (status N)"), or when the wait runs out.
-for _ in $(seq 1 360); do
+# template's "finished (status N)"), or when the wait runs out. slurmctld may set the requeue hold (Reason=BeginTime)
+# after the release above when the first run's end is processed late: such a job is released again.
+for i in $(seq 1 360); do
   case $(job_state) in
     COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
       grep -q "pshard job $jid finished (status" "$OUT2" 2>/dev/null && break ;;
+    PENDING)
+      if [ $((i % 10)) -eq 0 ] && scontrol show job "$jid" 2>/dev/null | grep -q "Reason=BeginTime"; then
+        scontrol update JobId="$jid" StartTime=now 2>/dev/null
+      fi ;;
   esac
   sleep 0.5
 done
 case $(job_state) in
   COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) ;;
-  *) cat "$OUT2"; die "the requeued job did not finish (state $(job_state))" ;;
+  *) die "the requeued job did not finish (state $(job_state))" ;;
 esac
 T_REQUEUE=$((SECONDS - t_job))
-echo "======== requeue job output ($OUT2) ========"
-cat "$OUT2" 2>/dev/null || echo "(no job output)"
-echo "======== end of requeue job output ========"
 grep -q "stopped at a checkpoint; requeueing it" "$OUT2" || die "the job did not stop at a checkpoint and requeue itself"
 at=$(grep -o "resuming run $RUN2 at step [0-9]*" "$OUT2" | head -n 1 | sed 's/.* //')
 [ -n "$at" ] || die "the requeued job did not resume (state $(job_state))"
@@ -164,6 +182,8 @@ say "requeue: stopped at step $at on SIGTERM, requeued, resumed, same weights as
 #    allocation, from the newest checkpoint every server has, and it finishes (same weights as the uninterrupted run).
 RUN3="$DIR/run-restart"
 OUT3="$DIR/job-restart.out"
+JOB_ID=""
+JOB_OUT=$OUT3
 t_job=$SECONDS
 ( PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN3" \
   timeout 240 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
@@ -171,16 +191,13 @@ t_job=$SECONDS
   --set cluster.server_failure_policy=restart --set checkpoint.every_steps=50 \
   --set cluster.heartbeat_interval_ms=200 --set cluster.heartbeat_timeout_ms=1500; echo $? >"$DIR/restart.rc" ) &
 for _ in $(seq 1 600); do [ -s "$RUN3/checkpoints/server-1.step-00000100.ckpt" ] && [ -s "$RUN3/cluster.json" ] && break; sleep 0.2; done
-[ -s "$RUN3/checkpoints/server-1.step-00000100.ckpt" ] || { wait; cat "$OUT3"; die "no checkpoint of step 100 in the restart job"; }
+[ -s "$RUN3/checkpoints/server-1.step-00000100.ckpt" ] || { wait; die "no checkpoint of step 100 in the restart job"; }
 victim=$(sed 's/}, {/}\n{/g' "$RUN3/cluster.json" | grep '"role": "server"' | grep '"rank": 1' | grep -o '"pid": [0-9]*' | grep -o '[0-9]*')
 [ -n "$victim" ] || die "no pid of server 1 in $RUN3/cluster.json"
 kill -9 "$victim" || die "cannot kill server 1 (pid $victim)"
 say "restart: killed server 1 (pid $victim) after the checkpoint of step 100"
 wait
 T_RESTART=$((SECONDS - t_job))
-echo "======== restart job output ($OUT3) ========"
-grep -v '^\[worker\|^\[server' "$OUT3" 2>/dev/null | tail -n 40
-echo "======== end of restart job output ========"
 [ "$(cat "$DIR/restart.rc" 2>/dev/null)" = 0 ] || die "the job whose server was killed failed (sbatch --wait: $(cat "$DIR/restart.rc" 2>/dev/null))"
 grep -q "a server died: restarting the job (restart 1 of 3) from the checkpoint of step" "$OUT3" \
   || die "the tasks did not restart the job from a checkpoint"
