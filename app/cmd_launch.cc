@@ -1,9 +1,14 @@
 // `pshard launch`: starts a whole job on this machine (coordinator, S servers, W workers) and supervises it
 // (launcher/local_launch.h).
+#include <cstdio>
+#include <memory>
+
 #include "app/command.h"
 #include "common/error.h"
 #include "common/util/args.h"
+#include "common/util/host.h"
 #include "launcher/local_launch.h"
+#include "report/dashboard/dashboard_server.h"
 
 namespace pshard::app {
 namespace {
@@ -67,6 +72,13 @@ int run_launch(const std::vector<std::string>& args) {
   p.add_option("resume", "RUN_DIR",
                "continue the run in RUN_DIR from the newest step every server has a complete checkpoint of "
                "(RUN_DIR/checkpoints); servers restore it, workers continue at that step");
+  p.add_flag("dashboard",
+             "serve a live web page of the job while it runs (progress, loss, accuracy, throughput, phases, bytes, "
+             "stalls and failures); its URL, with a random token, is printed at the start. After the job, `pshard "
+             "dashboard RUN_DIR` shows the run (docs/OPERATIONS.md, \"Dashboard\")");
+  p.add_option(
+      "dashboard-listen", "ADDR:PORT",
+      "with --dashboard: where to serve it (default 127.0.0.1 on a free port; 0.0.0.0 lets other machines in)");
   p.allow_command(
       "run this program as every worker instead of `pshard worker` (e.g. python3 train.py with "
       "pshard.torch): it gets no pshard arguments, only PSHARD_* variables (docs/PYTHON.md)");
@@ -120,7 +132,27 @@ int run_launch(const std::vector<std::string>& args) {
   }
   o.grace = std::chrono::milliseconds(grace_ms);
   o.timeout = std::chrono::milliseconds(timeout_s * 1000);
-  return run_local_launch(o);
+  if (p.has("dashboard-listen") && !p.flag("dashboard")) {
+    throw Error("pshard launch: --dashboard-listen goes with --dashboard");
+  }
+  // The page serves from this process's thread while the job runs and stops when the launch returns.
+  std::unique_ptr<report::dashboard::DashboardServer> dashboard;
+  std::string dashboard_run_dir;
+  if (p.flag("dashboard")) {
+    const report::dashboard::ListenAddress at = report::dashboard::parse_listen_address(
+        p.has("dashboard-listen") ? p.get("dashboard-listen") : "127.0.0.1:0", "pshard launch --dashboard-listen");
+    o.on_run_dir = [&dashboard, &dashboard_run_dir, at](const std::string& run_dir) {
+      dashboard =
+          std::make_unique<report::dashboard::DashboardServer>(at, report::dashboard::Site{run_dir, new_job_token()});
+      dashboard_run_dir = run_dir;
+      std::fprintf(stderr, "[launch] dashboard: %s\n", dashboard->url().c_str());
+    };
+  }
+  const int rc = run_local_launch(o);
+  if (dashboard) {
+    std::fprintf(stderr, "[launch] dashboard closed; `pshard dashboard %s` shows the run\n", dashboard_run_dir.c_str());
+  }
+  return rc;
 }
 
 }  // namespace

@@ -416,6 +416,14 @@ int run_local_launch(const LocalLaunchOptions& o) {
   }
   const std::string checkpoint_dir = run_dir + "/checkpoints";
   write_run_config(run_dir, cfg);
+  if (o.on_run_dir) {
+    try {
+      o.on_run_dir(run_dir);
+    } catch (const Error&) {
+      if (o.resume_dir.empty()) give_back_untrained_run_dir(run_dir);
+      throw;
+    }
+  }
   const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
   int64_t restarts = 0;

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct LocalLaunchOptions {
   // host.
   std::string hosts;
   std::string remote_pshard;  // the pshard executable on the hosts ("" = this executable's path)
+  // Called once the run directory is settled, before any process starts (`pshard launch --dashboard` starts its
+  // page there); an Error it throws refuses the launch.
+  std::function<void(const std::string& run_dir)> on_run_dir;
 };
 
 // Starts the coordinator, the servers and the workers as child processes of this one (with `hosts`: one ssh child

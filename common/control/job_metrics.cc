@@ -86,6 +86,22 @@ void JobMetrics::on_rejoined(const Peer& from, int64_t step) {
   flush_epochs();  // epochs that ended before it rejoined no longer wait for it
 }
 
+void JobMetrics::on_node_failed(const NodeInfo& node, const std::string& verdict, const std::string& why) {
+  MetricsWriter* w = writer();
+  if (!w) return;
+  w->write(Json::object()
+               .set("event", "failure")
+               .set("role", node.role == NodeRole::kServer ? "server" : "worker")
+               .set("rank", static_cast<int64_t>(node.rank))
+               .set("host", node.host)
+               .set("pid", node.pid)
+               .set("verdict", verdict)
+               .set("why", why)
+               .set("wall_s", running_since_ == Clock::time_point{}
+                                  ? Json()  // before the job started running
+                                  : Json(std::chrono::duration<double>(Clock::now() - running_since_).count())));
+}
+
 // A server's stall, with when the coordinator last heard from each worker it waits for: a worker heard a moment
 // ago is alive but not pushing (stuck in its own code); one silent for long is frozen or cut off.
 void JobMetrics::on_stall(const Peer& from, Json& event) {

@@ -34,6 +34,8 @@ class JobMetrics {
   // line; its epochs before that no longer wait for it), a worker saved the model to `path` (the summary names it).
   void on_rejoined(const Peer& from, int64_t step);
   void on_model_saved(const std::string& path) { model_path_ = path; }
+  // A node died or is stuck (`verdict`), as the coordinator judged it: a "failure" line, written as it happens.
+  void on_node_failed(const NodeInfo& node, const std::string& verdict, const std::string& why);
   // Writes every epoch for which all workers still in the job reported (also after a worker died).
   void flush_epochs();
   // Elastic jobs: the workers (routing ids) that train `epoch`; its line waits for those of them still in the job.

@@ -100,6 +100,15 @@ TEST(WorkerFailure, ContinuePolicyGoesOnAtOnceWhenLaunchSawTheWorkerDie) {
   Json summary = read_summary(dir + "/run");
   EXPECT_EQ(summary.at("epochs").as_int(), 4);
   ASSERT_EQ(summary.at("workers_finished").size(), 1u) << summary.dump();
+  // The run's record says so as it happens (the dashboard lists it), before the epochs trained without it.
+  const std::string metrics = read_file(dir + "/run/metrics.jsonl");
+  const size_t failure = metrics.find("{\"event\":\"failure\",\"role\":\"worker\",\"rank\":1,");
+  ASSERT_NE(failure, std::string::npos) << metrics;
+  const std::string line = metrics.substr(failure, metrics.find('\n', failure) - failure);
+  EXPECT_NE(line.find("\"verdict\":\"dead\",\"why\":\"its process was killed by signal 9 (SIGKILL)"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("\"pid\":" + std::to_string(victim) + ","), std::string::npos) << line;
+  EXPECT_LT(failure, metrics.find("\"event\":\"summary\"")) << metrics;
   pshard::testing::remove_dir_if_passed(dir);
 }
 
@@ -185,6 +194,8 @@ TEST(WorkerFailure, AWorkerThatStopsPushingIsNamedByTheServerTheCoordinatorAndTh
   const std::string metrics = read_file(dir + "/run/metrics.jsonl");
   EXPECT_NE(metrics.find("\"event\":\"stall\""), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("\"missing\":[1]"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("{\"event\":\"failure\",\"role\":\"worker\",\"rank\":1,"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"verdict\":\"stuck\""), std::string::npos) << metrics;
   const size_t failed = log.find("job failed:");
   ASSERT_NE(failed, std::string::npos) << log;
   const std::string headline = log.substr(failed, log.find('\n', failed) - failed);
