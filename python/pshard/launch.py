@@ -43,7 +43,7 @@ _importing_main = False
 
 def launch(script=None, fn=None, args=(), kwargs=None, servers=1, workers=1, config=None, settings=None,
            run_dir=None, wait=False, timeout_s=None, grace_s=5.0, python=None, pshard_bin=None, env=None, cwd=None,
-           launch_args=()):
+           launch_args=(), dashboard=False):
     """Starts `pshard launch` for a job and returns its Run (pshard/run.py); see docs/PYTHON.md, "Starting a job
     from Python".
 
@@ -60,6 +60,8 @@ def launch(script=None, fn=None, args=(), kwargs=None, servers=1, workers=1, con
     python: the workers' interpreter (default: this one, sys.executable). pshard_bin: the pshard executable
         (default: the wheel's, the source tree's build/bin/pshard, then PATH). env: variables added to the job's
         environment; cwd: the launch's working directory; launch_args: more pshard launch options.
+    dashboard: True (127.0.0.1, a free port) or "ADDR:PORT": serve the job's live web page (pshard launch
+        --dashboard); Run.dashboard_url() gives its address with the token.
     """
     if _importing_main:
         raise PshardError("pshard.launch() was called while a worker imported the script that defined its function: "
@@ -106,6 +108,8 @@ def launch(script=None, fn=None, args=(), kwargs=None, servers=1, workers=1, con
         argv += ["--set", "%s=%s" % (key, _setting(value))]
     if timeout_s:
         argv += ["--timeout", str(int(math.ceil(timeout_s)))]
+    if dashboard:
+        argv += ["--dashboard"] + (["--dashboard-listen", dashboard] if isinstance(dashboard, str) else [])
     argv += list(launch_args)
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if script is not None:

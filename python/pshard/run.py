@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import weakref
 
 from ._lib import PshardError
@@ -221,6 +222,18 @@ class Run:
                 return f.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
+
+    def dashboard_url(self, timeout_s=10.0):
+        """The address of the job's live web page, with its token (a job launched with dashboard=...): waits up to
+        timeout_s for the launch to print it. None when the launch has ended without one or prints none in time."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in self.output.split("\n"):
+                if line.startswith("[launch] dashboard: "):
+                    return line.split(": ", 1)[1].strip()
+            if self._process is None or self.poll() is not None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
 
     def output_tail(self, lines=20):
         """The output's last `lines` lines."""

@@ -10,6 +10,8 @@
   spawn finds it): the same weights, its return values through run.results(), its epoch report in metrics().
 - A job whose workers exit 3: wait=True raises PshardError with the launch's exit status and the output's last
   lines; a lambda, or a function of a file-less __main__, is refused before anything starts.
+- dashboard=True: run.dashboard_url() is the live page's address; the page answers with it and refuses a request
+  without its token.
 - wait(timeout) of a running job raises PshardError(PSHARD_ERR_TIMEOUT) and the job goes on; stop() ends it (exit
   143) and leaves no process of it; so does garbage-collecting its Run, and the exit of an interpreter that started
   a job and did not wait for it.
@@ -21,6 +23,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import support
 
@@ -297,7 +301,18 @@ def check_stopping(pshard, base):
     # stop(): SIGTERM to the launch, which stops every process.
     t = time.monotonic()
     run = pshard.launch(servers=1, workers=2, config=LINREG, settings=LONG, run_dir=os.path.join(base, "stop"),
-                        timeout_s=120, pshard_bin=support.PSHARD_BIN)
+                        timeout_s=120, pshard_bin=support.PSHARD_BIN, dashboard=True)
+    # Its live page: the URL with its token answers, one without the token is refused.
+    url = run.dashboard_url()
+    support.expect(url and "?token=" in url, "dashboard=True: no URL in the launch's output", run.output)
+    with urllib.request.urlopen(url, timeout=10) as page:
+        support.expect(page.status == 200 and b"<title>pshard dashboard</title>" in page.read(),
+                       "dashboard: the page at %s" % url)
+    try:
+        urllib.request.urlopen(url.split("?")[0], timeout=10)
+        support.expect(False, "dashboard: a request without the token was answered")
+    except urllib.error.HTTPError as e:
+        support.expect(e.code == 403, "dashboard: a request without the token got %d" % e.code)
     steps = wait_for_steps(run, 30)
     procs = descendants(run.pid)
     support.expect(steps and len(procs) >= 4, "stop: no step line within 30 s, or processes %r" % procs, run.output)
