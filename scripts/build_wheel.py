@@ -6,8 +6,8 @@ environment as a normal user, `pshard launch ... -- python3 train.py` then works
 and no ZeroMQ, Cap'n Proto, oneDNN, OpenBLAS... installed on the node (docs/INSTALL.md).
 
 What is bundled: every library that `ldd` finds for the executable and libpshard_c.so, recursively, except the base
-system (glibc's libraries, libstdc++, libgcc_s) and CUDA's (libcudart is linked and found as before; cuBLAS, cuDNN
-and NVML are opened at run time). Each copy is stripped (strip --strip-unneeded), renamed after its content
+system (glibc's libraries, libstdc++, libgcc_s) and CUDA's (the CUDA runtime is linked statically into the build;
+cuBLAS, cuDNN and NVML are opened at run time). Each copy is stripped (strip --strip-unneeded), renamed after its content
 (libzmq.so.5 becomes libzmq-1a2b3c4d.so.5, so that a process that already loaded another libzmq.so.5 keeps both
 apart), and the executable, libpshard_c.so and the copies name each other's new names and find them through an
 $ORIGIN-relative RUNPATH (patchelf). Each copy's licence, /usr/share/doc/PACKAGE/copyright of the Debian package it
