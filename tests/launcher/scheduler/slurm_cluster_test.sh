@@ -23,6 +23,8 @@ die() {
   if [ -n "$JOB_ID" ]; then
     echo "======== scontrol show job $JOB_ID ========" >&2
     timeout 10 scontrol show job "$JOB_ID" 2>&1 | grep -E "JobState|Restarts|StartTime|RunTime|Reason" >&2
+    echo "======== slurmctld on job $JOB_ID ========" >&2
+    grep -E "JobId=$JOB_ID\b" "$DIR/log/slurmctld.log" 2>/dev/null | tail -n 15 >&2
   fi
   if [ -n "$JOB_OUT" ]; then
     echo "======== job output ($JOB_OUT) ========" >&2
@@ -142,6 +144,10 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 scontrol show job "$jid" 2>/dev/null | grep -q "Restarts=1" || die "the job was not requeued"
+# The nodes revoke the first run's credentials at the requeue, with a time in whole seconds: a run allocated within
+# that second is refused ("Killing non-startable batch JobId=3: Job credential revoked") and the job ends without
+# running again. Release it in a later second.
+sleep 2
 scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued job"
 # The job's own state, not squeue's listing: an squeue that fails (a busy slurmctld) prints nothing either.
 job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
