@@ -127,36 +127,23 @@ void write_join_file(const std::string& run_dir, const JobPlan& plan) {
   binary::write_file_atomically(run_dir + "/" + kJoinFile, doc.dump() + "\n", "join file", 0600);
 }
 
-LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
-                              const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
-                              int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
-                              TerminalStatus& terminal) {
-  if (resume_step >= 0) {
-    // The coordinator writes a new metrics.jsonl; keep what the run measured before.
-    for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
-      const std::filesystem::path from = std::filesystem::path(run_dir) / name;
-      std::error_code ec;
-      if (std::filesystem::exists(from, ec)) {
-        std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(resume_step), ec);
-      }
-    }
-  }
-
-  // --hosts: the remote hosts bind their own ports (remote_job.h).
-  std::vector<int> ports = hosts.empty() ? pick_free_ports(static_cast<int>(servers) + 1) : std::vector<int>{0};
-  int coord_port = ports[0];
-  if (o.port > 0) coord_port = o.port;
-  const bool elastic = o.max_workers > 0;
-  // An elastic job drops a dead worker, as failure policy continue does.
-  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue" || elastic;
-  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
-  if (restart_workers && (!may_lose_workers || cfg.get_string("cluster.mode") != "sync")) {
-    throw Error(
-        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
-        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
-  }
-
+// One try of the job: what it runs and where (the coordinator's port, the servers' ports on this machine).
+struct JobTry {
   JobPlan plan;
+  std::vector<int> server_ports;  // here; empty with --hosts (the hosts bind their own)
+  std::string security;           // for the start line: "job token", or CurveZMQ and its key file
+  transport::CurveKeys keys;
+};
+
+JobTry plan_job(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
+                const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
+                int64_t resume_step, bool remote) {
+  // --hosts: the remote hosts bind their own ports (remote_job.h).
+  std::vector<int> ports = remote ? std::vector<int>{0} : pick_free_ports(static_cast<int>(servers) + 1);
+  const int coord_port = o.port > 0 ? o.port : ports[0];
+  const bool elastic = o.max_workers > 0;
+  JobTry t;
+  JobPlan& plan = t.plan;
   plan.config_path = config_path;
   plan.overrides = o.overrides;
   if (elastic) plan.overrides.push_back("cluster.min_workers=" + std::to_string(workers));
@@ -172,22 +159,125 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   plan.user_command = o.worker_program;
   // Every worker runs here: train.threads = 0 shares the cores among them (an elastic job's most workers).
   plan.workers_on_host = elastic ? o.max_workers : workers;
-  const bool cuda = cfg.get_string("train.device") == "cuda";
-  if (cuda && hosts.empty()) {  // and CUDA workers spread over the GPUs this launcher may use
+  if (cfg.get_string("train.device") == "cuda" && !remote) {  // CUDA workers spread over the GPUs this launcher may use
     plan.worker_gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
   }
-  std::string security = "job token";
-  transport::CurveKeys keys;
+  t.security = "job token";
   if (cfg.get_bool("security.curve")) {  // keys before any process starts: every child reads them
     plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
-    keys = transport::ensure_curve_keys(plan.key_dir);
-    security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
+    t.keys = transport::ensure_curve_keys(plan.key_dir);
+    t.security = "CurveZMQ, keys " + transport::curve_key_file(plan.key_dir);
   }
+  if (!remote) t.server_ports.assign(ports.begin() + 1, ports.end());
+  return t;
+}
 
+// The coordinator, the servers and the workers, as children of this process. Failure policy continue and elastic
+// jobs let a worker fail; cluster.restart_workers starts a failed one again, which rejoins the running job.
+void add_local_processes(LocalJob& job, const JobTry& t, const LocalLaunchOptions& o, const Config& cfg,
+                         int64_t workers) {
+  const JobPlan& plan = t.plan;
+  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue" || o.max_workers > 0;
+  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
+  job.add(plan.coordinator_process(plan.coordinator));
+  for (size_t s = 0; s < t.server_ports.size(); ++s) {
+    job.add(plan.server_process(static_cast<int64_t>(s), "tcp://127.0.0.1:" + std::to_string(t.server_ports[s])));
+  }
+  for (int64_t w = 0; w < workers; ++w) {
+    ChildSpec c = plan.worker_process(w);
+    c.may_fail = may_lose_workers;  // the coordinator decides
+    if (!restart_workers) {
+      job.add(c);
+      continue;
+    }
+    // Started again, it rejoins the running job: pshard's worker with --join, a program with PSHARD_REJOIN=1.
+    ChildSpec again = c;
+    if (o.worker_program.empty()) {
+      again.argv.push_back("--join");
+    } else {
+      again.env.push_back("PSHARD_REJOIN=1");
+    }
+    job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
+  }
+}
+
+// Runs the job to its end with a progress line from the coordinator's metrics.jsonl; `progress` keeps what it read
+// (the summary among it).
+LocalJob::Result run_with_progress(LocalJob& job, const std::string& run_dir, TerminalStatus& terminal,
+                                   ProgressState& progress) {
+  MetricsFollower follower(run_dir + "/metrics.jsonl");
+  job.start();
+  std::optional<LocalJob::Result> finished;
+  while (!(finished = job.wait_for(std::chrono::milliseconds(250)))) {
+    for (const Json& e : follower.poll()) progress.add(e);
+    if (auto line = progress.line()) terminal.set("[progress] " + *line);
+  }
+  for (const Json& e : follower.poll()) progress.add(e);
+  terminal.clear();
+  return *finished;
+}
+
+// The launch's last words on a try of the job: how it ended and, when it trained to its end, the summary line.
+void tell_how_it_ended(const LocalJob::Result& r, const ProgressState& progress, const std::string& run_dir) {
+  for (const ChildExit& e : r.children) {
+    if (e.failed() || e.after_success || e.dropped || e.unneeded)
+      std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
+  }
+  const auto summary_line = [&progress, &run_dir] {
+    if (!progress.summary().is_null()) std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
+  };
+  if (r.exit_code == 0) {
+    std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
+    summary_line();
+    return;
+  }
+  if (r.exit_code == kExitRecordsIncomplete) {
+    std::fprintf(stderr, "[launch] job finished, but %s (a write to %s failed: see the error above)\n",
+                 r.failure.c_str(), run_dir.c_str());
+    return;
+  }
+  if (r.exit_code == kExitStopped) {
+    std::fprintf(stderr,
+                 "[launch] job stopped at a checkpoint on SIGTERM (exit status %d): pshard launch --resume %s "
+                 "continues it\n",
+                 kExitStopped, run_dir.c_str());
+    return;
+  }
+  std::string headline;
+  for (const ChildExit* c : failures_by_cause(r)) headline += (headline.empty() ? "" : "; ") + c->describe();
+  if (headline.empty()) headline = r.failure;  // e.g. the job timed out
+  // cluster.failure_policy = continue: the job ran to its end, without some workers (the coordinator names them).
+  bool workers_lost = false;
+  for (const ChildExit& c : r.children) {
+    workers_lost =
+        workers_lost || (c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitWorkersLost);
+  }
+  if (workers_lost) {
+    std::fprintf(stderr, "[launch] job finished, but not every worker did: %s\n", headline.c_str());
+    summary_line();
+    return;
+  }
+  std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
+}
+
+LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
+                              const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
+                              int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
+                              TerminalStatus& terminal) {
+  if (resume_step >= 0) keep_metrics_before(run_dir, resume_step);
+  const bool elastic = o.max_workers > 0;
+  if (cfg.get_bool("cluster.restart_workers") &&
+      (!(cfg.get_string("cluster.failure_policy") == "continue" || elastic) ||
+       cfg.get_string("cluster.mode") != "sync")) {
+    throw Error(
+        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
+        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
+  }
+  JobTry t = plan_job(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, !hosts.empty());
   // A process that dies here is dead for the coordinator at once, not after cluster.heartbeat_timeout_ms: under
   // failure_policy = continue the others go on without waiting that long (over ssh the children are the agents).
   std::unique_ptr<ProcessNotifier> notices;
-  if (hosts.empty()) notices = std::make_unique<ProcessNotifier>(plan.coordinator, plan.job_token, keys);
+  if (hosts.empty()) notices = std::make_unique<ProcessNotifier>(t.plan.coordinator, t.plan.job_token, t.keys);
   LocalJob::Options opt;
   if (notices) {
     opt.on_child_failed = [&notices](const ChildSpec& spec, const ChildExit& how) {
@@ -210,94 +300,26 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ro.port = o.port;
     ro.remote_pshard = o.remote_pshard.empty() ? self_executable() : o.remote_pshard;
     ro.ssh = remote::ssh_command(std::getenv("PSHARD_SSH"));
-    ro.keys = keys;
-    ro.assign_gpus = cuda;
+    ro.keys = t.keys;
+    ro.assign_gpus = cfg.get_string("train.device") == "cuda";
     ro.grace_ms = o.grace.count();
-    placement = remote::add_host_processes(ro, plan, job);
+    placement = remote::add_host_processes(ro, t.plan, job);
+  } else {
+    add_local_processes(job, t, o, cfg, workers);
   }
-  if (hosts.empty()) job.add(plan.coordinator_process(plan.coordinator));
-  for (int64_t s = 0; s < servers && hosts.empty(); ++s) {
-    job.add(plan.server_process(s, "tcp://127.0.0.1:" + std::to_string(ports[static_cast<size_t>(s) + 1])));
-  }
-  for (int64_t w = 0; w < workers && hosts.empty(); ++w) {
-    ChildSpec c = plan.worker_process(w);
-    c.may_fail = may_lose_workers;  // cluster.failure_policy = continue: the coordinator decides
-    if (restart_workers) {
-      // Started again, it rejoins the running job: pshard's worker with --join, a program with PSHARD_REJOIN=1.
-      ChildSpec again = c;
-      if (o.worker_program.empty()) {
-        again.argv.push_back("--join");
-      } else {
-        again.env.push_back("PSHARD_REJOIN=1");
-      }
-      job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
-    } else {
-      job.add(c);
-    }
-  }
-
-  if (elastic) write_join_file(run_dir, plan);
+  if (elastic) write_join_file(run_dir, t.plan);
   const std::string worker_count =
       std::to_string(workers) + (elastic ? " (elastic, up to " + std::to_string(o.max_workers) + ")" : "");
   std::fprintf(stderr, "[launch] job with %lld servers and %s workers, coordinator %s, run dir %s, security: %s%s\n",
-               static_cast<long long>(servers), worker_count.c_str(), plan.coordinator.c_str(), run_dir.c_str(),
-               security.c_str(), resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
+               static_cast<long long>(servers), worker_count.c_str(), t.plan.coordinator.c_str(), run_dir.c_str(),
+               t.security.c_str(),
+               resume_step >= 0 ? (", resuming at step " + std::to_string(resume_step)).c_str() : "");
   for (const std::string& line : placement) std::fprintf(stderr, "[launch] host %s\n", line.c_str());
-  // Follow the coordinator's metrics.jsonl for the progress line.
-  MetricsFollower follower(run_dir + "/metrics.jsonl");
   ProgressState progress;
-  job.start();
-  std::optional<LocalJob::Result> finished;
-  while (!(finished = job.wait_for(std::chrono::milliseconds(250)))) {
-    for (const Json& e : follower.poll()) progress.add(e);
-    if (auto line = progress.line()) terminal.set("[progress] " + *line);
-  }
-  for (const Json& e : follower.poll()) progress.add(e);
-  terminal.clear();
-  LocalJob::Result r = *finished;
+  LocalJob::Result r = run_with_progress(job, run_dir, terminal, progress);
   // Nobody can join a job that ended: `pshard join` then says so instead of waiting for its coordinator.
   if (elastic) std::remove((run_dir + "/" + kJoinFile).c_str());
-  for (const ChildExit& e : r.children) {
-    if (e.failed() || e.after_success || e.dropped || e.unneeded)
-      std::fprintf(stderr, "[launch] %s\n", e.describe().c_str());
-  }
-  if (r.exit_code == 0) {
-    std::fprintf(stderr, "[launch] job finished: every process exited successfully\n");
-    if (!progress.summary().is_null()) {
-      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
-    }
-    return r;
-  }
-  if (r.exit_code == kExitRecordsIncomplete) {
-    std::fprintf(stderr, "[launch] job finished, but %s (a write to %s failed: see the error above)\n",
-                 r.failure.c_str(), run_dir.c_str());
-    return r;
-  }
-  if (r.exit_code == kExitStopped) {
-    std::fprintf(stderr,
-                 "[launch] job stopped at a checkpoint on SIGTERM (exit status %d): pshard launch --resume %s "
-                 "continues it\n",
-                 kExitStopped, run_dir.c_str());
-    return r;
-  }
-  std::vector<const ChildExit*> failed = failures_by_cause(r);
-  std::string headline;
-  for (const ChildExit* c : failed) headline += (headline.empty() ? "" : "; ") + c->describe();
-  if (headline.empty()) headline = r.failure;  // e.g. the job timed out
-  // cluster.failure_policy = continue: the job ran to its end, without some workers (the coordinator names them).
-  bool workers_lost = false;
-  for (const ChildExit& c : r.children) {
-    workers_lost =
-        workers_lost || (c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitWorkersLost);
-  }
-  if (workers_lost) {
-    std::fprintf(stderr, "[launch] job finished, but not every worker did: %s\n", headline.c_str());
-    if (!progress.summary().is_null()) {
-      std::printf("%s\n", format_summary_line(progress.summary(), run_dir).c_str());
-    }
-    return r;
-  }
-  std::fprintf(stderr, "[launch] job failed: %s\n", headline.c_str());
+  tell_how_it_ended(r, progress, run_dir);
   return r;
 }
 
@@ -339,11 +361,9 @@ void check_remote_settings(const Config& cfg) {
   }
 }
 
-}  // namespace
-
-int run_local_launch(const LocalLaunchOptions& o) {
-  const std::vector<remote::RemoteHost> hosts =
-      o.hosts.empty() ? std::vector<remote::RemoteHost>{} : remote::parse_hosts(o.hosts);
+// The job's size: --servers and --workers, or with --hosts the hosts' workers and by default one server per host.
+// Every option that goes with another is checked here, before anything is read or started.
+std::pair<int64_t, int64_t> job_size(const LocalLaunchOptions& o, const std::vector<remote::RemoteHost>& hosts) {
   int64_t servers = o.servers, workers = o.workers;
   if (!hosts.empty()) {
     int64_t on_hosts = 0;
@@ -369,51 +389,78 @@ int run_local_launch(const LocalLaunchOptions& o) {
   if (o.start_over && !o.resume_dir.empty()) {
     throw Error("pshard launch: --start-over starts a new run; it does not go with --resume");
   }
-  // Validate the config here, before any process starts.
-  const std::string config_path =
-      std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
+  return {servers, workers};
+}
+
+// The config with its overrides, checked here before any process starts (the config's own rules: config.cc).
+Config checked_config(const LocalLaunchOptions& o, const std::string& config_path, bool remote) {
   std::vector<std::string> overrides = o.overrides;
   if (o.max_workers > 0) overrides.push_back("cluster.min_workers=" + std::to_string(o.workers));
   Config cfg = Config::from_file(config_path, overrides);
-  if (o.max_workers > 0) check_elastic_settings(o);  // the config's own rules: config.cc
+  if (o.max_workers > 0) check_elastic_settings(o);
   if (!o.worker_program.empty()) check_worker_program(o);
-  if (!hosts.empty()) check_remote_settings(cfg);
-  (void)TraceWindow::parse(cfg.get_string("trace.steps"),
-                           "trace.steps");  // a bad window fails here, not in every child
-  std::string run_dir;
+  if (remote) check_remote_settings(cfg);
+  (void)TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");  // a bad window fails here
+  return cfg;
+}
+
+// The run directory this launch holds: --resume's (its run id, and the newest step every server has a complete
+// checkpoint of) or a new one (claimed, with a new run id).
+struct OpenRun {
+  std::string dir;
   std::string run_id;
   RunDirClaim claim;         // held until the launch returns: a second launch in the same directory is refused
   int64_t resume_step = -1;  // -1: a fresh start
-  if (!o.resume_dir.empty()) {
-    run_dir = std::filesystem::absolute(without_trailing_slash(o.resume_dir)).string();
-    if (!std::filesystem::is_directory(run_dir)) throw Error("pshard launch --resume: no run directory " + run_dir);
-    claim = RunDirClaim::take(run_dir, "pshard launch --resume");
-    run_id = read_run_id(run_dir);
-    if (run_id.empty()) {
-      throw Error("pshard launch --resume: " + run_dir + "/" + kRunIdFile +
-                  " is missing: the directory was not made by this pshard's launch (checkpoints without a run id "
-                  "cannot be resumed)");
-    }
-    check_resume_settings(run_dir, cfg);
-    resume_step = newest_resumable_step(run_dir + "/checkpoints", static_cast<uint32_t>(servers), run_id);
-    if (resume_step < 0) {
-      throw Error("pshard launch --resume: " + run_dir + "/checkpoints holds no checkpoint of run " + run_id +
-                  " that all " + std::to_string(servers) + " servers have completely (was checkpoint.every_steps > " +
-                  "0, and is --servers the same as in the run?)");
-    }
-  } else {
+};
+
+OpenRun open_run(const LocalLaunchOptions& o, const Config& cfg, int64_t servers) {
+  OpenRun run;
+  if (o.resume_dir.empty()) {
     NewRunDir chosen = claim_new_run_dir(o.run_dir, cfg.get_string("run.name"), o.start_over, "pshard launch",
                                          "`pshard launch --resume " + without_trailing_slash(o.run_dir) + "`");
-    run_dir = std::filesystem::absolute(chosen.path).string();
-    claim = std::move(chosen.claim);
+    run.dir = std::filesystem::absolute(chosen.path).string();
+    run.claim = std::move(chosen.claim);
     if (!chosen.moved_to.empty()) {
       std::fprintf(stderr, "[launch] --start-over: moved the old run to %s\n", chosen.moved_to.c_str());
     }
-    std::printf("run directory: %s\n", run_dir.c_str());
+    std::printf("run directory: %s\n", run.dir.c_str());
     std::fflush(stdout);
-    run_id = new_run_id();
-    write_run_id(run_dir, run_id);
+    run.run_id = new_run_id();
+    write_run_id(run.dir, run.run_id);
+    return run;
   }
+  run.dir = std::filesystem::absolute(without_trailing_slash(o.resume_dir)).string();
+  if (!std::filesystem::is_directory(run.dir)) throw Error("pshard launch --resume: no run directory " + run.dir);
+  run.claim = RunDirClaim::take(run.dir, "pshard launch --resume");
+  run.run_id = read_run_id(run.dir);
+  if (run.run_id.empty()) {
+    throw Error("pshard launch --resume: " + run.dir + "/" + kRunIdFile +
+                " is missing: the directory was not made by this pshard's launch (checkpoints without a run id "
+                "cannot be resumed)");
+  }
+  check_resume_settings(run.dir, cfg);
+  run.resume_step = newest_resumable_step(run.dir + "/checkpoints", static_cast<uint32_t>(servers), run.run_id);
+  if (run.resume_step < 0) {
+    throw Error("pshard launch --resume: " + run.dir + "/checkpoints holds no checkpoint of run " + run.run_id +
+                " that all " + std::to_string(servers) + " servers have completely (was checkpoint.every_steps > " +
+                "0, and is --servers the same as in the run?)");
+  }
+  return run;
+}
+
+}  // namespace
+
+int run_local_launch(const LocalLaunchOptions& o) {
+  const std::vector<remote::RemoteHost> hosts =
+      o.hosts.empty() ? std::vector<remote::RemoteHost>{} : remote::parse_hosts(o.hosts);
+  const auto [servers, workers] = job_size(o, hosts);
+  const std::string config_path =
+      std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
+  const Config cfg = checked_config(o, config_path, !hosts.empty());
+  OpenRun run = open_run(o, cfg, servers);
+  const std::string& run_dir = run.dir;
+  const std::string& run_id = run.run_id;
+  int64_t resume_step = run.resume_step;
   const std::string checkpoint_dir = run_dir + "/checkpoints";
   write_run_config(run_dir, cfg);
   if (o.on_run_dir) {

@@ -116,73 +116,127 @@ static void write_standalone_stats(const std::string& run_dir, uint32_t rank, co
                                 "server statistics");
 }
 
-int run_server_process(const ServerProcessOptions& o) {
-  Config cfg = Config::from_file(o.config_path, o.overrides);
-  const log::Level level = log::level_from_string(cfg.get_string("log.level"));
-  log::configure("server", level);
-  // checkpoint.on_sigterm = checkpoint: SIGTERM (preemption) reaches every process of the job; the workers stop at the
-  // next step boundary, which this server must still checkpoint, and the coordinator's shutdown then ends it.
-  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, SIG_IGN);
-  transport::retain_freed_memory();
-  const NodeEnv env = NodeEnv::from_environment();
-  const int64_t requested_rank = o.rank >= 0 ? o.rank : env.rank;
-  const std::string bind = concrete_endpoint(o.bind);
+namespace {
 
+// What every server of the job is: its options from the config, the run directory, the job's token and keys.
+KvServerOptions job_options(const ServerProcessOptions& o, const Config& cfg, const NodeEnv& env) {
   KvServerOptions opt = KvServerOptions::from_config(cfg);
-  const std::string checkpoint_dir = o.run_dir.empty() ? "" : o.run_dir + "/checkpoints";
-  opt.checkpoint_dir = checkpoint_dir;
+  opt.checkpoint_dir = o.run_dir.empty() ? "" : o.run_dir + "/checkpoints";
   opt.settings_hash = fixed_settings_hash(cfg);
-  // The run id: PSHARD_RUN_ID from the launcher, else RUN_DIR/run-id (pshard task: task 0 writes it before it
-  // starts the coordinator, so it is there once the rendezvous is done). Read after the rendezvous.
-  auto run_id = [&o, &env] {
-    if (!env.run_id.empty()) return env.run_id;
-    return o.run_dir.empty() ? std::string() : read_run_id(o.run_dir);
-  };
-  if (o.restore_step >= 0 && checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
-  const int64_t restore_step = o.restore_step;
-  opt.bind = bind;
+  if (o.restore_step >= 0 && opt.checkpoint_dir.empty()) throw Error("pshard server: --restore-step needs --run-dir");
+  opt.bind = concrete_endpoint(o.bind);
   opt.job_token = env.job_token;
   opt.curve = transport::job_curve_keys(cfg, transport::curve_key_dir(cfg, o.key_dir, o.run_dir));
-  Outcome outcome;
+  return opt;
+}
 
-  if (o.coordinator.empty()) {
-    if (o.servers <= 0 || o.workers <= 0 || requested_rank < 0) {
-      throw Error("standalone server (no --coordinator) needs --servers, --workers and --rank");
-    }
-    opt.num_servers = static_cast<uint32_t>(o.servers);
-    opt.num_workers = static_cast<uint32_t>(o.workers);
-    opt.rank = static_cast<uint32_t>(requested_rank);
-    log::configure("server " + std::to_string(opt.rank), level);
-    opt.run_id = run_id();
-    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
-    std::unique_ptr<Checkpointer> checkpointer;  // stopped after the server
-    opt.prepare_store = server_checkpoints(opt, checkpointer);
-    KvServer server(opt);
-    std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
-    std::fflush(stdout);
-    while (!server.wait_for_shutdown(std::chrono::hours(1))) {
-    }
-    server.stop();
-    // A standalone server has no coordinator to report to: with a run directory, its figures stay there.
-    if (!o.run_dir.empty()) write_standalone_stats(o.run_dir, opt.rank, server.stats());
-    return 0;
+// The run id: PSHARD_RUN_ID from the launcher, else RUN_DIR/run-id (pshard task: task 0 writes it before it starts
+// the coordinator, so it is there once the rendezvous is done). Read after the rendezvous.
+std::string job_run_id(const ServerProcessOptions& o, const NodeEnv& env) {
+  if (!env.run_id.empty()) return env.run_id;
+  return o.run_dir.empty() ? std::string() : read_run_id(o.run_dir);
+}
+
+// This server's rank is known: its log prefix, its run id and the checkpoint it restores.
+void take_rank(KvServerOptions& opt, uint32_t rank, const ServerProcessOptions& o, const NodeEnv& env,
+               log::Level level) {
+  opt.rank = rank;
+  log::configure("server " + std::to_string(opt.rank), level);
+  opt.run_id = job_run_id(o, env);
+  if (o.restore_step >= 0) opt.restore_path = restore_file(opt.checkpoint_dir, opt, o.restore_step);
+}
+
+// A server without a coordinator (`pshard server --servers S --workers W --rank R`): serves until a worker asks it to
+// stop; with a run directory, its figures stay there (it has nobody to report them to).
+int run_standalone(const ServerProcessOptions& o, KvServerOptions opt, const NodeEnv& env, log::Level level,
+                   int64_t rank) {
+  if (o.servers <= 0 || o.workers <= 0 || rank < 0) {
+    throw Error("standalone server (no --coordinator) needs --servers, --workers and --rank");
   }
+  opt.num_servers = static_cast<uint32_t>(o.servers);
+  opt.num_workers = static_cast<uint32_t>(o.workers);
+  take_rank(opt, static_cast<uint32_t>(rank), o, env, level);
+  std::unique_ptr<Checkpointer> checkpointer;  // stopped after the server
+  opt.prepare_store = server_checkpoints(opt, checkpointer);
+  KvServer server(opt);
+  std::printf("endpoint %s\n", advertised(server.endpoint()).c_str());
+  std::fflush(stdout);
+  while (!server.wait_for_shutdown(std::chrono::hours(1))) {
+  }
+  server.stop();
+  if (!o.run_dir.empty()) write_standalone_stats(o.run_dir, opt.rank, server.stats());
+  return 0;
+}
 
+// How the job's events reach this server: a dead worker is dropped when the job goes on without it (failure policy
+// continue, an elastic job), else the job is over for this server; so is an abort or the coordinator's shutdown.
+void follow_job(ClusterClient& cluster, KvServer& server, Outcome& outcome, bool keep_going) {
+  cluster.on_event([&server, &outcome, keep_going](const ClusterEvent& e) {
+    switch (e.kind) {
+      case ClusterEvent::Kind::kNodeDead:
+        if (e.node.role == NodeRole::kWorker && keep_going) {
+          server.mark_worker_dead(e.node.rank);
+        } else {
+          outcome.finish(1, "node dead: " + e.reason);
+        }
+        break;
+      case ClusterEvent::Kind::kWorkerLeft: server.mark_worker_left(e.node.rank); break;
+      case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
+      case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
+    }
+  });
+  std::unique_lock<std::mutex> lock(outcome.mu);
+  while (!outcome.done) {
+    outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
+    if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
+      outcome.done = true;
+      outcome.reason = "shutdown requested by a worker";
+    }
+  }
+}
+
+// The job is over for this server: stops it and its checkpointer (which writes what is complete), logs and reports
+// its figures and timeline, and leaves. Returns the process's exit status.
+int stop_and_leave(ClusterClient& cluster, KvServer& server, std::unique_ptr<Checkpointer>& checkpointer,
+                   const KvServerOptions& opt, const Outcome& outcome, const std::string& run_dir) {
+  server.stop();
+  if (checkpointer) checkpointer->stop();  // after the slices' threads
+  const uint64_t checkpoints_failed = checkpointer ? checkpointer->failed() : 0;
+  const KvServerStats st = server.stats();
+  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
+                    << " updates, " << st.errors << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/"
+                    << st.bytes_sent / 1e6 << " by TCP, " << st.shm_bytes_received / 1e6 << "/"
+                    << st.shm_bytes_sent / 1e6 << " by shared memory";
+  cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
+  if (opt.tracer) write_trace_file(*opt.tracer, run_dir, "server-" + std::to_string(opt.rank), cluster.clock_offset());
+  if (outcome.status != 0) {
+    PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
+    cluster.leave(1);
+    return 1;
+  }
+  cluster.leave(0);
+  if (checkpoints_failed > 0) {
+    PSHARD_LOG(kError) << checkpoints_failed << " checkpoint(s) could not be written (see above): the run's "
+                       << "records are incomplete";
+    return kExitRecordsIncomplete;
+  }
+  return 0;
+}
+
+// A server of a job with a coordinator: rendezvous, serve until the job ends, report, leave. An error after the
+// rendezvous (an unreadable checkpoint, say) is told to the coordinator, whose abort then names it.
+int serve_in_job(const ServerProcessOptions& o, const Config& cfg, KvServerOptions opt, const NodeEnv& env,
+                 log::Level level, int64_t rank) {
   ClusterClient::Options copt = ClusterClient::Options::from_config(cfg, NodeRole::kServer, o.coordinator, env);
-  copt.requested_rank = requested_rank;
-  copt.endpoint = advertised(bind);
+  copt.requested_rank = rank;
+  copt.endpoint = advertised(opt.bind);
   copt.curve = opt.curve;
   copt.layout_fingerprint = 0;  // servers learn the tensor list from worker 0's init (then check every request)
   ClusterClient cluster(copt);
-  // An error after the rendezvous (e.g. an unreadable checkpoint) is told to the coordinator, whose
-  // abort then names it.
   try {
-    opt.rank = cluster.rank();
     opt.num_servers = cluster.map().num_servers;
     opt.num_workers = cluster.map().num_workers;
-    log::configure("server " + std::to_string(opt.rank), level);
-    opt.run_id = run_id();
-    if (restore_step >= 0) opt.restore_path = restore_file(checkpoint_dir, opt, restore_step);
+    take_rank(opt, cluster.rank(), o, env, level);
     // A warning is a metrics event; stuck workers are the coordinator's to judge (the failure policy).
     opt.on_stall = [&cluster](const StallReport& r) {
       if (r.stuck) {
@@ -202,60 +256,31 @@ int run_server_process(const ServerProcessOptions& o) {
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
                       << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
-
-    // An elastic job drops a dead worker as under failure policy continue.
-    const bool keep_going = cfg.get_string("cluster.failure_policy") == "continue" || cluster.map().elastic();
-    cluster.on_event([&](const ClusterEvent& e) {
-      switch (e.kind) {
-        case ClusterEvent::Kind::kNodeDead:
-          if (e.node.role == NodeRole::kWorker && keep_going) {
-            server.mark_worker_dead(e.node.rank);
-          } else {
-            outcome.finish(1, "node dead: " + e.reason);
-          }
-          break;
-        case ClusterEvent::Kind::kWorkerLeft: server.mark_worker_left(e.node.rank); break;
-        case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
-        case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
-      }
-    });
-    {
-      std::unique_lock<std::mutex> lock(outcome.mu);
-      while (!outcome.done) {
-        outcome.cv.wait_for(lock, std::chrono::milliseconds(200));
-        if (!outcome.done && server.wait_for_shutdown(std::chrono::milliseconds(0))) {
-          outcome.done = true;
-          outcome.reason = "shutdown requested by a worker";
-        }
-      }
-    }
-    server.stop();
-    if (checkpointer) checkpointer->stop();  // after the slices' threads: writes what is complete
-    const uint64_t checkpoints_failed = checkpointer ? checkpointer->failed() : 0;
-    const KvServerStats st = server.stats();
-    PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
-                      << " updates, " << st.errors << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/"
-                      << st.bytes_sent / 1e6 << " by TCP, " << st.shm_bytes_received / 1e6 << "/"
-                      << st.shm_bytes_sent / 1e6 << " by shared memory";
-    cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
-    if (opt.tracer)
-      write_trace_file(*opt.tracer, o.run_dir, "server-" + std::to_string(opt.rank), cluster.clock_offset());
-    if (outcome.status != 0) {
-      PSHARD_LOG(kError) << "job aborted: " << outcome.reason;
-      cluster.leave(1);
-      return 1;
-    }
-    cluster.leave(0);
-    if (checkpoints_failed > 0) {
-      PSHARD_LOG(kError) << checkpoints_failed << " checkpoint(s) could not be written (see above): the run's "
-                         << "records are incomplete";
-      return kExitRecordsIncomplete;
-    }
-    return 0;
+    Outcome outcome;
+    follow_job(cluster, server, outcome,
+               cfg.get_string("cluster.failure_policy") == "continue" || cluster.map().elastic());
+    return stop_and_leave(cluster, server, checkpointer, opt, outcome, o.run_dir);
   } catch (const std::exception& e) {
     cluster.leave(1, e.what());
     throw;
   }
+}
+
+}  // namespace
+
+int run_server_process(const ServerProcessOptions& o) {
+  Config cfg = Config::from_file(o.config_path, o.overrides);
+  const log::Level level = log::level_from_string(cfg.get_string("log.level"));
+  log::configure("server", level);
+  // checkpoint.on_sigterm = checkpoint: SIGTERM (preemption) reaches every process of the job; the workers stop at the
+  // next step boundary, which this server must still checkpoint, and the coordinator's shutdown then ends it.
+  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, SIG_IGN);
+  transport::retain_freed_memory();
+  const NodeEnv env = NodeEnv::from_environment();
+  const int64_t rank = o.rank >= 0 ? o.rank : env.rank;
+  KvServerOptions opt = job_options(o, cfg, env);
+  if (o.coordinator.empty()) return run_standalone(o, std::move(opt), env, level, rank);
+  return serve_in_job(o, cfg, std::move(opt), env, level, rank);
 }
 
 }  // namespace pshard

@@ -308,15 +308,17 @@ struct ClusterClient::Impl {
     }
   }
 
-  void loop() {
-    zmq::socket_t sock(ctx, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
-    sock.set(zmq::sockopt::linger, 2000);
-    transport::bound_client(sock, transport::kMaxControlMessageBytes);
-    transport::apply_client_auth(sock, opt.curve, opt.job_token);
-    // A coordinator that refuses this node's token or key does so in the handshake and never answers: the
-    // watch tells why.
-    transport::HandshakeWatch handshakes(ctx, sock, transport::job_mechanism(opt.curve, opt.job_token));
+  // The control thread's own clock of the conversation.
+  struct Conversation {
+    Clock::time_point last_heard = Clock::now();
+    bool heard_once = false;
+    Clock::time_point next_heartbeat = Clock::now();
+    uint64_t seq = 0;
+    int clock_probes = 0;  // quick heartbeats still to send after the map arrived
+  };
+
+  // Connects and registers; false (the refusal recorded) when the coordinator's address is unusable.
+  bool connect_and_register(zmq::socket_t& sock) {
     try {
       sock.connect(opt.coordinator);
     } catch (const zmq::error_t& e) {
@@ -327,101 +329,125 @@ struct ClusterClient::Impl {
         thread_done = true;
       }
       cv.notify_all();
-      return;
+      return false;
     }
+    capnp::MallocMessageBuilder b;
+    auto r = b.initRoot<control::ControlMessage>().initRegister();
+    r.setRole(cc::to_wire(opt.role));
+    r.setRequestedRank(opt.requested_rank);
+    r.setEndpoint(opt.endpoint);
+    r.setHost(opt.host);
+    r.setPid(::getpid());
+    r.setLocality(host_locality());
+    r.setJobToken(opt.job_token);
+    r.setLayoutFingerprint(opt.layout_fingerprint);
+    r.setReplacesLive(opt.replaces_live);
+    send(sock, b);
+    return true;
+  }
+
+  // Sends what the caller's threads queued; false once a leave or stop was among it (the loop ends).
+  bool send_commands(zmq::socket_t& sock) {
+    std::deque<Command> todo;
     {
-      capnp::MallocMessageBuilder b;
-      auto r = b.initRoot<control::ControlMessage>().initRegister();
-      r.setRole(cc::to_wire(opt.role));
-      r.setRequestedRank(opt.requested_rank);
-      r.setEndpoint(opt.endpoint);
-      r.setHost(opt.host);
-      r.setPid(::getpid());
-      r.setLocality(host_locality());
-      r.setJobToken(opt.job_token);
-      r.setLayoutFingerprint(opt.layout_fingerprint);
-      r.setReplacesLive(opt.replaces_live);
-      send(sock, b);
+      std::lock_guard<std::mutex> lock(mu);
+      todo.swap(commands);
     }
-    auto last_heard = Clock::now();
-    bool heard_once = false;
-    auto next_heartbeat = Clock::now() + opt.heartbeat_interval;
-    uint64_t seq = 0;
-    int clock_probes = 0;  // quick heartbeats still to send after the map arrived
     bool running = true;
-    while (running) {
-      std::deque<Command> todo;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        todo.swap(commands);
-      }
-      for (const Command& c : todo) {
-        if (c.kind != Command::Kind::kStop) {
-          capnp::MallocMessageBuilder b;
-          build_command(c, b);
-          if (c.kind != Command::Kind::kReport) {
-            send(sock, b);
-          } else if (zmq::message_t frame = cc::encode(b); !sock.send(frame, zmq::send_flags::dontwait)) {
-            // never block the heartbeat thread
-            PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
-          }
-        }
-        if (c.kind == Command::Kind::kLeave || c.kind == Command::Kind::kStop) running = false;
-      }
-      if (!running) break;
-      auto now = Clock::now();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (map_arrived) {
-          map_arrived = false;
-          clock_probes = 10;
-          next_heartbeat = now;
-        }
-      }
-      if (now >= next_heartbeat) {
+    for (const Command& c : todo) {
+      if (c.kind != Command::Kind::kStop) {
         capnp::MallocMessageBuilder b;
-        b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(++seq);
-        heartbeats_sent.emplace_back(seq, Clock::now());
-        if (heartbeats_sent.size() > 16) heartbeats_sent.pop_front();
-        send(sock, b);
-        next_heartbeat = now + (clock_probes > 0 ? milliseconds(20) : opt.heartbeat_interval);
-        if (clock_probes > 0) --clock_probes;
-      }
-      if (!heard_once && !stopping.load()) {
-        if (const std::string why = handshakes.refusal(); !why.empty()) refuse("it " + why);
-      }
-      auto silence_limit = heard_once ? opt.heartbeat_timeout : opt.rendezvous_timeout;
-      if (now - last_heard > silence_limit && !stopping.load()) {
-        raise_abort("coordinator " + opt.coordinator + " silent for " +
-                        std::to_string(std::chrono::duration_cast<milliseconds>(now - last_heard).count()) + " ms (" +
-                        (heard_once ? "heartbeat timeout" : "never answered") + ")" +
-                        (!heard_once && opt.curve.enabled() ? "; security.curve is on: check --key-dir" : ""),
-                    nullptr);
-      }
-      deliver_events();
-      zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      auto wait = std::chrono::duration_cast<milliseconds>(next_heartbeat - Clock::now());
-      wait = std::max(milliseconds(0), std::min(wait, milliseconds(100)));
-      zmq::poll(items, 2, wait);
-      if (items[1].revents & ZMQ_POLLIN) {
-        uint64_t v;
-        ssize_t ignored = ::read(wake_fd, &v, sizeof v);
-        (void)ignored;
-      }
-      for (int n = 0; n < 1000; ++n) {
-        zmq::message_t frame;
-        if (!sock.recv(frame, zmq::recv_flags::dontwait)) break;
-        last_heard = Clock::now();
-        heard_once = true;
-        try {
-          on_message(frame);
-        } catch (const Error& e) {
-          PSHARD_LOG(kWarn) << e.what();
-        } catch (const kj::Exception& e) {
-          PSHARD_LOG(kWarn) << "malformed control message from coordinator " << opt.coordinator << ": "
-                            << e.getDescription().cStr();
+        build_command(c, b);
+        if (c.kind != Command::Kind::kReport) {
+          send(sock, b);
+        } else if (zmq::message_t frame = cc::encode(b); !sock.send(frame, zmq::send_flags::dontwait)) {
+          // never block the heartbeat thread
+          PSHARD_LOG(kWarn) << "metrics report dropped: the queue to coordinator " << opt.coordinator << " is full";
         }
       }
+      if (c.kind == Command::Kind::kLeave || c.kind == Command::Kind::kStop) running = false;
+    }
+    return running;
+  }
+
+  // A heartbeat when one is due (ten quick ones after the map arrived: they measure the clock offset), then the
+  // verdict on silence: a coordinator that refused this node in the handshake, or has not been heard for too long.
+  void keep_alive(zmq::socket_t& sock, Conversation& talk, transport::HandshakeWatch& handshakes) {
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (map_arrived) {
+        map_arrived = false;
+        talk.clock_probes = 10;
+        talk.next_heartbeat = now;
+      }
+    }
+    if (now >= talk.next_heartbeat) {
+      capnp::MallocMessageBuilder b;
+      b.initRoot<control::ControlMessage>().initHeartbeat().setSeq(++talk.seq);
+      heartbeats_sent.emplace_back(talk.seq, Clock::now());
+      if (heartbeats_sent.size() > 16) heartbeats_sent.pop_front();
+      send(sock, b);
+      talk.next_heartbeat = now + (talk.clock_probes > 0 ? milliseconds(20) : opt.heartbeat_interval);
+      if (talk.clock_probes > 0) --talk.clock_probes;
+    }
+    if (!talk.heard_once && !stopping.load()) {
+      if (const std::string why = handshakes.refusal(); !why.empty()) refuse("it " + why);
+    }
+    const auto silence_limit = talk.heard_once ? opt.heartbeat_timeout : opt.rendezvous_timeout;
+    if (now - talk.last_heard > silence_limit && !stopping.load()) {
+      raise_abort("coordinator " + opt.coordinator + " silent for " +
+                      std::to_string(std::chrono::duration_cast<milliseconds>(now - talk.last_heard).count()) +
+                      " ms (" + (talk.heard_once ? "heartbeat timeout" : "never answered") + ")" +
+                      (!talk.heard_once && opt.curve.enabled() ? "; security.curve is on: check --key-dir" : ""),
+                  nullptr);
+    }
+  }
+
+  // Waits (up to the next heartbeat, at most 100 ms) for the coordinator or the caller's wake-up, then handles what
+  // arrived.
+  void receive(zmq::socket_t& sock, Conversation& talk) {
+    zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+    auto wait = std::chrono::duration_cast<milliseconds>(talk.next_heartbeat - Clock::now());
+    wait = std::max(milliseconds(0), std::min(wait, milliseconds(100)));
+    zmq::poll(items, 2, wait);
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      ssize_t ignored = ::read(wake_fd, &v, sizeof v);
+      (void)ignored;
+    }
+    for (int n = 0; n < 1000; ++n) {
+      zmq::message_t frame;
+      if (!sock.recv(frame, zmq::recv_flags::dontwait)) break;
+      talk.last_heard = Clock::now();
+      talk.heard_once = true;
+      try {
+        on_message(frame);
+      } catch (const Error& e) {
+        PSHARD_LOG(kWarn) << e.what();
+      } catch (const kj::Exception& e) {
+        PSHARD_LOG(kWarn) << "malformed control message from coordinator " << opt.coordinator << ": "
+                          << e.getDescription().cStr();
+      }
+    }
+  }
+
+  void loop() {
+    zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::routing_id, opt.host + "/" + std::to_string(::getpid()) + "/" + random_hex(8));
+    sock.set(zmq::sockopt::linger, 2000);
+    transport::bound_client(sock, transport::kMaxControlMessageBytes);
+    transport::apply_client_auth(sock, opt.curve, opt.job_token);
+    // A coordinator that refuses this node's token or key does so in the handshake and never answers: the
+    // watch tells why.
+    transport::HandshakeWatch handshakes(ctx, sock, transport::job_mechanism(opt.curve, opt.job_token));
+    if (!connect_and_register(sock)) return;
+    Conversation talk;
+    talk.next_heartbeat = Clock::now() + opt.heartbeat_interval;
+    while (send_commands(sock)) {
+      keep_alive(sock, talk, handshakes);
+      deliver_events();
+      receive(sock, talk);
     }
     deliver_events();
     {

@@ -329,7 +329,7 @@ struct Coordinator::Impl {
   void on_node_failed(Peer& p, const std::string& why, const char* verdict = "dead") {
     p.state = Peer::State::kDead;
     if (p.info.role == NodeRole::kWorker) worker_lost_why[p.info.rank] = why;
-    metrics.on_node_failed(p.info, verdict, why);
+    if (phase != Phase::kDone) metrics.on_node_failed(p.info, verdict, why);  // the summary stays the last line
     std::string reason = cc::describe(p.info) + " is " + verdict + ": " + why;
     if (p.info.role == NodeRole::kWorker && p.trained && phase == Phase::kRunning) {
       // It pushed the job's last step: its part is done, under any policy. Under continue the others are told, so

@@ -62,7 +62,9 @@ bool give_back_untrained_run_dir(const std::string& dir) {
       if (line.empty()) continue;
       try {
         const Json e = Json::parse(line, "metrics line");
-        if (!e.has("event") || !e.at("event").is_string() || e.at("event").as_string() != "start") return false;
+        // The start line, and the failures that ended it before the first step, are all an untrained run writes.
+        if (!e.has("event") || !e.at("event").is_string()) return false;
+        if (e.at("event").as_string() != "start" && e.at("event").as_string() != "failure") return false;
       } catch (const Error&) {
         return false;
       }
@@ -89,6 +91,14 @@ std::string read_run_id(const std::string& run_dir) {
   std::string id;
   if (!(in >> id)) return "";
   return id;
+}
+
+void keep_metrics_before(const std::string& run_dir, int64_t step) {
+  for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+    const fs::path from = fs::path(run_dir) / name;
+    std::error_code ec;
+    if (fs::exists(from, ec)) fs::rename(from, from.string() + ".before-step-" + std::to_string(step), ec);
+  }
 }
 
 RunDirClaim::RunDirClaim(RunDirClaim&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }

@@ -2,6 +2,7 @@
 // aside (docs/OPERATIONS.md, "Run directories").
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@ std::vector<std::string> run_files_in(const std::string& dir);
 // (run-id, config.toml, metrics.jsonl with the run's start alone, metrics.csv, cluster.json, join.json, an empty
 // checkpoints folder) are removed, so that the corrected command may use the directory without --start-over. Returns
 // false, touching nothing, when the run trained: model.bin, a checkpoint, or a line in metrics.jsonl other than the
-// start (a step, an epoch, a summary, or a line it cannot read).
+// start and failures (a step, an epoch, a summary, or a line it cannot read).
 bool give_back_untrained_run_dir(const std::string& dir);
 
 // A new run id: 64 random bits as 16 hex digits.
@@ -32,6 +33,11 @@ std::string new_run_id();
 void write_run_id(const std::string& run_dir, const std::string& run_id);
 // The id in RUN_DIR/run-id; "" when the file is missing (a directory of an older pshard).
 std::string read_run_id(const std::string& run_dir);
+
+// A run that starts again at `step` (pshard launch --resume, a requeue, a restart after a server died): the
+// coordinator writes a new metrics.jsonl, so what the run measured before is kept beside it as
+// metrics.jsonl.before-step-K (and the csv).
+void keep_metrics_before(const std::string& run_dir, int64_t step);
 
 // A run directory held by one process: RUN_DIR/.claim is locked (flock) while this object lives and names the
 // holder (pid and host). Another claim of the directory, from any process, is refused while this one holds it. The lock

@@ -79,18 +79,6 @@ void wait_for_key_file(const std::string& key_dir, std::chrono::milliseconds tim
   transport::read_curve_keys(key_dir);  // refuses a file others can read, before any process starts
 }
 
-// A run that starts again at `step` (a requeue, or a restart after a server died): the coordinator writes a new
-// metrics.jsonl, so task 0 keeps what the run measured before as metrics.jsonl.before-step-K (and the csv).
-void keep_metrics_before(const std::string& run_dir, int64_t step) {
-  for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
-    const std::filesystem::path from = std::filesystem::path(run_dir) / name;
-    std::error_code ec;
-    if (std::filesystem::exists(from, ec)) {
-      std::filesystem::rename(from, from.string() + ".before-step-" + std::to_string(step), ec);
-    }
-  }
-}
-
 // cluster.server_failure_policy = restart, after a job of this launch ended in failure: does it start again, and
 // from which checkpoint step (-1: step 0)? Task 0 decides, since its coordinator says why the job ended (a dead
 // server: kExitServerDead), and writes "restart K" or "end" into `outcome_file` in the shared run directory; the
@@ -133,57 +121,57 @@ std::optional<int64_t> restart_decision(const std::string& outcome_file, const T
   return std::nullopt;
 }
 
-}  // namespace
+// Where this task's processes find each other: the coordinator's port and endpoint (when every task can tell
+// without asking task 0), the address this task advertises, its run directory and its GPU.
+struct TaskPlace {
+  int port = 0;
+  std::string address;      // servers and task 0: the address they bind and advertise
+  std::string coordinator;  // "" when task 0 must say it (through the rendezvous file)
+  std::string run_dir;
+  std::string gpu;  // a worker's CUDA_VISIBLE_DEVICES ("" = unset)
+};
 
-int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
-  const std::string config_path = std::filesystem::absolute(o.config_path).string();
-  const Config cfg = Config::from_file(config_path, o.overrides);
-  TaskEnv env = TaskEnv::read(getenv, o.scheduler);
-  if (env.node_name.empty()) env.node_name = host_name();
-  const TaskPlan plan = plan_task(env, o.placement);
-  const auto wait_limit = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
-
-  int port = o.port > 0 ? o.port : coordinator_port(env.job_id, env.step_id);
-  // Servers bind their advertised address, and task 0 advertises the coordinator's: check both now,
-  // with errors that say what to do.
-  std::string address;
-  if (plan.role == NodeRole::kServer || plan.runs_coordinator) address = advertised_address(plan.node, o.iface);
-  // Where the coordinator is, when every task can tell without asking task 0.
-  std::string coordinator;
+TaskPlace place_task(const ScheduledTaskOptions& o, const Config& cfg, const TaskEnv& env, const TaskPlan& plan) {
+  TaskPlace p;
+  p.port = o.port > 0 ? o.port : coordinator_port(env.job_id, env.step_id);
+  // Servers bind their advertised address, and task 0 advertises the coordinator's: check both now, with errors
+  // that say what to do.
+  if (plan.role == NodeRole::kServer || plan.runs_coordinator) p.address = advertised_address(plan.node, o.iface);
   if (!o.coordinator_host.empty()) {
-    coordinator = "tcp://" + resolve_ipv4(o.coordinator_host) + ":" + std::to_string(port);
+    p.coordinator = "tcp://" + resolve_ipv4(o.coordinator_host) + ":" + std::to_string(p.port);
   } else if (!plan.first_node.empty()) {
-    coordinator = "tcp://" + resolve_ipv4(plan.first_node) + ":" + std::to_string(port);
+    p.coordinator = "tcp://" + resolve_ipv4(plan.first_node) + ":" + std::to_string(p.port);
   } else if (plan.runs_coordinator) {
-    coordinator = "tcp://" + address + ":" + std::to_string(port);
+    p.coordinator = "tcp://" + p.address + ":" + std::to_string(p.port);
   }
-  const std::string run_dir =
-      std::filesystem::absolute(o.run_dir.empty() ? "runs/" + cfg.get_string("run.name") : o.run_dir).string();
-  const std::string gpu = plan.role == NodeRole::kWorker ? worker_gpu(env, plan.local_role_index) : "";
-  const std::string role = role_name(plan.role);
-  const std::string rank = plan.rank >= 0 ? std::to_string(plan.rank) : "(assigned by the coordinator)";
+  p.run_dir = std::filesystem::absolute(o.run_dir.empty() ? "runs/" + cfg.get_string("run.name") : o.run_dir).string();
+  p.gpu = plan.role == NodeRole::kWorker ? worker_gpu(env, plan.local_role_index) : "";
+  return p;
+}
 
-  if (o.dry_run) {
-    Json j = Json::object()
-                 .set("scheduler", scheduler_name(env.scheduler))
-                 .set("proc_id", env.proc_id)
-                 .set("node", plan.node)
-                 .set("role", role)
-                 .set("rank", plan.rank)
-                 .set("num_servers", static_cast<int64_t>(plan.num_servers))
-                 .set("num_workers", static_cast<int64_t>(plan.num_workers))
-                 .set("runs_coordinator", plan.runs_coordinator)
-                 .set("coordinator", coordinator)
-                 .set("address", address)
-                 .set("cuda_visible_devices", gpu)
-                 .set("run_dir", run_dir);
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
+// --dry-run: the task's plan as one JSON line, nothing started.
+void print_plan(const TaskEnv& env, const TaskPlan& plan, const TaskPlace& place) {
+  Json j = Json::object()
+               .set("scheduler", scheduler_name(env.scheduler))
+               .set("proc_id", env.proc_id)
+               .set("node", plan.node)
+               .set("role", role_name(plan.role))
+               .set("rank", plan.rank)
+               .set("num_servers", static_cast<int64_t>(plan.num_servers))
+               .set("num_workers", static_cast<int64_t>(plan.num_workers))
+               .set("runs_coordinator", plan.runs_coordinator)
+               .set("coordinator", place.coordinator)
+               .set("address", place.address)
+               .set("cuda_visible_devices", place.gpu)
+               .set("run_dir", place.run_dir);
+  std::printf("%s\n", j.dump().c_str());
+}
 
-  // A requeued job (SLURM_RESTART_COUNT > 0, e.g. after it stopped at a checkpoint on SIGTERM: exit status 75)
-  // continues its run from the newest checkpoint every server has completely. Every task reads the same files, so
-  // they agree on the step without asking each other.
+// The run directory, as this task finds it: a requeued job (SLURM_RESTART_COUNT > 0, e.g. after it stopped at a
+// checkpoint on SIGTERM: exit status 75) continues its run from the newest checkpoint every server has completely
+// (every task reads the same files, so they agree on the step without asking each other); else task 0 claims it for
+// a new run. Returns the step to resume at, -1 for a fresh start.
+int64_t open_run_dir(const std::string& run_dir, const Config& cfg, const TaskEnv& env, const TaskPlan& plan) {
   int64_t resume_step = -1;
   const std::string resumed_run_id = env.restart_count > 0 ? read_run_id(run_dir) : "";
   if (!resumed_run_id.empty()) {
@@ -213,10 +201,87 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
     write_run_id(run_dir, new_run_id());  // servers read it after the rendezvous (no PSHARD_RUN_ID here)
     write_run_config(run_dir, cfg);
   }
+  return resume_step;
+}
+
+// One round of the job (the first, then one per restart after a server died), met at its own rendezvous file:
+// the token and the coordinator (from the environment, or task 0's file), the job's keys, then this task's
+// processes under a LocalJob until they end.
+LocalJob::Result run_round(const ScheduledTaskOptions& o, const Config& cfg, const TaskEnv& env, const TaskPlan& plan,
+                           const TaskPlace& place, JobPlan& job_plan, const std::string& launch,
+                           const std::string& given_token) {
+  const auto wait_limit = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
+  std::string rendezvous_file;
+  job_plan.coordinator = place.coordinator;
+  if (given_token.empty() || place.coordinator.empty()) {
+    rendezvous_file = place.run_dir + "/.pshard-rendezvous-" + launch;
+    if (plan.runs_coordinator) {
+      const Rendezvous r{given_token.empty() ? new_job_token() : given_token, place.coordinator};
+      binary::write_file_atomically(rendezvous_file, rendezvous_text(r), "rendezvous file", 0600);
+      job_plan.job_token = r.token;
+    } else {
+      const Rendezvous r = wait_for_rendezvous(rendezvous_file, given_token, wait_limit);
+      job_plan.job_token = r.token;
+      job_plan.coordinator = r.coordinator;
+    }
+  } else {
+    job_plan.job_token = given_token;
+  }
+  if (cfg.get_bool("security.curve")) {
+    job_plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, place.run_dir);
+    if (plan.runs_coordinator) {
+      transport::ensure_curve_keys(job_plan.key_dir);
+    } else {
+      wait_for_key_file(job_plan.key_dir, wait_limit);
+    }
+  }
+
+  LocalJob::Options opt;
+  opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
+  // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
+  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
+  opt.grace = o.grace;
+  LocalJob job(opt);
+  if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(place.port)));
+  ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + place.address + ":0")
+                                               : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
+  if (!place.gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + place.gpu);
+  job.add(c);
+
+  const std::string rank = plan.rank >= 0 ? std::to_string(plan.rank) : "(assigned by the coordinator)";
+  std::fprintf(
+      stderr, "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
+      scheduler_name(env.scheduler), static_cast<long long>(env.proc_id), static_cast<long long>(env.num_tasks),
+      plan.node.c_str(), role_name(plan.role), rank.c_str(), plan.num_servers, plan.num_workers,
+      plan.runs_coordinator ? ", runs the coordinator" : "", job_plan.coordinator.c_str(),
+      place.address.empty() ? "" : ", address ", place.address.c_str(), place.run_dir.c_str());
+  LocalJob::Result r = job.run();
+  if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
+  for (const ChildExit& e : r.children) {
+    if (e.failed())
+      std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
+  }
+  return r;
+}
+
+}  // namespace
+
+int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
+  const std::string config_path = std::filesystem::absolute(o.config_path).string();
+  const Config cfg = Config::from_file(config_path, o.overrides);
+  TaskEnv env = TaskEnv::read(getenv, o.scheduler);
+  if (env.node_name.empty()) env.node_name = host_name();
+  const TaskPlan plan = plan_task(env, o.placement);
+  const TaskPlace place = place_task(o, cfg, env, plan);
+  if (o.dry_run) {
+    print_plan(env, plan, place);
+    return 0;
+  }
+  const int64_t resume_step = open_run_dir(place.run_dir, cfg, env, plan);
   JobPlan job_plan;
   job_plan.config_path = config_path;
   job_plan.overrides = o.overrides;
-  job_plan.run_dir = run_dir;
+  job_plan.run_dir = place.run_dir;
   job_plan.num_servers = plan.num_servers;
   job_plan.num_workers = plan.num_workers;
   job_plan.user_command = o.worker_program;
@@ -225,73 +290,25 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   const std::string given_token = env_token != nullptr ? env_token : "";
   const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
+  const auto wait_limit = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
   for (int64_t round = 0;; ++round) {
-    // Each round (the first, then one per restart after a server died) meets at its own rendezvous file.
     const std::string launch = env.launch_id + (round > 0 ? "-restart-" + std::to_string(round) : "");
-    std::string rendezvous_file;
-    job_plan.coordinator = coordinator;
-    if (given_token.empty() || coordinator.empty()) {
-      rendezvous_file = run_dir + "/.pshard-rendezvous-" + launch;
-      if (plan.runs_coordinator) {
-        const Rendezvous r{given_token.empty() ? new_job_token() : given_token, coordinator};
-        binary::write_file_atomically(rendezvous_file, rendezvous_text(r), "rendezvous file", 0600);
-        job_plan.job_token = r.token;
-      } else {
-        const Rendezvous r = wait_for_rendezvous(rendezvous_file, given_token, wait_limit);
-        job_plan.job_token = r.token;
-        job_plan.coordinator = r.coordinator;
-      }
-    } else {
-      job_plan.job_token = given_token;
-    }
-    if (cfg.get_bool("security.curve")) {
-      job_plan.key_dir = transport::curve_key_dir(cfg, o.key_dir, run_dir);
-      if (plan.runs_coordinator) {
-        transport::ensure_curve_keys(job_plan.key_dir);
-      } else {
-        wait_for_key_file(job_plan.key_dir, wait_limit);
-      }
-    }
-
-    LocalJob::Options opt;
-    opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
-    // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
-    opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
-    opt.grace = o.grace;
-    LocalJob job(opt);
-    if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)));
-    ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + address + ":0")
-                                                 : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
-    if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
-    job.add(c);
-
-    std::fprintf(stderr,
-                 "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
-                 scheduler_name(env.scheduler), static_cast<long long>(env.proc_id),
-                 static_cast<long long>(env.num_tasks), plan.node.c_str(), role.c_str(), rank.c_str(), plan.num_servers,
-                 plan.num_workers, plan.runs_coordinator ? ", runs the coordinator" : "", job_plan.coordinator.c_str(),
-                 address.empty() ? "" : ", address ", address.c_str(), run_dir.c_str());
-    LocalJob::Result r = job.run();
-    if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
-    for (const ChildExit& e : r.children) {
-      if (e.failed())
-        std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
-    }
+    const LocalJob::Result r = run_round(o, cfg, env, plan, place, job_plan, launch, given_token);
     if (!restart_servers || r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code == kExitStopped ||
         r.exit_code > 128) {
       return r.exit_code;
     }
     // cluster.server_failure_policy = restart: whether the job starts again is task 0's decision (its coordinator
     // knows why the job ended), written into the run directory for the other tasks.
-    const std::optional<int64_t> again =
-        restart_decision(run_dir + "/.pshard-outcome-" + launch, plan, r, round, max_restarts, run_dir, wait_limit);
+    const std::optional<int64_t> again = restart_decision(place.run_dir + "/.pshard-outcome-" + launch, plan, r, round,
+                                                          max_restarts, place.run_dir, wait_limit);
     if (!again) return r.exit_code;
     std::fprintf(stderr, "[task] a server died: restarting the job (restart %lld of %lld) from %s\n",
                  static_cast<long long>(round + 1), static_cast<long long>(max_restarts),
                  *again >= 0 ? ("the checkpoint of step " + std::to_string(*again)).c_str()
                              : "step 0 (no complete checkpoint yet)");
     job_plan.resume_step = *again;
-    if (plan.runs_coordinator && *again >= 0) keep_metrics_before(run_dir, *again);
+    if (plan.runs_coordinator && *again >= 0) keep_metrics_before(place.run_dir, *again);
   }
 }
 

@@ -134,6 +134,26 @@ TEST_F(RunDirectoryTest, RunIdRoundTrip) {
   EXPECT_EQ(run_files_in("r"), std::vector<std::string>{"run-id"});
 }
 
+// A run refused before its first step wrote its start line and the failures that ended it: it is given back. A step
+// line, an epoch, a summary or an unreadable line means it trained: the files stay.
+TEST_F(RunDirectoryTest, AnUntrainedRunIsGivenBackATrainedOneIsKept) {
+  const auto write = [](const std::string& dir, const std::string& lines) {
+    fs::create_directories(dir);
+    write_run_id(dir, new_run_id());
+    std::ofstream(dir + "/config.toml") << "[train]\n";
+    std::ofstream(dir + "/metrics.jsonl") << lines;
+  };
+  write("untrained", "{\"event\":\"start\"}\n{\"event\":\"failure\",\"role\":\"worker\",\"rank\":0}\n");
+  EXPECT_TRUE(give_back_untrained_run_dir("untrained"));
+  EXPECT_TRUE(run_files_in("untrained").empty());
+  for (const std::string line : {"{\"event\":\"step\",\"step\":0}", "{\"event\":\"epoch\"}", "not json"}) {
+    fs::remove_all("trained");
+    write("trained", "{\"event\":\"start\"}\n" + line + "\n");
+    EXPECT_FALSE(give_back_untrained_run_dir("trained")) << line;
+    EXPECT_FALSE(run_files_in("trained").empty()) << line;
+  }
+}
+
 TEST(RunSettings, OnlyHowARunRunsMayChangeOnResume) {
   for (const char* key : {"checkpoint.keep", "log.level", "train.log_every", "cluster.heartbeat_timeout_ms",
                           "cluster.server_failure_policy", "security.curve", "run.name"}) {
