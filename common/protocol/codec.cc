@@ -231,6 +231,7 @@ std::string encode_header(const Message& msg) {
   h.setSharedMemory(msg.shared_memory);
   h.setStop(msg.stop);
   h.setStopAt(msg.stop_at);
+  h.setCheckpointAt(msg.checkpoint_at);
   if (!msg.contributors.empty()) {
     auto ranks = h.initContributors(static_cast<unsigned>(msg.contributors.size()));
     for (size_t i = 0; i < msg.contributors.size(); ++i) ranks.set(static_cast<unsigned>(i), msg.contributors[i]);
@@ -300,6 +301,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.shared_memory = h.getSharedMemory();
     m.stop = h.getStop();
     m.stop_at = h.getStopAt();
+    m.checkpoint_at = h.getCheckpointAt();
     auto contributors = h.getContributors();
     if (contributors.size() > kMaxContributors) {
       return fail(std::move(d), ErrorCode::BAD_HEADER,

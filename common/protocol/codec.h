@@ -65,6 +65,7 @@ struct Message {
   Encoding pull_encoding = Encoding::NONE;  // pull/pushPull/join: how the reply encodes the weights
   bool shared_memory = false;               // payloads in shared memory, not in frames (sharedMemory)
   bool stop = false;                        // push/pushPull: the job stops at step boundary step + 1
+  int64_t checkpoint_at = 0;                // weights replies: > 0, the latest boundary a push asked to checkpoint at
   int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
   std::vector<uint32_t> contributors;       // push/pushPull: the ranks each payload sums (empty: the sender alone)
   std::vector<KeyRef> keys;

@@ -183,4 +183,7 @@ struct Header {
   tableSeed @22 :UInt64;        # tableInit only: the run's seed (train.seed), from which the servers make the rows
   rowEncoding @23 :Encoding;    # rowPush: how frame 1 encodes the gradients; rowPull and rows: how the reply encodes
                                 # the rows (none: float32, or bf16)
+  checkpointAt @24 :Int64;      # weights replies: the latest step boundary a push asked the servers to checkpoint at
+                                # (checkpoint.every_seconds: worker 0's flag), 0 while none did; the other workers keep
+                                # their error-feedback residuals of that boundary
 }

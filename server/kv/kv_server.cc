@@ -283,7 +283,10 @@ struct KvServer::Impl {
       return;
     }
     const bool weights = protocol::reads_weights(r.msg.type);
-    if (weights) m.stop_at = store.stop_at();
+    if (weights) {
+      m.stop_at = store.stop_at();
+      m.checkpoint_at = store.checkpoint_at();
+    }
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
     m.shared_memory = weights && r.msg.shared_memory;

@@ -67,6 +67,11 @@ void Slice::step_closed(StepRequests asked) {
     int64_t none = 0;  // the first stop holds: every slice closes the same step with it (stop_at())
     store_.stop_at_.compare_exchange_strong(none, version_, std::memory_order_acq_rel);
   }
+  if (asked.checkpoint) {
+    int64_t seen = store_.checkpoint_at_.load(std::memory_order_acquire);
+    while (seen < version_ && !store_.checkpoint_at_.compare_exchange_weak(seen, version_, std::memory_order_acq_rel)) {
+    }
+  }
   if (store_.on_step_closed) store_.on_step_closed(*this, asked.checkpoint || asked.stop);
 }
 

@@ -105,6 +105,9 @@ class SliceStore {
   // The step boundary at which a push's stop flag stopped the job (checkpoint.on_sigterm): its slices checkpoint
   // there and every weights reply says so (stopAt); 0 while none did. Any thread.
   int64_t stop_at() const { return stop_at_.load(std::memory_order_acquire); }
+  // The latest step boundary a push asked to checkpoint at (checkpoint.every_seconds), which every weights reply says
+  // (checkpointAt); 0 while none did. Any thread.
+  int64_t checkpoint_at() const { return checkpoint_at_.load(std::memory_order_acquire); }
 
   // Called on a slice's thread when it closed a BSP step; set before install.
   std::function<void(const Slice&, bool checkpoint_asked)> on_step_closed;
@@ -126,6 +129,7 @@ class SliceStore {
   std::atomic<int64_t> max_version_{0};  // for pong: where a rejoining worker can start
   std::atomic<uint64_t> updates_{0}, weight_copies_{0};
   std::atomic<int64_t> stop_at_{0};
+  std::atomic<int64_t> checkpoint_at_{0};
 };
 
 }  // namespace pshard

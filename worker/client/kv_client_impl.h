@@ -192,6 +192,12 @@ struct KvClient::Impl {
   // of a step the servers checkpoint, and hands them to a file once that step's encodes are done.
   void write_residual_files();
   void keep_residuals_if_checkpointed(int64_t step);
+  // A weights reply said the servers checkpoint at `boundary` on another worker's request: this worker's states
+  // after step boundary - 1 are those of that checkpoint (before the reply's request is done, so before any encode of
+  // step `boundary`).
+  void heard_checkpoint(int64_t boundary);
+  std::atomic<int64_t> checkpoint_heard{0};
+  std::atomic<int64_t> first_pushed{-1};  // the first step this client pushed (a resumed or rejoined worker's start)
   // At the client's end: the kept states to their file; after a stop at boundary `stopped` (> 0) that another worker
   // asked for, this worker's states as they are (its encodes ended at step stopped - 1).
   void flush_residuals(int64_t stopped) noexcept;

@@ -250,6 +250,7 @@ void KvClient::Impl::on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
     stop_at.store(m.stop_at, std::memory_order_release);
     if (p.publish_version > 0) group->set_stop_at(m.stop_at);  // before the members see the weights
   }
+  if (m.checkpoint_at > 0) heard_checkpoint(m.checkpoint_at);
   if (m.type == MessageType::ERROR) {
     p.op->part_done(
         who + " refused " + p.what + ": " + protocol::error_code_name(m.error_code) + ": " + m.error_message,

@@ -30,10 +30,25 @@ void KvClient::Impl::write_residual_files() {
 // requested checkpoint or the stop: this worker's or, for a host's leader, a member's).
 void KvClient::Impl::keep_residuals_if_checkpointed(int64_t step) {
   if (opt.checkpoint_dir.empty() || !encoder.keeps_state()) return;
+  int64_t none = -1;
+  first_pushed.compare_exchange_strong(none, step, std::memory_order_acq_rel);
   const bool periodic = opt.checkpoint_every_steps > 0 && (step + 1) % opt.checkpoint_every_steps == 0;
   const bool asked =
       step == checkpoint_step.load() || step == stop_step.load() || (group && step == group->stop_step());
   if (periodic || asked) encoder.keep_states_after(step);
+}
+
+void KvClient::Impl::heard_checkpoint(int64_t boundary) {
+  int64_t seen = checkpoint_heard.load(std::memory_order_acquire);
+  while (seen < boundary && !checkpoint_heard.compare_exchange_weak(seen, boundary, std::memory_order_acq_rel)) {
+  }
+  if (seen >= boundary) return;  // heard already (every weights reply of the step says it)
+  if (opt.checkpoint_dir.empty() || !encoder.keeps_state()) return;
+  // A boundary from before this worker's first push (a rejoined or resumed worker hears the servers' last one) is
+  // not this worker's to write.
+  const int64_t first = first_pushed.load(std::memory_order_acquire);
+  if (first < 0 || boundary - 1 < first) return;
+  encoder.keep_current_states(boundary - 1);  // the worker that asked kept them as its encodes came
 }
 
 void KvClient::Impl::flush_residuals(int64_t stopped) noexcept {

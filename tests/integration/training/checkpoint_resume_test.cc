@@ -326,6 +326,50 @@ TEST(CheckpointResume, ACompressedJobResumesAsDocumented) {
   pshard::testing::remove_dir_if_passed(dir);
 }
 
+// checkpoint.every_seconds: worker 0 alone decides when, and flags its pushes of that step. Every weights reply after
+// that step closed says so (checkpointAt), so worker 1 writes its error-feedback residuals of that step too, and a
+// resume from a timed checkpoint is bitwise the uninterrupted run.
+TEST(CheckpointResume, ATimedCheckpointOfACompressedJobResumesBitwise) {
+  const std::string dir = fresh_dir("ckpt-timed");
+  const std::string args =
+      " --config " + source_dir() +
+      "/configs/linreg_sgd.toml --set data.train_size=2048 --set data.test_size=256 "
+      "--set train.batch_size=32 --set train.epochs=20 --set checkpoint.every_seconds=0.05 "
+      "--set checkpoint.keep=0 --set cluster.compression=topk --set cluster.compression_ratio=0.25 "
+      "--set cluster.compression_min_bytes=0 --set cluster.error_feedback=true";
+  const std::string a = dir + "/a", b = dir + "/b";
+  int rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 90" + args + " --run-dir " + a,
+                            120, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  const std::string want = read_file(a + "/model.bin");
+  ASSERT_FALSE(want.empty());
+  // The newest timed checkpoint before the end, with both workers' residuals.
+  std::string step;
+  for (const auto& e : fs::directory_iterator(a + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("server-0.step-", 0) == 0 && name.substr(14, 8) != "00000640" && name.substr(14, 8) > step) {
+      step = name.substr(14, 8);
+    }
+  }
+  ASSERT_FALSE(step.empty()) << "no timed checkpoint in a run of 640 steps\n" << read_file(dir + "/a.log");
+  for (const char* worker : {"worker-0", "worker-1"}) {
+    EXPECT_TRUE(fs::exists(a + "/checkpoints/" + worker + ".step-" + step + ".residuals"))
+        << worker << " step " << step;
+  }
+  copy_run(a, b);
+  for (const auto& e : fs::directory_iterator(b + "/checkpoints")) {
+    if (e.path().filename().string().find(".step-" + step + ".") == std::string::npos) fs::remove(e.path());
+  }
+  rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 2 --timeout 90 --resume " + b, 120,
+                        dir + "/b.log");
+  const std::string log = read_file(dir + "/b.log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("resuming at step " + std::to_string(std::stoll(step))), std::string::npos) << log;
+  EXPECT_EQ(log.find("residuals start again at zero"), std::string::npos) << log;
+  EXPECT_TRUE(read_file(b + "/model.bin") == want) << "the run resumed at step " << step << " differs\n" << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 TEST(CheckpointResume, NoUsableCheckpointIsAClearError) {
   const std::string dir = fresh_dir("ckpt-none");
   fs::create_directories(dir + "/run/checkpoints");
