@@ -38,6 +38,153 @@ namespace {
 std::atomic<bool> g_sigterm{false};
 extern "C" void on_sigterm(int) { g_sigterm.store(true); }
 
+// A worker that joins a running elastic job waits for the next epoch's start and trains from there on; nullopt when
+// the job ended first (the wait lasts the rest of the running epoch; it ends with the job at the latest).
+std::optional<EpochPlan> wait_for_next_epoch(ClusterClient& cluster) {
+  PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
+  std::optional<EpochPlan> plan = cluster.enter_epoch(0, -1, std::chrono::hours(24 * 365));
+  if (!plan) PSHARD_LOG(kInfo) << "the job ended before another epoch began: this worker did not train";
+  return plan;
+}
+
+// The training loop's options for this worker of `world`, starting at `start_step`.
+trainer::TrainerOptions trainer_options(const Config& cfg, uint32_t rank, uint32_t world, int64_t start_step, bool join,
+                                        const std::string& run_dir) {
+  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
+  opts.start_step = start_step;
+  if (start_step > 0 && !join && opts.loss_scaler.active()) {
+    // A resumed run's loss scale, its clean steps and its data position continue from the steps it skipped.
+    opts.skipped_before = trainer::skipped_steps_in(run_dir);
+    if (!opts.skipped_before) {
+      PSHARD_LOG(kWarn) << "resuming at step " << start_step << " without the run's metrics in " << run_dir
+                        << " (metrics.jsonl*): the loss scale starts again from train.loss_scale, and the data "
+                           "position does not count the steps the run skipped before";
+    }
+  }
+  return opts;
+}
+
+// An elastic job's epochs: a member waits at an epoch's start for the others to finish the epoch before, and for
+// workers to join when fewer than min_workers are left (the coordinator gives up after
+// cluster.rendezvous_timeout_ms); each epoch's plan sets the global batch, and its lowest member reports it.
+void plan_elastic_epochs(trainer::TrainerOptions& opts, ClusterClient& cluster, const Config& cfg, uint32_t rank,
+                         JobEvents& events, std::optional<trainer::KvSync>& sync, std::optional<EpochPlan>& last_plan,
+                         const std::optional<EpochPlan>& joining) {
+  const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms") +
+                                       cfg.get_int("cluster.rendezvous_timeout_ms"));
+  opts.plan_epoch = [&cluster, wait](int64_t epoch, int64_t step) { return cluster.enter_epoch(epoch, step, wait); };
+  opts.joining = joining;
+  opts.joined = [&cluster](int64_t epoch) { cluster.epoch_joined(epoch); };
+  // cluster.elastic_batch = global: the global batch stays that of the fewest workers, whoever trains.
+  const bool fixed_global = cfg.get_string("cluster.elastic_batch") == "global";
+  if (fixed_global) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(cluster.map().min_workers);
+  const int64_t elastic_global_batch = opts.elastic_global_batch;
+  const bool linear = cfg.get_string("lr_schedule.scaling") == "linear";
+  opts.on_plan = [&cluster, &events, &sync, &last_plan, rank, fixed_global, elastic_global_batch, linear](
+                     const EpochPlan& plan, int64_t steps, int64_t batch) {
+    last_plan = plan;
+    events.members_are_live(plan.members);
+    const int64_t global = batch * static_cast<int64_t>(plan.members.size());
+    sync->set_global_batch(fixed_global ? elastic_global_batch : global);
+    if (rank != plan.members.front()) return;  // one worker says it
+    const double lr = sync->lr_at(plan.first_step);
+    const std::string rounded = fixed_global && global != elastic_global_batch
+                                    ? " (" + std::to_string(elastic_global_batch) + " / " +
+                                          std::to_string(plan.members.size()) + " rounded down)"
+                                    : std::string();
+    PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch " << batch
+                      << " = global batch " << global << rounded << ", " << steps << " steps from step "
+                      << plan.first_step << ", learning rate " << lr << (linear ? " (linear scaling rule)" : "");
+    Json ranks = Json::array();
+    for (uint32_t r : plan.members) ranks.push(r);
+    cluster.report(Json::object()
+                       .set("event", "members")
+                       .set("epoch", plan.epoch)
+                       .set("first_step", plan.first_step)
+                       .set("steps", steps)
+                       .set("workers", ranks)
+                       .set("batch", batch)
+                       .set("global_batch", global)
+                       .set("lr", lr));
+  };
+}
+
+// Loss scaling in a sync job: every worker skips a step whose gradients some worker found not finite, so that no
+// server applies a part of it (async and SSP workers skip their own such steps alone).
+void vote_on_skipped_steps(trainer::KvSync& sync, const trainer::TrainerOptions& opts, const Config& cfg,
+                           ClusterClient& cluster, bool join) {
+  if (!opts.loss_scaler.active() || cfg.get_string("cluster.mode") != "sync") return;
+  if (join) {
+    throw Error(
+        "pshard worker: a worker rejoining the job cannot take part in the vote on each step to skip "
+        "(train.loss_scaling = " +
+        std::string(trainer::loss_scaling_name(opts.loss_scaler.mode())) + ")");
+  }
+  const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms"));
+  sync.set_vote([&cluster, wait](bool finite) { return !cluster.barrier_vote("finite gradients", !finite, wait); });
+}
+
+// Worker 0 of a fresh or resumed run says what trains and writes the run's first metrics line.
+void report_start(ClusterClient& cluster, const Config& cfg, const trainer::TrainingSetup& setup,
+                  const trainer::TrainerOptions& opts, uint32_t world, int64_t steps_per_epoch, int64_t start_step) {
+  PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
+                    << ", " << steps_per_epoch << " steps per epoch, mode " << cfg.get_string("cluster.mode");
+  if (!setup.init_report.empty()) PSHARD_LOG(kInfo) << setup.init_report;
+  StartEvent start =
+      StartEvent::from_config(cfg, cfg.get_string("model.name"), opts.batch_size, world, steps_per_epoch);
+  start.model_bytes = static_cast<uint64_t>(trainer::model_bytes(*setup.model));
+  start.start_step = start_step;  // > 0: a resumed run
+  cluster.report(start.to_json());
+}
+
+// After the loop: a stop at a checkpoint leaves with kExitStopped (the model is not final, so it is not saved); a
+// finished run's model is saved by worker 0, or, when it died, by the lowest worker still alive (every worker holds
+// the final weights it pulled; elastic jobs: the lowest live member of the last epoch). Returns the exit status.
+int end_training(ClusterClient& cluster, const trainer::Trainer& t, const JobEvents& events, models::Model& model,
+                 uint32_t rank, int64_t total_steps, const std::optional<EpochPlan>& last_plan,
+                 const std::string& run_dir) {
+  if (t.stopped_at() >= 0) {
+    const std::string why = "stopped at step " + std::to_string(t.stopped_at()) + " of " + std::to_string(total_steps) +
+                            " on SIGTERM (checkpoint.on_sigterm = checkpoint)";
+    PSHARD_LOG(kInfo) << why;
+    cluster.leave(kExitStopped, why);
+    return kExitStopped;
+  }
+  const bool lowest_alive = events.lowest_alive(rank, last_plan ? last_plan->members : std::vector<uint32_t>{});
+  if (lowest_alive && !run_dir.empty()) {
+    const std::string path = run_dir + "/model.bin";
+    try {
+      trainer::save_model_file(model, path);
+    } catch (const Error& e) {
+      // Training is complete: a model that cannot be written (e.g. a full disk) makes the run's records
+      // incomplete, not the job a failure; the summary says no model was saved.
+      PSHARD_LOG(kError) << e.what() << ": the model was not saved, the run's records are incomplete";
+      cluster.leave(0);
+      return kExitRecordsIncomplete;
+    }
+    if (rank != 0)
+      PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
+    cluster.tell(ClusterClient::JobFact::kModelSaved, 0, path);
+  }
+  cluster.leave(0);
+  return 0;
+}
+
+// Runs the training loop, reporting each logged step and each epoch to the coordinator. Every worker logs its steps:
+// the step-time spread across workers shows stragglers. A CUDA worker's epochs carry its GPU's utilisation and
+// memory, sampled through NVML while it trains (none without NVML).
+void train_reporting(trainer::Trainer& t, ClusterClient& cluster, const Config& cfg) {
+  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
+  t.run([&cluster](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
+        [&cluster, &gpu](const WorkerEpochReport& epoch) {
+          WorkerEpochReport r = epoch;
+          r.take_gpu_usage(gpu.get());
+          Json j = r.to_json();
+          j.set("event", "worker_epoch");
+          cluster.report(j);
+        });
+}
+
 // Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
 int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
                   trainer::TrainingSetup& setup, const std::vector<TensorSpec>& tensors,
@@ -52,14 +199,9 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   // What else an elastic job cannot do (a cosine schedule of unknown length, stopping at a checkpoint, ...) is refused
   // with the config (config.cc).
   refuse_elastic_restart(elastic, join, start_step);
-  // A worker that joins a running elastic job waits for the next epoch's start, and trains from there on.
   std::optional<EpochPlan> joining;
   if (elastic && cluster.joins_running()) {
-    PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
-    // The wait lasts the rest of the running epoch; it ends with the job (abort or shutdown) at the latest.
-    joining = cluster.enter_epoch(0, -1, std::chrono::hours(24 * 365));
-    if (!joining) {
-      PSHARD_LOG(kInfo) << "the job ended before another epoch began: this worker did not train";
+    if (!(joining = wait_for_next_epoch(cluster))) {
       cluster.leave(0);
       return 0;
     }
@@ -69,26 +211,12 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   JobEvents events;
   events.listen(cluster, [](const std::string& reason) {
     PSHARD_LOG(kError) << "job aborted: " << reason;
-    // The trainer may be blocked on a pull that will never be answered.
-    std::_Exit(1);
+    std::_Exit(1);  // the trainer may be blocked on a pull that will never be answered
   });
-
-  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, rank, world);
-  opts.start_step = start_step;
-  if (start_step > 0 && !join && opts.loss_scaler.active()) {
-    // A resumed run's loss scale, its clean steps and its data position continue from the steps it skipped.
-    opts.skipped_before = trainer::skipped_steps_in(o.run_dir);
-    if (!opts.skipped_before) {
-      PSHARD_LOG(kWarn) << "resuming at step " << start_step << " without the run's metrics in " << o.run_dir
-                        << " (metrics.jsonl*): the loss scale starts again from train.loss_scale, and the data "
-                           "position does not count the steps the run skipped before";
-    }
-  }
-  const int64_t global_batch = opts.batch_size * world;
+  trainer::TrainerOptions opts = trainer_options(cfg, rank, world, start_step, join, o.run_dir);
   // Elastic jobs: at most one worker's steps (what the run's length bounds: the check of --start-step, a schedule).
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), elastic ? 1 : world, opts.batch_size) * opts.epochs;
-
   const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps, o.run_dir);
   // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
   // weights into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that
@@ -97,8 +225,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   KvClient kv(kopt);
   if (join) {
     // The servers refuse the join (badStep) if they got there first.
-    start_step = std::min(kv.servers_step() + kRejoinMargin, total_steps);
-    opts.start_step = start_step;
+    start_step = opts.start_step = std::min(kv.servers_step() + kRejoinMargin, total_steps);
     PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
     // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
     cluster.tell(ClusterClient::JobFact::kRejoined, start_step);
@@ -110,63 +237,14 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
                 std::to_string(total_steps) + " steps)");
   }
-  sync.emplace(kv, rank, cfg, global_batch, total_steps);
+  sync.emplace(kv, rank, cfg, opts.batch_size * world, total_steps);
   sync->set_start_step(start_step);
   sync->set_rejoin(join || joining.has_value());
   std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last
-  if (elastic) {
-    // A member waits at an epoch's start for the others to finish the epoch before, and for workers to join when
-    // fewer than min_workers are left (the coordinator gives up after cluster.rendezvous_timeout_ms).
-    const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms") +
-                                         cfg.get_int("cluster.rendezvous_timeout_ms"));
-    opts.plan_epoch = [&cluster, wait](int64_t epoch, int64_t step) { return cluster.enter_epoch(epoch, step, wait); };
-    opts.joining = joining;
-    opts.joined = [&cluster](int64_t epoch) { cluster.epoch_joined(epoch); };
-    // cluster.elastic_batch = global: the global batch stays that of the fewest workers, whoever trains.
-    const bool global_batch = cfg.get_string("cluster.elastic_batch") == "global";
-    if (global_batch) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(cluster.map().min_workers);
-    opts.on_plan = [&, rank, global_batch](const EpochPlan& plan, int64_t steps, int64_t batch) {
-      last_plan = plan;
-      events.members_are_live(plan.members);
-      const int64_t global = batch * static_cast<int64_t>(plan.members.size());
-      sync->set_global_batch(global_batch ? opts.elastic_global_batch : global);
-      if (rank != plan.members.front()) return;  // one worker says it
-      const double lr = sync->lr_at(plan.first_step);
-      const std::string rounded = global_batch && global != opts.elastic_global_batch
-                                      ? " (" + std::to_string(opts.elastic_global_batch) + " / " +
-                                            std::to_string(plan.members.size()) + " rounded down)"
-                                      : std::string();
-      PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch " << batch
-                        << " = global batch " << global << rounded << ", " << steps << " steps from step "
-                        << plan.first_step << ", learning rate " << lr
-                        << (cfg.get_string("lr_schedule.scaling") == "linear" ? " (linear scaling rule)" : "");
-      Json ranks = Json::array();
-      for (uint32_t r : plan.members) ranks.push(r);
-      cluster.report(Json::object()
-                         .set("event", "members")
-                         .set("epoch", plan.epoch)
-                         .set("first_step", plan.first_step)
-                         .set("steps", steps)
-                         .set("workers", ranks)
-                         .set("batch", batch)
-                         .set("global_batch", global)
-                         .set("lr", lr));
-    };
-  }
+  if (elastic) plan_elastic_epochs(opts, cluster, cfg, rank, events, sync, last_plan, joining);
   sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
-  if (opts.loss_scaler.active() && cfg.get_string("cluster.mode") == "sync") {
-    // Every worker skips a step whose gradients some worker found not finite, so that no server applies a part of
-    // it; async and SSP workers skip their own such steps alone.
-    if (join) {
-      throw Error(
-          "pshard worker: a worker rejoining the job cannot take part in the vote on each step to skip "
-          "(train.loss_scaling = " +
-          std::string(trainer::loss_scaling_name(opts.loss_scaler.mode())) + ")");
-    }
-    const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms"));
-    sync->set_vote([&cluster, wait](bool finite) { return !cluster.barrier_vote("finite gradients", !finite, wait); });
-  }
+  vote_on_skipped_steps(*sync, opts, cfg, cluster, join);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -175,60 +253,12 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     t.set_tracer(tracer.get());
     sync->set_tracer(tracer.get());
   }
-  if (rank == 0 && !join && !joining) {
-    PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
-                      << ", " << t.steps_per_epoch() << " steps per epoch, mode " << cfg.get_string("cluster.mode");
-    if (!setup.init_report.empty()) PSHARD_LOG(kInfo) << setup.init_report;
-    StartEvent start =
-        StartEvent::from_config(cfg, cfg.get_string("model.name"), opts.batch_size, world, t.steps_per_epoch());
-    start.model_bytes = static_cast<uint64_t>(trainer::model_bytes(*setup.model));
-    start.start_step = start_step;  // > 0: a resumed run
-    cluster.report(start.to_json());
-  }
-  // A CUDA worker's GPU utilisation and memory, sampled through NVML while it trains (none without NVML).
-  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
-  // Every worker logs its steps: the step-time spread across workers shows stragglers.
-  t.run([&](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
-        [&](const WorkerEpochReport& epoch) {
-          WorkerEpochReport r = epoch;
-          r.take_gpu_usage(gpu.get());
-          Json j = r.to_json();
-          j.set("event", "worker_epoch");
-          cluster.report(j);
-        });
+  if (rank == 0 && !join && !joining) report_start(cluster, cfg, setup, opts, world, t.steps_per_epoch(), start_step);
+  train_reporting(t, cluster, cfg);
   // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
   if (t.stopped_at() < 0) cluster.tell(ClusterClient::JobFact::kTrained);
   if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
-  if (t.stopped_at() >= 0) {
-    // The servers checkpointed this boundary; the model is not final, so it is not saved.
-    const std::string why = "stopped at step " + std::to_string(t.stopped_at()) + " of " + std::to_string(total_steps) +
-                            " on SIGTERM (checkpoint.on_sigterm = checkpoint)";
-    PSHARD_LOG(kInfo) << why;
-    cluster.leave(kExitStopped, why);
-    return kExitStopped;
-  }
-  // The model is saved whenever training completes: by worker 0, or, when it died, by the lowest worker
-  // still alive (every worker holds the final weights it pulled). The coordinator's summary says where.
-  // Elastic jobs: the lowest live member of the last epoch (a lower rank may belong to a worker that joined too late
-  // to train).
-  const bool lowest_alive = events.lowest_alive(rank, last_plan ? last_plan->members : std::vector<uint32_t>{});
-  if (lowest_alive && !o.run_dir.empty()) {
-    const std::string path = o.run_dir + "/model.bin";
-    try {
-      trainer::save_model_file(*setup.model, path);
-    } catch (const Error& e) {
-      // Training is complete: a model that cannot be written (e.g. a full disk) makes the run's records
-      // incomplete, not the job a failure; the summary says no model was saved.
-      PSHARD_LOG(kError) << e.what() << ": the model was not saved, the run's records are incomplete";
-      cluster.leave(0);
-      return kExitRecordsIncomplete;
-    }
-    if (rank != 0)
-      PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
-    cluster.tell(ClusterClient::JobFact::kModelSaved, 0, path);
-  }
-  cluster.leave(0);
-  return 0;
+  return end_training(cluster, t, events, *setup.model, rank, total_steps, last_plan, o.run_dir);
 }
 
 }  // namespace

@@ -211,27 +211,122 @@ std::optional<EpochPlan> Trainer::plan(int64_t epoch, int64_t step, bool first) 
 
 Trainer::~Trainer() = default;
 
+// Everything on this thread between two ScopedPhases counts as other; the phases of an epoch are read at the same
+// instants as its wall time, so they add up to it. trace.steps: each layer's forward runs from the end of its wait for
+// weights to the next layer's wait; a backward span ends where a layer's gradients are final.
+struct Trainer::Loop {
+  Loop(Tracer* tracer, models::Model& model, const std::function<void(const StepEvent&)>& on_step,
+       const std::function<void(const WorkerEpochReport&)>& on_epoch)
+      : totals(static_cast<size_t>(WorkerPhase::kCount)),
+        clock(totals, static_cast<size_t>(WorkerPhase::kOther)),
+        trace(tracer, clock, model),
+        on_step(on_step),
+        on_epoch(on_epoch) {}
+  const Clock::time_point start = Clock::now();
+  PhaseTotals totals;
+  PhaseClock clock;
+  StepTrace trace;
+  std::unique_ptr<data::BatchLoader> loader;  // elastic jobs cut each epoch's data among its members: one per epoch
+  data::Batch batch;
+  Mark epoch_start;
+  const std::function<void(const StepEvent&)>& on_step;
+  const std::function<void(const WorkerEpochReport&)>& on_epoch;
+};
+
+bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochReport& report) {
+  LossScaler& scaler = options_.loss_scaler;
+  const int64_t sync_step = step - scaler.skipped();
+  if (sync_.stop_before(sync_step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
+    stopped_at_ = sync_step;
+    return false;
+  }
+  const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
+  loop.trace.begin_step(step);
+  const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(loop.clock, loop.totals)) : std::nullopt;
+  {
+    ScopedPhase data(WorkerPhase::kData);
+    if (!loop.loader->next(&loop.batch)) throw Error("data loader ended early at step " + std::to_string(step));
+  }
+  sync_.begin_step(sync_step);
+  const float loss_scale = scaler.scale();
+  if (scaler.active()) model_.set_loss_scale(loss_scale);
+  const models::StepResult r =
+      compute_step(model_, sync_, options_.simulate_compute_ms, loop.batch, loop.trace, !scaler.active());
+  bool applied = true;
+  if (scaler.active()) {
+    bool finite = true;
+    {
+      ScopedPhase unscale(WorkerPhase::kBackward);
+      finite = scaler.unscale(model_.backend(), model_.params());
+    }
+    {
+      ScopedPhase vote(WorkerPhase::kCommWait);
+      applied = sync_.all_finite(finite);
+    }
+    if (applied) sync_.grads_ready(0, static_cast<int>(model_.params().size()));
+    scaler.update(applied);  // an Error when every step is being skipped
+  }
+  if (applied) {
+    sync_.end_step(sync_step);
+  } else {
+    sync_.skip_step(sync_step);
+  }
+  loop.trace.end_step(step);
+  report.samples += r.n;
+  report.loss_sum += r.loss_sum;
+  report.correct += r.correct;
+  const bool diverged = !std::isfinite(r.loss_sum);
+  if ((logged || diverged || !applied) && loop.on_step) {
+    StepEvent ev =
+        step_event(options_.rank, epoch, step, sync_step, r, sync_, step_start, loop.clock, loop.totals, loop.start);
+    if (scaler.active()) {
+      ev.loss_scale = loss_scale;
+      ev.skipped = !applied;
+    }
+    loop.on_step(ev);
+  }
+  // Nothing useful comes after a non-finite loss (the weights are NaN from here on), so a diverged run stops now with
+  // the reason instead of burning its remaining epochs. With loss scaling such a step is skipped instead, and only a
+  // run that skips step after step ends (LossScaler::update).
+  if (diverged && !scaler.active()) {
+    throw Error("training diverged: the loss of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
+                ") is not finite at learning rate " + std::to_string(sync_.lr_at(sync_step)) +
+                "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
+  }
+  return true;
+}
+
+void Trainer::end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t first_step, int64_t step,
+                               int64_t skipped_before) {
+  const LossScaler& scaler = options_.loss_scaler;
+  end_epoch(&report, loop.epoch_start, first_step, step, step - scaler.skipped(), sync_, loop.clock, loop.totals,
+            loop.trace);
+  if (scaler.active()) {
+    report.has_loss_scale = true;
+    report.loss_scale = scaler.scale();
+    report.skipped_steps = scaler.skipped() - skipped_before;
+  }
+  if (options_.eval) {
+    const auto eval_start = Clock::now();
+    sync_.sync_all();
+    evaluate(&report);
+    report.eval_s = seconds_since(eval_start);
+  }
+  report.wall_s = seconds_since(loop.start);
+  if (loop.on_epoch) loop.on_epoch(report);
+}
+
 void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
                   const std::function<void(const WorkerEpochReport&)>& on_epoch) {
   const bool elastic = static_cast<bool>(options_.plan_epoch);
-  // Elastic jobs cut each epoch's data among that epoch's members: a loader per epoch.
-  std::unique_ptr<data::BatchLoader> loader;
-  auto make_loader = [&] {
-    loader.reset();
-    loader = std::make_unique<data::BatchLoader>(
+  Loop loop(tracer_, model_, on_step, on_epoch);
+  auto make_loader = [this, &loop] {
+    loop.loader.reset();
+    loop.loader = std::make_unique<data::BatchLoader>(
         data_.train, data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed), batch_, options_.prefetch);
   };
   if (!elastic) make_loader();
   const bool classification = data_.train.num_classes > 0;
-  const auto start = Clock::now();
-  // Everything on this thread between two ScopedPhases counts as other; the phases of an epoch are
-  // read at the same instants as its wall time, so they add up to it.
-  PhaseTotals totals(static_cast<size_t>(WorkerPhase::kCount));
-  PhaseClock clock(totals, static_cast<size_t>(WorkerPhase::kOther));
-  // trace.steps: each layer's forward runs from the end of its wait for weights to the next layer's
-  // wait; a backward span ends where a layer's gradients are final.
-  StepTrace trace(tracer_, clock, model_);
-
   sync_.start(model_);
   if (options_.joining) {
     // A joining worker's first pulls were joins: once answered, the servers count it from its first step on, and
@@ -252,7 +347,6 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   const int64_t first_epoch = options_.joining ? options_.joining->epoch
                               : at_end         ? options_.epochs
                                                : step / steps_per_epoch_ + 1;
-  data::Batch batch;
   for (int64_t epoch = first_epoch; epoch <= options_.epochs; ++epoch) {
     int64_t steps = steps_per_epoch_;
     if (elastic) {
@@ -266,12 +360,14 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     if (options_.simulate_compute_ms > 0) {  // sleeps stand in for forward and backward: no training loss or accuracy
       report.has_train_loss = report.has_train_acc = false;
     }
-    const Mark epoch_start = mark(sync_, clock, totals);
+    loop.epoch_start = mark(sync_, loop.clock, loop.totals);
     const int64_t epoch_first_step = step;
-    loader->start_epoch(epoch - 1);
+    loop.loader->start_epoch(epoch - 1);
     const int64_t skip = epoch == first_epoch && !elastic ? first_data_step - (epoch - 1) * steps_per_epoch_ : 0;
     for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
-      if (!loader->next(&batch)) throw Error("data loader ended early while skipping to step " + std::to_string(step));
+      if (!loop.loader->next(&loop.batch)) {
+        throw Error("data loader ended early while skipping to step " + std::to_string(step));
+      }
     }
     // The skips of this epoch count from its start: a resumed epoch's include those before the resume step.
     int64_t epoch_skipped = scaler.skipped();
@@ -280,80 +376,10 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       epoch_skipped =
           static_cast<int64_t>(std::distance(before.begin(), before.lower_bound((epoch - 1) * steps_per_epoch_)));
     }
-    for (int64_t i = skip; i < steps; ++i, ++step) {
-      const int64_t sync_step = step - scaler.skipped();
-      if (sync_.stop_before(sync_step)) {  // checkpoint.on_sigterm: the job ends at this step boundary
-        stopped_at_ = sync_step;
-        break;
-      }
-      const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
-      trace.begin_step(step);
-      const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(clock, totals)) : std::nullopt;
-      {
-        ScopedPhase data(WorkerPhase::kData);
-        if (!loader->next(&batch)) throw Error("data loader ended early at step " + std::to_string(i));
-      }
-      sync_.begin_step(sync_step);
-      const float loss_scale = scaler.scale();
-      if (scaler.active()) model_.set_loss_scale(loss_scale);
-      const models::StepResult r =
-          compute_step(model_, sync_, options_.simulate_compute_ms, batch, trace, !scaler.active());
-      bool applied = true;
-      if (scaler.active()) {
-        bool finite = true;
-        {
-          ScopedPhase unscale(WorkerPhase::kBackward);
-          finite = scaler.unscale(model_.backend(), model_.params());
-        }
-        {
-          ScopedPhase vote(WorkerPhase::kCommWait);
-          applied = sync_.all_finite(finite);
-        }
-        if (applied) sync_.grads_ready(0, static_cast<int>(model_.params().size()));
-        scaler.update(applied);  // an Error when every step is being skipped
-      }
-      if (applied) {
-        sync_.end_step(sync_step);
-      } else {
-        sync_.skip_step(sync_step);
-      }
-      trace.end_step(step);
-      report.samples += r.n;
-      report.loss_sum += r.loss_sum;
-      report.correct += r.correct;
-      const bool diverged = !std::isfinite(r.loss_sum);
-      if ((logged || diverged || !applied) && on_step) {
-        StepEvent ev = step_event(options_.rank, epoch, step, sync_step, r, sync_, step_start, clock, totals, start);
-        if (scaler.active()) {
-          ev.loss_scale = loss_scale;
-          ev.skipped = !applied;
-        }
-        on_step(ev);
-      }
-      // Nothing useful comes after a non-finite loss (the weights are NaN from here on), so a
-      // diverged run stops now with the reason instead of burning its remaining epochs. With loss scaling such a
-      // step is skipped instead, and only a run that skips step after step ends (LossScaler::update).
-      if (diverged && !scaler.active()) {
-        throw Error("training diverged: the loss of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
-                    ") is not finite at learning rate " + std::to_string(sync_.lr_at(sync_step)) +
-                    "; lower optimizer.lr, or raise lr_schedule.warmup_steps");
-      }
+    for (int64_t i = skip; i < steps && train_step(loop, epoch, step, report); ++i, ++step) {
     }
     if (stopped_at_ >= 0) break;  // the epoch is not over: a resumed run reports it
-    end_epoch(&report, epoch_start, epoch_first_step, step, step - scaler.skipped(), sync_, clock, totals, trace);
-    if (scaler.active()) {
-      report.has_loss_scale = true;
-      report.loss_scale = scaler.scale();
-      report.skipped_steps = scaler.skipped() - epoch_skipped;
-    }
-    if (options_.eval) {
-      const auto eval_start = Clock::now();
-      sync_.sync_all();
-      evaluate(&report);
-      report.eval_s = seconds_since(eval_start);
-    }
-    report.wall_s = seconds_since(start);
-    if (on_epoch) on_epoch(report);
+    end_epoch_report(loop, report, epoch_first_step, step, epoch_skipped);
   }
   sync_.sync_all();
 }

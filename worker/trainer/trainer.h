@@ -109,6 +109,13 @@ class Trainer {
   int64_t stopped_at() const { return stopped_at_; }
 
  private:
+  struct Loop;  // what one run() keeps between its steps (trainer.cc)
+  // One step of the loop: its batch, forward and backward, the loss-scaling vote, the push, its step line. False when
+  // the job stops at this step's boundary instead (checkpoint.on_sigterm).
+  bool train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochReport& report);
+  // The end of an epoch: its phases and steps, the loss scale, the evaluation, the report.
+  void end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t first_step, int64_t step,
+                        int64_t skipped_before);
   void evaluate(WorkerEpochReport* report);
   // Elastic jobs: the plan of `epoch` (starting at `step`), or nullopt when the job ended before it.
   std::optional<EpochPlan> plan(int64_t epoch, int64_t step, bool first);
