@@ -62,9 +62,11 @@ bool give_back_untrained_run_dir(const std::string& dir) {
       if (line.empty()) continue;
       try {
         const Json e = Json::parse(line, "metrics line");
-        // The start line, and the failures that ended it before the first step, are all an untrained run writes.
+        // What training writes; the start line, the failures that ended a job before its first step and the like
+        // are not training.
         if (!e.has("event") || !e.at("event").is_string()) return false;
-        if (e.at("event").as_string() != "start" && e.at("event").as_string() != "failure") return false;
+        const std::string& event = e.at("event").as_string();
+        if (event == "step" || event == "epoch" || event == "summary") return false;
       } catch (const Error&) {
         return false;
       }

@@ -23,8 +23,8 @@ std::vector<std::string> run_files_in(const std::string& dir);
 // batch larger than the data set, settings a server refuses) gives its directory back: the files the run wrote
 // (run-id, config.toml, metrics.jsonl with the run's start alone, metrics.csv, cluster.json, join.json, an empty
 // checkpoints folder) are removed, so that the corrected command may use the directory without --start-over. Returns
-// false, touching nothing, when the run trained: model.bin, a checkpoint, or a line in metrics.jsonl other than the
-// start and failures (a step, an epoch, a summary, or a line it cannot read).
+// false, touching nothing, when the run trained: model.bin, a checkpoint, or a step, epoch or summary line in
+// metrics.jsonl (or a line it cannot read); the start line and the failures that ended the job are not training.
 bool give_back_untrained_run_dir(const std::string& dir);
 
 // A new run id: 64 random bits as 16 hex digits.

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "common/transport/peer_auth.h"
 #include "report/dashboard/metrics_feed.h"
 #include "report/dashboard/page.h"
 
@@ -32,14 +33,6 @@ std::string percent_decoded(const std::string& s) {
     }
   }
   return out;
-}
-
-// Compares in time independent of where the strings differ: the token is a secret.
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 Reply refuse(int status, const std::string& why) {
@@ -108,7 +101,7 @@ Reply answer(const std::string& method, const std::string& target, const Site& s
   if (path != "/" && path != "/index.html" && path != "/metrics") return refuse(404, "not found: " + path);
   if (method != "GET") return refuse(405, "method not allowed: " + method + " (the dashboard answers GET only)");
   const std::string token = query_value(target, "token");
-  if (token.empty() || !same_secret(token, site.token)) {
+  if (token.empty() || !transport::same_secret(token, site.token)) {  // in time independent of where they differ
     return refuse(403,
                   "forbidden: the dashboard needs the token of the URL that pshard printed "
                   "(http://HOST:PORT/?token=...)");

@@ -7,6 +7,7 @@
 #include "common/metrics/phase_clock.h"
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
+#include "common/util/atomic_max.h"
 #include "common/util/log.h"
 #include "optim/lr_schedule.h"
 
@@ -67,11 +68,7 @@ void Slice::step_closed(StepRequests asked) {
     int64_t none = 0;  // the first stop holds: every slice closes the same step with it (stop_at())
     store_.stop_at_.compare_exchange_strong(none, version_, std::memory_order_acq_rel);
   }
-  if (asked.checkpoint) {
-    int64_t seen = store_.checkpoint_at_.load(std::memory_order_acquire);
-    while (seen < version_ && !store_.checkpoint_at_.compare_exchange_weak(seen, version_, std::memory_order_acq_rel)) {
-    }
-  }
+  if (asked.checkpoint) raise_atomic(store_.checkpoint_at_, version_);
   if (store_.on_step_closed) store_.on_step_closed(*this, asked.checkpoint || asked.stop);
 }
 
@@ -102,11 +99,7 @@ SliceStore::SliceStore(const KvServerOptions& opt, int update_threads)
   if (opt.lr_at) lr_at_ = [f = opt.lr_at](int64_t step, uint32_t) { return f(step); };
 }
 
-void SliceStore::raise_max_version(int64_t v) {
-  for (int64_t seen = max_version_.load(std::memory_order_relaxed);
-       seen < v && !max_version_.compare_exchange_weak(seen, v, std::memory_order_relaxed);) {
-  }
-}
+void SliceStore::raise_max_version(int64_t v) { raise_atomic(max_version_, v, std::memory_order_relaxed); }
 
 bool SliceStore::install(const protocol::Message& m, ErrorCode& code, std::string& why) {
   if (m.slice_bytes != opt_.slice_bytes || m.num_servers != opt_.num_servers) {

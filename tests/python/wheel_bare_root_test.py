@@ -23,17 +23,10 @@ import sys
 import time
 
 import support
-from wheel_bundle_test import CONFIG, SCRIPT
+from wheel_bundle_test import CONFIG, SCRIPT, run
 
 BUILD = os.path.dirname(os.path.dirname(os.path.abspath(support.PSHARD_BIN)))
 USER_ID = 4242  # the normal user in the root
-
-
-def run(cmd, timeout, what, env=None):
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        sys.exit("%s failed (exit %d):\n%s\n%s" % (what, r.returncode, r.stdout[-4000:], r.stderr[-4000:]))
-    return r.stdout
 
 
 def release():
@@ -103,7 +96,7 @@ class Overlay:
         """`command` (a shell line) run in the root as the normal user, with a bare environment."""
         return run(["chroot", "--userspec=%d:%d" % (USER_ID, USER_ID), self.root, "/usr/bin/env", "-i",
                     "HOME=/home/pshard", "PATH=/home/pshard/venv/bin:/usr/bin:/bin", "OMP_NUM_THREADS=1",
-                    "/bin/sh", "-c", "cd /home/pshard && " + command], timeout, what)
+                    "/bin/sh", "-c", "cd /home/pshard && " + command], timeout, what).stdout
 
 
 def main():
@@ -113,12 +106,12 @@ def main():
     started = time.monotonic()
     work = support.fresh_dir("wheel-bare-root")
     wheel = run(["/usr/bin/python3", os.path.join(support.SOURCE_DIR, "scripts", "build_wheel.py"), "--build", BUILD,
-                 "--out", os.path.join(work, "dist")], 240, "build_wheel.py").strip().splitlines()[-1]
+                 "--out", os.path.join(work, "dist")], 240, "build_wheel.py").stdout.strip().splitlines()[-1]
     codename = release()
     lower, made_s = bare_root(codename)
     with Overlay(lower, os.path.join(work, "overlay")) as root:
         # Nothing of pshard's libraries in the bare system.
-        known = run(["chroot", root.root, "/sbin/ldconfig", "-p"], 60, "ldconfig -p in the root")
+        known = run(["chroot", root.root, "/sbin/ldconfig", "-p"], 60, "ldconfig -p in the root").stdout
         for lib in ("libzmq", "libcapnp", "libdnnl", "libopenblas", "libtomlplusplus"):
             assert lib not in known, "the bare root has %s: %s" % (lib, [ln for ln in known.split("\n") if lib in ln])
         run(["chroot", root.root, "/usr/sbin/useradd", "-m", "-u", str(USER_ID), "pshard"], 60, "useradd")

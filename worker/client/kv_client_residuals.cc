@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "common/checkpoint/residual_file.h"
+#include "common/util/atomic_max.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client_impl.h"
 
@@ -39,10 +40,7 @@ void KvClient::Impl::keep_residuals_if_checkpointed(int64_t step) {
 }
 
 void KvClient::Impl::heard_checkpoint(int64_t boundary) {
-  int64_t seen = checkpoint_heard.load(std::memory_order_acquire);
-  while (seen < boundary && !checkpoint_heard.compare_exchange_weak(seen, boundary, std::memory_order_acq_rel)) {
-  }
-  if (seen >= boundary) return;  // heard already (every weights reply of the step says it)
+  if (raise_atomic(checkpoint_heard, boundary) >= boundary) return;  // heard already (every weights reply says it)
   if (opt.checkpoint_dir.empty() || !encoder.keeps_state()) return;
   // A boundary from before this worker's first push (a rejoined or resumed worker hears the servers' last one) is
   // not this worker's to write.

@@ -153,16 +153,11 @@ scontrol update JobId="$jid" StartTime=now || die "cannot release the requeued j
 job_state() { scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
 # Right after the release, scontrol may still show the first run's end (CANCELLED by the requeue, or FAILED: its
 # steps exited 75): an ended state counts only once the second run has written its last line to the output (the
-# template's "finished (status N)"), or when the wait runs out. slurmctld may set the requeue hold (Reason=BeginTime)
-# after the release above when the first run's end is processed late: such a job is released again.
-for i in $(seq 1 360); do
+# template's "finished (status N)"), or when the wait runs out.
+for _ in $(seq 1 360); do
   case $(job_state) in
     COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
       grep -q "pshard job $jid finished (status" "$OUT2" 2>/dev/null && break ;;
-    PENDING)
-      if [ $((i % 10)) -eq 0 ] && scontrol show job "$jid" 2>/dev/null | grep -q "Reason=BeginTime"; then
-        scontrol update JobId="$jid" StartTime=now 2>/dev/null
-      fi ;;
   esac
   sleep 0.5
 done
