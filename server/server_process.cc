@@ -181,6 +181,7 @@ void follow_job(ClusterClient& cluster, KvServer& server, Outcome& outcome, bool
         }
         break;
       case ClusterEvent::Kind::kWorkerLeft: server.mark_worker_left(e.node.rank); break;
+      case ClusterEvent::Kind::kWorkerRegistered: server.worker_registered(e.node.rank, e.node.pid); break;
       case ClusterEvent::Kind::kAbort: outcome.finish(1, e.reason); break;
       case ClusterEvent::Kind::kShutdown: outcome.finish(0, "shutdown"); break;
     }
@@ -252,6 +253,7 @@ int serve_in_job(const ServerProcessOptions& o, const Config& cfg, KvServerOptio
     opt.prepare_store = server_checkpoints(opt, checkpointer);
     for (uint32_t r = 0; r < opt.num_workers; ++r) {
       if (cluster.map().vacant(r)) opt.vacant_workers.push_back(r);
+      opt.worker_pids.push_back(cluster.map().workers.at(r).pid);
     }
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("

@@ -216,6 +216,14 @@ struct ClusterClient::Impl {
         pending_events.push_back(e);
         break;
       }
+      case control::ControlMessage::WORKER_REGISTERED: {
+        ClusterEvent e;
+        e.kind = ClusterEvent::Kind::kWorkerRegistered;
+        e.node = cc::read_node(root.getWorkerRegistered());
+        std::lock_guard<std::mutex> lock(mu);
+        pending_events.push_back(e);
+        break;
+      }
       case control::ControlMessage::ABORT: {
         auto a = root.getAbort();
         std::string reason = a.getReason().cStr();

@@ -26,6 +26,7 @@ struct ClusterEvent {
     kAbort,       // the job is over with an error: `reason` says why (e.g. "worker 2 (host a, pid 7) is dead")
     kShutdown,    // the job finished normally; leave when done
     kWorkerLeft,  // (servers) `node`, a worker, left after its last push while others train on: wait for it no more
+    kWorkerRegistered,  // (servers) `node`, a worker, registered while the job ran (a restart, a joiner): its new pid
   };
   Kind kind = Kind::kShutdown;
   NodeInfo node;       // kNodeDead: which node

@@ -219,5 +219,7 @@ struct ControlMessage {
     epochPlan @14 :EpochPlan;
     epochJoined @15 :EpochJoined;
     jobFact @16 :JobFact;
+    workerRegistered @17 :Node;   # to servers: a worker that registered while the job ran (a restart, a joiner);
+                                  # a server's shared-memory channel admits this process (pid) for its rank from now on
   }
 }

@@ -109,7 +109,7 @@ struct KvServer::Impl {
     endpoint = router.get(zmq::sockopt::last_endpoint);
     if (opt.transport != transport::PayloadTransport::kTcp) {
       try {
-        shm = std::make_unique<ShmHost>(opt.rank, opt.num_workers, opt.job_token, endpoint);
+        shm = std::make_unique<ShmHost>(opt.rank, opt.num_workers, opt.job_token, endpoint, opt.worker_pids);
       } catch (const Error& e) {
         if (opt.transport == transport::PayloadTransport::kShm) throw;
         PSHARD_LOG(kWarn) << e.what() << "; payloads go over TCP";
@@ -520,6 +520,10 @@ void KvServer::mark_worker_dead(uint32_t worker_rank) {
     impl_->dead_events.emplace_back(worker_rank, false);
   }
   impl_->wake.notify();
+}
+
+void KvServer::worker_registered(uint32_t worker_rank, int64_t pid) {
+  if (impl_->shm) impl_->shm->registered(worker_rank, pid);
 }
 
 void KvServer::mark_worker_left(uint32_t worker_rank) {

@@ -59,6 +59,9 @@ class KvServer {
   // A worker left after its last push while others train on (the coordinator compares their pushes): as dead for
   // the steps that wait, without the warning.
   void mark_worker_left(uint32_t worker_rank);
+  // The coordinator registered process `pid` for worker `worker_rank` while the job ran (a restart, a joiner): from
+  // now on that process alone may share memory for the rank (KvServerOptions::worker_pids). Thread-safe.
+  void worker_registered(uint32_t worker_rank, int64_t pid);
   // True once a shutdown request was answered; false on timeout.
   bool wait_for_shutdown(std::chrono::milliseconds timeout);
   // Stops and joins every thread. Idempotent.

@@ -55,6 +55,10 @@ struct KvServerOptions {
   // cluster.elastic_batch = global: cluster.min_workers.
   uint32_t lr_workers = 0;
   std::vector<uint32_t> vacant_workers;  // elastic jobs: the worker ranks no process holds at the start
+  // Per worker rank, the process the coordinator registered for it (the cluster map's pid; 0: none yet), which alone
+  // may attach that rank's push segment on this host (ShmHost). Empty: no coordinator (a standalone server, or one
+  // made in a test), so any process with the job token may.
+  std::vector<int64_t> worker_pids;
   // cluster.server_threads. 0: every slice on the socket thread (no hand-off to an update thread and back, ~50 us
   // per round trip of a large slice on an idle 2-core VM; but updates no longer run beside the receiving).
   int update_threads = 2;

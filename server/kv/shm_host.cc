@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <sstream>
 
 #include "common/error.h"
@@ -23,14 +24,35 @@ std::string field(const std::string& text, const std::string& key) {
   return "";
 }
 
+// Whether process `pid` exists (another user's counts: EPERM).
+bool process_runs(int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+// The pid that process `pid` (as this process sees it) has in its own pid namespace, which is what it registered: a
+// worker in a container's pid namespace that shares the host's network namespace has two. The last NSpid entry of
+// /proc/PID/status; `pid` itself when that cannot be read.
+int64_t pid_in_own_namespace(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("NSpid:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    int64_t last = pid;
+    for (int64_t p; fields >> p;) last = p;
+    return last;
+  }
+  return pid;
+}
+
 }  // namespace
 
-ShmHost::ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint)
+ShmHost::ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint,
+                 std::vector<int64_t> worker_pids)
     : rank_(server_rank),
       num_workers_(num_workers),
       token_(std::move(job_token)),
       pushes_(num_workers),
-      attached_by_(num_workers, 0) {
+      attached_by_(num_workers, 0),
+      registered_(std::move(worker_pids)) {
+  if (!registered_.empty()) registered_.resize(num_workers, 0);
   channel_ = std::make_unique<transport::ShmChannelServer>(
       transport::shm_channel_address(token_, endpoint), "server " + std::to_string(rank_),
       [this](const std::string& request, int fd, int* reply_fd, pid_t pid) {
@@ -81,9 +103,20 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd, p
            std::to_string(fingerprint_);
   }
   const std::string what = "worker " + std::to_string(rank) + "'s push segment for " + who;
+  if (!registered_.empty() && registered_[rank] != pid_in_own_namespace(peer_pid)) {
+    const int64_t owner = registered_[rank];
+    if (owner == 0 || !process_runs(owner)) {  // a restart or a joiner whose registration is on its way
+      return "retry\n" + who + " has not heard of worker " + std::to_string(rank) + "'s registration as process " +
+             std::to_string(peer_pid) + " yet";
+    }
+    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s push segment for worker " << rank
+                      << ": the coordinator registered process " << owner << " for that rank";
+    return "refused\nprocess " + std::to_string(peer_pid) + " is not worker " + std::to_string(rank) +
+           ": the coordinator registered process " + std::to_string(owner) + " for that rank";
+  }
   // The same process may attach again (a reconnect); another one only once the first has ended (a restarted worker).
   const pid_t holder = attached_by_[rank];
-  if (pushes_[rank] && holder != 0 && holder != peer_pid && (::kill(holder, 0) == 0 || errno == EPERM)) {
+  if (pushes_[rank] && holder != 0 && holder != peer_pid && process_runs(holder)) {
     PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s push segment for worker " << rank
                       << ": process " << holder << " attached that worker's and still runs";
     return "refused\n" + what + " is attached by process " + std::to_string(holder) +
@@ -170,6 +203,16 @@ void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t gener
 void ShmHost::forget(uint32_t rank) {
   std::lock_guard<std::mutex> lock(mu_);
   if (rank < pushes_.size()) {
+    pushes_[rank].reset();
+    attached_by_[rank] = 0;
+  }
+}
+
+void ShmHost::registered(uint32_t rank, int64_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank >= registered_.size()) return;
+  registered_[rank] = pid;
+  if (attached_by_[rank] != pid) {  // the previous process's segment is no longer the rank's
     pushes_[rank].reset();
     attached_by_[rank] = 0;
   }

@@ -19,9 +19,12 @@ namespace pshard {
 // A worker on the server's host calls the channel (transport::shm_channel_address of the job token and the server's
 // endpoint) with "token", "rank" and "fingerprint" lines and its push segment; the server checks the token, the
 // rank and the layout, maps the segment only when its size is exactly what the layout needs, and answers "ok" with
-// its weights segment. A rank whose segment another process attached, while that process still runs, is refused: a
-// second process of the job's user (which knows the token) cannot take a live worker's place. Until the server knows
-// the layout (worker 0's init) it answers "retry". Then:
+// its weights segment. A second process of the job's user (which knows the token) cannot take a live worker's place:
+//   - only the process the coordinator registered for the rank may attach (SO_PEERCRED's pid against the cluster
+//     map's, which follows restarts and joins: registered()); while that process runs, any other is refused, and
+//     while none runs (a restart whose registration is on its way) the answer is "retry";
+//   - a rank whose segment another process attached, while that process still runs, is refused.
+// Until the server knows the layout (worker 0's init) it answers "retry". Then:
 //   - a push with sharedMemory names slots of the sender's push segment: push_payloads() makes them the request's
 //     payloads without copying, and marks each slot free again when the server has used it;
 //   - a read with sharedMemory is answered through the weights segment: publish() copies a slice's weights into its
@@ -30,8 +33,9 @@ namespace pshard {
 // the thread that owns the slice.
 class ShmHost {
  public:
-  // Listens on the channel; throws pshard::Error when it cannot.
-  ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint);
+  // Listens on the channel; throws pshard::Error when it cannot. `worker_pids`: KvServerOptions::worker_pids.
+  ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_token, const std::string& endpoint,
+          std::vector<int64_t> worker_pids);
   ~ShmHost();
 
   // The layout is known (worker 0's init, or a restored checkpoint): creates the weights segment.
@@ -57,6 +61,9 @@ class ShmHost {
 
   // A dead or restarted worker: its push segment is let go (a new one comes with its next channel call).
   void forget(uint32_t rank);
+  // The coordinator registered process `pid` for worker `rank` while the job ran (a restart, a joiner): another
+  // process's push segment for the rank is let go.
+  void registered(uint32_t rank, int64_t pid);
 
   uint64_t attached() const;  // channel calls that attached a push segment
 
@@ -72,7 +79,8 @@ class ShmHost {
   transport::SlotTable table_;
   transport::SharedSegment weights_;
   std::vector<std::shared_ptr<transport::SharedSegment>> pushes_;  // per worker rank
-  std::vector<pid_t> attached_by_;  // per worker rank: the process that attached pushes_[rank] (0: none)
+  std::vector<pid_t> attached_by_;   // per worker rank: the process that attached pushes_[rank] (0: none)
+  std::vector<int64_t> registered_;  // per worker rank: the coordinator's registered process (empty: no check)
   uint64_t attached_ = 0;
   std::unique_ptr<transport::ShmChannelServer> channel_;  // last: stops before the rest goes
 };

@@ -81,6 +81,11 @@ void read_all(control::ControlMessage::Reader root) {
       (void)root.getNodeDead().getLeft();
       break;
     }
+    case control::ControlMessage::WORKER_REGISTERED: {  // a server: the rank's pid for its shared-memory channel
+      NodeInfo n = cc::read_node(root.getWorkerRegistered());
+      (void)(cc::describe(n) + std::to_string(n.rank) + std::to_string(n.pid));
+      break;
+    }
     case control::ControlMessage::ABORT: {
       auto a = root.getAbort();
       (void)std::string(a.getReason().cStr());

@@ -248,6 +248,11 @@ void control_seeds() {
   }
   {
     capnp::MallocMessageBuilder b;
+    control_codec::fill_node(node, b.initRoot<control::ControlMessage>().initWorkerRegistered());
+    save("fuzz_control_message", "worker-registered", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
     auto e = b.initRoot<control::ControlMessage>().initEpochEnter();
     e.setEpoch(3);
     e.setStep(936);

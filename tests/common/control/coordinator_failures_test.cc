@@ -1,6 +1,7 @@
 // The coordinator when nodes fail: silent, dead, stuck or short workers under each failure policy, launchers' and
 // pshard join's notices, a second registration of a live rank, mismatched barriers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "tests/common/control/coordinator_fixture.h"
 
@@ -305,6 +306,11 @@ TEST(Coordinator, ASecondRegistrationOfALiveWorkersRankIsRefusedUnlessItIsAResta
   ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kNodeDead, milliseconds(3000), &e));
   EXPECT_EQ(e.node.rank, 0u);
   EXPECT_NE(e.reason.find("replaced by a new process"), std::string::npos) << e.reason;
+  // The server hears of the new process (its shared-memory channel admits that pid for the rank from now on).
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kWorkerRegistered, milliseconds(3000), &e));
+  EXPECT_EQ(e.node.role, NodeRole::kWorker);
+  EXPECT_EQ(e.node.rank, 0u);
+  EXPECT_EQ(e.node.pid, ::getpid());
   nodes[1].reset();
   again.leave(0);
   nodes[2]->leave(0);

@@ -63,10 +63,11 @@ int run(int argc, char** argv) {
   static std::atomic<bool> aborted{false};
   cluster.on_event([](const pshard::ClusterEvent& e) {
     if (e.kind == pshard::ClusterEvent::Kind::kAbort) aborted = true;
-    const char* kind = e.kind == pshard::ClusterEvent::Kind::kNodeDead     ? "node-dead"
-                       : e.kind == pshard::ClusterEvent::Kind::kAbort      ? "abort"
-                       : e.kind == pshard::ClusterEvent::Kind::kWorkerLeft ? "worker-left"
-                                                                           : "shutdown";
+    const char* kind = e.kind == pshard::ClusterEvent::Kind::kNodeDead           ? "node-dead"
+                       : e.kind == pshard::ClusterEvent::Kind::kAbort            ? "abort"
+                       : e.kind == pshard::ClusterEvent::Kind::kWorkerLeft       ? "worker-left"
+                       : e.kind == pshard::ClusterEvent::Kind::kWorkerRegistered ? "worker-registered"
+                                                                                 : "shutdown";
     std::printf("event %s %s %u t_ms=%lld reason=%s\n", kind, pshard::role_name(e.node.role), e.node.rank, wall_ms(),
                 e.reason.c_str());
     std::fflush(stdout);

@@ -554,6 +554,10 @@ TEST(WorkerJoin, KilledWorkerIsRestartedAndRejoinsTheRunningJob) {
   auto sent = [](const Json& e) { return e.at("bytes_sent").as_number() + e.at("shm_bytes_sent").as_number(); };
   EXPECT_EQ(sent(epochs.back()), sent(epochs.front()));
   EXPECT_GT(sent(epochs.back()), 0.0);
+  // The restarted worker shares memory with the servers again: they heard of its registration, so their channels
+  // admit its new process for rank 1.
+  EXPECT_EQ(epochs.back().at("shm_bytes_sent").as_number(), epochs.front().at("shm_bytes_sent").as_number());
+  EXPECT_GT(epochs.back().at("shm_bytes_sent").as_number(), 0.0);
   pshard::testing::remove_dir_if_passed(dir);
 }
 

@@ -38,7 +38,8 @@ struct Job {
   std::vector<TensorSpec> tensors;
   uint64_t slice_bytes;
   Job(uint32_t s, uint32_t w, Consistency mode, PayloadTransport t, const std::string& optimizer = "momentum",
-      std::vector<TensorSpec> model = kTensors, uint64_t slice = kSliceBytes)
+      std::vector<TensorSpec> model = kTensors, uint64_t slice = kSliceBytes,
+      const std::vector<int64_t>& worker_pids = {})
       : transport(t), tensors(std::move(model)), slice_bytes(slice) {
     for (uint32_t r = 0; r < s; ++r) {
       KvServerOptions o;
@@ -54,6 +55,7 @@ struct Job {
       o.optimizer = optim::make_optimizer(p);
       o.lr_at = [](int64_t) { return 0.1f; };
       o.transport = t;
+      o.worker_pids = worker_pids;
       servers.push_back(std::make_unique<KvServer>(o));
       endpoints.push_back(servers.back()->endpoint());
     }
@@ -300,6 +302,88 @@ TEST(KvSharedMemory, ALiveWorkersSegmentIsNotReplacedByAnotherProcess) {
   EXPECT_EQ(channel_request(job, "job", "1", exact, 1).rfind("ok", 0), 0u);  // its process ended: a restart
   EXPECT_EQ(channel_request(job, "job", "1", exact, 1).rfind("ok", 0), 0u);  // the same process again
   for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+}
+
+// A forked process of the job's user that asks the channel for worker `rank`'s place on request ('r': the reply
+// comes back; 'q': it ends).
+struct Stranger {
+  pid_t pid = -1;
+  int to[2] = {-1, -1}, from[2] = {-1, -1};
+  Stranger(const Job& job, const std::string& rank, size_t segment_bytes) {
+    EXPECT_EQ(::pipe(to), 0);
+    EXPECT_EQ(::pipe(from), 0);
+    pid = ::fork();
+    if (pid != 0) return;
+    for (char c = 0; ::read(to[0], &c, 1) == 1 && c == 'r';) {
+      const std::string reply = channel_request(job, "job", rank, segment_bytes, 1);
+      const uint32_t n = static_cast<uint32_t>(reply.size());
+      (void)!::write(from[1], &n, sizeof n);
+      (void)!::write(from[1], reply.data(), n);
+    }
+    ::_exit(0);
+  }
+  std::string ask() {
+    char c = 'r';
+    uint32_t n = 0;
+    if (::write(to[1], &c, 1) != 1 || ::read(from[0], &n, sizeof n) != sizeof n) return "(no reply)";
+    std::string reply(n, '\0');
+    size_t got = 0;
+    for (ssize_t k; got < n && (k = ::read(from[0], &reply[got], n - got)) > 0;) got += static_cast<size_t>(k);
+    return reply;
+  }
+  void end() {
+    char c = 'q';
+    (void)!::write(to[1], &c, 1);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    for (int fd : {to[0], to[1], from[0], from[1]}) ::close(fd);
+  }
+};
+
+// Only the process the coordinator registered for a rank may attach its push segment (KvServerOptions::worker_pids,
+// KvServer::worker_registered): another process of the job's user, which knows the token, is refused while the
+// registered one runs, and told to retry once it has ended (a restart whose registration is on its way).
+TEST(KvSharedMemory, OnlyTheProcessRegisteredForARankAttachesItsSegment) {
+  const int64_t self = ::getpid();
+  Job job(1, 2, Consistency::kBsp, PayloadTransport::kShm, "momentum", kTensors, kSliceBytes, {self, self});
+  const size_t exact = transport::SlotTable(SliceLayout(kTensors, kSliceBytes, 1), 0).bytes();
+  {
+    KvClient kv(job.client(0));  // the registered process: attached, its pushes through shared memory
+    for (const TensorSpec& t : kTensors) {
+      std::vector<float> w(t.numel, 0.0f);
+      kv.wait(kv.init(t.name, w.data(), w.size()));
+    }
+    std::vector<float> g(kTensors[0].numel, 1.0f), w(kTensors[0].numel, 0.0f);
+    KvClientOptions o1 = job.client(1);
+    KvClient kv1(o1);
+    auto a = kv.push_pull(kTensors[0].name, g.data(), w.data(), w.size(), 0);
+    auto b = kv1.push_pull(kTensors[0].name, g.data(), w.data(), w.size(), 0);
+    kv.wait(a);
+    kv1.wait(b);
+    EXPECT_GT(kv.traffic().shm_bytes_sent, 0u);
+  }
+  Stranger stranger(job, "1", exact);
+  ASSERT_GT(stranger.pid, 0);
+  std::string r = stranger.ask();
+  EXPECT_EQ(r.rfind("refused", 0), 0u) << r;
+  EXPECT_NE(r.find("process " + std::to_string(stranger.pid) + " is not worker 1: the coordinator registered process " +
+                   std::to_string(self) + " for that rank"),
+            std::string::npos)
+      << r;
+  // The coordinator registered the other process for rank 1 (a restart): it attaches, and this one no longer may.
+  job.servers[0]->worker_registered(1, stranger.pid);
+  r = stranger.ask();
+  EXPECT_EQ(r.rfind("ok", 0), 0u) << r;
+  r = channel_request(job, "job", "1", exact, 1);
+  EXPECT_NE(r.find("process " + std::to_string(self) + " is not worker 1"), std::string::npos) << r;
+  // Its process ended: until the server hears of the rank's next one, every other is asked to come back.
+  stranger.end();
+  r = channel_request(job, "job", "1", exact, 1);
+  EXPECT_EQ(r.rfind("retry", 0), 0u) << r;
+  EXPECT_NE(r.find("has not heard of worker 1's registration as process " + std::to_string(self)), std::string::npos)
+      << r;
+  job.servers[0]->worker_registered(1, self);
+  EXPECT_EQ(channel_request(job, "job", "1", exact, 1).rfind("ok", 0), 0u);
 }
 
 TEST(KvSharedMemory, ShmToAServerOnAnotherHostIsAnErrorAndAutoFallsBackToTcp) {
