@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/transport/frames.h"
+#include "common/transport/handshake_guard.h"
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
@@ -101,8 +102,9 @@ struct PeerAuthenticator::Impl {
   zmq::socket_t monitor;                 // PAIR receiving the socket's handshake-failure events
   Wakeup wake;
   std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> accepted{0}, refused{0}, failed{0};
+  std::atomic<uint64_t> accepted{0}, refused{0}, failed{0}, closed_handshakes{0};
   RefusalLog refusals;
+  HandshakeGuard guard;  // what a connection in its handshake may send (before `thread`, which uses it)
   std::thread thread;
 
   Impl(zmq::context_t& ctx, zmq::socket_t& socket, Mechanism m, const CurveKeys& keys, const std::string& job_token,
@@ -112,7 +114,8 @@ struct PeerAuthenticator::Impl {
         token(job_token),
         zap(ctx, zmq::socket_type::rep),
         monitor(ctx, zmq::socket_type::pair),
-        refusals(who) {
+        refusals(who),
+        guard(m, refusals) {
     if (m == Mechanism::kCurve && !decode_curve_key(keys.client_public, client_key)) {
       throw Error(who + ": the job's client public key is not Z85");
     }
@@ -128,7 +131,8 @@ struct PeerAuthenticator::Impl {
     }
     const std::string monitor_ep = monitor_endpoint(this, "auth-monitor");
     if (zmq_socket_monitor(socket.handle(), monitor_ep.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
       throw Error(who + ": cannot monitor the socket's handshakes: " + zmq_strerror(zmq_errno()));
     }
     monitor.set(zmq::sockopt::linger, 0);
@@ -192,6 +196,14 @@ struct PeerAuthenticator::Impl {
     uint16_t event = 0;
     uint32_t value = 0;
     if (!read_event(ev, event, value)) return;
+    if (event == ZMQ_EVENT_ACCEPTED || event == ZMQ_EVENT_DISCONNECTED) {  // the value is the connection's descriptor
+      if (event == ZMQ_EVENT_ACCEPTED) {
+        guard.accepted(static_cast<int>(value));
+      } else {
+        guard.disconnected(static_cast<int>(value));
+      }
+      return;
+    }
     ++failed;
     refusals.add(ev[1].to_string(), "handshake " + std::to_string(event) + "/" + std::to_string(value),
                  "refused a connection on " + ev[1].to_string() + ": " +
@@ -200,14 +212,17 @@ struct PeerAuthenticator::Impl {
 
   void loop() {
     std::vector<zmq::message_t> frames;
+    bool handshaking = false;  // some connection is in its handshake: the guard looks again soon
     while (!stopping) {
       zmq::pollitem_t items[] = {
           {zap.handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 3, std::chrono::milliseconds(1000));
+        zmq::poll(items, 3, handshaking ? HandshakeGuard::kCheckInterval : std::chrono::milliseconds(1000));
         if (items[2].revents & ZMQ_POLLIN) wake.drain();
         while (recv_frames(zap, frames)) answer(frames);
         while (recv_frames(monitor, frames)) on_monitor_event(frames);
+        handshaking = guard.check();
+        closed_handshakes = guard.closed();
         refusals.flush();
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
@@ -231,6 +246,7 @@ PeerAuthenticator::~PeerAuthenticator() = default;
 uint64_t PeerAuthenticator::accepted() const { return impl_ ? impl_->accepted.load() : 0; }
 uint64_t PeerAuthenticator::refused() const { return impl_ ? impl_->refused.load() : 0; }
 uint64_t PeerAuthenticator::failed_handshakes() const { return impl_ ? impl_->failed.load() : 0; }
+uint64_t PeerAuthenticator::closed_handshakes() const { return impl_ ? impl_->closed_handshakes.load() : 0; }
 
 HandshakeWatch::HandshakeWatch(zmq::context_t& ctx, zmq::socket_t& socket, Mechanism mechanism)
     : mechanism_(mechanism), monitor_(ctx, zmq::socket_type::pair) {

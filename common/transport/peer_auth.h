@@ -28,7 +28,8 @@ constexpr const char* kPlainUser = "pshard";
 // until its last one arrives, so a peer that sends frame after frame marked "more to come" makes the receiver
 // hold all of them before any code of ours sees the message. Until a peer's handshake has passed, libzmq reads
 // nothing from it but the handshake itself (at most one frame, under the socket's ZMQ_MAXMSGSIZE, for at most
-// kHandshakeTimeout). PLAIN sends the token in clear, as the headers of a plaintext job already do.
+// kHandshakeTimeout; HandshakeGuard closes it once more than a handshake's bytes arrived). PLAIN sends the token in
+// clear, as the headers of a plaintext job already do.
 enum class Mechanism { kNull, kPlain, kCurve };
 Mechanism job_mechanism(const CurveKeys& keys, const std::string& job_token);
 const char* mechanism_name(Mechanism m);  // "NULL", "PLAIN", "CURVE"
@@ -47,7 +48,9 @@ void apply_client_auth(zmq::socket_t& socket, const CurveKeys& keys, const std::
 // inproc://zeromq.zap.01 of `ctx`, so at most one per context) accepts only the job's client key (CURVE) or
 // token (PLAIN), and a socket monitor logs handshakes that fail (a peer speaking another mechanism, a wrong
 // server key). Refusals are logged as "<who>: refused ..." (per peer address and kind: the first at once, then a
-// count per 10 s; transport::RefusalLog). Also sets the handshake timeout (kHandshakeTimeout).
+// count per 10 s; transport::RefusalLog). A connection that sends more than a handshake needs before it passed, or
+// one too many in their handshake at once, is closed (HandshakeGuard). Also sets the handshake timeout
+// (kHandshakeTimeout).
 // Construct before bind() on the thread that owns `socket`; destroy before `ctx`. With the NULL mechanism it only
 // sets the handshake timeout.
 //
@@ -66,6 +69,7 @@ class PeerAuthenticator {
   uint64_t accepted() const;           // handshakes with the job's key or token
   uint64_t refused() const;            // handshakes with another key or token (ZAP status 400)
   uint64_t failed_handshakes() const;  // handshakes that failed before ZAP (another mechanism, wrong server key)
+  uint64_t closed_handshakes() const;  // connections closed in their handshake for its size (HandshakeGuard)
 
  private:
   struct Impl;

@@ -9,18 +9,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/transport/handshake_guard.h"
 #include "common/transport/peer_auth.h"
+#include "tests/support/raw_handshake.h"
 
 namespace pshard::transport {
 namespace {
@@ -155,8 +160,11 @@ TEST(CurveKeys, ConfigDecidesWhetherKeysAreNeededAndWhere) {
 // A ROUTER that echoes every message; `keys` empty: plaintext.
 class EchoServer {
  public:
-  explicit EchoServer(const CurveKeys& keys, const std::string& token = "") : router_(ctx_, zmq::socket_type::router) {
+  // `max_frame_bytes`: the router's ZMQ_MAXMSGSIZE (a server's data-plane limit is 16 MiB); 0: none.
+  explicit EchoServer(const CurveKeys& keys, const std::string& token = "", int64_t max_frame_bytes = 0)
+      : router_(ctx_, zmq::socket_type::router) {
     router_.set(zmq::sockopt::linger, 0);
+    if (max_frame_bytes > 0) router_.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
     curve_ = std::make_unique<PeerAuthenticator>(ctx_, router_, keys, token, "echo server");
     router_.bind("tcp://127.0.0.1:*");
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
@@ -324,6 +332,130 @@ TEST(PeerAuthenticator, OnlyClientsWithTheJobsKeysGetThrough) {
   EXPECT_TRUE(echoed(
       server.endpoint(), [&](zmq::socket_t& s) { apply_curve_client(s, job); }, milliseconds(5000)));
   EXPECT_EQ(server.received(), 2);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kInstrumented = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kInstrumented = true;
+#else
+constexpr bool kInstrumented = false;
+#endif
+#else
+constexpr bool kInstrumented = false;
+#endif
+
+// "VmRSS" or "VmHWM" of this process in KiB.
+int64_t own_status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// Before its handshake has passed, a connection may make the process hold one frame of up to the socket's frame
+// limit (libzmq allocates what the frame announces). 20 connections that each announce 15 MiB and send it, as fast
+// as loopback carries it, are closed long before the handshake timeout, and the process grows by far less than
+// their 300 MiB; the job's own clients still get through.
+TEST(PeerAuthenticator, ConnectionsSendingMoreThanAHandshakeBeforeItPassedAreClosed) {
+  constexpr int64_t kServerFrameLimit = int64_t(16) << 20;
+  EchoServer server(CurveKeys{}, "job-token", kServerFrameLimit);
+  constexpr int kConnections = 20;
+  constexpr size_t kFrame = size_t(15) << 20;
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM starts again from VmRSS
+  const int64_t before = own_status_kib("VmRSS");
+  std::vector<double> closed_after(kConnections, -1);
+  std::vector<std::thread> peers;
+  for (int i = 0; i < kConnections; ++i) {
+    peers.emplace_back(
+        [&, i] { closed_after[i] = pshard::testing::stalled_handshake(server.endpoint(), kFrame, kFrame); });
+  }
+  for (auto& t : peers) t.join();
+  const int64_t peak = own_status_kib("VmHWM");
+  const double timeout_s = std::chrono::duration<double>(kHandshakeTimeout).count();
+  for (int i = 0; i < kConnections; ++i) {
+    EXPECT_GT(closed_after[i], 0.0) << "connection " << i << " was not closed within 30 s";
+    EXPECT_LT(closed_after[i], timeout_s / 4) << "connection " << i << " was closed by the handshake timeout only";
+  }
+  EXPECT_TRUE(eventually([&] { return server.curve().closed_handshakes() >= kConnections; }, milliseconds(2000)))
+      << server.curve().closed_handshakes();
+  std::printf("%d connections announcing %zu MiB: closed after %.3f s at most; RSS %lld KiB -> peak %lld KiB\n",
+              kConnections, kFrame >> 20, *std::max_element(closed_after.begin(), closed_after.end()),
+              static_cast<long long>(before), static_cast<long long>(peak));
+  // (A sanitizer's shadow memory and its slower guard thread make the figure meaningless there.)
+  if (!kInstrumented) {
+    EXPECT_LT(peak - before, int64_t(96) << 10) << "KiB grown by the stalled handshakes";
+  }
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-token"); }, milliseconds(5000)));
+}
+
+// No more than HandshakeGuard::kMaxPending connections may be in their handshake at once: the oldest of a flood
+// of connections that each send less than the byte limit are closed, and the job's own client, whose handshake
+// passes in milliseconds, still gets through meanwhile.
+TEST(PeerAuthenticator, TheOldestOfTooManyConnectionsInTheirHandshakeAreClosed) {
+  EchoServer server(CurveKeys{}, "job-token", int64_t(16) << 20);
+  constexpr size_t kOver = 24;
+  const size_t connections = HandshakeGuard::kMaxPending + kOver;
+  std::vector<double> closed_after(connections, -1);
+  std::vector<std::thread> peers;
+  for (size_t i = 0; i < connections; ++i) {
+    peers.emplace_back([&, i] {
+      closed_after[i] = pshard::testing::stalled_handshake(server.endpoint(), size_t(1) << 20, 1024, 4.0);
+    });
+    std::this_thread::sleep_for(milliseconds(1));  // an order of arrival
+  }
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_TRUE(echoed(
+      server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-token"); }, milliseconds(2000)));
+  for (auto& t : peers) t.join();
+  size_t closed = 0, first_open = connections;
+  for (size_t i = 0; i < connections; ++i) {
+    if (closed_after[i] > 0) {
+      ++closed;
+    } else if (first_open == connections) {
+      first_open = i;
+    }
+  }
+  // kOver of them, and one more for the client's own connection while it was in its handshake; all from the first.
+  EXPECT_GE(closed, kOver);
+  EXPECT_LE(closed, kOver + 1);
+  EXPECT_EQ(first_open, closed) << "closed connections are not the oldest";
+  EXPECT_EQ(server.curve().closed_handshakes(), closed);
+}
+
+// A client's first messages are queued before its handshake and sent right after it passed: large ones (8 MiB,
+// over the guard's 16 KiB) must not be taken for an oversized handshake, with PLAIN or CURVE.
+TEST(PeerAuthenticator, LargeMessagesRightAfterTheHandshakeAreNotTakenForOne) {
+  std::vector<std::pair<CurveKeys, std::string>> jobs = {{CurveKeys{}, "job-token"}};
+  if (curve_available()) jobs.emplace_back(generate_curve_keys(), "");
+  for (const auto& [keys, token] : jobs) {
+    EchoServer server(keys, token, int64_t(16) << 20);
+    for (int client = 0; client < 4; ++client) {
+      zmq::context_t ctx(1);
+      zmq::socket_t d(ctx, zmq::socket_type::dealer);
+      d.set(zmq::sockopt::linger, 0);
+      if (keys.enabled()) {
+        apply_curve_client(d, keys);
+      } else {
+        apply_client_auth(d, {}, token);
+      }
+      d.connect(server.endpoint());
+      const std::string big(size_t(8) << 20, static_cast<char>('a' + client));
+      for (int m = 0; m < 3; ++m) d.send(zmq::buffer(big), zmq::send_flags::none);
+      for (int m = 0; m < 3; ++m) {
+        zmq::pollitem_t item{d.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, milliseconds(10000));
+        zmq::message_t reply;
+        ASSERT_TRUE(d.recv(reply, zmq::recv_flags::dontwait)) << mechanism_name(server.curve().mechanism());
+        EXPECT_EQ(reply.size(), big.size());
+      }
+    }
+    EXPECT_EQ(server.curve().closed_handshakes(), 0u) << mechanism_name(server.curve().mechanism());
+    EXPECT_EQ(server.received(), 12);
+  }
 }
 
 // A TCP relay on 127.0.0.1 that records every byte the client sends.

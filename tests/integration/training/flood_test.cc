@@ -23,6 +23,7 @@
 #include <zmq.hpp>
 
 #include "common/transport/peer_auth.h"
+#include "tests/support/raw_handshake.h"
 #include "tests/support/run_helpers.h"
 
 namespace {
@@ -143,55 +144,6 @@ void flood(const std::string& endpoint, uint32_t seed, const std::string& token)
   unfinished_message(ctx, endpoint, "another-job");
 }
 
-// A raw TCP peer that starts a ZMTP 3.0 PLAIN handshake and stops inside its first command frame, which it
-// announces at `frame_bytes`: the most an unauthenticated connection can make the target hold. Returns the
-// seconds until the target closed the connection (kHandshakeTimeout), or -1 when it did not within 30 s.
-double stalled_handshake(const std::string& endpoint, size_t frame_bytes) {
-  const size_t colon = endpoint.rfind(':');
-  const int port = std::stoi(endpoint.substr(colon + 1));
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  std::string greeting(64, '\0');  // signature, version 3.0, mechanism "PLAIN", as-server 0, filler
-  greeting[0] = '\xff';
-  greeting[9] = '\x7f';
-  greeting[10] = 3;
-  std::memcpy(&greeting[12], "PLAIN", 5);
-  std::string head(9, '\0');  // a long command frame: flags 0x06, then the 8-byte big-endian size
-  head[0] = '\x06';
-  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((uint64_t(frame_bytes) >> (8 * (7 - i))) & 0xff);
-  const std::string body(frame_bytes - 1, 'h');
-  const auto start = Clock::now();
-  (void)!::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL);
-  (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
-  for (size_t sent = 0; sent < body.size();) {
-    const ssize_t n = ::send(fd, body.data() + sent, body.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
-  double closed_after = -1;
-  char buf[256];
-  while (Clock::now() - start < std::chrono::seconds(30)) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);  // the target's greeting, then EOF
-      if (n <= 0) {
-        closed_after = std::chrono::duration<double>(Clock::now() - start).count();
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  return closed_after;
-}
-
 std::string run_unattacked(const std::string& dir) {
   std::filesystem::create_directories(dir);
   const int rc = pshard::testing::run_with_timeout(launch_command(dir + "/run"), 240, dir + "/log");
@@ -236,10 +188,10 @@ TEST(Flood, GarbageAndOversizedFramesLeaveMemoryLogAndModelBounded) {
   const auto started = Clock::now();
   const std::string token = job_token_of(server_pid);
   ASSERT_FALSE(token.empty()) << "no PSHARD_JOB_TOKEN in the server's environment";
-  // Meanwhile a handshake that stops inside its first frame is dropped after the handshake timeout (the frame is
-  // at most the socket's frame limit: 4 MiB here).
+  // Meanwhile a handshake that stops inside its first frame (announced at 4 MiB, 1 KiB of it sent: under what
+  // HandshakeGuard closes at once) is dropped after the handshake timeout.
   double dropped_after = -1;
-  std::thread c([&] { dropped_after = stalled_handshake(server_ep, size_t(4) << 20); });
+  std::thread c([&] { dropped_after = pshard::testing::stalled_handshake(server_ep, size_t(4) << 20, 1024); });
   std::thread a([&] { flood(server_ep, 1, token); });
   std::thread b([&] { flood(coord_ep, 2, token); });
   a.join();
