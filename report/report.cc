@@ -69,41 +69,72 @@ std::string cfg(const RunMetrics& r, const std::string& key, const std::string& 
 
 // ---- CSV tables ------------------------------------------------------------
 
+// The names of the programs' own figures (ps.report(figures=...)) in any epoch of any run, sorted: a column each.
+std::vector<std::string> figure_names(const std::vector<RunMetrics>& runs) {
+  std::set<std::string> names;
+  for (const RunMetrics& r : runs) {
+    for (const EpochRecord& e : r.epochs) {
+      for (const auto& [name, value] : e.figures) names.insert(name);
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+// A run's final value of its own figure `name` (its summary's, else its last epoch's), if it has one.
+std::optional<double> final_figure(const RunMetrics& r, const std::string& name) {
+  const std::map<std::string, double>& f =
+      r.summary ? r.summary->figures : (r.epochs.empty() ? std::map<std::string, double>{} : r.epochs.back().figures);
+  auto it = f.find(name);
+  if (it != f.end()) return it->second;
+  return std::nullopt;
+}
+
+std::optional<double> epoch_figure(const EpochRecord& e, const std::string& name) {
+  auto it = e.figures.find(name);
+  if (it != e.figures.end()) return it->second;
+  return std::nullopt;
+}
+
 void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs,
                     const std::vector<std::string>& labels) {
-  CsvFile f(path,
-            {"run",           "dir",        "label",         "model",  "optimizer", "mode",         "workers",
-             "servers",       "batch_size", "global_batch",  "epochs", "steps",     "train_loss",   "train_acc",
-             "test_loss",     "test_acc",   "samples_per_s", "wall_s", "finished",  "gpu_util_pct", "gpu_mem_peak_mib",
-             "skipped_steps", "loss_scale"});
+  std::vector<std::string> columns = {
+      "run",           "dir",        "label",         "model",  "optimizer", "mode",         "workers",
+      "servers",       "batch_size", "global_batch",  "epochs", "steps",     "train_loss",   "train_acc",
+      "test_loss",     "test_acc",   "samples_per_s", "wall_s", "finished",  "gpu_util_pct", "gpu_mem_peak_mib",
+      "skipped_steps", "loss_scale"};
+  const std::vector<std::string> figures = figure_names(runs);
+  columns.insert(columns.end(), figures.begin(), figures.end());
+  CsvFile f(path, columns);
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
-    f.row({r.name,
-           r.dir,
-           labels[i],
-           s.model.empty() ? cfg(r, "model.name", "") : s.model,
-           s.optimizer.empty() ? cfg(r, "optimizer.name", "") : s.optimizer,
-           s.mode,
-           std::to_string(s.workers),
-           std::to_string(s.servers),
-           s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
-           s.global_batch ? std::to_string(s.global_batch) : "",
-           std::to_string(r.epochs.size()),
-           r.epochs.empty() ? "" : std::to_string(r.epochs.back().step),
-           opt(s.train_loss),
-           opt(s.train_acc),
-           opt(s.test_loss),
-           opt(s.test_acc),
-           opt(s.samples_per_s),
-           opt(s.wall_s),
-           r.summary            ? "yes"
-           : !r.aborted.empty() ? "aborted"
-                                : "no",
-           opt(s.gpu_util_pct),
-           s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "",
-           opt(s.skipped_steps),
-           opt(s.loss_scale)});
+    std::vector<std::string> row = {r.name,
+                                    r.dir,
+                                    labels[i],
+                                    s.model.empty() ? cfg(r, "model.name", "") : s.model,
+                                    s.optimizer.empty() ? cfg(r, "optimizer.name", "") : s.optimizer,
+                                    s.mode,
+                                    std::to_string(s.workers),
+                                    std::to_string(s.servers),
+                                    s.batch_size ? std::to_string(s.batch_size) : cfg(r, "train.batch_size", ""),
+                                    s.global_batch ? std::to_string(s.global_batch) : "",
+                                    std::to_string(r.epochs.size()),
+                                    r.epochs.empty() ? "" : std::to_string(r.epochs.back().step),
+                                    opt(s.train_loss),
+                                    opt(s.train_acc),
+                                    opt(s.test_loss),
+                                    opt(s.test_acc),
+                                    opt(s.samples_per_s),
+                                    opt(s.wall_s),
+                                    r.summary            ? "yes"
+                                    : !r.aborted.empty() ? "aborted"
+                                                         : "no",
+                                    opt(s.gpu_util_pct),
+                                    s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "",
+                                    opt(s.skipped_steps),
+                                    opt(s.loss_scale)};
+    for (const std::string& name : figures) row.push_back(opt(final_figure(r, name)));
+    f.row(row);
   }
   f.close();
 }
@@ -120,6 +151,8 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
   epoch_columns.push_back("gpu_mem_peak_mib");
   epoch_columns.push_back("skipped_steps");
   epoch_columns.push_back("loss_scale");
+  const std::vector<std::string> figures = figure_names(runs);
+  epoch_columns.insert(epoch_columns.end(), figures.begin(), figures.end());
   CsvFile epochs(epochs_path, epoch_columns);
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const StepRecord& s : runs[i].steps) {
@@ -137,6 +170,7 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
       row.push_back(e.gpu_mem_peak_bytes ? num(*e.gpu_mem_peak_bytes / kMiB) : "");
       row.push_back(opt(e.skipped_steps));
       row.push_back(opt(e.loss_scale));
+      for (const std::string& name : figures) row.push_back(opt(epoch_figure(e, name)));
       epochs.row(row);
     }
   }
@@ -475,10 +509,14 @@ std::string report_markdown(const ReportResult& res, const PlotOutcome& plots,
     << "Final values are those of the last epoch; accuracy is a fraction (0..1); samples/s counts training samples "
        "of all workers per training second; wall time includes evaluation; GPU util is the mean NVML utilisation of "
        "the workers' GPUs over the training time, GPU mem the highest memory use of one of them (n/a: no worker "
-       "sampled a GPU).\n\n"
+       "sampled a GPU). Figures of the programs' own (`ps.report(figures=...)`) follow under their names.\n\n"
     << "| run | label | model | optimizer | mode | W | S | batch/worker | epochs | steps | train loss | test loss | "
-       "test acc | samples/s | wall (s) | GPU util (%) | GPU mem (MiB) |\n"
-    << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       "test acc | samples/s | wall (s) | GPU util (%) | GPU mem (MiB) |";
+  const std::vector<std::string> figures = figure_names(runs);
+  for (const std::string& name : figures) m << " " << md_cell(name) << " |";
+  m << "\n|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  for (size_t i = 0; i < figures.size(); ++i) m << "---:|";
+  m << "\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const SummaryRecord s = r.summary.value_or(SummaryRecord{});
@@ -495,7 +533,9 @@ std::string report_markdown(const ReportResult& res, const PlotOutcome& plots,
       << " | " << (last ? opt(last->test_loss, 4, "n/a") : "n/a") << " | "
       << (last ? opt(last->test_acc, 4, "n/a") : "n/a") << " | " << opt(s.samples_per_s, 4, "n/a") << " | "
       << opt(s.wall_s, 4, "n/a") << " | " << opt(s.gpu_util_pct, 3, "n/a") << " | "
-      << (s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "n/a") << " |\n";
+      << (s.gpu_mem_peak_bytes ? num(*s.gpu_mem_peak_bytes / kMiB) : "n/a") << " |";
+    for (const std::string& name : figures) m << " " << opt(final_figure(r, name), 4, "n/a") << " |";
+    m << "\n";
   }
   m << "\n## Convergence\n\n";
   m << png_line(plots, "loss_vs_step.png", "training loss vs step")

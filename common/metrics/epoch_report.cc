@@ -2,6 +2,7 @@
 #include "common/metrics/epoch_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "common/error.h"
@@ -35,7 +36,18 @@ Json WorkerEpochReport::to_json() const {
   j.set("shm_bytes_sent", shm_bytes_sent).set("shm_bytes_recv", shm_bytes_recv);
   if (has_gpu) j.set("gpu_util_pct", gpu_util_pct).set("gpu_mem_peak_bytes", gpu_mem_peak_bytes);
   if (has_loss_scale) j.set("loss_scale", loss_scale).set("skipped_steps", skipped_steps);
+  if (!figures.empty()) {
+    Json f = Json::object();
+    for (const auto& [name, value] : figures) f.set(name, value);
+    j.set("figures", f);
+  }
   return j;
+}
+
+bool valid_figure_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || !std::isalpha(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
@@ -116,6 +128,20 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
     }
     r.skipped_steps = static_cast<int64_t>(count("skipped_steps", kMaxCount));
   }
+  if (j.has("figures")) {  // optional: a program's own figures
+    const Json& f = j.at("figures");
+    if (f.type() != Json::Type::kObject || f.items().size() > kMaxFigures) {
+      throw Error("worker epoch report: field 'figures': not an object of at most " + std::to_string(kMaxFigures) +
+                  " named numbers");
+    }
+    for (const auto& [name, value] : f.items()) {
+      if (!valid_figure_name(name) || !value.is_numeric()) {
+        throw Error("worker epoch report: figure '" + name.substr(0, 64) +
+                    "': a name of [A-Za-z0-9_] starting with a letter (at most 64) and a number are needed");
+      }
+      r.figures[name] = value.as_number();
+    }
+  }
   return r;
 }
 
@@ -152,7 +178,11 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   bool scaled = false;
   double loss_scale = 0;
   int64_t skipped = 0;
+  std::map<std::string, Mean> figures;  // a program's own, weighted by the test samples or the samples behind them
   for (const WorkerEpochReport& r : reports) {
+    for (const auto& [name, value] : r.figures) {
+      figures[name].add(true, value, r.evaluated && r.test_n > 0 ? r.test_n : std::max<int64_t>(r.samples, 1), true);
+    }
     if (r.has_loss_scale) {
       scaled = true;
       loss_scale = std::max(loss_scale, r.loss_scale);
@@ -225,6 +255,11 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   e.set("shm_bytes_per_host_step", steps > 0 ? Json(shm_max / static_cast<double>(steps)) : Json());
   if (gpu_util.n > 0) e.set("gpu_util_pct", gpu_util.value()).set("gpu_mem_peak_bytes", gpu_mem_peak);
   if (scaled) e.set("loss_scale", loss_scale).set("skipped_steps", skipped);
+  if (!figures.empty()) {
+    Json f = Json::object();
+    for (const auto& [name, mean] : figures) f.set(name, mean.value());
+    e.set("figures", f);
+  }
   if (reports.size() > 1 || first.bytes_sent + first.bytes_recv > 0) e.set("workers", workers);
   return e;
 }
@@ -288,6 +323,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("shm_bytes_per_host_step", steps_ > 0 ? Json(shm_max / steps_) : Json());
   if (has_gpu_) s.set("gpu_util_pct", gpu_util_weighted_ / gpu_util_s_).set("gpu_mem_peak_bytes", gpu_mem_peak_);
   if (has_loss_scale_) s.set("loss_scale", last("loss_scale")).set("skipped_steps", skipped_steps_);
+  if (last_.has("figures")) s.set("figures", last("figures"));  // as test_acc: the last epoch's
   return s;
 }
 

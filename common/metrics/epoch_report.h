@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct WorkerEpochReport {
   bool has_loss_scale = false;
   double loss_scale = 0;      // the scale at the end of the epoch
   int64_t skipped_steps = 0;  // steps of the epoch skipped since some worker's gradients were not finite
+  // A program's own figures of the epoch by name (pshard_report_figure: "test_auc", "test_logloss"): the epoch
+  // line's `figures` holds each one's mean over the workers that reported it, weighted by their test_n when they
+  // evaluated, else by their samples. Names: valid_figure_name().
+  std::map<std::string, double> figures;
+  static constexpr size_t kMaxFigures = 16;
 
   // Fills the gpu fields from what `sampler` gathered since its last take (nothing when it is null or has nothing).
   void take_gpu_usage(GpuSampler* sampler);
@@ -68,13 +74,16 @@ struct WorkerEpochReport {
   static WorkerEpochReport from_json(const Json& j);
 };
 
+// A name a program may give its own figure: 1-64 characters of [A-Za-z0-9_], starting with a letter.
+bool valid_figure_name(const std::string& name);
+
 // The `epoch` event of docs/METRICS.md from the reports of every worker for
 // the same epoch (any order). Its `hosts` list sums the payload bytes of the workers of each host (network and
 // shared memory apart), and network_bytes_per_host_step / shm_bytes_per_host_step are the busiest host's per step. Each
 // figure combines the workers that measured it (null when none did); a non-finite one makes the combined figure
 // non-finite. gpu_util_pct (mean over the workers that sampled a GPU) and gpu_mem_peak_bytes (the highest of theirs)
 // are there only when some worker sampled one; loss_scale and skipped_steps (the highest of the workers': in a sync job
-// they agree) only when the workers scale the loss.
+// they agree) only when the workers scale the loss; `figures` only when some worker named one.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
 // Totals over the run, fed with every combined `epoch` event; summary()

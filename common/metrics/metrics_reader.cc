@@ -106,6 +106,17 @@ class LineReader {
   }
   const Json& json() const { return obj_; }
   const std::string& where() const { return where_; }
+  // The `figures` object of a program's own figures (empty when absent); each a number, or "nan"/"inf"/"-inf".
+  std::map<std::string, double> figures() const {
+    std::map<std::string, double> out;
+    if (!obj_.has("figures") || obj_.at("figures").is_null()) return out;
+    if (obj_.at("figures").type() != Json::Type::kObject) fail("figures", "expected an object");
+    for (const auto& [name, value] : obj_.at("figures").items()) {
+      if (!value.is_numeric()) fail("figures", "'" + name + "' is not a number");
+      out[name] = value.as_number();
+    }
+    return out;
+  }
   std::string opt_string(const std::string& field) const {
     if (!obj_.has(field) || obj_.at(field).is_null()) return "";
     const Json& v = obj_.at(field);
@@ -157,6 +168,7 @@ EpochRecord read_epoch(const LineReader& r) {
   e.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
   e.loss_scale = r.opt_number("loss_scale");
   e.skipped_steps = r.opt_number("skipped_steps");
+  e.figures = r.figures();
   return e;
 }
 
@@ -193,6 +205,7 @@ SummaryRecord read_summary(const LineReader& r) {
   s.gpu_mem_peak_bytes = r.opt_number("gpu_mem_peak_bytes");
   s.loss_scale = r.opt_number("loss_scale");
   s.skipped_steps = r.opt_number("skipped_steps");
+  s.figures = r.figures();
   s.bytes_sent = r.opt_number("bytes_sent");
   s.bytes_recv = r.opt_number("bytes_recv");
   s.network_bytes_per_host_step = r.opt_number("network_bytes_per_host_step");

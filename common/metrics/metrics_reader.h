@@ -34,6 +34,7 @@ struct EpochRecord {
   std::optional<double> fp32_bytes_sent, fp32_bytes_recv;  // absent in runs recorded before compression existed
   std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
   std::optional<double> loss_scale, skipped_steps;         // only where the workers scaled the loss
+  std::map<std::string, double> figures;                   // a program's own (ps.report(figures=...)), by name
 };
 
 // One server's `server_phases` entry of the summary.
@@ -50,6 +51,7 @@ struct SummaryRecord {
   std::optional<double> samples_per_s, wall_s, lr, bytes_sent, bytes_recv;
   std::optional<double> gpu_util_pct, gpu_mem_peak_bytes;  // only where a worker sampled its GPU through NVML
   std::optional<double> loss_scale, skipped_steps;         // only where the workers scaled the loss
+  std::map<std::string, double> figures;                   // the last epoch's own figures of the program, by name
   // The busiest host's payload bytes per step, through sockets and through shared memory (absent in runs recorded
   // before hosts were counted).
   std::optional<double> network_bytes_per_host_step, shm_bytes_per_host_step;

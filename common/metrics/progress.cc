@@ -22,6 +22,14 @@ std::string number_or_dash(const Json& v, const char* fmt) {
 
 Json field(const Json& j, const char* key) { return j.has(key) ? j.at(key) : Json(); }
 
+// "  test_auc 0.7912  test_logloss 0.4521": a program's own figures (the `figures` object), when it has any.
+std::string own_figures(const Json& j) {
+  std::string out;
+  if (!j.has("figures") || j.at("figures").type() != Json::Type::kObject) return out;
+  for (const auto& [name, value] : j.at("figures").items()) out += "  " + name + " " + number_or_dash(value, "%.4f");
+  return out;
+}
+
 }  // namespace
 
 std::string format_epoch_line(const Json& e, int64_t epochs) {
@@ -44,7 +52,7 @@ std::string format_epoch_line(const Json& e, int64_t epochs) {
                 number_or_dash(field(e, "test_loss"), "%.4f").c_str(), percent_or_dash(field(e, "test_acc")).c_str(),
                 number_or_dash(field(e, "samples_per_s"), "%.0f").c_str(),
                 number_or_dash(field(e, "epoch_s"), "%.1f").c_str());
-  std::string line = buf;
+  std::string line = buf + own_figures(e);
   // Loss scaling: the scale the epoch ended with, and how many of its steps were skipped.
   if (e.has("loss_scale") && e.at("loss_scale").is_numeric()) {
     line += "  loss scale " + number_or_dash(e.at("loss_scale"), "%g") + ", " +
@@ -61,6 +69,8 @@ std::string format_summary_line(const Json& s, const std::string& run_dir) {
                 number_or_dash(field(s, "epochs"), "%.0f").c_str(), number_or_dash(field(s, "wall_s"), "%.1f").c_str(),
                 number_or_dash(field(s, "samples_per_s"), "%.0f").c_str(), run_dir.c_str());
   std::string line = buf;
+  const std::string figures = own_figures(s);
+  if (!figures.empty()) line += ";" + figures.substr(1);
   // "model_file" is null when no worker saved the model (all of them died, or no run directory).
   if (s.has("model_file") && s.at("model_file").is_string()) line += "; model " + s.at("model_file").as_string();
   if (s.has("model_file") && s.at("model_file").is_null()) line += "; no model was saved";

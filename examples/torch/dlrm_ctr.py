@@ -22,10 +22,10 @@ Rank r makes its own training samples, new ones each epoch (--steps-per-epoch x 
 epoch)): click logs are read once, as DLRM trains on them. Every rank makes the same test set from the seed and
 evaluates all of it.
 
-Each epoch every rank reports its train loss, the test log loss and the test accuracy at threshold 0.5 (ps.report:
-metrics.jsonl; ps.report has no field for an AUC); rank 0 prints them with the test AUC (exact: ties share their
-average rank) and the AUC of the hidden model's own probabilities on the same labels, which no model of these
-features can be expected to beat.
+Each epoch every rank reports its train loss, the test log loss, the test accuracy at threshold 0.5 and the test AUC
+(exact: ties share their average rank) as a figure of its own (ps.report(figures=...): metrics.jsonl's "figures" and
+`pshard report`'s test_auc column); rank 0 prints them with the AUC of the hidden model's own probabilities on the same
+labels, which no model of these features can be expected to beat.
 """
 import argparse
 import math
@@ -223,7 +223,7 @@ def main():
         test_loss, test_auc = log_loss(prob, labels), auc(prob, labels)
         test_acc = float(((prob > 0.5) == (labels > 0.5)).mean())
         ps.report(epoch=epoch, train_loss=loss_sum / n, samples=n, test_loss=test_loss, test_acc=test_acc,
-                  eval_s=time.perf_counter() - t0)
+                  eval_s=time.perf_counter() - t0, figures={"test_auc": test_auc})
         if ps.rank() == 0:
             print("epoch %d/%d: train loss %.4f, test log loss %.4f, test accuracy %.4f, test AUC %.4f (the hidden "
                   "model's own AUC %.4f)" % (epoch + 1, epochs, loss_sum / n, test_loss, test_acc, test_auc, bound),

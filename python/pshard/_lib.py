@@ -122,6 +122,7 @@ def _declare(lib):
         "pshard_wait": (c.c_int, [client, c.c_uint64, c.c_int64]),
         "pshard_report_step": (c.c_int, [client, c.c_int64, c.c_int64, c.c_double]),
         "pshard_report_epoch": (c.c_int, [client, c.POINTER(EpochReport)]),
+        "pshard_report_figure": (c.c_int, [client, c.c_char_p, c.c_double]),
         "pshard_traces": (c.c_int, [client, c.c_int64]),
         "pshard_trace_span": (c.c_int, [client, c.c_char_p, c.c_char_p, c.c_int64, c.c_int64, c.c_int64]),
     }

@@ -16,7 +16,7 @@ def _scaler_enabled(scaler):
 
 
 def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None, samples=None, test_samples=None,
-           eval_s=0.0, loss=None):
+           eval_s=0.0, loss=None, figures=None):
     """Reports this worker's figures of epoch `epoch`, numbered as the script numbers its epochs (from 0 or 1, or
     any increasing integers; recorded as given; in an elastic job, the plans' numbering from start_epoch()), then
     makes the model's floating-point buffers (BatchNorm running statistics) the mean over the
@@ -24,8 +24,12 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
     weighted by `samples` (default: this rank's steps in the epoch x batch size) and `test_samples` (default:
     equal weights), so pass them when the ranks' shares differ. Bytes on the wire and the time blocked on the
     servers are measured by the library. Only the figures given reach metrics.jsonl (the others are null there, not
-    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". A PshardError for an epoch number that
-    does not increase from this rank's last report or an accuracy outside [0, 1]."""
+    zero); a NaN or infinite loss is recorded as "nan", "inf" or "-inf". `figures`: the script's own figures by name
+    ({"test_auc": 0.79, "test_logloss": 0.45}, at most 16; names of letters, digits and "_", starting with a
+    letter): the epoch line's "figures" holds each one's mean over the ranks, weighted as the test figures (as the
+    samples when the ranks did not evaluate), and `pshard report` shows them. A PshardError for an epoch number that
+    does not increase from this rank's last report, an accuracy outside [0, 1], or a figure name or value that is not
+    one."""
     opt = _state.optimizer
     if opt is None:
         raise PshardError("pshard: report() needs a DistributedOptimizer (and ps.init() before it)")
@@ -41,6 +45,14 @@ def report(epoch, train_loss=None, train_acc=None, test_loss=None, test_acc=None
         if acc is not None and not 0.0 <= float(acc) <= 1.0:
             raise PshardError("pshard.report: %s=%r is not an accuracy (a fraction in [0, 1])" % (name, acc),
                               "PSHARD_ERR_ARGUMENT")
+    own = []
+    for name, value in (figures or {}).items():
+        try:
+            own.append((str(name).encode("utf-8"), float(value)))
+        except (TypeError, ValueError):
+            raise PshardError("pshard.report: figure %r=%r is not a number" % (name, value), "PSHARD_ERR_ARGUMENT")
+    for name, value in own:  # (a refused one drops those given before it)
+        check(lib().pshard_report_figure(client(), name, value), "pshard.report")
     opt.synchronize()  # the epoch's last weights are part of it
     now = time.perf_counter()
     n = int(samples if samples is not None else opt.epoch_steps * opt.batch_size)

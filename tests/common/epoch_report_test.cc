@@ -224,6 +224,53 @@ TEST(WorkerEpochReport, LossScaleAndSkippedStepsReachTheEpochAndTheSummary) {
   EXPECT_NE(error_of(bad).find("field 'skipped_steps'"), std::string::npos);
 }
 
+// A program's own figures (an AUC): weighted by the test samples behind them, by the samples where a worker did
+// not evaluate; only the workers that named one count; the summary keeps the last epoch's; bad names are refused.
+TEST(WorkerEpochReport, AProgramsOwnFiguresAreWeightedByTheSamplesBehindThem) {
+  EXPECT_FALSE(combine_epoch({sample()}).has("figures"));
+  WorkerEpochReport a = sample(), b = sample(), c = sample(), d = sample();
+  b.rank = 3;
+  c.rank = 4;
+  d.rank = 5;
+  a.evaluated = b.evaluated = true;
+  a.test_n = 100;
+  b.test_n = 300;
+  a.figures = {{"test_auc", 0.7}, {"test_logloss", 0.5}};
+  b.figures = {{"test_auc", 0.8}};
+  c.evaluated = false;  // weighted by its samples
+  c.samples = 400;
+  c.figures = {{"train_auc", 0.9}};
+  d.figures = {};  // named none: not counted
+  const WorkerEpochReport back = WorkerEpochReport::from_json(a.to_json());
+  EXPECT_EQ(back.figures, a.figures);
+  const Json e = combine_epoch({a, b, c, d});
+  EXPECT_NEAR(e.at("figures").at("test_auc").as_number(), (0.7 * 100 + 0.8 * 300) / 400, 1e-12);
+  EXPECT_DOUBLE_EQ(e.at("figures").at("test_logloss").as_number(), 0.5);
+  EXPECT_DOUBLE_EQ(e.at("figures").at("train_auc").as_number(), 0.9);
+  EXPECT_NE(format_epoch_line(e, 10).find("test_auc 0.7750  test_logloss 0.5000  train_auc 0.9000"), std::string::npos)
+      << format_epoch_line(e, 10);
+  RunTotals totals;
+  totals.add_epoch(e);
+  a.figures["test_auc"] = 0.75;
+  const Json last = combine_epoch({a});
+  totals.add_epoch(last);
+  EXPECT_EQ(totals.summary(1.0).at("figures").dump(), last.at("figures").dump());
+  for (const char* name : {"1st", "with space", "a-b", ""}) {
+    Json bad = a.to_json();
+    bad.set("figures", Json::object().set(name, 1.0));
+    EXPECT_NE(error_of(bad).find("a name of [A-Za-z0-9_] starting with a letter"), std::string::npos) << name;
+  }
+  Json bad = a.to_json();
+  bad.set("figures", Json::object().set("auc", "high"));
+  EXPECT_NE(error_of(bad).find("figure 'auc'"), std::string::npos);
+  Json many = Json::object();
+  for (int i = 0; i <= 16; ++i) many.set("f" + std::to_string(i), 1.0);
+  bad.set("figures", many);
+  EXPECT_NE(error_of(bad).find("at most 16"), std::string::npos);
+  EXPECT_TRUE(valid_figure_name(std::string(64, 'a')));
+  EXPECT_FALSE(valid_figure_name(std::string(65, 'a')));
+}
+
 TEST(Json, AsIntRefusesValuesOutsideInt64) {
   EXPECT_EQ(Json::parse("-9223372036854775808", "t").as_int(), INT64_MIN);
   EXPECT_THROW(Json::parse("9223372036854775808", "t").as_int(), Error);

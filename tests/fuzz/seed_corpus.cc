@@ -310,6 +310,15 @@ void control_seeds() {
         "\"fp32_bytes_sent\":200,\"fp32_bytes_recv\":200,\"shm_bytes_sent\":0,\"shm_bytes_recv\":0,\"wall_s\":2,"
         "\"lr\":0.1}");
     save("fuzz_control_message", "report", bytes_of(b));
+    b.initRoot<control::ControlMessage>().initReport().setJson(
+        "{\"event\":\"worker_epoch\",\"rank\":1,\"epoch\":1,\"step\":10,\"steps\":10,\"host\":0,\"samples\":64,"
+        "\"has_train_loss\":false,\"loss_sum\":0,\"has_train_acc\":false,\"correct\":0,\"evaluated\":true,"
+        "\"test_n\":300,\"has_test_loss\":false,\"test_loss_sum\":0,\"has_test_acc\":false,\"test_correct\":0,"
+        "\"epoch_s\":1.5,\"eval_s\":0,\"data_s\":0.1,\"forward_s\":0.3,\"backward_s\":0.6,\"comm_wait_s\":0.2,"
+        "\"other_s\":0.3,\"bytes_sent\":100,\"bytes_recv\":100,\"fp32_bytes_sent\":200,"
+        "\"fp32_bytes_recv\":200,\"shm_bytes_sent\":0,\"shm_bytes_recv\":0,\"wall_s\":2,\"lr\":0.1,"
+        "\"figures\":{\"test_auc\":0.79,\"test_logloss\":\"nan\"}}");
+    save("fuzz_control_message", "report-figures", bytes_of(b));
   }
 }
 

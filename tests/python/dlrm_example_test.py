@@ -55,6 +55,9 @@ def main():
         support.expect(math.isclose(e["test_loss"], float(p[3]), abs_tol=1e-4),
                        "epoch %d: test_loss %s in metrics.jsonl, %s printed" % (e["epoch"], e["test_loss"], p[3]),
                        output)
+        support.expect(math.isclose(e["figures"]["test_auc"], float(p[5]), abs_tol=1e-4),
+                       "epoch %d: test_auc %s in metrics.jsonl, %s printed" % (e["epoch"], e.get("figures"), p[5]),
+                       output)
     support.expect(summary["event"] == "summary" and summary["steps"] == EPOCHS * STEPS and
                    summary["workers_finished"] == [0, 1] and not summary.get("warnings"),
                    "summary: %s" % summary, output)

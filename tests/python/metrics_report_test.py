@@ -1,6 +1,7 @@
 """Every figure a script gives ps.report() reaches metrics.jsonl and `pshard report`, and only those: test accuracy
 alone is recorded (not null), figures never given are null (not zero), epochs are recorded as the script numbers
-them, an accuracy outside [0, 1] is refused with a clear error, and a rank that never reports makes the job's end name it while the other ranks' epochs and the
+them, an accuracy outside [0, 1] is refused with a clear error, a script's own figures (an AUC) are combined
+weighted by the test samples and shown by `pshard report`, and a rank that never reports makes the job's end name it while the other ranks' epochs and the
 summary are still written."""
 import json
 import os
@@ -44,6 +45,19 @@ def worker(case, out_dir):
             opt.step()
         if case == "test-acc-only":
             ps.report(epoch=epoch, test_acc=0.5 + 0.25 * ps.rank())  # the mean over the 2 ranks: 0.625
+        elif case == "own-figures":
+            # Weighted by the test samples, as test_acc: AUC (0.7 x 100 + 0.8 x 300) / 400 = 0.775.
+            figures = {"test_auc": 0.7 + 0.1 * ps.rank() + 0.01 * epoch, "test_logloss": 0.5}
+            errors = []
+            for bad in ({"bad name": 1.0}, {"test_auc": "high"}, {("f%d" % i): 1.0 for i in range(17)}):
+                try:
+                    ps.report(epoch=epoch, test_acc=0.5, test_samples=100, figures=bad)
+                    errors.append("accepted %r" % bad)
+                except ps.PshardError as e:
+                    errors.append(str(e))
+            with open(os.path.join(out_dir, "errors-%d.json" % ps.rank()), "w") as f:
+                json.dump(errors, f)
+            ps.report(epoch=epoch, test_acc=0.5, test_samples=100 + 200 * ps.rank(), figures=figures)
         elif ps.rank() == 0:
             ps.report(epoch=epoch, train_loss=2.0 + epoch)
         else:  # "silent": rank 1 never reports; its accuracies that are not fractions are refused
@@ -88,6 +102,43 @@ def test_acc_only():
     print("test_acc alone: 0.625 in every epoch line, the summary and pshard report; the other figures null")
 
 
+def own_figures():
+    out = support.fresh_dir("own-figures-out")
+    status, output, run_dir = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", "own-figures", out],
+                                             90, "own-figures")
+    support.expect(status == 0, "own-figures: the job failed (%d)" % status, output)
+    with open(os.path.join(out, "errors-0.json")) as f:
+        errors = json.load(f)
+    support.expect("figure name 'bad name' is not 1-64 characters of [A-Za-z0-9_]" in errors[0],
+                   "own-figures: a name with a space: %s" % errors[0], output)
+    support.expect("figure 'test_auc'='high' is not a number" in errors[1], "own-figures: a text: %s" % errors[1],
+                   output)
+    support.expect("at most 16 figures" in errors[2], "own-figures: 17 figures: %s" % errors[2], output)
+    events = lines(run_dir)
+    epochs = [e for e in events if e["event"] == "epoch"]
+    for epoch, e in enumerate(epochs):
+        want = 0.775 + 0.01 * epoch
+        support.expect(abs(e["figures"]["test_auc"] - want) < 1e-9 and abs(e["figures"]["test_logloss"] - 0.5) < 1e-9,
+                       "own-figures: epoch %d's figures %s, not AUC %g" % (epoch, e.get("figures"), want), output)
+    summary = events[-1]
+    support.expect(summary["event"] == "summary" and summary["figures"] == epochs[-1]["figures"],
+                   "own-figures: the summary's figures %s" % summary.get("figures"), output)
+    support.expect("test_auc 0.7850  test_logloss 0.5000" in output, "own-figures: no figures on the epoch line",
+                   output)
+    code, text = support.run([support.PSHARD_BIN, "report", run_dir], 60)
+    support.expect(code == 0, "pshard report failed", text)
+    with open(os.path.join(run_dir, "report", "runs.csv")) as f:
+        header, row = [line.strip().split(",") for line in f][:2]
+    support.expect(header[-2:] == ["test_auc", "test_logloss"] and abs(float(row[-2]) - 0.785) < 1e-6,
+                   "runs.csv: %s / %s" % (header, row), text)
+    with open(os.path.join(run_dir, "report", "report.md")) as f:
+        table = [line for line in f if line.startswith("| run")]
+    support.expect(table[0].rstrip().endswith("| test_auc | test_logloss |") and "| 0.785 | 0.5 |" in table[1],
+                   "report.md's runs table: %s" % table, text)
+    print("own figures: AUC weighted by the test samples (0.775, 0.785) in the epoch lines, the summary, the epoch "
+          "line printed, runs.csv and report.md; bad names, values and counts refused")
+
+
 def silent_rank():
     out = support.fresh_dir("silent-out")
     status, output, run_dir = support.launch(CONFIG, 2, 1, [os.path.abspath(__file__), "worker", "silent", out], 90,
@@ -113,5 +164,6 @@ if __name__ == "__main__":
         worker(sys.argv[2], sys.argv[3])
     else:
         test_acc_only()
+        own_figures()
         silent_rank()
         support.passed()

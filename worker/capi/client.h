@@ -132,6 +132,7 @@ struct pshard_client {
   std::atomic<int64_t> steps_pushed{0};
   std::atomic<int64_t> epochs_reported{0};
   std::optional<int64_t> last_label;
+  std::map<std::string, double> next_figures;  // pshard_report_figure's, for the next epoch report
 
   // An elastic job's members train different steps, so there the epochs tell: why leaving now, with exit status 0,
   // is leaving before the end of the job ("" when it reported epoch train.epochs, or no epoch yet).

@@ -68,6 +68,28 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
   });
 }
 
+int pshard_report_figure(pshard_client* c, const char* name, double value) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    require(name, "name");
+    const std::string n = name;
+    std::string why;
+    if (!pshard::valid_figure_name(n)) {
+      why =
+          "pshard: figure name '" + n.substr(0, 80) + "' is not 1-64 characters of [A-Za-z0-9_] starting with a letter";
+    } else if (!c->next_figures.count(n) && c->next_figures.size() >= pshard::WorkerEpochReport::kMaxFigures) {
+      why = "pshard: figure '" + n + "': an epoch report holds at most " +
+            std::to_string(pshard::WorkerEpochReport::kMaxFigures) + " figures";
+    }
+    if (!why.empty()) {
+      c->next_figures.clear();  // a report never holds half of a set of figures
+      throw Failure{PSHARD_ERR_ARGUMENT, why};
+    }
+    c->next_figures[n] = value;
+    return PSHARD_OK;
+  });
+}
+
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
   return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
     require(c, "client");
@@ -155,6 +177,8 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
     r.take_gpu_usage(c->gpu.get());
+    r.figures = std::move(c->next_figures);
+    c->next_figures.clear();
     pshard::Json j = r.to_json();
     j.set("event", "worker_epoch");
     c->cluster->report(j);

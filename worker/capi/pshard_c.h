@@ -49,8 +49,9 @@ extern "C" {
  * skipped_steps (figure PSHARD_LOSS_SCALING). 7: pshard_epoch_report gained label (the program's own epoch
  * numbering) and the figure PSHARD_LOSS_MEANS; train.epochs is optional outside elastic jobs, and the end of a job
  * is judged by the steps the workers pushed (pshard_close). 8: embedding tables held by the servers
- * (pshard_add_table, pshard_add_hashed_table, pshard_pull_rows, pshard_push_rows). */
-#define PSHARD_C_API_VERSION 8
+ * (pshard_add_table, pshard_add_hashed_table, pshard_pull_rows, pshard_push_rows). 9: pshard_report_figure (a
+ * program's own figures of an epoch, such as a test AUC). */
+#define PSHARD_C_API_VERSION 9
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -271,6 +272,14 @@ typedef struct pshard_epoch_report {
 } pshard_epoch_report;
 
 int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report);
+
+/* A figure of the program's own for its next epoch report, by name (e.g. "test_auc", "test_logloss"): the "epoch"
+ * event's "figures" object holds each name's mean over the ranks that reported it, weighted by their test_samples
+ * (or, when they did not evaluate, their samples); the summary holds the last epoch's. A name given twice before a
+ * report keeps the last value; the value may be NaN or infinite (recorded as "nan", "inf", "-inf"). ARGUMENT for a
+ * name that is not 1-64 characters of [A-Za-z0-9_] starting with a letter, or a 17th name before a report; a
+ * refused figure also drops those given since the last report. */
+int pshard_report_figure(pshard_client* c, const char* name, double value);
 
 /* ---- Timeline (trace.steps; docs/METRICS.md "Timeline") ----------------------------------------------------- */
 
