@@ -2,11 +2,14 @@
 steps through 2 servers beside a dense layer, ends where single-process PyTorch ends with nn.EmbeddingBag(sparse=True)
 over the global batch: with SGD and with Adagrad on the table's rows (embedding.optimizer), SGD on the dense layer,
 within 1e-6 on every row the data touched. A job stopped at step 55 and resumed from its checkpoint of step 40 ends
-with the undisturbed run's rows, bit for bit. Also: rows no worker pushed keep their initial values, a table made
-after the optimizer and an id outside the table are refused with their names. A hashed table (any 64-bit ids) makes
+with the undisturbed run's rows, bit for bit, and so does one whose server is killed at step 55 and restarted by the
+launch from that checkpoint; a worker killed under cluster.restart_workers rejoins and finds the trained rows. Also:
+rows no worker pushed keep their initial values, a table made after the optimizer and an id outside the table are
+refused with their names. A hashed table (any 64-bit ids) makes
 a row for each id its batches pushed, which the servers report."""
 import json
 import os
+import signal
 import sys
 import time
 
@@ -69,7 +72,7 @@ def hashed_worker(out_dir):
     ps.init()
     torch.manual_seed(5)
     net = Net(ps.EmbeddingBag(1000, DIM, mode="sum", name="hashed", hashed=True, init_scale=0.1))
-    opt = ps.DistributedOptimizer(net)
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)  # one epoch (a restarted worker needs its length)
     never = torch.tensor([12345])  # never in a batch: read as the row it would start as, the same every time
     first = net.bag.pull(never)
     for t in range(20):
@@ -94,7 +97,7 @@ def worker(out_dir, mode):
     ps.init()
     torch.manual_seed(5)
     net = Net(ps.EmbeddingBag(ROWS, DIM, mode="mean", name="items", init="uniform", init_scale=0.1))
-    opt = ps.DistributedOptimizer(net)
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)  # one epoch (a restarted worker needs its length)
     try:
         ps.Embedding(10, 2, name="late")
         raise AssertionError("a table made after the optimizer was accepted")
@@ -112,10 +115,23 @@ def worker(out_dir, mode):
     untouched = torch.tensor([i for i in (ROWS - 1, ROWS - 2, ROWS // 2 + 1, ROWS // 2 + 3) if i not in seen][:2])
     assert untouched.numel() == 2
     untouched_start = net.bag.pull(untouched)
+    first_run = not os.path.exists(os.path.join(out_dir, "fault"))
+    if mode == "worker-kill" and not first_run and ps.rank() == 1:  # the restarted worker: what it found
+        torch.save({"start_step": ps.start_step(), "rows": start}, os.path.join(out_dir, "rejoined.pt"))
     for t in range(ps.start_step(), STEPS):
         if mode == "stop" and ps.rank() == 0 and t == 55:
             wait_for_checkpoint(40)  # its tables' rows take a moment to write
             os._exit(3)  # the job stops (failure_policy = abort) after the checkpoint of step 40
+        if mode == "server-kill" and first_run and ps.rank() == 0 and t == 55:
+            wait_for_checkpoint(40)
+            open(os.path.join(out_dir, "fault"), "w").close()
+            os.kill(node_pid("server", 1), signal.SIGKILL)  # the launch restarts the job from the step-40 checkpoint
+        if mode == "worker-kill" and first_run and ps.rank() == 1 and t == 55:
+            open(os.path.join(out_dir, "fault"), "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # the launch restarts this worker, which rejoins the running job
+        if mode == "worker-kill" and ps.rank() == 0 and t > 55 and not os.path.exists(os.path.join(out_dir,
+                                                                                                  "rejoined.pt")):
+            time.sleep(0.5)  # until the restarted worker is back, so that the job is not over before it can rejoin
         lo = t * 2 * BATCH + ps.rank() * BATCH
         loss = F.binary_cross_entropy_with_logits(net(ids[lo:lo + BATCH]), y[lo:lo + BATCH])
         opt.zero_grad()
@@ -132,6 +148,11 @@ def worker(out_dir, mode):
 
 
 FC_START = None
+
+
+def node_pid(role, rank):
+    with open(os.path.join(os.environ["PSHARD_RUN_DIR"], "cluster.json")) as f:
+        return [n["pid"] for n in json.load(f)["nodes"] if n["role"] == role and n["rank"] == rank][0]
 
 
 def wait_for_checkpoint(step, servers=2, limit_s=60):
@@ -193,6 +214,53 @@ def resume(rule, reference):
     print("embedding %s: stopped at step 55, --resume from step 40: the same rows and weights, bit for bit" % rule)
 
 
+def server_restart(rule, reference):
+    """A server SIGKILLed at step 55 under cluster.server_failure_policy = restart: the launch restarts the job from
+    the checkpoint of step 40, and it ends with the rows and weights of the undisturbed run, bit for bit."""
+    out = support.fresh_dir("embedding-server-kill")
+    config = CONFIG % rule + "\n[checkpoint]\nevery_steps = 20\n"
+    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, "server-kill"],
+                                             240, "embedding-server-kill",
+                                             extra=["--set", "cluster.server_failure_policy=restart"])
+    support.expect(status == 0, "the job whose server was killed failed (status %d)" % status, output)
+    support.expect(os.path.exists(os.path.join(out, "fault")), "server 1 was never killed", output)
+    support.expect("from the checkpoint of step 40" in output, "the job did not restart from the checkpoint of step 40",
+                   output)
+    got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
+    support.expect(torch.equal(got["final"], reference["final"]),
+                   "the restarted job's rows differ from the undisturbed run's", output)
+    for name in reference["fc"]:
+        support.expect(torch.equal(got["fc"][name], reference["fc"][name]),
+                       "the restarted job's fc.%s differs from the undisturbed run's" % name, output)
+    print("embedding %s: server 1 killed at step 55, the job restarted from step 40: the same rows and weights, bit "
+          "for bit" % rule)
+
+
+def worker_restart(rule):
+    """A worker SIGKILLed at step 55 under cluster.restart_workers: the restarted worker rejoins the running job and
+    finds the table's trained rows (not rows made again), and the job completes with both workers."""
+    out = support.fresh_dir("embedding-worker-kill")
+    status, output, run_dir = support.launch(CONFIG % rule, 2, 2, [os.path.abspath(__file__), "worker", out,
+                                                                   "worker-kill"], 240, "embedding-worker-kill",
+                                             extra=["--set", "cluster.failure_policy=continue",
+                                                    "--set", "cluster.restart_workers=true"])
+    support.expect(status == 0, "the job whose worker was killed failed (status %d)" % status, output)
+    support.expect("rejoined the job in place of the dead worker 1" in output, "worker 1 did not rejoin", output)
+    rejoined = torch.load(os.path.join(out, "rejoined.pt"), weights_only=True)
+    got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
+    support.expect(rejoined["start_step"] >= 55, "the restarted worker started at step %d" % rejoined["start_step"],
+                   output)
+    moved = float((rejoined["rows"] - got["start"]).abs().max())
+    support.expect(moved > 1e-3 and bool(torch.isfinite(rejoined["rows"]).all()),
+                   "the rejoined worker found the rows the job started from (moved %.3g): the table was lost" % moved,
+                   output)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        summary = [json.loads(line) for line in f if '"event":"summary"' in line][-1]
+    support.expect(summary["workers_finished"] == [0, 1], "summary: %s" % summary, output)
+    print("embedding %s: worker 1 killed at step 55 rejoined at step %d and found the trained rows (moved up to %.3g)"
+          % (rule, rejoined["start_step"], moved))
+
+
 def hashed(rule):
     """The servers report the hashed table's rows: every distinct id pushed was admitted (admit_after 0), none
     expired, and the rows held are those ids."""
@@ -239,6 +307,8 @@ def main():
               % (rule, got["touched"].numel(), ROWS, moved, err))
         if rule == "adagrad":
             resume(rule, got)
+            server_restart(rule, got)
+            worker_restart(rule)
 
 
 if __name__ == "__main__":
