@@ -21,8 +21,9 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
 // 2: run id and settings hash after the version; 3: the embedding tables after the slices (version 2 files, which
-// have none, are still read).
-constexpr uint32_t kFormatVersion = 3;
+// have none, are still read); 4: a hashed table's rows with their ids, last steps, pending ids and counts (version 3
+// kept none: such a table is read as empty).
+constexpr uint32_t kFormatVersion = 4;
 constexpr uint32_t kOldestReadable = 2;
 constexpr uint32_t kMaxTables = 1u << 12;
 constexpr uint32_t kMaxRunIdBytes = 64;
@@ -104,8 +105,9 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
   }
   put<uint32_t>(out, static_cast<uint32_t>(c.tables.size()));
   for (const CheckpointTable& t : c.tables) {
-    const uint64_t rows = t.spec.hashed ? 0 : table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
-    if (t.values.size() != rows * t.spec.dim || t.state.size() != t.values.size() * t.state_floats) {
+    const uint64_t rows = t.spec.hashed ? t.ids.size() : table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
+    if (t.values.size() != rows * t.spec.dim || t.state.size() != t.values.size() * t.state_floats ||
+        (t.spec.hashed && t.last_steps.size() != rows)) {
       throw Error("checkpoint " + path + ": embedding table " + describe_table(t.spec) + " has " +
                   std::to_string(t.values.size()) + " values and " + std::to_string(t.state.size()) +
                   " optimizer floats for this server's " + std::to_string(rows) + " rows");
@@ -115,15 +117,30 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
     put<uint32_t>(out, t.spec.dim);
     put<uint32_t>(out, static_cast<uint32_t>(t.spec.init));
     put<float>(out, t.spec.init_scale);
-    put<uint32_t>(out, t.spec.hashed ? 1 : 0);  // a hashed table's rows are not kept: 0 values follow
+    put<uint32_t>(out, t.spec.hashed ? 1 : 0);
     put<uint32_t>(out, t.spec.admit_after);
     put<int64_t>(out, t.spec.expire_after);
     put<uint64_t>(out, t.seed);
     put<int64_t>(out, t.version);
     put_string(out, t.optimizer);
     put<uint32_t>(out, t.state_floats);
+    if (t.spec.hashed) {  // the rows held, then their ids and last steps (the values and state follow as for others)
+      put<uint64_t>(out, rows);
+      for (uint64_t id : t.ids) put<uint64_t>(out, id);
+      for (int64_t step : t.last_steps) put<int64_t>(out, step);
+    }
     put_floats(out, t.values);
     put_floats(out, t.state);
+    if (t.spec.hashed) {
+      put<uint64_t>(out, t.pending.size());
+      for (const auto& [id, seen] : t.pending) {
+        put<uint64_t>(out, id);
+        put<uint32_t>(out, seen);
+      }
+      put<uint64_t>(out, t.admitted);
+      put<uint64_t>(out, t.expired);
+      put<uint64_t>(out, t.not_admitted);
+    }
   }
   put<uint32_t>(out, crc_of(out.data(), out.size()));
 
@@ -234,9 +251,33 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     } catch (const Error& e) {
       r.fail(e.what());
     }
-    const uint64_t values = t.spec.hashed ? 0 : table_rows_on(t.spec.rows, c.num_servers, c.server_rank) * t.spec.dim;
-    r.get_floats(&t.values, values, "table rows");
-    r.get_floats(&t.state, values * t.state_floats, "table optimizer state");
+    uint64_t rows = t.spec.hashed ? 0 : table_rows_on(t.spec.rows, c.num_servers, c.server_rank);
+    const bool hashed_rows = t.spec.hashed && version >= 4;  // (version 3 kept no hashed rows)
+    if (hashed_rows) {
+      rows = r.get<uint64_t>("a hashed table's rows held");
+      if (rows > table_rows_on(t.spec.rows, c.num_servers, c.server_rank) || rows > (r.size() - r.pos()) / 16) {
+        r.fail("embedding table '" + t.spec.name + "' holds " + std::to_string(rows) +
+               " rows, more than its capacity on this server or the file's size");
+      }
+      t.ids.resize(rows);
+      t.last_steps.resize(rows);
+      for (uint64_t& id : t.ids) id = r.get<uint64_t>("a hashed row's id");
+      for (int64_t& step : t.last_steps) step = r.get<int64_t>("a hashed row's last step");
+    }
+    r.get_floats(&t.values, rows * t.spec.dim, "table rows");
+    r.get_floats(&t.state, rows * t.spec.dim * t.state_floats, "table optimizer state");
+    if (hashed_rows) {
+      const uint64_t pending = r.get<uint64_t>("a hashed table's pending ids");
+      if (pending > (r.size() - r.pos()) / 12) r.fail("implausible count of pending ids " + std::to_string(pending));
+      t.pending.resize(pending);
+      for (auto& [id, seen] : t.pending) {
+        id = r.get<uint64_t>("a pending id");
+        seen = r.get<uint32_t>("a pending id's steps");
+      }
+      t.admitted = r.get<uint64_t>("a hashed table's admitted rows");
+      t.expired = r.get<uint64_t>("a hashed table's expired rows");
+      t.not_admitted = r.get<uint64_t>("a hashed table's rows not admitted");
+    }
     t.table = i;
     c.tables.push_back(std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/keys/slice_layout.h"
@@ -29,8 +30,14 @@ struct CheckpointTable {
   int64_t version = 0;    // the table's steps closed (sync: the checkpoint's step)
   std::string optimizer;  // the tables' rule (embedding.optimizer), checked on load
   uint32_t state_floats = 0;
-  std::vector<float> values;  // the server's rows (table_rows_on) x dim, local row order
+  std::vector<float> values;  // the server's rows (table_rows_on; hashed: those held, as `ids`) x dim, local row order
   std::vector<float> state;   // rows x state_floats x dim
+  // A hashed table: the id of each row in `values`, the table step a push last held it, the ids seen but not
+  // admitted yet with the steps that held them, and the rows' counts so far (held: ids.size()).
+  std::vector<uint64_t> ids;
+  std::vector<int64_t> last_steps;
+  std::vector<std::pair<uint64_t, uint32_t>> pending;
+  uint64_t admitted = 0, expired = 0, not_admitted = 0;
 };
 
 // Everything a server needs to come back at `step`.

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/error.h"
+
 namespace pshard {
 
 EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_servers, uint64_t seed,
@@ -96,6 +98,56 @@ void EmbeddingShard::expire(int64_t step) {
     free_.push_back(static_cast<uint32_t>(s));
     ++counts_.expired;
   }
+  counts_.held = slots_.size();
+}
+
+void EmbeddingShard::save_hashed(CheckpointTable& t) const {
+  const size_t dim = spec_.dim;
+  t.ids.clear();
+  t.last_steps.clear();
+  t.values.clear();
+  t.state.clear();
+  for (size_t s = 0; s < slot_ids_.size(); ++s) {
+    const auto it = slots_.find(slot_ids_[s]);
+    if (it == slots_.end() || it->second != s) continue;  // a free slot
+    t.ids.push_back(slot_ids_[s]);
+    t.last_steps.push_back(last_step_[s]);
+    t.values.insert(t.values.end(), values_.begin() + static_cast<ptrdiff_t>(s * dim),
+                    values_.begin() + static_cast<ptrdiff_t>((s + 1) * dim));
+    t.state.insert(t.state.end(), state_.begin() + static_cast<ptrdiff_t>(s * state_per_row_),
+                   state_.begin() + static_cast<ptrdiff_t>((s + 1) * state_per_row_));
+  }
+  t.pending.assign(seen_.begin(), seen_.end());
+  std::sort(t.pending.begin(), t.pending.end());  // the same file for the same table
+  t.admitted = counts_.admitted;
+  t.expired = counts_.expired;
+  t.not_admitted = counts_.not_admitted;
+}
+
+void EmbeddingShard::restore_hashed(CheckpointTable& t) {
+  const size_t held = t.ids.size();
+  if (held > local_rows_ || t.last_steps.size() != held || t.values.size() != held * spec_.dim ||
+      t.state.size() != held * state_per_row_) {
+    throw Error("embedding table " + describe_table(spec_) + ": the checkpoint holds " + std::to_string(held) +
+                " rows for a capacity of " + std::to_string(local_rows_) + " on this server, with " +
+                std::to_string(t.values.size()) + " values and " + std::to_string(t.state.size()) + " state floats");
+  }
+  slots_.clear();
+  for (size_t s = 0; s < held; ++s) {
+    if (!holds(t.ids[s]) || !slots_.emplace(t.ids[s], static_cast<uint32_t>(s)).second) {
+      throw Error("embedding table " + describe_table(spec_) + ": the checkpoint's id " + std::to_string(t.ids[s]) +
+                  " is repeated or belongs to another server");
+    }
+  }
+  slot_ids_ = std::move(t.ids);
+  last_step_ = std::move(t.last_steps);
+  values_ = std::move(t.values);
+  state_ = std::move(t.state);
+  free_.clear();
+  seen_ = std::unordered_map<uint64_t, uint32_t>(t.pending.begin(), t.pending.end());
+  counts_.admitted = t.admitted;
+  counts_.expired = t.expired;
+  counts_.not_admitted = t.not_admitted;
   counts_.held = slots_.size();
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/checkpoint/checkpoint_file.h"
 #include "common/keys/table_layout.h"
 #include "optim/optimizer.h"
 
@@ -52,8 +53,8 @@ class EmbeddingShard {
   void expire(int64_t step);
   const TableRowCounts& counts() const { return counts_; }
 
-  // Every row held here (local order, table_local_row) and their optimizer state: what a checkpoint keeps (tables of
-  // row indices; a hashed table is not kept).
+  // Every row held here (local order, table_local_row) and their optimizer state: what a checkpoint keeps of a table
+  // of row indices (a hashed one: save_hashed()).
   const std::vector<float>& values() const { return values_; }
   const std::vector<float>& state() const { return state_; }
   // A checkpoint's rows and state in place of the ones made from the seed (sizes checked by the caller).
@@ -61,6 +62,11 @@ class EmbeddingShard {
     values_ = std::move(values);
     state_ = std::move(state);
   }
+  // A hashed table's rows as a checkpoint keeps them (CheckpointTable's values, state, ids, last steps, pending ids
+  // and counts), in slot order without the free slots; restore_hashed() makes the table they describe again (its
+  // slots in that order: where a row sits changes no value).
+  void save_hashed(CheckpointTable& t) const;
+  void restore_hashed(CheckpointTable& t);
   // Bytes of values and optimizer state.
   uint64_t bytes() const { return (values_.size() + state_.size()) * sizeof(float); }
 

@@ -187,7 +187,9 @@ CheckpointTable TableStore::snapshot(uint32_t table) const {
   t.version = gates_[table]->version;
   t.optimizer = opt_.optimizer->name();
   t.state_floats = static_cast<uint32_t>(opt_.optimizer->state_floats());
-  if (!t.spec.hashed) {  // a hashed table's rows are not kept: a restored one starts empty
+  if (t.spec.hashed) {
+    shard.save_hashed(t);
+  } else {
     t.values = shard.values();
     t.state = shard.state();
   }
@@ -210,7 +212,10 @@ void TableStore::restore(std::vector<CheckpointTable> tables) {
   for (uint32_t i = 0; i < tables.size(); ++i) {
     EmbeddingShard& shard = *shards_[i];
     gates_[i]->version = tables[i].version;
-    if (tables[i].spec.hashed) continue;  // not kept in checkpoints: it starts empty
+    if (tables[i].spec.hashed) {  // (a checkpoint of format 3 kept no rows: it starts empty)
+      shard.restore_hashed(tables[i]);
+      continue;
+    }
     if (tables[i].values.size() != shard.values().size() || tables[i].state.size() != shard.state().size()) {
       throw Error("embedding table " + describe_table(tables[i].spec) + ": the checkpoint holds " +
                   std::to_string(tables[i].values.size()) + " values, server " + std::to_string(opt_.rank) + " of " +

@@ -6,7 +6,8 @@ with the undisturbed run's rows, bit for bit, and so does one whose server is ki
 launch from that checkpoint; a worker killed under cluster.restart_workers rejoins and finds the trained rows. Also:
 rows no worker pushed keep their initial values, a table made after the optimizer and an id outside the table are
 refused with their names. A hashed table (any 64-bit ids) makes
-a row for each id its batches pushed, which the servers report."""
+a row for each id its batches pushed, which the servers report, and one with admission and expiry resumes from its
+checkpoint bit for bit."""
 import json
 import os
 import signal
@@ -66,16 +67,21 @@ def hashed_ids(step, rank):
     return values[torch.randint(0, 64, (BATCH, BAG), generator=g)]
 
 
-def hashed_worker(out_dir):
-    """A hashed table (ids any 64-bit values, rows made on first push) trains beside a dense layer."""
+def hashed_worker(out_dir, mode):
+    """A hashed table (ids any 64-bit values, rows made on first push; "hashed-admit": on the second, dropped after 4
+    unused steps) trains beside a dense layer; "hashed-stop" stops after the checkpoint of step 10."""
     import pshard.torch as ps
     ps.init()
     torch.manual_seed(5)
-    net = Net(ps.EmbeddingBag(1000, DIM, mode="sum", name="hashed", hashed=True, init_scale=0.1))
-    opt = ps.DistributedOptimizer(net, steps_per_epoch=STEPS)  # one epoch (a restarted worker needs its length)
+    admit = dict(admit_after=2, expire_after=4) if mode != "hashed" else {}
+    net = Net(ps.EmbeddingBag(1000, DIM, mode="sum", name="hashed", hashed=True, init_scale=0.1, **admit))
+    opt = ps.DistributedOptimizer(net, steps_per_epoch=20)
     never = torch.tensor([12345])  # never in a batch: read as the row it would start as, the same every time
     first = net.bag.pull(never)
-    for t in range(20):
+    for t in range(ps.start_step(), 20):
+        if mode == "hashed-stop" and ps.rank() == 0 and t == 15:
+            wait_for_checkpoint(10)
+            os._exit(3)
         y = (hashed_ids(t, ps.rank())[:, 0] % 2 == 0).to(torch.float32)
         loss = F.binary_cross_entropy_with_logits(net(hashed_ids(t, ps.rank())), y)
         opt.zero_grad()
@@ -86,13 +92,14 @@ def hashed_worker(out_dir):
     trained = net.bag.pull(seen)
     ps.report(epoch=1, train_loss=float(loss))
     if ps.rank() == 0:
-        torch.save({"seen": seen.numel(), "trained": trained}, os.path.join(out_dir, "hashed.pt"))
+        torch.save({"seen": seen.numel(), "trained": trained, "fc": net.fc.state_dict()},
+                   os.path.join(out_dir, "hashed.pt"))
     ps.shutdown()
 
 
 def worker(out_dir, mode):
-    if mode == "hashed":
-        return hashed_worker(out_dir)
+    if mode.startswith("hashed"):
+        return hashed_worker(out_dir, mode)
     import pshard.torch as ps
     ps.init()
     torch.manual_seed(5)
@@ -284,8 +291,38 @@ def hashed(rule):
     print("embedding hashed: %d distinct 64-bit ids admitted over 2 servers; a row never pushed reads the same" % admitted)
 
 
+def hashed_resume(rule):
+    """A hashed table whose ids are admitted on their second step and dropped after 4 unused ones, stopped at step 15
+    and resumed from its checkpoint of step 10: its rows, ids pending admission and counts come back with it, and the
+    job ends with the undisturbed run's rows and weights, bit for bit."""
+    config = CONFIG % rule + "\n[checkpoint]\nevery_steps = 5\n"
+    undisturbed = support.fresh_dir("embedding-hashed-admit")
+    status, output, _ = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", undisturbed,
+                                                      "hashed-admit"], 240, "embedding-hashed-admit")
+    support.expect(status == 0, "the hashed job with admission failed (status %d)" % status, output)
+    out = support.fresh_dir("embedding-hashed-resume")
+    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, "hashed-stop"],
+                                             240, "embedding-hashed-stop")
+    support.expect(status != 0, "the hashed job meant to stop at step 15 finished", output)
+    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "2", "--workers", "2", "--resume", run_dir,
+                                  "--grace-ms", "5000", "--timeout", "240", "--", support.PYTHON,
+                                  os.path.abspath(__file__), "worker", out, "hashed-admit"], 270)
+    support.expect(status == 0, "--resume of the hashed job failed", output)
+    support.expect("resuming at step 10" in output, "the resumed hashed job did not start at step 10", output)
+    want = torch.load(os.path.join(undisturbed, "hashed.pt"), weights_only=True)
+    got = torch.load(os.path.join(out, "hashed.pt"), weights_only=True)
+    support.expect(torch.equal(got["trained"], want["trained"]),
+                   "the resumed hashed table's rows differ from the undisturbed run's", output)
+    for name in want["fc"]:
+        support.expect(torch.equal(got["fc"][name], want["fc"][name]),
+                       "the resumed hashed job's fc.%s differs from the undisturbed run's" % name, output)
+    print("embedding hashed %s: stopped at step 15, --resume from step 10: the same rows and weights, bit for bit"
+          % rule)
+
+
 def main():
     hashed("adagrad")
+    hashed_resume("adagrad")
     for rule in ("sgd", "adagrad"):
         out = support.fresh_dir("embedding-" + rule)
         status, output, run_dir = support.launch(CONFIG % rule, 2, 2,

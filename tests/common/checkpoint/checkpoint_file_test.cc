@@ -317,7 +317,7 @@ TEST(CheckpointFile, AFileWithoutARunIdIsAClearError) {
   std::string bytes = slurp(path);
   bytes[8] = 1;  // the format version, little-endian u32 after the magic
   spit(path, bytes);
-  EXPECT_NE(error_of(path).find("format version 1, this build reads versions 2 to 3"), std::string::npos)
+  EXPECT_NE(error_of(path).find("format version 1, this build reads versions 2 to 4"), std::string::npos)
       << error_of(path);
   try {
     read_checkpoint_run_id(path);

@@ -1,12 +1,14 @@
 // TableStore without sockets: rows made from the seed, the synchronous step of a table (rank-ordered mean of the rows
-// pushed, reads held until it closes, a dead worker), async pushes, and every refusal naming the table and step and
-// changing nothing.
+// pushed, reads held until it closes, a dead worker), async pushes, a hashed table through a checkpoint file, and
+// every refusal naming the table and step and changing nothing.
 #include "server/tables/table_store.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
 
@@ -316,6 +318,65 @@ TEST(TableStore, HashedRowsAreMadeOnAdmissionAndDroppedWhenUnused) {
   EXPECT_EQ(stats.dump(),
             "[{\"table\":\"clicks\",\"bytes\":24,\"rows_held\":0,\"admitted\":2,\"expired\":2,"
             "\"not_admitted\":5}]");
+}
+
+// A hashed table is checkpointed with its rows, their ids, optimizer state and last steps, the ids not admitted yet
+// and its counts: a store restored from the file (written and read back) goes on exactly as the one that went on.
+TEST(TableStore, AHashedTableResumesFromItsCheckpointAsItWouldHaveGoneOn) {
+  TableStoreOptions o = options(Consistency::kBsp, "adagrad");
+  o.num_workers = 1;
+  // At most 4 rows, made once pushes held an id in 2 steps, dropped after 3 steps unused.
+  const TableSpec hashed{"clicks", 4, 3, TableInit::kNormal, 0.5f, true, 2, 3};
+  auto make = [&](TableStore& t) {
+    ErrorCode code;
+    std::string why;
+    ASSERT_TRUE(t.declare(table_init(0, hashed), code, why)) << why;
+  };
+  auto ids_of = [](int64_t s) {  // a few recurring ids, one that comes back after expiring, some seen once
+    std::vector<uint64_t> ids = {uint64_t(1) << 63, 5, static_cast<uint64_t>(100 + s)};
+    if (s % 5 < 2) ids.push_back(7);
+    return ids;
+  };
+  auto step = [&](TableStore& t, int64_t s) {
+    const std::vector<uint64_t> ids = ids_of(s);
+    std::vector<float> g(ids.size() * 3);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.7f * static_cast<float>(i) + static_cast<float>(s));
+    auto read = t.run(rows_request(MessageType::ROW_PULL, 0, s, ids));
+    auto pushed = t.run(rows_request(MessageType::ROW_PUSH, 0, s, ids, g));
+    EXPECT_EQ(pushed.at(0)->error, ErrorCode::NONE) << pushed[0]->error_message;
+    return reply_rows(*read.at(0));
+  };
+  TableStore went_on(o), resumed(o);
+  make(went_on);
+  for (int64_t s = 0; s < 12; ++s) step(went_on, s);
+  ASSERT_GT(went_on.shard(0).counts().expired, 0u);
+  const std::string dir = "/tmp/pshard-table-store-test-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  ServerCheckpoint c;
+  c.num_servers = 1;
+  c.num_workers = 1;
+  c.step = 12;
+  c.slice_bytes = 40;
+  c.optimizer = "adagrad";
+  c.state_floats = 1;
+  c.tensors = {{"w", 10}};  // (a checkpoint holds the job's dense part too)
+  c.layout_fingerprint = SliceLayout(c.tensors, c.slice_bytes, 1).fingerprint();
+  c.slices.push_back(CheckpointSlice{0, 12, 12, std::vector<float>(10, 0.5f), std::vector<float>(10, 0.0f)});
+  c.tables.push_back(went_on.snapshot(0));
+  EXPECT_EQ(c.tables[0].ids.size(), went_on.shard(0).counts().held);
+  EXPECT_FALSE(c.tables[0].pending.empty());
+  write_checkpoint(checkpoint_path(dir, 0, 12), c);
+  resumed.restore(read_checkpoint(checkpoint_path(dir, 0, 12)).tables);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(resumed.stats().dump(), went_on.stats().dump());
+  for (int64_t s = 12; s < 30; ++s) EXPECT_EQ(step(resumed, s), step(went_on, s)) << "step " << s;
+  EXPECT_EQ(resumed.stats().dump(), went_on.stats().dump());
+  for (uint64_t id : {uint64_t(1) << 63, uint64_t(5), uint64_t(7), uint64_t(129)}) {
+    std::vector<float> a(3), b(3);
+    went_on.shard(0).read(id, a.data());
+    resumed.shard(0).read(id, b.data());
+    EXPECT_EQ(a, b) << "id " << id;
+  }
 }
 
 TEST(TableStore, TablesBiggerThanTheServersMemoryAreRefused) {
