@@ -22,7 +22,7 @@ namespace {
 constexpr char kMagic[8] = {'P', 'S', 'H', 'D', 'C', 'K', 'P', 'T'};
 // 2: run id and settings hash after the version; 3: the embedding tables after the slices (version 2 files, which
 // have none, are still read); 4: a hashed table's rows with their ids, last steps, pending ids and counts (version 3
-// kept none: such a table is read as empty).
+// kept none: such a table is read as empty), and a table's bf16 storage (its rows are still written as float32).
 constexpr uint32_t kFormatVersion = 4;
 constexpr uint32_t kOldestReadable = 2;
 constexpr uint32_t kMaxTables = 1u << 12;
@@ -117,7 +117,7 @@ void write_checkpoint(const std::string& path, const ServerCheckpoint& c) {
     put<uint32_t>(out, t.spec.dim);
     put<uint32_t>(out, static_cast<uint32_t>(t.spec.init));
     put<float>(out, t.spec.init_scale);
-    put<uint32_t>(out, t.spec.hashed ? 1 : 0);
+    put<uint32_t>(out, (t.spec.hashed ? 1 : 0) | (t.spec.bf16 ? 2 : 0));  // (format 4: bit 1, bf16 storage)
     put<uint32_t>(out, t.spec.admit_after);
     put<int64_t>(out, t.spec.expire_after);
     put<uint64_t>(out, t.seed);
@@ -232,12 +232,14 @@ ServerCheckpoint read_checkpoint(const std::string& path) {
     t.spec.dim = r.get<uint32_t>("a table's dim");
     const uint32_t init = r.get<uint32_t>("a table's init");
     t.spec.init_scale = r.get<float>("a table's init scale");
-    const uint32_t hashed = r.get<uint32_t>("whether a table is hashed");
+    const uint32_t flags = r.get<uint32_t>("a table's flags");  // bit 0: hashed; bit 1 (format 4): bf16 storage
     t.spec.admit_after = r.get<uint32_t>("a table's admission count");
     t.spec.expire_after = r.get<int64_t>("a table's expiry");
-    if (hashed > 1)
-      r.fail("implausible hashed flag " + std::to_string(hashed) + " of embedding table " + std::to_string(i));
-    t.spec.hashed = hashed == 1;
+    if (flags > (version >= 4 ? 3u : 1u)) {
+      r.fail("implausible flags " + std::to_string(flags) + " of embedding table " + std::to_string(i));
+    }
+    t.spec.hashed = (flags & 1u) != 0;
+    t.spec.bf16 = (flags & 2u) != 0;
     t.seed = r.get<uint64_t>("a table's seed");
     t.version = r.get<int64_t>("a table's version");
     t.optimizer = r.get_string("a table's optimizer", kMaxNameBytes);

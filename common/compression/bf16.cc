@@ -8,18 +8,10 @@
 
 #include "common/compression/codec.h"
 #include "common/compression/dense.h"
+#include "common/util/bf16.h"
 
 namespace pshard::compression {
 namespace {
-
-// The scalar conversion of one float's bits: round to nearest even; a NaN stays a NaN (quiet bit set: rounding
-// could carry its mantissa into infinity).
-inline uint16_t to_bf16(uint32_t x) {
-  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  const uint32_t quiet = (x >> 16) | 0x40u;
-  const uint32_t nan = 0u - static_cast<uint32_t>((x & 0x7fffffffu) > 0x7f800000u);  // all ones for a NaN
-  return static_cast<uint16_t>((rounded & ~nan) | (quiet & nan));
-}
 
 // Blocks through aligned local arrays keep the loops free of per-element memcpy calls, so that the compiler
 // vectorises them with the build's baseline ISA (SSE2: decode went from 170 to ~20 us per 200k floats).
@@ -31,7 +23,7 @@ size_t encode_portable(const float* in, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; i += kBlock) {
     const size_t m = std::min(kBlock, n - i);
     std::memcpy(x, in + i, m * sizeof(float));
-    for (size_t j = 0; j < m; ++j) h[j] = to_bf16(x[j]);
+    for (size_t j = 0; j < m; ++j) h[j] = bf16_of_bits(x[j]);
     std::memcpy(out + 2 * i, h, m * 2);
   }
   return n;
@@ -49,9 +41,10 @@ void decode_portable(const uint8_t* in, size_t n, float* out) {
 }
 
 #if defined(__x86_64__)
-// AVX2, 16 values per iteration (8 to decode), the same arithmetic as to_bf16: bit for bit, which bf16_test checks
-// by converting values alone (the scalar tail) and in runs (this path): 7.2 -> ~27 GB/s of float32 in on this machine's
-// CPU, fp16's F16C speed. The build's baseline is x86-64 (SSE2), so the AVX2 code is chosen at run time.
+// AVX2, 16 values per iteration (8 to decode), the same arithmetic as bf16_of_bits (common/util/bf16.h): bit for bit,
+// which bf16_test checks by converting values alone (the scalar tail) and in runs (this path): 7.2 -> ~27 GB/s of
+// float32 in on this machine's CPU, fp16's F16C speed. The build's baseline is x86-64 (SSE2), so the AVX2 code is
+// chosen at run time.
 bool has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;

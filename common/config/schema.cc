@@ -138,6 +138,9 @@ std::vector<ConfigKey> kSchema = {
     {"embedding.lr", T::kDouble, "0.01", 0, 1e6, "",
      "learning rate of the tables' rows, constant (unset: optimizer.lr where set, else the rule's default; "
      "lr_schedule.* applies to dense tensors only)"},
+    {"embedding.storage", T::kString, "fp32", 0, 0, "fp32|bf16",
+     "how the servers store the tables' rows: float32, or bfloat16 (half the bytes of the rows; each update is "
+     "computed in float32 and rounded to nearest even; the rows' optimizer state stays float32)"},
     {"embedding.eps", T::kDouble, "1e-8", 0, kInf, "",
      "the tables' rule's denominator epsilon (unset: optimizer.eps where set, else the rule's default: adagrad "
      "1e-10, adadelta 1e-6, the others 1e-8)"},

@@ -22,6 +22,9 @@ struct TableSpec {
   bool hashed = false;
   uint32_t admit_after = 0;  // hashed: a row is stored once pushes held it in this many steps (0, 1: the first)
   int64_t expire_after = 0;  // hashed: a row no push held for this many steps is dropped (0: never)
+  // The servers store the rows as bfloat16 (embedding.storage = bf16): half the bytes; each update is computed in
+  // float32 from the stored row and rounded to nearest even; the rows' optimizer state stays float32.
+  bool bf16 = false;
 };
 
 // Rows are dealt to the servers one by one: row r lives on server r mod S, as its local row r div S. Batches drawn

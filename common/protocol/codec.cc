@@ -247,6 +247,7 @@ std::string encode_header(const Message& msg) {
       tables[i].setHashed(msg.tables[i].hashed);
       tables[i].setAdmitAfter(msg.tables[i].admit_after);
       tables[i].setExpireAfter(msg.tables[i].expire_after);
+      tables[i].setBf16(msg.tables[i].bf16);
     }
   }
   h.setTable(msg.table);
@@ -329,7 +330,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.tables.reserve(tables.size());
     for (auto t : tables) {
       m.tables.push_back({t.getName().cStr(), t.getRows(), t.getDim(), t.getInit(), t.getInitScale(), t.getHashed(),
-                          t.getAdmitAfter(), t.getExpireAfter()});
+                          t.getAdmitAfter(), t.getExpireAfter(), t.getBf16()});
     }
     m.table = h.getTable();
     m.table_seed = h.getTableSeed();

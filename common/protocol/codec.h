@@ -47,6 +47,7 @@ struct TableInfo {
   bool hashed = false;
   uint32_t admit_after = 0;
   int64_t expire_after = 0;
+  bool bf16 = false;
 };
 
 // A message as the schema describes it (see pshard.capnp for each field's meaning).

@@ -136,6 +136,7 @@ struct TableInfo {
   hashed @5 :Bool;       # ids are any 64-bit values, rows made on first touch; `rows` is the most rows held
   admitAfter @6 :UInt32; # hashed: a row is stored once pushes held it in this many steps (0, 1: the first)
   expireAfter @7 :Int64; # hashed: a row no push held for this many steps is dropped (0: never)
+  bf16 @8 :Bool;         # the servers store the rows as bfloat16 (embedding.storage = bf16); float32 on the wire
 }
 
 # One parameter tensor of the model (carried by `init`, in tensor-id order).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/util/bf16.h"
 
 namespace pshard {
 
@@ -18,11 +19,61 @@ EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_ser
       local_rows_(table_rows_on(spec_.rows, num_servers, server)),
       state_per_row_(optimizer.state_floats() * spec_.dim) {
   if (spec_.hashed) return;  // rows come with their ids
-  values_.resize(local_rows_ * spec_.dim);
-  state_.assign(local_rows_ * state_per_row_, 0.0f);
-  for (uint64_t i = 0; i < local_rows_; ++i) {
-    table_initial_row(spec_, seed, table_global_row(i, server_, num_servers_), values_.data() + i * spec_.dim);
+  if (spec_.bf16) {
+    half_.resize(local_rows_ * spec_.dim);
+  } else {
+    values_.resize(local_rows_ * spec_.dim);
   }
+  state_.assign(local_rows_ * state_per_row_, 0.0f);
+  std::vector<float> row(spec_.dim);
+  for (uint64_t i = 0; i < local_rows_; ++i) {
+    table_initial_row(spec_, seed, table_global_row(i, server_, num_servers_), row.data());
+    set_row(i, row.data());
+  }
+}
+
+void EmbeddingShard::grow_one_row() {
+  if (spec_.bf16) {
+    half_.resize(half_.size() + spec_.dim);
+  } else {
+    values_.resize(values_.size() + spec_.dim);
+  }
+  state_.resize(state_.size() + state_per_row_);
+}
+
+void EmbeddingShard::set_row(size_t place, const float* v) {
+  const size_t dim = spec_.dim;
+  if (spec_.bf16) {
+    for (size_t j = 0; j < dim; ++j) half_[place * dim + j] = to_bf16(v[j]);
+  } else {
+    std::memcpy(values_.data() + place * dim, v, dim * sizeof(float));
+  }
+}
+
+void EmbeddingShard::get_row(size_t place, float* out) const {
+  const size_t dim = spec_.dim;
+  if (spec_.bf16) {
+    for (size_t j = 0; j < dim; ++j) out[j] = from_bf16(half_[place * dim + j]);
+  } else {
+    std::memcpy(out, values_.data() + place * dim, dim * sizeof(float));
+  }
+}
+
+std::vector<float> EmbeddingShard::values_as_floats() const {
+  if (!spec_.bf16) return values_;
+  std::vector<float> out(half_.size());
+  for (size_t i = 0; i < half_.size(); ++i) out[i] = from_bf16(half_[i]);
+  return out;
+}
+
+void EmbeddingShard::restore(std::vector<float> values, std::vector<float> state) {
+  if (spec_.bf16) {
+    half_.resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i) half_[i] = to_bf16(values[i]);
+  } else {
+    values_ = std::move(values);
+  }
+  state_ = std::move(state);
 }
 
 int64_t EmbeddingShard::slot(uint64_t row) const {
@@ -31,16 +82,18 @@ int64_t EmbeddingShard::slot(uint64_t row) const {
 }
 
 void EmbeddingShard::read(uint64_t row, float* out) const {
-  const size_t dim = spec_.dim;
   if (!spec_.hashed) {
-    std::memcpy(out, values_.data() + local(row) * dim, dim * sizeof(float));
+    get_row(local(row), out);
     return;
   }
   const int64_t s = slot(row);
-  if (s < 0) {
-    table_initial_row(spec_, seed_, row, out);  // what the row starts as, once admitted
-  } else {
-    std::memcpy(out, values_.data() + static_cast<size_t>(s) * dim, dim * sizeof(float));
+  if (s >= 0) {
+    get_row(static_cast<size_t>(s), out);
+    return;
+  }
+  table_initial_row(spec_, seed_, row, out);  // what the row starts as, once admitted (as stored)
+  if (spec_.bf16) {
+    for (size_t j = 0; j < spec_.dim; ++j) out[j] = from_bf16(to_bf16(out[j]));
   }
 }
 
@@ -50,7 +103,6 @@ int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
   uint32_t& seen = seen_[row];
   if (++seen < std::max<uint32_t>(spec_.admit_after, 1) || slots_.size() >= local_rows_) return -1;
   seen_.erase(row);
-  const size_t dim = spec_.dim;
   if (!free_.empty()) {
     s = free_.back();
     free_.pop_back();
@@ -58,12 +110,13 @@ int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
     s = static_cast<int64_t>(slot_ids_.size());
     slot_ids_.push_back(0);
     last_step_.push_back(0);
-    values_.resize(values_.size() + dim);
-    state_.resize(state_.size() + state_per_row_);
+    grow_one_row();
   }
   slot_ids_[s] = row;
   last_step_[s] = step;
-  table_initial_row(spec_, seed_, row, values_.data() + static_cast<size_t>(s) * dim);
+  std::vector<float> initial(spec_.dim);
+  table_initial_row(spec_, seed_, row, initial.data());
+  set_row(static_cast<size_t>(s), initial.data());
   std::fill_n(state_.begin() + static_cast<ptrdiff_t>(s * state_per_row_), state_per_row_, 0.0f);
   slots_[row] = static_cast<uint32_t>(s);
   ++counts_.admitted;
@@ -74,6 +127,7 @@ int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
 void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer,
                            float lr, int64_t t, int64_t step) {
   const size_t dim = spec_.dim;
+  std::vector<float> row(spec_.bf16 ? dim : 0);  // a bf16 row, updated in float32 and rounded back
   for (size_t i = 0; i < n; ++i) {
     int64_t place = static_cast<int64_t>(local(rows[i]));
     if (spec_.hashed) {
@@ -85,7 +139,10 @@ void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, c
       last_step_[place] = step;
     }
     // The rule sees one row as n = dim elements with its state planes right after one another (state_floats x dim).
-    optimizer.apply(values_.data() + place * dim, grads + i * dim, state_.data() + place * state_per_row_, dim, lr, t);
+    float* values = spec_.bf16 ? row.data() : values_.data() + place * dim;
+    if (spec_.bf16) get_row(static_cast<size_t>(place), values);
+    optimizer.apply(values, grads + i * dim, state_.data() + place * state_per_row_, dim, lr, t);
+    if (spec_.bf16) set_row(static_cast<size_t>(place), values);
   }
 }
 
@@ -112,8 +169,9 @@ void EmbeddingShard::save_hashed(CheckpointTable& t) const {
     if (it == slots_.end() || it->second != s) continue;  // a free slot
     t.ids.push_back(slot_ids_[s]);
     t.last_steps.push_back(last_step_[s]);
-    t.values.insert(t.values.end(), values_.begin() + static_cast<ptrdiff_t>(s * dim),
-                    values_.begin() + static_cast<ptrdiff_t>((s + 1) * dim));
+    const size_t at = t.values.size();
+    t.values.resize(at + dim);
+    get_row(s, t.values.data() + at);
     t.state.insert(t.state.end(), state_.begin() + static_cast<ptrdiff_t>(s * state_per_row_),
                    state_.begin() + static_cast<ptrdiff_t>((s + 1) * state_per_row_));
   }
@@ -141,8 +199,7 @@ void EmbeddingShard::restore_hashed(CheckpointTable& t) {
   }
   slot_ids_ = std::move(t.ids);
   last_step_ = std::move(t.last_steps);
-  values_ = std::move(t.values);
-  state_ = std::move(t.state);
+  restore(std::move(t.values), std::move(t.state));
   free_.clear();
   seen_ = std::unordered_map<uint64_t, uint32_t>(t.pending.begin(), t.pending.end());
   counts_.admitted = t.admitted;

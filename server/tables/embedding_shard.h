@@ -53,22 +53,21 @@ class EmbeddingShard {
   void expire(int64_t step);
   const TableRowCounts& counts() const { return counts_; }
 
-  // Every row held here (local order, table_local_row) and their optimizer state: what a checkpoint keeps of a table
-  // of row indices (a hashed one: save_hashed()).
-  const std::vector<float>& values() const { return values_; }
+  // Every row held here (local order, table_local_row) as float32, and their optimizer state: what a checkpoint keeps
+  // of a table of row indices (a hashed one: save_hashed()).
+  std::vector<float> values_as_floats() const;
+  size_t value_count() const { return spec_.bf16 ? half_.size() : values_.size(); }
   const std::vector<float>& state() const { return state_; }
-  // A checkpoint's rows and state in place of the ones made from the seed (sizes checked by the caller).
-  void restore(std::vector<float> values, std::vector<float> state) {
-    values_ = std::move(values);
-    state_ = std::move(state);
-  }
+  // A checkpoint's rows and state in place of the ones made from the seed (sizes checked by the caller; bf16 storage
+  // rounds the rows, which a checkpoint of such a table holds exactly).
+  void restore(std::vector<float> values, std::vector<float> state);
   // A hashed table's rows as a checkpoint keeps them (CheckpointTable's values, state, ids, last steps, pending ids
   // and counts), in slot order without the free slots; restore_hashed() makes the table they describe again (its
   // slots in that order: where a row sits changes no value).
   void save_hashed(CheckpointTable& t) const;
   void restore_hashed(CheckpointTable& t);
   // Bytes of values and optimizer state.
-  uint64_t bytes() const { return (values_.size() + state_.size()) * sizeof(float); }
+  uint64_t bytes() const { return values_.size() * sizeof(float) + half_.size() * 2 + state_.size() * sizeof(float); }
 
  private:
   uint64_t local(uint64_t row) const { return table_local_row(row, num_servers_); }
@@ -83,8 +82,14 @@ class EmbeddingShard {
   uint64_t seed_;
   uint64_t local_rows_;
   size_t state_per_row_;
-  std::vector<float> values_;  // local rows (hashed: slots) x dim
-  std::vector<float> state_;   // local rows (hashed: slots) x (state_floats x dim)
+  // Makes room for one more row (a hashed table's new slot), and sets or gets row `place`'s values as float32.
+  void grow_one_row();
+  void set_row(size_t place, const float* v);
+  void get_row(size_t place, float* out) const;
+
+  std::vector<float> values_;   // local rows (hashed: slots) x dim, float32 storage
+  std::vector<uint16_t> half_;  // the same, bf16 storage (spec_.bf16)
+  std::vector<float> state_;    // local rows (hashed: slots) x (state_floats x dim)
   // Hashed tables: id -> slot, each slot's id and last step touched, free slots, and the steps of ids not admitted.
   std::unordered_map<uint64_t, uint32_t> slots_;
   std::vector<uint64_t> slot_ids_;

@@ -56,6 +56,7 @@ TableSpec spec_of(const protocol::TableInfo& t) {
   s.hashed = t.hashed;
   s.admit_after = t.admit_after;
   s.expire_after = t.expire_after;
+  s.bf16 = t.bf16;
   return s;
 }
 
@@ -65,7 +66,7 @@ int64_t sweep_period(const TableSpec& t) { return std::max<int64_t>(1, t.expire_
 
 bool same(const TableSpec& a, const TableSpec& b) {
   return a.name == b.name && a.rows == b.rows && a.dim == b.dim && a.init == b.init && a.init_scale == b.init_scale &&
-         a.hashed == b.hashed && a.admit_after == b.admit_after && a.expire_after == b.expire_after;
+         a.hashed == b.hashed && a.admit_after == b.admit_after && a.expire_after == b.expire_after && a.bf16 == b.bf16;
 }
 
 std::string step_text(const protocol::Message& m) {
@@ -143,8 +144,8 @@ bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::strin
                                                   static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
   long double need = 0;  // long double: rows x dim of a declared table may exceed 64 bits of bytes
   for (const TableSpec& t : specs) {
-    need += static_cast<long double>(table_rows_on(t.rows, opt_.num_servers, opt_.rank)) * t.dim * sizeof(float) *
-            (1 + opt_.optimizer->state_floats());
+    need += static_cast<long double>(table_rows_on(t.rows, opt_.num_servers, opt_.rank)) * t.dim *
+            ((t.bf16 ? 2 : sizeof(float)) + sizeof(float) * opt_.optimizer->state_floats());
   }
   if (need > static_cast<long double>(limit)) {
     code = ErrorCode::BAD_HEADER;
@@ -190,7 +191,7 @@ CheckpointTable TableStore::snapshot(uint32_t table) const {
   if (t.spec.hashed) {
     shard.save_hashed(t);
   } else {
-    t.values = shard.values();
+    t.values = shard.values_as_floats();
     t.state = shard.state();
   }
   return t;
@@ -216,10 +217,10 @@ void TableStore::restore(std::vector<CheckpointTable> tables) {
       shard.restore_hashed(tables[i]);
       continue;
     }
-    if (tables[i].values.size() != shard.values().size() || tables[i].state.size() != shard.state().size()) {
+    if (tables[i].values.size() != shard.value_count() || tables[i].state.size() != shard.state().size()) {
       throw Error("embedding table " + describe_table(tables[i].spec) + ": the checkpoint holds " +
                   std::to_string(tables[i].values.size()) + " values, server " + std::to_string(opt_.rank) + " of " +
-                  std::to_string(opt_.num_servers) + " holds " + std::to_string(shard.values().size()));
+                  std::to_string(opt_.num_servers) + " holds " + std::to_string(shard.value_count()));
     }
     shard.restore(std::move(tables[i].values), std::move(tables[i].state));
   }

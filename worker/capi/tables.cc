@@ -27,6 +27,7 @@ int add_table(pshard_client* c, const char* name, pshard::TableSpec spec, int di
                 : init == PSHARD_INIT_ZEROS ? pshard::TableInit::kZeros
                                             : pshard::TableInit::kNormal;
     spec.init_scale = static_cast<float>(init_scale);
+    spec.bf16 = c->cfg.get_string("embedding.storage") == "bf16";
     if (!std::isfinite(init_scale) || init_scale > 1e30) spec.init_scale = NAN;  // refused below
     std::vector<pshard::TableSpec> all = c->tables;
     all.push_back(spec);

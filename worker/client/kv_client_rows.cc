@@ -41,7 +41,7 @@ KvClient::Handle KvClient::declare_tables(const std::vector<TableSpec>& tables, 
   m.table_seed = seed;
   for (const TableSpec& t : tables) {
     m.tables.push_back(
-        {t.name, t.rows, t.dim, wire_init(t.init), t.init_scale, t.hashed, t.admit_after, t.expire_after});
+        {t.name, t.rows, t.dim, wire_init(t.init), t.init_scale, t.hashed, t.admit_after, t.expire_after, t.bf16});
   }
   auto op = std::make_shared<Op>();
   op->remaining = static_cast<int>(impl_->opt.servers.size());

@@ -1,6 +1,6 @@
 // TableStore without sockets: rows made from the seed, the synchronous step of a table (rank-ordered mean of the rows
-// pushed, reads held until it closes, a dead worker), async pushes, a hashed table through a checkpoint file, and
-// every refusal naming the table and step and changing nothing.
+// pushed, reads held until it closes, a dead worker), async pushes, a hashed table through a checkpoint file, rows
+// stored as bf16, and every refusal naming the table and step and changing nothing.
 #include "server/tables/table_store.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/util/bf16.h"
 
 namespace pshard {
 namespace {
@@ -34,7 +35,7 @@ protocol::Message table_init(uint32_t worker, TableSpec spec = kSpec, uint64_t s
   m.sender_rank = worker;
   m.table_seed = seed;
   m.tables.push_back({spec.name, spec.rows, spec.dim, protocol::TableInit::NORMAL, spec.init_scale, spec.hashed,
-                      spec.admit_after, spec.expire_after});
+                      spec.admit_after, spec.expire_after, spec.bf16});
   return m;
 }
 
@@ -377,6 +378,39 @@ TEST(TableStore, AHashedTableResumesFromItsCheckpointAsItWouldHaveGoneOn) {
     resumed.shard(0).read(id, b.data());
     EXPECT_EQ(a, b) << "id " << id;
   }
+}
+
+// embedding.storage = bf16: rows start as their bf16 rounding, each update is computed in float32 from the stored row
+// and rounded to nearest even, the rows take half the bytes, and a checkpoint keeps them exactly.
+TEST(TableStore, Bf16RowsAreUpdatedInFloat32AndStoredRounded) {
+  TableStoreOptions o = options(Consistency::kBsp, "sgd");
+  o.num_workers = 1;
+  TableSpec spec = kSpec;
+  spec.bf16 = true;
+  TableStore t(o), f32(o);
+  ErrorCode code;
+  std::string why;
+  ASSERT_TRUE(t.declare(table_init(0, spec), code, why)) << why;
+  ASSERT_TRUE(f32.declare(table_init(0, kSpec), code, why)) << why;
+  EXPECT_TRUE(t.shard(0).spec().bf16);
+  EXPECT_EQ(t.shard(0).bytes() * 2, f32.shard(0).bytes());
+  auto bf16 = [](float x) { return from_bf16(to_bf16(x)); };
+  const std::vector<float> start = initial(4);
+  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(row_of(t, 4)[j], bf16(start[j])) << j;
+  std::vector<float> expected = row_of(t, 4);
+  for (int64_t s = 0; s < 3; ++s) {
+    const std::vector<float> g = {0.3f, -1.7f, 1e-4f};
+    t.run(rows_request(MessageType::ROW_PULL, 0, s, {4}));
+    auto pushed = t.run(rows_request(MessageType::ROW_PUSH, 0, s, {4}, g));
+    ASSERT_EQ(pushed.at(0)->error, ErrorCode::NONE) << pushed[0]->error_message;
+    for (size_t j = 0; j < 3; ++j) expected[j] = bf16(expected[j] - 0.1f * g[j]);  // sgd at lr 0.1
+    EXPECT_EQ(row_of(t, 4), expected) << "step " << s;
+  }
+  const CheckpointTable c = t.snapshot(0);
+  EXPECT_TRUE(c.spec.bf16);
+  TableStore back(o);
+  back.restore({c});
+  for (uint64_t r = 0; r < kSpec.rows; ++r) EXPECT_EQ(row_of(back, r), row_of(t, r)) << "row " << r;
 }
 
 TEST(TableStore, TablesBiggerThanTheServersMemoryAreRefused) {
