@@ -199,25 +199,37 @@ def reference(rule, got):
     return net
 
 
+def stop_and_resume(config, out, stop_mode, resumed_mode, step, name):
+    """Launches the job that stops itself (worker mode `stop_mode`) and resumes it with --resume, which must start at
+    the checkpoint of `step`; returns the resumed launch's output."""
+    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, stop_mode], 240,
+                                             name)
+    support.expect(status != 0, "%s: the job meant to stop finished" % name, output)
+    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "2", "--workers", "2", "--resume", run_dir,
+                                  "--grace-ms", "5000", "--timeout", "240", "--", support.PYTHON,
+                                  os.path.abspath(__file__), "worker", out, resumed_mode], 270)
+    support.expect(status == 0, "%s: --resume failed" % name, output)
+    support.expect("resuming at step %d" % step in output,
+                   "%s: the resumed job did not start at step %d" % (name, step), output)
+    return output
+
+
+def expect_same(got, want, rows, what, output):
+    """The rows (key `rows`) and the dense layer of two runs, bit for bit."""
+    support.expect(torch.equal(got[rows], want[rows]), "%s: the rows differ from the undisturbed run's" % what, output)
+    for name in want["fc"]:
+        support.expect(torch.equal(got["fc"][name], want["fc"][name]),
+                       "%s: fc.%s differs from the undisturbed run's" % (what, name), output)
+
+
 def resume(rule, reference):
     """A job with checkpoints every 20 steps, stopped at step 55 and resumed with --resume from the checkpoint of
     step 40, ends with the rows and weights of the undisturbed run, bit for bit."""
     out = support.fresh_dir("embedding-resume")
-    config = CONFIG % rule + "\n[checkpoint]\nevery_steps = 20\n"
-    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, "stop"], 240,
-                                             "embedding-stop")
-    support.expect(status != 0, "the job meant to stop at step 55 finished", output)
-    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "2", "--workers", "2", "--resume", run_dir,
-                                  "--grace-ms", "5000", "--timeout", "240", "--", support.PYTHON,
-                                  os.path.abspath(__file__), "worker", out, "resumed"], 270)
-    support.expect(status == 0, "--resume failed", output)
-    support.expect("resuming at step 40" in output, "the resumed job did not start at step 40", output)
-    got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
-    support.expect(torch.equal(got["final"], reference["final"]),
-                   "the resumed run's rows differ from the undisturbed run's", output)
-    for name in reference["fc"]:
-        support.expect(torch.equal(got["fc"][name], reference["fc"][name]),
-                       "the resumed run's fc.%s differs from the undisturbed run's" % name, output)
+    output = stop_and_resume(CONFIG % rule + "\n[checkpoint]\nevery_steps = 20\n", out, "stop", "resumed", 40,
+                             "embedding-stop")
+    expect_same(torch.load(os.path.join(out, "rows.pt"), weights_only=True), reference, "final", "the resumed run",
+                output)
     print("embedding %s: stopped at step 55, --resume from step 40: the same rows and weights, bit for bit" % rule)
 
 
@@ -233,12 +245,8 @@ def server_restart(rule, reference):
     support.expect(os.path.exists(os.path.join(out, "fault")), "server 1 was never killed", output)
     support.expect("from the checkpoint of step 40" in output, "the job did not restart from the checkpoint of step 40",
                    output)
-    got = torch.load(os.path.join(out, "rows.pt"), weights_only=True)
-    support.expect(torch.equal(got["final"], reference["final"]),
-                   "the restarted job's rows differ from the undisturbed run's", output)
-    for name in reference["fc"]:
-        support.expect(torch.equal(got["fc"][name], reference["fc"][name]),
-                       "the restarted job's fc.%s differs from the undisturbed run's" % name, output)
+    expect_same(torch.load(os.path.join(out, "rows.pt"), weights_only=True), reference, "final", "the restarted job",
+                output)
     print("embedding %s: server 1 killed at step 55, the job restarted from step 40: the same rows and weights, bit "
           "for bit" % rule)
 
@@ -301,21 +309,10 @@ def hashed_resume(rule):
                                                       "hashed-admit"], 240, "embedding-hashed-admit")
     support.expect(status == 0, "the hashed job with admission failed (status %d)" % status, output)
     out = support.fresh_dir("embedding-hashed-resume")
-    status, output, run_dir = support.launch(config, 2, 2, [os.path.abspath(__file__), "worker", out, "hashed-stop"],
-                                             240, "embedding-hashed-stop")
-    support.expect(status != 0, "the hashed job meant to stop at step 12 finished", output)
-    status, output = support.run([support.PSHARD_BIN, "launch", "--servers", "2", "--workers", "2", "--resume", run_dir,
-                                  "--grace-ms", "5000", "--timeout", "240", "--", support.PYTHON,
-                                  os.path.abspath(__file__), "worker", out, "hashed-admit"], 270)
-    support.expect(status == 0, "--resume of the hashed job failed", output)
-    support.expect("resuming at step 10" in output, "the resumed hashed job did not start at step 10", output)
-    want = torch.load(os.path.join(undisturbed, "hashed.pt"), weights_only=True)
-    got = torch.load(os.path.join(out, "hashed.pt"), weights_only=True)
-    support.expect(torch.equal(got["trained"], want["trained"]),
-                   "the resumed hashed table's rows differ from the undisturbed run's", output)
-    for name in want["fc"]:
-        support.expect(torch.equal(got["fc"][name], want["fc"][name]),
-                       "the resumed hashed job's fc.%s differs from the undisturbed run's" % name, output)
+    output = stop_and_resume(config, out, "hashed-stop", "hashed-admit", 10, "embedding-hashed-stop")
+    expect_same(torch.load(os.path.join(out, "hashed.pt"), weights_only=True),
+                torch.load(os.path.join(undisturbed, "hashed.pt"), weights_only=True), "trained",
+                "the resumed hashed job", output)
     print("embedding hashed %s: stopped at step 12, --resume from step 10: the same rows and weights, bit for bit"
           % rule)
 
