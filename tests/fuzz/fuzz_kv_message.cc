@@ -104,11 +104,11 @@ void run_rows(const Message& m, uint8_t flags, const std::vector<FrameView>& fra
     req->payloads.push_back(std::make_shared<zmq::message_t>(frames[i].data, frames[i].size));
   }
   std::vector<float> before;
-  if (tables.declared()) before = tables.shard(0).values();
+  if (tables.declared()) before = tables.shard(0).values_as_floats();
   for (const RequestPtr& r : tables.run(req)) {
     if (r->error != ErrorCode::NONE) {
       check_error_reply(r->msg.request_id, r->error, r->error_message);
-      if (r == req && tables.declared()) PSHARD_FUZZ_REQUIRE(tables.shard(0).values() == before);
+      if (r == req && tables.declared()) PSHARD_FUZZ_REQUIRE(tables.shard(0).values_as_floats() == before);
       continue;
     }
     if (r->msg.type == MessageType::ROW_PULL) {
