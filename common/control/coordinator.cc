@@ -204,14 +204,7 @@ struct Coordinator::Impl {
       rendezvous.refuse(p, "the job is no longer running");
       return;
     }
-    // The servers hear of the new process before it has the map, so that their shared-memory channels admit it.
-    auto before_the_worker_hears = [this, &p](const ClusterMap& m) {  // (peers has it with its rank by now)
-      publish(m);
-      capnp::MallocMessageBuilder b;
-      cc::fill_node(peers.at(p.id).info, b.initRoot<control::ControlMessage>().initWorkerRegistered());
-      outbox.broadcast(peers, b, [](const Peer& q) { return q.info.role == NodeRole::kServer && reachable(q); });
-    };
-    if (rendezvous.rejoin(p, before_the_worker_hears) && opt.min_workers > 0) {
+    if (rendezvous.rejoin(p, [this](const ClusterMap& m) { publish(m); }) && opt.min_workers > 0) {
       epochs.arrived(peers.at(p.id));
     }
   }

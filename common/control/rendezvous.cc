@@ -196,6 +196,10 @@ bool Rendezvous::rejoin(Peer p, const MapHook& before_sending) {
   peers_[p.id] = p;
   map_.workers.at(p.info.rank) = p.info;
   before_sending(map_);
+  // The servers hear of the new process before it has the map, so that their shared-memory channels admit it.
+  capnp::MallocMessageBuilder b;
+  cc::fill_node(p.info, b.initRoot<control::ControlMessage>().initWorkerRegistered());
+  outbox_.broadcast(peers_, b, [](const Peer& q) { return q.info.role == NodeRole::kServer && reachable(q); });
   send_map(p.id, p.info, opt_.min_workers > 0);
   if (opt_.min_workers > 0) {
     PSHARD_LOG(kInfo) << cc::describe(p.info) << " joined the job; it trains from the next epoch on";

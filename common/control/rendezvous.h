@@ -43,8 +43,8 @@ class Rendezvous {
   // While the job runs: the live worker that `p` asks to replace (a restarted process asking for its
   // old rank before the heartbeat timeout declared the old one dead), or nullptr.
   Peer* replaced_by(const Peer& p);
-  // Gives `p` the rank of a dead worker and sends it the map with itself in it (`before_sending` sees it first);
-  // false when refused.
+  // Gives `p` the rank of a dead worker, tells the servers of its process (workerRegistered) and then sends it the
+  // map with itself in it (`before_sending` sees it first); false when refused.
   bool rejoin(Peer p, const MapHook& before_sending);
 
   // The map as last handed out (empty before the rendezvous completed).
