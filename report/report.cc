@@ -80,19 +80,17 @@ std::vector<std::string> figure_names(const std::vector<RunMetrics>& runs) {
   return {names.begin(), names.end()};
 }
 
-// A run's final value of its own figure `name` (its summary's, else its last epoch's), if it has one.
-std::optional<double> final_figure(const RunMetrics& r, const std::string& name) {
-  const std::map<std::string, double>& f =
-      r.summary ? r.summary->figures : (r.epochs.empty() ? std::map<std::string, double>{} : r.epochs.back().figures);
-  auto it = f.find(name);
-  if (it != f.end()) return it->second;
+// Figure `name` of `figures`, if it is there.
+std::optional<double> figure(const std::map<std::string, double>& figures, const std::string& name) {
+  auto it = figures.find(name);
+  if (it != figures.end()) return it->second;
   return std::nullopt;
 }
 
-std::optional<double> epoch_figure(const EpochRecord& e, const std::string& name) {
-  auto it = e.figures.find(name);
-  if (it != e.figures.end()) return it->second;
-  return std::nullopt;
+// A run's final value of its own figure `name`: its summary's, else its last epoch's.
+std::optional<double> final_figure(const RunMetrics& r, const std::string& name) {
+  if (r.summary) return figure(r.summary->figures, name);
+  return r.epochs.empty() ? std::nullopt : figure(r.epochs.back().figures, name);
 }
 
 void write_runs_csv(const std::string& path, const std::vector<RunMetrics>& runs,
@@ -170,7 +168,7 @@ void write_convergence_csvs(const std::string& steps_path, const std::string& ep
       row.push_back(e.gpu_mem_peak_bytes ? num(*e.gpu_mem_peak_bytes / kMiB) : "");
       row.push_back(opt(e.skipped_steps));
       row.push_back(opt(e.loss_scale));
-      for (const std::string& name : figures) row.push_back(opt(epoch_figure(e, name)));
+      for (const std::string& name : figures) row.push_back(opt(figure(e.figures, name)));
       epochs.row(row);
     }
   }

@@ -17,7 +17,8 @@ EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_ser
       num_servers_(num_servers),
       seed_(seed),
       local_rows_(table_rows_on(spec_.rows, num_servers, server)),
-      state_per_row_(optimizer.state_floats() * spec_.dim) {
+      state_per_row_(optimizer.state_floats() * spec_.dim),
+      scratch_(spec_.dim) {
   if (spec_.hashed) return;  // rows come with their ids
   if (spec_.bf16) {
     half_.resize(local_rows_ * spec_.dim);
@@ -25,10 +26,9 @@ EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_ser
     values_.resize(local_rows_ * spec_.dim);
   }
   state_.assign(local_rows_ * state_per_row_, 0.0f);
-  std::vector<float> row(spec_.dim);
   for (uint64_t i = 0; i < local_rows_; ++i) {
-    table_initial_row(spec_, seed, table_global_row(i, server_, num_servers_), row.data());
-    set_row(i, row.data());
+    table_initial_row(spec_, seed, table_global_row(i, server_, num_servers_), scratch_.data());
+    set_row(i, scratch_.data());
   }
 }
 
@@ -114,9 +114,8 @@ int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
   }
   slot_ids_[s] = row;
   last_step_[s] = step;
-  std::vector<float> initial(spec_.dim);
-  table_initial_row(spec_, seed_, row, initial.data());
-  set_row(static_cast<size_t>(s), initial.data());
+  table_initial_row(spec_, seed_, row, scratch_.data());
+  set_row(static_cast<size_t>(s), scratch_.data());
   std::fill_n(state_.begin() + static_cast<ptrdiff_t>(s * state_per_row_), state_per_row_, 0.0f);
   slots_[row] = static_cast<uint32_t>(s);
   ++counts_.admitted;
@@ -127,7 +126,6 @@ int64_t EmbeddingShard::admit(uint64_t row, int64_t step) {
 void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer,
                            float lr, int64_t t, int64_t step) {
   const size_t dim = spec_.dim;
-  std::vector<float> row(spec_.bf16 ? dim : 0);  // a bf16 row, updated in float32 and rounded back
   for (size_t i = 0; i < n; ++i) {
     int64_t place = static_cast<int64_t>(local(rows[i]));
     if (spec_.hashed) {
@@ -139,7 +137,7 @@ void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, c
       last_step_[place] = step;
     }
     // The rule sees one row as n = dim elements with its state planes right after one another (state_floats x dim).
-    float* values = spec_.bf16 ? row.data() : values_.data() + place * dim;
+    float* values = spec_.bf16 ? scratch_.data() : values_.data() + place * dim;  // bf16: updated as float32
     if (spec_.bf16) get_row(static_cast<size_t>(place), values);
     optimizer.apply(values, grads + i * dim, state_.data() + place * state_per_row_, dim, lr, t);
     if (spec_.bf16) set_row(static_cast<size_t>(place), values);

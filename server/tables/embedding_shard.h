@@ -89,6 +89,7 @@ class EmbeddingShard {
 
   std::vector<float> values_;   // local rows (hashed: slots) x dim, float32 storage
   std::vector<uint16_t> half_;  // the same, bf16 storage (spec_.bf16)
+  std::vector<float> scratch_;  // one row as float32: a new row's initial values, a bf16 row being updated
   std::vector<float> state_;    // local rows (hashed: slots) x (state_floats x dim)
   // Hashed tables: id -> slot, each slot's id and last step touched, free slots, and the steps of ids not admitted.
   std::unordered_map<uint64_t, uint32_t> slots_;
