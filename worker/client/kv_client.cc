@@ -31,6 +31,7 @@
 #include "common/util/tsan.h"
 #include "worker/client/host_group.h"
 #include "worker/client/kv_client_impl.h"
+#include "worker/client/request_plan.h"
 
 namespace pshard {
 
@@ -126,38 +127,30 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
   if (step < 0) throw Error(std::string(protocol::type_name(type)) + " of '" + tensor + "': negative step");
   // A whole tensor travels one way: encoded when it is at least compression_min_bytes.
   const uint64_t tensor_bytes = spec.numel * sizeof(float);
+  RequestPlanInputs in;
+  in.type = type;
+  in.copy = copy;
   const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
-  const protocol::Encoding push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
+  in.push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
+  in.pull_encoding = encoder.pull_encoding(tensor_bytes);
+  if (group) {
+    in.host_aggregated = opt.host_aggregated;
+    in.host_leader = group->leader();
+  }
+  in.copier_min_bytes = kCopierMinBytes;
+  in.shared_memory_to = [this](uint32_t s) { return shared_memory_to(s); };
   if (pushes) keep_residuals_if_checkpointed(step);
-  std::map<uint32_t, std::vector<uint32_t>> by_server;
-  for (uint32_t id : layout.slices_of(tid)) by_server[layout.slice(id).server].push_back(id);
+  const std::vector<PlannedPart> plan = plan_request(layout, tid, in);
 
   auto op = std::make_shared<Op>();
-  op->remaining = static_cast<int>(by_server.size());
+  op->remaining = static_cast<int>(plan.size());
+  const Call call{
+      tensor, grad, out, step, copy, in.push_encoding, in.pull_encoding, op, Clock::now() + opt.request_timeout};
   std::vector<Part> parts;
   std::vector<HostJob> host_parts;  // host aggregation: the leader's sums to make, a member's weights to read
-  const auto deadline = Clock::now() + opt.request_timeout;
-  for (auto& [server, ids] : by_server) {
-    const std::string slices = ids.size() == 1 ? layout.describe(ids[0]) : std::to_string(ids.size()) + " slices";
-    // Host aggregation: a member hands its gradients to the host's leader, which pushes for the host and
-    // publishes the weights that come back (a push_pull whatever was asked, so that the members get them).
-    const bool host_push = group && pushes && server < opt.host_aggregated.size() && opt.host_aggregated[server];
-    if (host_push && !group->leader()) {
-      Part p;
-      p.server = server;
-      p.ids = ids;
-      p.op = op;
-      p.deadline = deadline;
-      p.what = "weights of '" + tensor + "' for step " + std::to_string(step + 1) + " (" + slices +
-               ") from this host's leader, worker " + std::to_string(group->leader_rank());
-      for (uint32_t id : ids) {
-        const SliceInfo& s = layout.slice(id);
-        group->put_gradient(id, grad + s.offset, s.length, step, deadline);
-        shm_bytes_sent += s.length * sizeof(float);
-        fp32_bytes_sent += s.length * sizeof(float);
-        p.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32, protocol::Encoding::NONE});
-        if (out != nullptr) p.dests.push_back(out + s.offset);
-      }
+  for (const PlannedPart& planned : plan) {
+    if (planned.role == PartRole::kHostMember) {
+      Part p = hand_to_leader(planned, call);
       if (type == MessageType::PUSH_PULL) {
         host_parts.push_back({std::move(p), step, {}});
       } else {
@@ -165,116 +158,157 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
       }
       continue;
     }
-    const bool host_leader = host_push;
-    const MessageType part_type = host_leader ? MessageType::PUSH_PULL : type;
-    Part p;
-    p.server = server;
-    p.ids = ids;
-    // float32 both ways to a server on this host: the payloads go through shared memory.
-    p.shared_memory = type != MessageType::INIT && (!pushes || push_encoding == protocol::Encoding::NONE) &&
-                      encoder.pull_encoding(tensor_bytes) == protocol::Encoding::NONE && shared_memory_to(server);
-    p.request_id = next_request++;
-    p.type = part_type;
-    p.what = std::string(protocol::type_name(part_type)) + " of '" + tensor + "' step " + std::to_string(step) +
-             (host_leader ? " for this host's workers" : "") + " (" + slices + ")";
-    p.op = op;
-    p.deadline = deadline;
-    protocol::Message m;
-    m.type = part_type;
-    m.request_id = p.request_id;
-    m.job_token = opt.job_token;
-    m.sender_role = protocol::Role::WORKER;
-    m.sender_rank = opt.rank;
-    m.step = step;
-    m.layout_fingerprint = layout.fingerprint();
-    m.checkpoint = pushes && step == checkpoint_step.load();
-    m.stop = pushes && (step == stop_step.load() || (host_leader && step == group->stop_step()));
-    m.pull_encoding =
-        protocol::reads_weights(part_type) ? encoder.pull_encoding(tensor_bytes) : protocol::Encoding::NONE;
-    if (host_leader) {
-      m.contributors = opt.host_ranks;
-      p.publish_version = step + 1;
-      size_t n = 0;
-      for (uint32_t id : ids) n += layout.slice(id).length;
-      if (copy) p.own_copy.reserve(n);
-      if (out == nullptr) p.scratch.resize(n);
-    }
-    m.shared_memory = p.shared_memory;
-    if (type == MessageType::INIT) {
-      for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
-      m.slice_bytes = layout.slice_bytes();
-      m.num_servers = layout.num_servers();
-      m.run_total_steps = opt.run_total_steps;
-    }
-    size_t scratch_at = 0;
-    for (uint32_t id : ids) {
-      const SliceInfo& s = layout.slice(id);
-      m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32,
-                        grad != nullptr ? push_encoding : protocol::Encoding::NONE});
-      if (out != nullptr) {
-        p.dests.push_back(out + s.offset);
-      } else if (host_leader) {
-        p.dests.push_back(p.scratch.data() + scratch_at);
-        scratch_at += s.length;
-      }
-    }
-    p.keys = m.keys;
-    if (!host_leader) p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
-    if (grad != nullptr) {
-      for (uint32_t id : ids) {
-        const SliceInfo& s = layout.slice(id);
-        const size_t bytes = s.length * sizeof(float);
-        // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly
-        // the requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
-        fp32_bytes_sent += bytes;
-        if (host_leader) {  // the host thread sums and sends it
-          if (copy) {
-            const size_t at = p.own_copy.size();
-            p.own_copy.insert(p.own_copy.end(), grad + s.offset, grad + s.offset + s.length);
-            p.host_sums.emplace_back(id, p.own_copy.data() + at);  // reserved: no reallocation moves it
-          } else {
-            p.host_sums.emplace_back(id, grad + s.offset);
-          }
-          (p.shared_memory ? shm_bytes_sent : bytes_sent) += bytes;
-        } else if (p.shared_memory) {
-          // push() (the caller reuses grad at once) and small slices copy now: the copier's thread hand-off costs
-          // more than a small copy (a 4 KiB round trip: 130 us through the copier, 90 us over TCP).
-          if (copy || bytes <= kCopierMinBytes) {
-            write_push_slot(server, id, grad + s.offset, s.length, deadline);
-          } else {
-            p.slot_copies.emplace_back(id, grad + s.offset);
-          }
-          shm_bytes_sent += bytes;
-        } else if (push_encoding != protocol::Encoding::NONE) {
-          zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
-          const size_t used = encoder.encode(id, step, grad + s.offset, s.length, static_cast<uint8_t*>(f.data()));
-          if (used != f.size()) f = zmq::message_t(f.data(), used);
-          bytes_sent += f.size();
-          p.frames.push_back(std::move(f));
-        } else if (copy) {
-          zmq::message_t f = pool->message(bytes);
-          std::memcpy(f.data(), grad + s.offset, bytes);
-          bytes_sent += f.size();
-          p.frames.push_back(std::move(f));
-        } else {
-          {
-            std::lock_guard<std::mutex> lock(op->mu);
-            ++op->borrowed;
-          }
-          auto* hint = new std::shared_ptr<Op>(op);
-          tsan_release(hint);  // libzmq orders this with release_borrowed, out of TSan's sight
-          p.frames.emplace_back(const_cast<float*>(grad + s.offset), bytes, &release_borrowed, hint);
-          bytes_sent += bytes;
-        }
-      }
-    }
-    if (host_leader) {
-      host_parts.push_back({std::move(p), step, std::move(m)});
+    protocol::Message header = part_header(planned, call);
+    Part p = server_part(planned, call, header);
+    if (planned.role == PartRole::kHostLeader) {
+      host_parts.push_back({std::move(p), step, std::move(header)});
     } else {
       parts.push_back(std::move(p));
     }
   }
   const Handle h = register_op(op);
+  hand_over(op, parts, host_parts);
+  return h;
+}
+
+KvClient::Impl::Part KvClient::Impl::hand_to_leader(const PlannedPart& planned, const Call& call) {
+  Part p;
+  p.server = planned.server;
+  p.ids = planned.ids;
+  p.op = call.op;
+  p.deadline = call.deadline;
+  p.what = "weights of '" + call.tensor + "' for step " + std::to_string(call.step + 1) + " (" +
+           describe_slices(planned.ids) + ") from this host's leader, worker " + std::to_string(group->leader_rank());
+  for (uint32_t id : planned.ids) {
+    const SliceInfo& s = layout.slice(id);
+    group->put_gradient(id, call.grad + s.offset, s.length, call.step, call.deadline);
+    shm_bytes_sent += s.length * sizeof(float);
+    fp32_bytes_sent += s.length * sizeof(float);
+    p.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32, protocol::Encoding::NONE});
+    if (call.out != nullptr) p.dests.push_back(call.out + s.offset);
+  }
+  return p;
+}
+
+protocol::Message KvClient::Impl::part_header(const PlannedPart& planned, const Call& call) {
+  const bool pushes = planned.type == MessageType::PUSH || planned.type == MessageType::PUSH_PULL;
+  const bool leader = planned.role == PartRole::kHostLeader;
+  protocol::Message m;
+  m.type = planned.type;
+  m.request_id = next_request++;
+  m.job_token = opt.job_token;
+  m.sender_role = protocol::Role::WORKER;
+  m.sender_rank = opt.rank;
+  m.step = call.step;
+  m.layout_fingerprint = layout.fingerprint();
+  m.checkpoint = pushes && call.step == checkpoint_step.load();
+  m.stop = pushes && (call.step == stop_step.load() || (leader && call.step == group->stop_step()));
+  m.pull_encoding = protocol::reads_weights(planned.type) ? call.pull_encoding : protocol::Encoding::NONE;
+  m.shared_memory = planned.shared_memory;
+  if (leader) m.contributors = opt.host_ranks;
+  if (planned.type == MessageType::INIT) {
+    for (const TensorSpec& t : layout.tensors()) m.tensors.push_back({t.name, t.numel});
+    m.slice_bytes = layout.slice_bytes();
+    m.num_servers = layout.num_servers();
+    m.run_total_steps = opt.run_total_steps;
+  }
+  for (size_t k = 0; k < planned.ids.size(); ++k) {
+    const SliceInfo& s = layout.slice(planned.ids[k]);
+    const bool encoded = planned.routes[k] == SliceRoute::kTcpEncoded;
+    m.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32,
+                      encoded ? call.push_encoding : protocol::Encoding::NONE});
+  }
+  return m;
+}
+
+KvClient::Impl::Part KvClient::Impl::server_part(const PlannedPart& planned, const Call& call,
+                                                 const protocol::Message& header) {
+  const bool leader = planned.role == PartRole::kHostLeader;
+  Part p;
+  p.server = planned.server;
+  p.ids = planned.ids;
+  p.shared_memory = planned.shared_memory;
+  p.request_id = header.request_id;
+  p.type = planned.type;
+  p.what = std::string(protocol::type_name(planned.type)) + " of '" + call.tensor + "' step " +
+           std::to_string(call.step) + (leader ? " for this host's workers" : "") + " (" +
+           describe_slices(planned.ids) + ")";
+  p.op = call.op;
+  p.deadline = call.deadline;
+  p.keys = header.keys;
+  if (leader) {
+    p.publish_version = call.step + 1;
+    size_t n = 0;
+    for (uint32_t id : planned.ids) n += layout.slice(id).length;
+    if (call.copy) p.own_copy.reserve(n);          // the host sums point into it: no reallocation may move them
+    if (call.out == nullptr) p.scratch.resize(n);  // where the weights for the members land
+  } else {
+    p.frames.push_back(transport::copy_frame(protocol::encode_header(header)));  // the leader's once the sums are in
+  }
+  size_t scratch_at = 0;
+  for (size_t k = 0; k < planned.ids.size(); ++k) {
+    const SliceInfo& s = layout.slice(planned.ids[k]);
+    if (call.out != nullptr) {
+      p.dests.push_back(call.out + s.offset);
+    } else if (leader) {
+      p.dests.push_back(p.scratch.data() + scratch_at);
+      scratch_at += s.length;
+    }
+    if (planned.routes[k] != SliceRoute::kNoPayload) add_payload(p, planned.routes[k], planned.ids[k], call);
+  }
+  return p;
+}
+
+void KvClient::Impl::add_payload(Part& p, SliceRoute route, uint32_t id, const Call& call) {
+  const SliceInfo& s = layout.slice(id);
+  const float* values = call.grad + s.offset;
+  const size_t bytes = s.length * sizeof(float);
+  // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly the
+  // requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
+  fp32_bytes_sent += bytes;
+  if (route != SliceRoute::kTcpEncoded) (p.shared_memory ? shm_bytes_sent : bytes_sent) += bytes;  // encoded: below
+  switch (route) {
+    case SliceRoute::kHostSum:  // the host thread sums and sends it; a push() copies what the caller may reuse
+      if (call.copy) {
+        const size_t at = p.own_copy.size();
+        p.own_copy.insert(p.own_copy.end(), values, values + s.length);
+        values = p.own_copy.data() + at;
+      }
+      p.host_sums.emplace_back(id, values);
+      break;
+    case SliceRoute::kShmInline: write_push_slot(p.server, id, values, s.length, call.deadline); break;
+    case SliceRoute::kShmCopier: p.slot_copies.emplace_back(id, values); break;
+    case SliceRoute::kTcpEncoded: {
+      zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
+      const size_t used = encoder.encode(id, call.step, values, s.length, static_cast<uint8_t*>(f.data()));
+      if (used != f.size()) f = zmq::message_t(f.data(), used);
+      bytes_sent += f.size();
+      p.frames.push_back(std::move(f));
+      break;
+    }
+    case SliceRoute::kTcpCopy: {
+      zmq::message_t f = pool->message(bytes);
+      std::memcpy(f.data(), values, bytes);
+      p.frames.push_back(std::move(f));
+      break;
+    }
+    case SliceRoute::kTcpBorrowed: {
+      {
+        std::lock_guard<std::mutex> lock(call.op->mu);
+        ++call.op->borrowed;
+      }
+      auto* hint = new std::shared_ptr<Op>(call.op);
+      tsan_release(hint);  // libzmq orders this with release_borrowed, out of TSan's sight
+      p.frames.emplace_back(const_cast<float*>(values), bytes, &release_borrowed, hint);
+      break;
+    }
+    case SliceRoute::kNoPayload:
+    case SliceRoute::kToLeader: break;
+  }
+}
+
+void KvClient::Impl::hand_over(const std::shared_ptr<Op>& op, std::vector<Part>& parts,
+                               std::vector<HostJob>& host_parts) {
   if (!host_parts.empty()) {
     {
       std::lock_guard<std::mutex> lock(host_mu);
@@ -282,17 +316,20 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
     }
     host_cv.notify_one();
   }
-  for (const Part& p : parts) {
-    if (p.slot_copies.empty()) continue;
-    {  // the copier copies and sends all the parts, in order
+  const bool copies = std::any_of(parts.begin(), parts.end(), [](const Part& p) { return !p.slot_copies.empty(); });
+  if (copies) {  // the copier copies and sends all the parts, in order
+    {
       std::lock_guard<std::mutex> lock(copy_mu);
       copy_queue.emplace_back(op, std::move(parts));
     }
     copy_cv.notify_one();
-    return h;
+    return;
   }
   send_parts(parts);
-  return h;
+}
+
+std::string KvClient::Impl::describe_slices(const std::vector<uint32_t>& ids) const {
+  return ids.size() == 1 ? layout.describe(ids[0]) : std::to_string(ids.size()) + " slices";
 }
 
 KvClient::Handle KvClient::Impl::dispatch(const std::shared_ptr<Op>& op, std::vector<Part>& parts) {

@@ -1,8 +1,8 @@
 // KvClient::Impl, the worker's KV client inside (kv_client.h): its state and its parts, by the thread that runs them.
-// kv_client.cc builds a request's parts on the caller's thread and routes them; kv_client_poller.cc is the poller (a
-// waiting caller or the I/O thread: sends, replies, deadlines); kv_client_local.cc is what stays on this host (the
-// shared-memory link with a server on it, the copier, host aggregation); kv_client_rows.cc the embedding tables' row
-// requests. Only those four files include this one.
+// kv_client.cc builds a request's parts on the caller's thread, by the routes plan_request gives them (request_plan.h);
+// kv_client_poller.cc is the poller (a waiting caller or the I/O thread: sends, replies, deadlines); kv_client_local.cc
+// is what stays on this host (the shared-memory link with a server on it, the copier, host aggregation);
+// kv_client_rows.cc the embedding tables' row requests. Only those four files include this one.
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@
 #include "common/transport/wakeup.h"
 #include "worker/client/host_group.h"
 #include "worker/client/kv_client.h"
+#include "worker/client/request_plan.h"
 
 namespace pshard {
 namespace kv_client_detail {
@@ -86,6 +87,18 @@ struct Part {
   int64_t stall_warnings = 0;  // how many times it was logged as waiting
 };
 
+// One call of the client's API (init, push, pull, push_pull, join), as the steps that build its parts see it.
+struct Call {
+  const std::string& tensor;
+  const float* grad;  // the payload: gradient or initial weights (nullptr for a read)
+  float* out;         // where the weights go (nullptr for none)
+  int64_t step;
+  bool copy;  // the caller may reuse `grad` at once
+  protocol::Encoding push_encoding, pull_encoding;
+  std::shared_ptr<Op> op;
+  Clock::time_point deadline;
+};
+
 // The shared memory a worker has with one server on its host: its push segment for that server's slices and the
 // server's weights segment (server/kv/shm_host.h has the exchange). kOn is final; the segments never change then.
 struct ShmLink {
@@ -103,6 +116,7 @@ struct KvClient::Impl {
   using Op = kv_client_detail::Op;
   using Part = kv_client_detail::Part;
   using ShmLink = kv_client_detail::ShmLink;
+  using Call = kv_client_detail::Call;
   using MessageType = protocol::MessageType;
 
   KvClientOptions opt;
@@ -185,8 +199,21 @@ struct KvClient::Impl {
   // Copies slice `id`'s gradient into its slot of the push segment once the server has used the previous one.
   void write_push_slot(uint32_t s, uint32_t id, const float* values, size_t n, Clock::time_point deadline);
 
+  // A tensor's request: its plan (request_plan.h), then each part built by its route and handed to whoever sends it
+  // (the caller, the copier or the host thread).
   Handle submit(MessageType type, const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step,
                 bool copy);
+  // A host member's part: its gradients into the host segment, and what to read back (a push_pull's weights).
+  Part hand_to_leader(const PlannedPart& planned, const Call& call);
+  // The header of a part this worker sends (for itself or for its host).
+  protocol::Message part_header(const PlannedPart& planned, const Call& call);
+  // That part: the header's frame (a leader's comes once the sums are in), where the weights go, the payloads.
+  Part server_part(const PlannedPart& planned, const Call& call, const protocol::Message& header);
+  // One slice's payload by its route: a frame, a push slot, a copy for the copier or a sum for the host thread.
+  void add_payload(Part& p, SliceRoute route, uint32_t id, const Call& call);
+  // The built parts to the host thread, the copier (when a part has slots to fill) or the sockets.
+  void hand_over(const std::shared_ptr<Op>& op, std::vector<Part>& parts, std::vector<HostJob>& host_parts);
+  std::string describe_slices(const std::vector<uint32_t>& ids) const;  // "fc1.weight[slice 0]" or "3 slices"
 
   // Error-feedback residuals at checkpoints (kv_client_residuals.cc): the encoder keeps the states after the pushes
   // of a step the servers checkpoint, and hands them to a file once that step's encodes are done.
