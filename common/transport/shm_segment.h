@@ -60,9 +60,10 @@ class SharedSegment {
 // The head of one slice's slot. Weights slots (the server's segment) are a seqlock: `seq` is odd while the server
 // writes, and a reader retries until it read the same even value before and after its copy; `generation` says which
 // update of the slice the slot holds, so that it is written once per update whatever the number of readers. Push
-// slots (a worker's segment) use `busy`: 1 from the worker's write until the server has used the gradient, and
-// `first_non_finite`: the index of the gradient's first NaN or infinity as the worker found it while copying (the
-// slice's length: none), so that the server need not read the values once more to refuse a non-finite push.
+// slots (a worker's segment, a host's lanes) are handed between their writer and reader by transport::PushSlot
+// (push_slot.h) through `busy`, with `first_non_finite`: the index of the gradient's first NaN or infinity as the
+// writer found it while copying (the slice's length: none), so that the server need not read the values once more to
+// refuse a non-finite push, and `generation` as the writer's tag.
 // std::atomic of 64 and 32 bits is lock-free and address-free on the platforms pshard builds for, so it works
 // across processes.
 struct alignas(64) SlotHead {

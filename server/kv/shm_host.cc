@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/transport/peer_auth.h"
+#include "common/transport/push_slot.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -153,7 +154,7 @@ struct PushSlotHold {
 // The server has used the gradient: the worker may write the slot again.
 void release_push_slot(void*, void* hint) {
   auto* hold = static_cast<PushSlotHold*>(hint);
-  hold->head->busy.store(0, std::memory_order_release);
+  transport::PushSlot(hold->head).free();
   delete hold;
 }
 
@@ -181,7 +182,7 @@ bool ShmHost::push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_id
     }
     const size_t bytes = keys[k].length * sizeof(float);
     // Written with the values, before the worker sent the push.
-    first_non_finite.push_back(head->first_non_finite.load(std::memory_order_acquire));
+    first_non_finite.push_back(transport::PushSlot(head).first_non_finite());
     payloads.push_back(std::make_shared<zmq::message_t>(transport::SlotTable::values(head), bytes, &release_push_slot,
                                                         new PushSlotHold{segment, head}));
   }

@@ -129,6 +129,12 @@ size_t HostGroup::member_index(uint32_t rank) const {
   return static_cast<size_t>(std::find(opt_.ranks.begin(), opt_.ranks.end(), rank) - opt_.ranks.begin());
 }
 
+bool HostGroup::ready(transport::PushSlot::Wait w) const {
+  if (w == transport::PushSlot::Wait::kCancelled)
+    throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
+  return w == transport::PushSlot::Wait::kReady;
+}
+
 bool HostGroup::wait_change(std::atomic<uint32_t>* word, uint32_t seen, Clock::time_point deadline) {
   // Short steps: a cancel() or the deadline is noticed within 50 ms.
   while (word->load(std::memory_order_acquire) == seen) {
@@ -142,18 +148,13 @@ bool HostGroup::wait_change(std::atomic<uint32_t>* word, uint32_t seen, Clock::t
 
 void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t step, Clock::time_point deadline) {
   attach();
-  SlotHead* h = table_.head(lane(member_index(opt_.rank)), id);
-  for (uint32_t b = h->busy.load(std::memory_order_acquire); b != 0; b = h->busy.load(std::memory_order_acquire)) {
-    if (!wait_change(&h->busy, b, deadline)) {
-      throw Error("worker " + std::to_string(opt_.rank) + ": its host's leader, worker " +
-                  std::to_string(leader_rank()) + ", has not used its gradient of " + opt_.layout->describe(id) +
-                  " for step " + std::to_string(h->generation.load()) + " within cluster.request_timeout_ms");
-    }
+  transport::PushSlot slot(table_.head(lane(member_index(opt_.rank)), id));
+  if (!ready(slot.wait_free(deadline, &cancelled_))) {
+    throw Error("worker " + std::to_string(opt_.rank) + ": its host's leader, worker " + std::to_string(leader_rank()) +
+                ", has not used its gradient of " + opt_.layout->describe(id) + " for step " +
+                std::to_string(slot.tag()) + " within cluster.request_timeout_ms");
   }
-  copy_past_cache(SlotTable::values(h), values, n * sizeof(float));  // the leader reads it next
-  h->generation.store(static_cast<uint64_t>(step), std::memory_order_relaxed);
-  h->busy.store(1, std::memory_order_release);
-  transport::wake_all(&h->busy);
+  slot.fill(values, n, static_cast<uint64_t>(step));  // the leader checks the step
 }
 
 void HostGroup::read_weights(uint32_t id, float* out, size_t n, int64_t version, Clock::time_point deadline) {
@@ -179,29 +180,26 @@ void HostGroup::read_weights(uint32_t id, float* out, size_t n, int64_t version,
 void HostGroup::sum_members(uint32_t id, const float* own, float* sum, size_t n, int64_t step,
                             Clock::time_point deadline) {
   for (size_t k = 1; k < opt_.ranks.size(); ++k) {
-    SlotHead* h = table_.head(lane(k), id);
-    for (uint32_t b = h->busy.load(std::memory_order_acquire); b == 0; b = h->busy.load(std::memory_order_acquire)) {
-      if (!wait_change(&h->busy, b, deadline)) {
-        throw Error("worker " + std::to_string(opt_.rank) + ": worker " + std::to_string(opt_.ranks[k]) +
-                    " (on this host) gave no gradient of " + opt_.layout->describe(id) + " for step " +
-                    std::to_string(step) + " within cluster.request_timeout_ms");
-      }
+    transport::PushSlot slot(table_.head(lane(k), id));
+    if (!ready(slot.wait_full(deadline, &cancelled_))) {
+      throw Error("worker " + std::to_string(opt_.rank) + ": worker " + std::to_string(opt_.ranks[k]) +
+                  " (on this host) gave no gradient of " + opt_.layout->describe(id) + " for step " +
+                  std::to_string(step) + " within cluster.request_timeout_ms");
     }
-    const int64_t theirs = static_cast<int64_t>(h->generation.load(std::memory_order_relaxed));
+    const int64_t theirs = static_cast<int64_t>(slot.tag());
     if (theirs != step) {
       throw Error("worker " + std::to_string(opt_.rank) + ": worker " + std::to_string(opt_.ranks[k]) +
                   " (on this host) gave its gradient of " + opt_.layout->describe(id) + " for step " +
                   std::to_string(theirs) + " where step " + std::to_string(step) + " was expected");
     }
-    const float* g = SlotTable::values(h);
+    const float* g = slot.values();
     // In rank order, as the server sums (common/reduce/rank_sum.h: its rounding contract).
     if (k == 1) {
       reduce::sum_start(own, g, sum, n);
     } else {
       reduce::sum_add(sum, g, n);
     }
-    h->busy.store(0, std::memory_order_release);
-    transport::wake_all(&h->busy);
+    slot.free();
   }
 }
 

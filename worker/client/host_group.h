@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/keys/slice_layout.h"
+#include "common/transport/push_slot.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/shm_segment.h"
 
@@ -22,11 +23,12 @@ namespace pshard {
 // the gradients of the host's k-th member. Pages of slices that never go through the host (those of servers the
 // workers reach without aggregation) are never touched and cost no memory.
 //
-// Per slice and step: each member waits until its slot is free (`busy` 0: the leader has added its previous gradient),
-// writes its gradient and sets `busy`; the leader adds the members' gradients to its own in rank order, frees their
-// slots, pushes the sum for the whole host (protocol `contributors`), and when the weights of step + 1 come back,
-// writes them once into lane 0 (a seqlock, `generation` = step + 1) for every member to read. Waits are futexes on
-// the slots' `busy` words (lane 0: bumped at each publish), each bounded by the caller's deadline.
+// Per slice and step: each member's lane slot is a transport::PushSlot, which the member fills with its gradient (the
+// step as its tag) once the leader has freed it; the leader waits for each member's slot in rank order, adds the
+// gradient to its own and frees the slot, pushes the sum for the whole host (protocol `contributors`), and when the
+// weights of step + 1 come back, writes them once into lane 0 (a seqlock, `generation` = step + 1) for every member to
+// read. Waits are futexes on the slots' `busy` words (lane 0: bumped at each publish), each bounded by the caller's
+// deadline.
 //
 //   HostGroup group({rank, {2, 3}, token, &layout, timeout});
 //   if (group.leader()) { group.sum_members(id, own, sum, n, step, deadline); push(sum); ...
@@ -80,6 +82,8 @@ class HostGroup {
   void attach();  // member: maps the leader's segment (throws after opt_.timeout)
   // Waits while `*word` is `seen` (a futex), in steps that notice cancel(); false at `deadline`.
   bool wait_change(std::atomic<uint32_t>* word, uint32_t seen, Clock::time_point deadline);
+  // A lane's wait ended: true when the slot is ready, false when it timed out; throws when cancel() ended it.
+  bool ready(transport::PushSlot::Wait w) const;
   Head* head() const;
   uint8_t* lane(size_t k) const;
   size_t member_index(uint32_t rank) const;  // 1-based lane of a member
@@ -88,9 +92,9 @@ class HostGroup {
   Options opt_;
   transport::SlotTable table_;
   size_t lane_bytes_ = 0;
-  std::mutex attach_mu_;  // a member's first calls may come from several threads
-  std::atomic<bool> attached_{false};
-  std::atomic<bool> cancelled_{false};  // segment_ is mapped (the leader's from the start)
+  std::mutex attach_mu_;               // a member's first calls may come from several threads
+  std::atomic<bool> attached_{false};  // segment_ is mapped (the leader's from the start)
+  std::atomic<bool> cancelled_{false};
   transport::SharedSegment segment_;
   std::unique_ptr<transport::ShmChannelServer> channel_;  // leader: hands the segment to the members
 };

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/frames.h"
+#include "common/transport/push_slot.h"
 #include "common/transport/shm_channel.h"
 #include "common/util/log.h"
 #include "common/util/stream_copy.h"
@@ -74,23 +75,16 @@ bool KvClient::Impl::shared_memory_to(uint32_t s) {
 void KvClient::Impl::write_push_slot(uint32_t s, uint32_t id, const float* values, size_t n,
                                      Clock::time_point deadline) {
   ShmLink& l = links[s];
-  transport::SlotHead* head = l.table.head(l.push.data(), id);
-  for (int spins = 0; head->busy.load(std::memory_order_acquire) != 0; ++spins) {
-    if (abandon_copies.load()) throw Error("worker " + std::to_string(opt.rank) + ": the client closed");
-    if (Clock::now() > deadline) {
+  transport::PushSlot slot(l.table.head(l.push.data(), id));
+  switch (slot.wait_free(deadline, &abandon_copies)) {
+    case transport::PushSlot::Wait::kReady: break;
+    case transport::PushSlot::Wait::kCancelled:
+      throw Error("worker " + std::to_string(opt.rank) + ": the client closed");
+    case transport::PushSlot::Wait::kTimedOut:
       throw Error("worker " + std::to_string(opt.rank) + ": " + server_name(s) + " has not used the previous push of " +
                   layout.describe(id) + " (its shared-memory slot is still busy after cluster.request_timeout_ms)");
-    }
-    if (spins < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
   }
-  // The server reads it next; it refuses a non-finite gradient by the index found here.
-  head->first_non_finite.store(copy_floats_past_cache(transport::SlotTable::values(head), values, n),
-                               std::memory_order_relaxed);
-  head->busy.store(1, std::memory_order_release);
+  slot.fill(values, n, 0);  // the server reads the values and the first non-finite index, not the tag
 }
 
 void KvClient::Impl::host_loop() {
