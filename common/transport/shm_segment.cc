@@ -128,35 +128,4 @@ SlotHead* SlotTable::head(uint8_t* base, uint32_t id) const {
   return reinterpret_cast<SlotHead*>(base + offset_[id]);
 }
 
-void begin_slot_write(SlotHead* head) {
-  const uint64_t s = head->seq.load(std::memory_order_relaxed);
-  head->seq.store(s + 1, std::memory_order_relaxed);  // odd: a write is under way
-  std::atomic_thread_fence(std::memory_order_release);
-}
-
-void end_slot_write(SlotHead* head, uint64_t generation) {
-  head->generation.store(generation, std::memory_order_relaxed);
-  head->seq.store(head->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generation) {
-  begin_slot_write(head);
-  copy_past_cache(SlotTable::values(head), values, n * sizeof(float));  // read next by the other processes
-  end_slot_write(head, generation);
-}
-
-bool read_slot(SlotHead* head, float* out, size_t n, int tries) {
-  for (int i = 0; i < tries; ++i) {
-    const uint64_t before = head->seq.load(std::memory_order_acquire);
-    if (before & 1) {
-      std::this_thread::yield();
-      continue;
-    }
-    copy_past_cache(out, SlotTable::values(head), n * sizeof(float));
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (head->seq.load(std::memory_order_relaxed) == before) return true;
-  }
-  return false;
-}
-
 }  // namespace pshard::transport

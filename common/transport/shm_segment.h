@@ -57,9 +57,10 @@ class SharedSegment {
   size_t size_ = 0;
 };
 
-// The head of one slice's slot. Weights slots (the server's segment) are a seqlock: `seq` is odd while the server
-// writes, and a reader retries until it read the same even value before and after its copy; `generation` says which
-// update of the slice the slot holds, so that it is written once per update whatever the number of readers. Push
+// The head of one slice's slot. Weights slots (a server's segment, a host's lane 0) are a seqlock written and read by
+// transport::WeightsSlot (weights_slot.h): `seq` is odd while the writer writes; `generation` says which update of
+// the slice the slot holds, so that it is written once per update whatever the number of readers; `busy` counts the
+// writes, for readers waiting on a version. Push
 // slots (a worker's segment, a host's lanes) are handed between their writer and reader by transport::PushSlot
 // (push_slot.h) through `busy`, with `first_non_finite`: the index of the gradient's first NaN or infinity as the
 // writer found it while copying (the slice's length: none), so that the server need not read the values once more to
@@ -96,14 +97,5 @@ class SlotTable {
   size_t bytes_ = 0;
   size_t slots_ = 0;
 };
-
-// Seqlock copies of a weights slot (see SlotHead). write_slot() is for the slot's one writer; read_slot() returns
-// false when it could not get a stable copy within `tries` (a writer that died in the middle).
-void write_slot(SlotHead* head, const float* values, size_t n, uint64_t generation);
-// A write of a weights slot in place (a server's weights kept in their slot, server/kv/slice_weights.h): from begin
-// to end the seqlock is odd, so readers retry; end stores `generation` and releases the values.
-void begin_slot_write(SlotHead* head);
-void end_slot_write(SlotHead* head, uint64_t generation);
-bool read_slot(SlotHead* head, float* out, size_t n, int tries = 1 << 20);
 
 }  // namespace pshard::transport

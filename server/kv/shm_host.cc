@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/transport/peer_auth.h"
 #include "common/transport/push_slot.h"
+#include "common/transport/weights_slot.h"
 #include "common/util/log.h"
 
 namespace pshard {
@@ -197,8 +198,9 @@ transport::SlotHead* ShmHost::weights_slot(uint32_t id) {
 void ShmHost::publish(uint32_t id, const float* values, size_t n, uint64_t generation) {
   transport::SlotHead* head = table_.head(weights_.data(), id);
   if (head == nullptr) return;
-  if (head->generation.load(std::memory_order_relaxed) == generation) return;
-  transport::write_slot(head, values, n, generation);
+  transport::WeightsSlot slot(head);
+  if (slot.generation() == generation) return;
+  slot.write(values, n, generation);
 }
 
 void ShmHost::forget(uint32_t rank) {

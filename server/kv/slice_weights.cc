@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/transport/weights_slot.h"
 #include "common/util/tsan.h"
 
 namespace pshard {
@@ -25,7 +26,7 @@ void SliceWeights::home_in(transport::SlotHead* slot) {
   slot_ = slot;
   encoded_.reset();
   if (buf_) {  // restored weights: into the slot; the buffer goes back to the pool
-    transport::write_slot(slot_, static_cast<const float*>(buf_->memory.data()), n_, ++generation_);
+    transport::WeightsSlot(slot_).write(static_cast<const float*>(buf_->memory.data()), n_, ++generation_);
     buf_.reset();
   }
 }
@@ -36,7 +37,7 @@ void SliceWeights::assign(const float* values, size_t n) {
   n_ = n;
   assigned_ = true;
   if (slot_) {
-    transport::write_slot(slot_, values, n, generation_);
+    transport::WeightsSlot(slot_).write(values, n, generation_);
     return;
   }
   auto fresh = std::make_shared<Buffer>();
@@ -55,7 +56,7 @@ float* SliceWeights::begin_update() {
   encoded_.reset();  // the caller changes the values (replies still holding the old encoding keep it)
   ++generation_;
   if (slot_) {
-    transport::begin_slot_write(slot_);
+    transport::WeightsSlot(slot_).begin_write();
     return transport::SlotTable::values(slot_);
   }
   if (buf_.use_count() > 1) {
@@ -75,7 +76,7 @@ float* SliceWeights::begin_update() {
 }
 
 void SliceWeights::end_update() {
-  if (slot_ && assigned_) transport::end_slot_write(slot_, generation_);
+  if (slot_ && assigned_) transport::WeightsSlot(slot_).end_write(generation_);
 }
 
 zmq::message_t SliceWeights::share(const std::shared_ptr<Buffer>& buffer, size_t bytes) {

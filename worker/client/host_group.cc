@@ -12,13 +12,11 @@
 #include "common/error.h"
 #include "common/reduce/rank_sum.h"
 #include "common/transport/peer_auth.h"
-#include "common/transport/shm_futex.h"
 #include "common/util/log.h"
 #include "common/util/stream_copy.h"
 
 namespace pshard {
 
-using transport::SlotHead;
 using transport::SlotTable;
 
 struct alignas(64) HostGroup::Head {
@@ -129,21 +127,10 @@ size_t HostGroup::member_index(uint32_t rank) const {
   return static_cast<size_t>(std::find(opt_.ranks.begin(), opt_.ranks.end(), rank) - opt_.ranks.begin());
 }
 
-bool HostGroup::ready(transport::PushSlot::Wait w) const {
-  if (w == transport::PushSlot::Wait::kCancelled)
-    throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
-  return w == transport::PushSlot::Wait::kReady;
-}
-
-bool HostGroup::wait_change(std::atomic<uint32_t>* word, uint32_t seen, Clock::time_point deadline) {
-  // Short steps: a cancel() or the deadline is noticed within 50 ms.
-  while (word->load(std::memory_order_acquire) == seen) {
-    if (cancelled_.load()) throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
-    transport::wait_while_equal(word, seen, std::min(deadline, now + std::chrono::milliseconds(50)));
-  }
-  return true;
+template <typename Wait>
+bool HostGroup::ready(Wait w) const {
+  if (w == Wait::kCancelled) throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
+  return w == Wait::kReady;
 }
 
 void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t step, Clock::time_point deadline) {
@@ -159,21 +146,15 @@ void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t
 
 void HostGroup::read_weights(uint32_t id, float* out, size_t n, int64_t version, Clock::time_point deadline) {
   attach();
-  SlotHead* h = table_.head(lane(0), id);
-  for (;;) {
-    const uint32_t seen = h->busy.load(std::memory_order_acquire);
-    if (h->generation.load(std::memory_order_acquire) >= static_cast<uint64_t>(version)) {
-      if (!transport::read_slot(h, out, n)) {
-        throw Error("worker " + std::to_string(opt_.rank) + ": the weights of " + opt_.layout->describe(id) +
-                    " changed during every read of its host's slot");
-      }
-      return;
-    }
-    if (!wait_change(&h->busy, seen, deadline)) {
-      throw Error("worker " + std::to_string(opt_.rank) + ": its host's leader, worker " +
-                  std::to_string(leader_rank()) + ", did not bring the weights of " + opt_.layout->describe(id) +
-                  " for step " + std::to_string(version) + " within cluster.request_timeout_ms");
-    }
+  transport::WeightsSlot slot(table_.head(lane(0), id));
+  if (!ready(slot.wait_for(static_cast<uint64_t>(version), deadline, &cancelled_))) {
+    throw Error("worker " + std::to_string(opt_.rank) + ": its host's leader, worker " + std::to_string(leader_rank()) +
+                ", did not bring the weights of " + opt_.layout->describe(id) + " for step " + std::to_string(version) +
+                " within cluster.request_timeout_ms");
+  }
+  if (!slot.read(out, n)) {
+    throw Error("worker " + std::to_string(opt_.rank) + ": the weights of " + opt_.layout->describe(id) +
+                " changed during every read of its host's slot");
   }
 }
 
@@ -204,10 +185,7 @@ void HostGroup::sum_members(uint32_t id, const float* own, float* sum, size_t n,
 }
 
 void HostGroup::publish(uint32_t id, const float* values, size_t n, int64_t version) {
-  SlotHead* h = table_.head(lane(0), id);
-  transport::write_slot(h, values, n, static_cast<uint64_t>(version));
-  h->busy.fetch_add(1, std::memory_order_acq_rel);
-  transport::wake_all(&h->busy);
+  transport::WeightsSlot(table_.head(lane(0), id)).write(values, n, static_cast<uint64_t>(version));
 }
 
 void HostGroup::request_stop(int64_t step) {

@@ -15,6 +15,7 @@
 #include "common/transport/push_slot.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/shm_segment.h"
+#include "common/transport/weights_slot.h"
 
 namespace pshard {
 
@@ -27,8 +28,8 @@ namespace pshard {
 // step as its tag) once the leader has freed it; the leader waits for each member's slot in rank order, adds the
 // gradient to its own and frees the slot, pushes the sum for the whole host (protocol `contributors`), and when the
 // weights of step + 1 come back, writes them once into lane 0 (a seqlock, `generation` = step + 1) for every member to
-// read. Waits are futexes on the slots' `busy` words (lane 0: bumped at each publish), each bounded by the caller's
-// deadline.
+// read. Waits are futexes on the slots' `busy` words (lane 0: a WeightsSlot, whose readers wait for a version), each
+// bounded by the caller's deadline.
 //
 //   HostGroup group({rank, {2, 3}, token, &layout, timeout});
 //   if (group.leader()) { group.sum_members(id, own, sum, n, step, deadline); push(sum); ...
@@ -80,10 +81,10 @@ class HostGroup {
  private:
   struct Head;
   void attach();  // member: maps the leader's segment (throws after opt_.timeout)
-  // Waits while `*word` is `seen` (a futex), in steps that notice cancel(); false at `deadline`.
-  bool wait_change(std::atomic<uint32_t>* word, uint32_t seen, Clock::time_point deadline);
-  // A lane's wait ended: true when the slot is ready, false when it timed out; throws when cancel() ended it.
-  bool ready(transport::PushSlot::Wait w) const;
+  // A slot's wait (PushSlot, WeightsSlot) ended: true when the slot is ready, false when it timed out; throws when
+  // cancel() ended it.
+  template <typename Wait>
+  bool ready(Wait w) const;
   Head* head() const;
   uint8_t* lane(size_t k) const;
   size_t member_index(uint32_t rank) const;  // 1-based lane of a member

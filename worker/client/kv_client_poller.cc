@@ -13,6 +13,7 @@
 #include "common/protocol/codec.h"
 #include "common/transport/frames.h"
 #include "common/transport/shm_channel.h"
+#include "common/transport/weights_slot.h"
 #include "common/util/log.h"
 #include "common/util/stream_copy.h"
 #include "common/util/tsan.h"
@@ -290,7 +291,7 @@ void KvClient::Impl::on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
     if (m.shared_memory) {
       ShmLink& l = links[s];
       for (size_t k = 0; k < p.keys.size(); ++k) {
-        if (!transport::read_slot(l.table.head(l.weights.data(), p.ids[k]), p.dests[k], p.keys[k].length)) {
+        if (!transport::WeightsSlot(l.table.head(l.weights.data(), p.ids[k])).read(p.dests[k], p.keys[k].length)) {
           p.op->part_done(who + ": the weights of " + layout.describe(p.ids[k]) +
                           " changed during every read of its shared-memory slot");
           return;

@@ -19,6 +19,7 @@
 #include "common/keys/slice_layout.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/shm_segment.h"
+#include "common/transport/weights_slot.h"
 #include "optim/optimizer.h"
 #include "server/kv/kv_server.h"
 #include "worker/client/kv_client.h"
@@ -486,12 +487,12 @@ TEST(SharedSegment, SlotsAreAlignedAndTheSeqlockCopiesWholeUpdates) {
     std::vector<float> v(n);
     for (uint64_t g = 1; !stop; ++g) {
       std::fill(v.begin(), v.end(), static_cast<float>(g));
-      transport::write_slot(head, v.data(), n, g);
+      transport::WeightsSlot(head).write(v.data(), n, g);
     }
   });
   std::vector<float> out(n);
   for (int i = 0; i < 2000; ++i) {
-    ASSERT_TRUE(transport::read_slot(head, out.data(), n));
+    ASSERT_TRUE(transport::WeightsSlot(head).read(out.data(), n));
     for (float x : out) ASSERT_EQ(x, out[0]);
   }
   stop = true;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/keys/slice_layout.h"
+#include "common/transport/weights_slot.h"
 
 namespace {
 
@@ -144,7 +145,7 @@ TEST(SliceWeights, KeptInASlotTheyAreUpdatedThereAndFramesAreOneCopyPerUpdate) {
   const float* now = static_cast<const float*>(after.data());
   EXPECT_EQ(std::vector<float>(now, now + 5), (std::vector<float>{-1, -2, -3, -4, -5}));
   float out[5];
-  ASSERT_TRUE(pshard::transport::read_slot(slot, out, 5));
+  ASSERT_TRUE(pshard::transport::WeightsSlot(slot).read(out, 5));
   EXPECT_EQ(std::vector<float>(out, out + 5), (std::vector<float>{-1, -2, -3, -4, -5}));
 }
 
