@@ -59,7 +59,8 @@ void release_borrowed(void*, void* hint) {
 KvClient::Impl::Impl(KvClientOptions o)
     : opt(std::move(o)),
       layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
-      encoder(opt.compression, opt.rank, layout.slices().size()) {
+      encoder(opt.compression, opt.rank, layout.slices().size()),
+      links({opt.rank, opt.job_token, opt.servers, opt.transport, &layout}) {
   for (size_t s = 0; s < opt.servers.size(); ++s) {
     zmq::socket_t sock(ctx, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::linger, 0);
@@ -74,12 +75,6 @@ KvClient::Impl::Impl(KvClientOptions o)
                   opt.servers[s] + "': " + e.what());
     }
     sockets.push_back(std::move(sock));
-  }
-  links.resize(opt.servers.size());
-  heard = std::make_unique<std::atomic<bool>[]>(opt.servers.size());
-  for (size_t s = 0; s < opt.servers.size(); ++s) heard[s] = false;
-  if (opt.transport != transport::PayloadTransport::kTcp) {
-    for (ShmLink& l : links) l.state = ShmLink::State::kUntried;
   }
   if (opt.host_ranks.size() >= 2) {
     group = std::make_unique<HostGroup>(
@@ -100,7 +95,7 @@ KvClient::Impl::~Impl() {
     host_cv.notify_all();
     if (host_thread.joinable()) host_thread.join();
   }
-  abandon_copies = true;
+  links.abandon();
   {
     std::lock_guard<std::mutex> lock(copy_mu);
     copy_stopping = true;
@@ -138,7 +133,7 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
     in.host_leader = group->leader();
   }
   in.copier_min_bytes = kCopierMinBytes;
-  in.shared_memory_to = [this](uint32_t s) { return shared_memory_to(s); };
+  in.shared_memory_to = [this](uint32_t s) { return links.up(s); };
   if (pushes) keep_residuals_if_checkpointed(step);
   const std::vector<PlannedPart> plan = plan_request(layout, tid, in);
 
@@ -276,7 +271,7 @@ void KvClient::Impl::add_payload(Part& p, SliceRoute route, uint32_t id, const C
       }
       p.host_sums.emplace_back(id, values);
       break;
-    case SliceRoute::kShmInline: write_push_slot(p.server, id, values, s.length, call.deadline); break;
+    case SliceRoute::kShmInline: links.write_push(p.server, id, values, s.length, call.deadline); break;
     case SliceRoute::kShmCopier: p.slot_copies.emplace_back(id, values); break;
     case SliceRoute::kTcpEncoded: {
       zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));

@@ -1,7 +1,7 @@
 // KvClient::Impl, the worker's KV client inside (kv_client.h): its state and its parts, by the thread that runs them.
 // kv_client.cc builds a request's parts on the caller's thread, by the routes plan_request gives them (request_plan.h);
 // kv_client_poller.cc is the poller (a waiting caller or the I/O thread: sends, replies, deadlines); kv_client_local.cc
-// is what stays on this host (the shared-memory link with a server on it, the copier, host aggregation);
+// is what stays on this host (the copier, host aggregation; server_links.h the shared memory with a server on it);
 // kv_client_rows.cc the embedding tables' row requests. Only those four files include this one.
 #pragma once
 
@@ -28,6 +28,7 @@
 #include "worker/client/host_group.h"
 #include "worker/client/kv_client.h"
 #include "worker/client/request_plan.h"
+#include "worker/client/server_links.h"
 
 namespace pshard {
 namespace kv_client_detail {
@@ -99,23 +100,12 @@ struct Call {
   Clock::time_point deadline;
 };
 
-// The shared memory a worker has with one server on its host: its push segment for that server's slices and the
-// server's weights segment (server/kv/shm_host.h has the exchange). kOn is final; the segments never change then.
-struct ShmLink {
-  enum class State { kOff, kUntried, kRetry, kOn };
-  State state = State::kOff;
-  Clock::time_point next_try;
-  transport::SlotTable table;
-  transport::SharedSegment push, weights;
-};
-
 }  // namespace kv_client_detail
 
 struct KvClient::Impl {
   using Clock = kv_client_detail::Clock;
   using Op = kv_client_detail::Op;
   using Part = kv_client_detail::Part;
-  using ShmLink = kv_client_detail::ShmLink;
   using Call = kv_client_detail::Call;
   using MessageType = protocol::MessageType;
 
@@ -151,11 +141,7 @@ struct KvClient::Impl {
   compression::PushEncoder encoder;
   std::atomic<uint64_t> bytes_sent{0}, bytes_recv{0}, fp32_bytes_sent{0}, fp32_bytes_recv{0};
   std::atomic<uint64_t> shm_bytes_sent{0}, shm_bytes_recv{0};
-  std::mutex links_mu;
-  std::vector<ShmLink> links;  // per server (links_mu until kOn)
-  // Per server: it has answered a request. A server registers before it binds, so until then a channel that is
-  // not there yet does not mean that the server is on another host.
-  std::unique_ptr<std::atomic<bool>[]> heard;
+  ServerLinks links;  // shared memory with the servers on this host
 
   // zpush's copies of slices up to this size into the push slots are made on the caller's thread.
   static constexpr size_t kCopierMinBytes = 64u << 10;
@@ -165,7 +151,6 @@ struct KvClient::Impl {
   std::condition_variable copy_cv;
   std::deque<std::pair<std::shared_ptr<Op>, std::vector<Part>>> copy_queue;  // copy_mu
   bool copy_stopping = false;                                                // copy_mu
-  std::atomic<bool> abandon_copies{false};  // the client closes: a copy waiting for a busy slot gives up
   std::thread copier;
 
   // Host aggregation (opt.host_ranks): the host's shared segment, and the thread that waits on it: the leader's sums
@@ -190,14 +175,6 @@ struct KvClient::Impl {
   ~Impl();
 
   std::string server_name(uint32_t s) const { return "server " + std::to_string(s) + " (" + opt.servers[s] + ")"; }
-
-  // Whether payloads to server `s` go through shared memory: the first time (and while the server does not know the
-  // layout yet, every 5 ms) it asks the server's channel for its weights segment, giving it this worker's push
-  // segment. No channel: the server is on another host (auto: TCP; shm: an error).
-  bool shared_memory_to(uint32_t s);
-
-  // Copies slice `id`'s gradient into its slot of the push segment once the server has used the previous one.
-  void write_push_slot(uint32_t s, uint32_t id, const float* values, size_t n, Clock::time_point deadline);
 
   // A tensor's request: its plan (request_plan.h), then each part built by its route and handed to whoever sends it
   // (the caller, the copier or the host thread).

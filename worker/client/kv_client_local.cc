@@ -1,91 +1,19 @@
-// KvClient::Impl on this host (kv_client_impl.h): the shared-memory link with a server on this host, the copier
-// thread's copies into the push slots, and host aggregation (the leader's sums and pushes, the members' reads).
-#include <unistd.h>
-
+// KvClient::Impl on this host (kv_client_impl.h): the copier thread's copies into the push slots of the servers on
+// this host (ServerLinks), and host aggregation (the leader's sums and pushes, the members' reads).
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/frames.h"
-#include "common/transport/push_slot.h"
-#include "common/transport/shm_channel.h"
-#include "common/util/log.h"
-#include "common/util/stream_copy.h"
-#include "common/util/tsan.h"
 #include "worker/client/kv_client_impl.h"
 
 namespace pshard {
 
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
-
-bool KvClient::Impl::shared_memory_to(uint32_t s) {
-  std::lock_guard<std::mutex> lock(links_mu);
-  ShmLink& l = links[s];
-  if (l.state == ShmLink::State::kOn) return true;
-  if (l.state == ShmLink::State::kOff) return false;
-  if (l.state == ShmLink::State::kRetry && Clock::now() < l.next_try) return false;
-  const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
-  auto give_up = [&](const std::string& why) {
-    if (opt.transport == transport::PayloadTransport::kShm) {
-      throw Error(who + ": cluster.transport = shm, but no shared memory with it: " + why);
-    }
-    PSHARD_LOG(kDebug) << who << ": payloads over TCP (" << why << ")";
-    l.state = ShmLink::State::kOff;
-    return false;
-  };
-  transport::SlotTable table(layout, s);
-  if (table.bytes() == 0) return give_up("it holds no slices");
-  if (!l.push.valid()) {
-    l.push = transport::SharedSegment::create(
-        "pshard worker " + std::to_string(opt.rank) + " push to server " + std::to_string(s), table.bytes());
-  }
-  const std::string request = "token " + opt.job_token + "\nrank " + std::to_string(opt.rank) + "\nfingerprint " +
-                              std::to_string(layout.fingerprint()) + "\n";
-  std::string reply, error;
-  int fd = -1;
-  if (!transport::shm_channel_call(transport::shm_channel_address(opt.job_token, opt.servers[s]), request, l.push.fd(),
-                                   &reply, &fd, std::chrono::milliseconds(2000), &error)) {
-    if (heard[s].load()) return give_up(error);
-    l.state = ShmLink::State::kRetry;  // the server may not listen yet: ask again at the next request (a connect
-    l.next_try = Clock::now();         // to an abstract name nobody holds fails at once)
-    return false;
-  }
-  if (reply.rfind("retry", 0) == 0) {  // the server has no layout yet (worker 0's init is on its way)
-    l.state = ShmLink::State::kRetry;
-    l.next_try = Clock::now() + std::chrono::milliseconds(5);
-    return false;
-  }
-  if (reply.rfind("ok", 0) != 0 || fd < 0) {
-    if (fd >= 0) ::close(fd);
-    return give_up("it refused: " + reply.substr(reply.find('\n') + 1));
-  }
-  l.weights = transport::SharedSegment::attach(fd, table.bytes(), server_name(s) + "'s weights segment",
-                                               transport::SharedSegment::Access::kReadOnly);
-  l.table = std::move(table);
-  l.state = ShmLink::State::kOn;
-  PSHARD_LOG(kDebug) << who << ": payloads through shared memory (" << l.table.bytes() << " bytes each way)";
-  return true;
-}
-
-void KvClient::Impl::write_push_slot(uint32_t s, uint32_t id, const float* values, size_t n,
-                                     Clock::time_point deadline) {
-  ShmLink& l = links[s];
-  transport::PushSlot slot(l.table.head(l.push.data(), id));
-  switch (slot.wait_free(deadline, &abandon_copies)) {
-    case transport::PushSlot::Wait::kReady: break;
-    case transport::PushSlot::Wait::kCancelled:
-      throw Error("worker " + std::to_string(opt.rank) + ": the client closed");
-    case transport::PushSlot::Wait::kTimedOut:
-      throw Error("worker " + std::to_string(opt.rank) + ": " + server_name(s) + " has not used the previous push of " +
-                  layout.describe(id) + " (its shared-memory slot is still busy after cluster.request_timeout_ms)");
-  }
-  slot.fill(values, n, 0);  // the server reads the values and the first non-finite index, not the tag
-}
 
 void KvClient::Impl::host_loop() {
   for (;;) {
@@ -125,7 +53,7 @@ void KvClient::Impl::send_host_sum(HostJob& job) {
     if (p.shared_memory) {
       std::vector<float> sum(n);
       group->sum_members(id, own, sum.data(), n, job.step, p.deadline);
-      write_push_slot(p.server, id, sum.data(), n, p.deadline);
+      links.write_push(p.server, id, sum.data(), n, p.deadline);
     } else {
       zmq::message_t f = pool->message(n * sizeof(float));
       group->sum_members(id, own, static_cast<float*>(f.data()), n, job.step, p.deadline);
@@ -168,7 +96,7 @@ void KvClient::Impl::copy_loop() {
     for (Part& p : job.second) {
       try {
         for (const auto& [id, src] : p.slot_copies) {
-          write_push_slot(p.server, id, src, layout.slice(id).length, p.deadline);
+          links.write_push(p.server, id, src, layout.slice(id).length, p.deadline);
         }
         p.slot_copies.clear();
         ready.push_back(std::move(p));

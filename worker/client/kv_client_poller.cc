@@ -13,7 +13,6 @@
 #include "common/protocol/codec.h"
 #include "common/transport/frames.h"
 #include "common/transport/shm_channel.h"
-#include "common/transport/weights_slot.h"
 #include "common/util/log.h"
 #include "common/util/stream_copy.h"
 #include "common/util/tsan.h"
@@ -239,7 +238,7 @@ void KvClient::Impl::on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
   }
   Part p = std::move(it->second);
   inflight.erase(it);
-  heard[s] = true;
+  links.heard_from(s);
   const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
   if (!d.ok) {
     p.op->part_done(who + " sent a malformed reply to " + p.what + ": " + d.error);
@@ -289,9 +288,8 @@ void KvClient::Impl::on_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
       return;
     }
     if (m.shared_memory) {
-      ShmLink& l = links[s];
       for (size_t k = 0; k < p.keys.size(); ++k) {
-        if (!transport::WeightsSlot(l.table.head(l.weights.data(), p.ids[k])).read(p.dests[k], p.keys[k].length)) {
+        if (!links.read_weights(s, p.ids[k], p.dests[k], p.keys[k].length)) {
           p.op->part_done(who + ": the weights of " + layout.describe(p.ids[k]) +
                           " changed during every read of its shared-memory slot");
           return;
