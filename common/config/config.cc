@@ -76,6 +76,18 @@ void check_elastic(const Config& cfg, const std::string& origin) {
   }
 }
 
+void check_host_aggregation(const Config& cfg, const std::string& origin) {
+  if (cfg.get_string("cluster.host_aggregation") != "always") return;
+  std::string needs;
+  for (const std::string& n : host_aggregation_needs(cfg)) needs += (needs.empty() ? "" : ", ") + n;
+  if (!needs.empty()) {
+    fail(origin, "cluster.host_aggregation",
+         "always needs " + needs +
+             " (a host's sum counts for all its workers in one sync step, each worker's own "
+             "state aside)");
+  }
+}
+
 // What each key's own range cannot say: values that are only wrong together, checked once every file and --set
 // is in, so that every entry point (config --check, launch, train, the servers, the workers) refuses them alike.
 void check_together(const Config& cfg, const std::string& origin) {
@@ -95,6 +107,7 @@ void check_together(const Config& cfg, const std::string& origin) {
          "use another lr_schedule.name");
   }
   if (cfg.get_int("cluster.min_workers") > 0) check_elastic(cfg, origin);
+  check_host_aggregation(cfg, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
     fail(origin, "cluster.heartbeat_interval_ms",
          std::to_string(cfg.get_int("cluster.heartbeat_interval_ms")) +
@@ -365,6 +378,16 @@ void collect(const toml::table& table, const std::string& prefix, const std::str
 }
 
 }  // namespace
+
+std::vector<std::string> host_aggregation_needs(const Config& cfg) {
+  std::vector<std::string> needs;
+  if (cfg.get_string("cluster.mode") != "sync") needs.push_back("cluster.mode = sync");
+  if (cfg.get_string("cluster.failure_policy") != "abort") needs.push_back("cluster.failure_policy = abort");
+  if (cfg.get_int("cluster.min_workers") > 0) needs.push_back("cluster.min_workers = 0");
+  if (cfg.get_bool("cluster.restart_workers")) needs.push_back("cluster.restart_workers = false");
+  if (cfg.get_string("cluster.compression") != "none") needs.push_back("cluster.compression = none");
+  return needs;
+}
 
 Config Config::defaults() {
   Config cfg;

@@ -192,6 +192,29 @@ TEST(Config, ElasticJobsRefuseWhatNeedsAFixedMembership) {
   }
 }
 
+// One push per host is refused with the config when it is forced on a job it cannot serve (naming every setting it
+// needs, a bf16 job's derived compression among them), so that no worker has started when the job fails; `auto`
+// leaves such a job pushing per worker, and host_aggregation_needs says why.
+TEST(Config, ForcedHostAggregationNamesWhatTheJobLacks) {
+  const std::string why = error_of("", {"cluster.host_aggregation=always", "cluster.mode=async",
+                                        "cluster.failure_policy=continue", "train.precision=bf16"});
+  EXPECT_NE(why.find("key 'cluster.host_aggregation': always needs cluster.mode = sync, cluster.failure_policy = "
+                     "abort, cluster.compression = none"),
+            std::string::npos)
+      << why;
+  const Config elastic = Config::from_string("", "t.toml", {"cluster.min_workers=2"});
+  EXPECT_EQ(host_aggregation_needs(elastic), std::vector<std::string>{"cluster.min_workers = 0"});
+  EXPECT_NE(error_of("", {"cluster.min_workers=2", "cluster.host_aggregation=always"})
+                .find("always needs cluster.min_workers = 0"),
+            std::string::npos);
+  const std::vector<std::string> restart = {"cluster.restart_workers=true", "cluster.failure_policy=continue"};
+  EXPECT_EQ(host_aggregation_needs(Config::from_string("", "t.toml", restart)),
+            (std::vector<std::string>{"cluster.failure_policy = abort", "cluster.restart_workers = false"}));
+  EXPECT_TRUE(host_aggregation_needs(Config::defaults()).empty());
+  EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.host_aggregation=always"}));
+  EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.mode=async"}));  // auto: off for this job
+}
+
 // A config that names an update rule gets torch.optim's defaults of that rule for what it leaves unset; what it sets
 // wins; the written config says what the job used.
 TEST(Config, UpdateRulesGetTorchOptimDefaultsWhereUnset) {

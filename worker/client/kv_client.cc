@@ -411,22 +411,8 @@ void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOption
     o.host = o.rank;
   }
   const std::string mode = cfg.get_string("cluster.host_aggregation");
-  if (mode == "off") return;
-  std::vector<std::string> why_not;
-  if (cfg.get_string("cluster.mode") != "sync") why_not.push_back("cluster.mode = sync");
-  if (cfg.get_string("cluster.failure_policy") != "abort") why_not.push_back("cluster.failure_policy = abort");
-  if (map.elastic()) why_not.push_back("cluster.min_workers = 0");
-  if (cfg.get_bool("cluster.restart_workers")) why_not.push_back("cluster.restart_workers = false");
-  if (o.compression.push != protocol::Encoding::NONE) why_not.push_back("cluster.compression = none");
-  if (!why_not.empty()) {
-    if (mode == "always") {
-      std::string needs;
-      for (const std::string& w : why_not) needs += (needs.empty() ? "" : ", ") + w;
-      throw Error("cluster.host_aggregation = always needs " + needs +
-                  " (a host's sum counts for all its workers in one sync step, each worker's own state aside)");
-    }
-    return;
-  }
+  // `always` with a need is refused when the config is read (config.h); `auto` leaves each worker pushing its own.
+  if (mode == "off" || !host_aggregation_needs(cfg).empty()) return;
   const std::string& here = map.workers[o.rank].locality;
   if (here.empty()) return;  // a coordinator that does not know localities
   std::vector<std::string> localities;

@@ -128,7 +128,7 @@ TEST(DistributedEquivalence, OnePushPerHostGivesTheSameBitsWithAThirdOfTheBytes)
   pshard::testing::remove_dir_if_passed(dir);
 }
 
-// cluster.host_aggregation = always refuses a job it cannot serve, naming what it needs.
+// cluster.host_aggregation = always refuses a job it cannot serve, naming what it needs, before any process starts.
 TEST(DistributedEquivalence, OnePushPerHostRefusesAnAsyncJob) {
   const std::string dir = fresh_dir("equiv-host-async");
   const int rc =
@@ -138,9 +138,9 @@ TEST(DistributedEquivalence, OnePushPerHostRefusesAnAsyncJob) {
                            dir + "/run",
                        150, dir + "/run.log");
   EXPECT_NE(rc, 0);
-  EXPECT_NE(read_file(dir + "/run.log").find("cluster.host_aggregation = always needs cluster.mode = sync"),
-            std::string::npos)
-      << read_file(dir + "/run.log");
+  const std::string log = read_file(dir + "/run.log");
+  EXPECT_NE(log.find("key 'cluster.host_aggregation': always needs cluster.mode = sync"), std::string::npos) << log;
+  EXPECT_EQ(log.find("worker 0"), std::string::npos) << log;  // refused with the config: no worker ran
   pshard::testing::remove_dir_if_passed(dir);
 }
 
