@@ -11,7 +11,9 @@ namespace {
 
 int run_config(const std::vector<std::string>& args) {
   ArgParser p("pshard config", "list every configuration key, or check a config file and print its values");
-  p.add_flag("list", "print every key with its type, default and meaning (Markdown table)");
+  p.add_flag(
+      "list",
+      "print every key with its type, default, range, whether a resume may change it and meaning (Markdown table)");
   p.add_option("check", "FILE", "validate FILE and print the resolved values as TOML");
   p.add_multi("set", "KEY=VALUE", "override a key before printing");
   if (!p.parse(args)) return 0;
@@ -20,7 +22,7 @@ int run_config(const std::vector<std::string>& args) {
     std::fputs(cfg.to_toml().c_str(), stdout);
     return 0;
   }
-  std::printf("| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+  std::printf("| key | type | default | allowed | on resume | meaning |\n|---|---|---|---|---|---|\n");
   for (const ConfigKey& k : config_schema()) {
     const char* type = "";
     std::string allowed = k.choices;
@@ -39,7 +41,8 @@ int run_config(const std::vector<std::string>& args) {
     for (char& c : allowed) {
       if (c == '|') c = '/';
     }
-    std::printf("| `%s` | %s | `%s` | %s | %s |\n", k.key, type, k.default_value, allowed.c_str(), k.doc);
+    const char* resume = k.on_resume == OnResume::kMayChange ? "may change" : "fixed";
+    std::printf("| `%s` | %s | `%s` | %s | %s | %s |\n", k.key, type, k.default_value, allowed.c_str(), resume, k.doc);
   }
   return 0;
 }

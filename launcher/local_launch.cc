@@ -102,9 +102,8 @@ void check_resume_settings(const std::string& run_dir, const Config& now) {
   }
   throw Error("pshard launch --resume: " + c.key + " = " + c.after + " differs from the run's " + c.key + " = " +
               c.before + " (" + path + ") and may not change on resume: " + why +
-              ". Only log.*, checkpoint.*, security.*, run.name, data.dir, data.prefetch, train.threads, train.device, "
-              "train.eval, train.log_every, train.simulate_compute_ms and the cluster timeouts, server_threads and "
-              "failure policies may change (docs/OPERATIONS.md, \"Resuming a run\")");
+              ". The keys that may change are those `pshard config --list` marks \"may change\" on resume (how the "
+              "run is run, logged, checkpointed and secured; docs/CONFIG.md)");
 }
 
 // An elastic job: how `pshard join RUN_DIR` starts one more worker (its command line and environment, with the job

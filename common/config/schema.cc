@@ -20,9 +20,9 @@ using T = ConfigType;
 // owns (model.name). Fixed after that.
 std::vector<ConfigKey> kSchema = {
     // run
-    {"run.name", T::kString, "run", 0, 0, "", "name of the run (directory under runs/)"},
+    {"run.name", T::kString, "run", 0, 0, "", "name of the run (directory under runs/)", OnResume::kMayChange},
     {"run.seed", T::kInt, "1", 0, 4294967295.0, "", "seed for weights, shuffles and dropout"},
-    {"log.level", T::kString, "info", 0, 0, "debug|info|warn|error", "minimum log level"},
+    {"log.level", T::kString, "info", 0, 0, "debug|info|warn|error", "minimum log level", OnResume::kMayChange},
 
     // model
     // choices: the names of the model zoo (models/zoo/registry.h), installed by the pshard executable (app/main.cc)
@@ -41,14 +41,15 @@ std::vector<ConfigKey> kSchema = {
     {"data.dir", T::kString, "/usr/share/datasets/fashion-mnist", 0, 0, "",
      "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10, class sub-folders of "
      "JPEG/PNG "
-     "images for image-folder: docs/DATA.md)"},
+     "images for image-folder: docs/DATA.md)",
+     OnResume::kMayChange},
     {"data.train_path", T::kString, "", 0, 0, "", "packed record file for training (data.name = packed)"},
     {"data.test_path", T::kString, "", 0, 0, "", "packed record file for testing (data.name = packed)"},
     {"data.train_size", T::kInt, "0", 0, 1e9, "", "samples to use for training (0: all; synthetic: how many to make)"},
     {"data.test_size", T::kInt, "0", 0, 1e9, "", "samples to use for testing (0: all; synthetic: how many to make)"},
     {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
     {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
-    {"data.prefetch", T::kInt, "2", 0, 64, "", "batches prepared ahead by the prefetch thread"},
+    {"data.prefetch", T::kInt, "2", 0, 64, "", "batches prepared ahead by the prefetch thread", OnResume::kMayChange},
     {"data.normalize", T::kBool, "true", 0, 0, "",
      "images: scale pixels to [0,1], then normalise with the data set's per-channel mean/std (false: [0,1] only)"},
     {"data.shuffle", T::kBool, "true", 0, 0, "", "reshuffle the training samples every epoch (seeded by run.seed)"},
@@ -73,11 +74,11 @@ std::vector<ConfigKey> kSchema = {
      "epochs to train (a program's run under `-- CMD`: its declared length, optional: its own loop decides)"},
     {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
     {"train.threads", T::kInt, "0", 0, 1024, "",
-     "CPU compute threads (0: the cores, shared among the workers launched on one host)"},
+     "CPU compute threads (0: the cores, shared among the workers launched on one host)", OnResume::kMayChange},
     {"train.cpu_kernels", T::kString, "onednn", 0, 0, "onednn|reference",
      "CPU kernels of convolution, batch norm, pooling and GEMM: onednn (oneDNN primitives, as PyTorch) or reference "
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
-    {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker"},
+    {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker", OnResume::kMayChange},
     {"train.precision", T::kString, "fp32", 0, 0, "fp32|bf16|fp16",
      "what a worker's convolutions and GEMMs read: fp32, bf16 (oneDNN AVX512_BF16/AMX kernels, fp32 accumulation "
      "and outputs; batch norm, pooling, softmax and loss in fp32; CPU only); bf16 also makes cluster.compression and "
@@ -102,22 +103,24 @@ std::vector<ConfigKey> kSchema = {
     {"train.freeze", T::kString, "", 0, 0, "",
      "comma-separated parameter name prefixes kept fixed (e.g. \"conv1,bn1,layer1,layer2,layer3\"): never updated, "
      "never pushed or pulled, and not on the servers"},
-    {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch"},
+    {"train.eval", T::kBool, "true", 0, 0, "", "evaluate on the test set after every epoch", OnResume::kMayChange},
     {"train.log_every", T::kInt, "50", 0, 1e12, "",
-     "steps between `step` lines in metrics.jsonl, one per worker with its phase times (0: none)"},
+     "steps between `step` lines in metrics.jsonl, one per worker with its phase times (0: none)",
+     OnResume::kMayChange},
     {"train.simulate_compute_ms", T::kDouble, "0", 0, 1e7, "",
      "replace forward/backward by sleeps of this many ms per step, 1/3 forward and 2/3 backward (communication "
-     "studies; 0: real compute)"},
+     "studies; 0: real compute)",
+     OnResume::kMayChange},
 
     // optimizer (applied on the servers; by `pshard train` locally)
     {"optimizer.name", T::kString, "sgd", 0, 0, "", "update rule"},
     {"optimizer.lr", T::kDouble, "0.01", 0, 1e6, "",
      "base learning rate (unset: adam and adamw 0.001, adadelta 1.0, the others 0.01, as torch.optim)"},
     {"optimizer.momentum", T::kDouble, "0.9", 0, 1, "", "momentum / nesterov / lars momentum"},
-    {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay", true},
-    {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay", true},
+    {"optimizer.beta1", T::kDouble, "0.9", 0, 1, "", "adam/adamw/lamb first-moment decay", OnResume::kFixed, true},
+    {"optimizer.beta2", T::kDouble, "0.999", 0, 1, "", "adam/adamw/lamb second-moment decay", OnResume::kFixed, true},
     {"optimizer.rho", T::kDouble, "0.9", 0, 1, "",
-     "adadelta/rmsprop decay of squared averages (unset: rmsprop 0.99, adadelta 0.9)", true},
+     "adadelta/rmsprop decay of squared averages (unset: rmsprop 0.99, adadelta 0.9)", OnResume::kFixed, true},
     {"optimizer.eps", T::kDouble, "1e-8", 0, kInf, "",
      "denominator epsilon (unset: adagrad 1e-10, adadelta 1e-6, the others 1e-8)"},
     {"optimizer.weight_decay", T::kDouble, "0.0", 0, kInf, "",
@@ -165,7 +168,7 @@ std::vector<ConfigKey> kSchema = {
     {"cluster.max_rows_per_request", T::kInt, "1048576", 1, 1ll << 32, "",
      "most rows of an embedding table one pull or push may name per server"},
     {"cluster.failure_policy", T::kString, "abort", 0, 0, "abort|continue",
-     "on a dead worker: abort the job, or continue with the others"},
+     "on a dead worker: abort the job, or continue with the others", OnResume::kMayChange},
     {"cluster.min_workers", T::kInt, "0", 0, 1 << 20, "",
      "elastic sync jobs (pshard launch --workers MIN:MAX): the fewest workers an epoch trains with; workers join at "
      "an epoch's start and a dead one is dropped; 0: a fixed number of workers"},
@@ -173,20 +176,23 @@ std::vector<ConfigKey> kSchema = {
      "elastic jobs: worker: each worker's batch is train.batch_size and the global batch (and, with "
      "lr_schedule.scaling = linear, the lr) follows the members; global: the global batch stays cluster.min_workers "
      "x train.batch_size and each member's batch is that / members (rounded down)"},
-    {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)"},
-    {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)"},
+    {"cluster.heartbeat_interval_ms", T::kInt, "500", 10, 3600000, "", "heartbeat period (ms)", OnResume::kMayChange},
+    {"cluster.heartbeat_timeout_ms", T::kInt, "5000", 50, 3600000, "", "silence after which a node is dead (ms)",
+     OnResume::kMayChange},
     {"cluster.request_timeout_ms", T::kInt, "60000", 10, 86400000, "",
      "timeout of a push/pull (ms); a worker that holds a sync step up (async: pushes nothing) for this less two "
-     "tenths, at most 10 s less, is stuck and treated as dead"},
+     "tenths, at most 10 s less, is stuck and treated as dead",
+     OnResume::kMayChange},
     {"cluster.stall_warn_ms", T::kInt, "5000", 0, 86400000, "",
      "a sync step waiting this long names the workers it waits for (ms, 0 = never)"},
     {"cluster.rendezvous_timeout_ms", T::kInt, "60000", 100, 86400000, "",
-     "how long to wait for every node to register (ms)"},
+     "how long to wait for every node to register (ms)", OnResume::kMayChange},
     {"cluster.server_threads", T::kInt, "2", 0, 256, "",
-     "update threads per server (0: every slice is updated on its socket thread, no hand-offs)"},
+     "update threads per server (0: every slice is updated on its socket thread, no hand-offs)", OnResume::kMayChange},
     {"cluster.server_io_threads", T::kInt, "0", 0, 64, "",
      "ZeroMQ I/O threads per server, each serving its share of the workers' connections (0: one per worker, at "
-     "most the machine's cores and 8)"},
+     "most the machine's cores and 8)",
+     OnResume::kMayChange},
 
     // compression of the data plane (docs/PROTOCOL.md "Encodings"); servers keep and aggregate float32
     {"cluster.compression", T::kString, "none", 0, 0, "none|fp16|bf16|topk|randomk|onebit",
@@ -202,31 +208,38 @@ std::vector<ConfigKey> kSchema = {
      "encoding of pulled weights (servers keep float32 master weights)"},
     {"cluster.transport", T::kString, "auto", 0, 0, "auto|tcp|shm",
      "how payloads move between a worker and a server on the same host: shared memory (shm; ZeroMQ keeps the "
-     "headers), TCP, or auto: shared memory where the server is on this host, else TCP (docs/PROTOCOL.md)"},
+     "headers), TCP, or auto: shared memory where the server is on this host, else TCP (docs/PROTOCOL.md)",
+     OnResume::kMayChange},
     {"cluster.host_aggregation", T::kString, "auto", 0, 0, "auto|off|always",
      "sync jobs: the workers of a host sum their gradients in shared memory and the lowest of them sends one push "
      "and one pull per slice for them all; auto: to servers on other hosts, always: to every server (one host's "
      "measurements), off: each worker pushes its own (docs/PROTOCOL.md)"},
 
     {"cluster.server_failure_policy", T::kString, "abort", 0, 0, "abort|restart",
-     "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint"},
+     "on a dead server: abort the job, or (pshard launch) restart the job from the newest complete checkpoint",
+     OnResume::kMayChange},
     {"cluster.max_restarts", T::kInt, "3", 0, 1000, "",
-     "server_failure_policy = restart: how many times pshard launch restarts a job before giving up"},
+     "server_failure_policy = restart: how many times pshard launch restarts a job before giving up",
+     OnResume::kMayChange},
 
     {"cluster.restart_workers", T::kBool, "false", 0, 0, "",
      "pshard launch restarts a worker that died (up to cluster.max_restarts times); it rejoins the running sync job "
-     "(needs failure_policy = continue)"},
+     "(needs failure_policy = continue)",
+     OnResume::kMayChange},
 
     // checkpoints (sync mode; docs/OPERATIONS.md)
     {"checkpoint.every_steps", T::kInt, "0", 0, 1e12, "",
-     "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)"},
+     "servers write RUN_DIR/checkpoints/server-R.step-K.ckpt every this many steps (0: no checkpoints)",
+     OnResume::kMayChange},
     {"checkpoint.every_seconds", T::kDouble, "0", 0, 1e9, "",
      "also checkpoint at the first step boundary after this many seconds since the last one (worker 0 decides; 0: "
-     "off)"},
-    {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)"},
+     "off)",
+     OnResume::kMayChange},
+    {"checkpoint.keep", T::kInt, "3", 0, 1000000, "", "checkpoints each server keeps (0: all)", OnResume::kMayChange},
     {"checkpoint.on_sigterm", T::kString, "exit", 0, 0, "exit|checkpoint",
      "what SIGTERM (preemption, a time limit, scancel) does to a sync job: exit at once, or checkpoint at the next "
-     "step boundary and end with exit status 75 (requeue or --resume continues there, bit for bit)"},
+     "step boundary and end with exit status 75 (requeue or --resume continues there, bit for bit)",
+     OnResume::kMayChange},
 
     // timeline (docs/METRICS.md, "Timeline")
     {"trace.steps", T::kString, "", 0, 0, "",
@@ -235,9 +248,11 @@ std::vector<ConfigKey> kSchema = {
 
     // security (docs/OPERATIONS.md, "Security")
     {"security.curve", T::kBool, "false", 0, 0, "",
-     "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)"},
+     "CurveZMQ on every socket of the job (encryption, and only peers with the job's key file can connect)",
+     OnResume::kMayChange},
     {"security.key_dir", T::kString, "", 0, 0, "",
-     "directory of the job's key file curve.keys (mode 0600); empty: RUN_DIR/keys. --key-dir overrides it"},
+     "directory of the job's key file curve.keys (mode 0600); empty: RUN_DIR/keys. --key-dir overrides it",
+     OnResume::kMayChange},
 };
 
 // key -> "a|b|c" from install_config_choices (what the key's choices point to).

@@ -8,14 +8,20 @@ namespace pshard {
 
 enum class ConfigType { kString, kInt, kDouble, kBool, kIntList };
 
+// Whether a resumed run (pshard launch --resume, a restarted server or worker) may give a key another value than the
+// run had: how the run runs (logging, checkpoints, threads, timeouts, failure policies) may change; what the
+// checkpoints and the schedule were computed for (model, data, optimizer, schedule, batch, epochs, seed, mode) may not.
+enum class OnResume { kFixed, kMayChange };
+
 struct ConfigKey {
   const char* key;  // "section.name"
   ConfigType type;
   const char* default_value;  // canonical text: "0.01", "true", "[256, 128]", "sgd"
   double min;                 // inclusive range for numbers (ignored otherwise)
   double max;
-  const char* choices;    // for strings: "a|b|c", or "" for free text
-  const char* doc;        // one line: meaning and unit
+  const char* choices;  // for strings: "a|b|c", or "" for free text
+  const char* doc;      // one line: meaning and unit
+  OnResume on_resume = OnResume::kFixed;
   bool max_open = false;  // the range is [min, max) (e.g. a decay that must stay below 1)
 };
 

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/config/schema.h"
+
 namespace pshard {
 namespace {
 
@@ -29,33 +31,8 @@ std::map<std::string, std::string> values_of(const Config& cfg) {
 }  // namespace
 
 bool may_change_on_resume(const std::string& key) {
-  auto in_section = [&](const char* section) { return key.rfind(section, 0) == 0; };
-  if (in_section("log.") || in_section("checkpoint.") || in_section("security.")) return true;
-  static const char* const kChangeable[] = {
-      "run.name",
-      "data.dir",
-      "data.prefetch",
-      "train.threads",
-      "train.device",
-      "train.eval",
-      "train.log_every",
-      "train.simulate_compute_ms",
-      "cluster.failure_policy",
-      "cluster.heartbeat_interval_ms",
-      "cluster.heartbeat_timeout_ms",
-      "cluster.request_timeout_ms",
-      "cluster.rendezvous_timeout_ms",
-      "cluster.server_threads",
-      "cluster.server_io_threads",
-      "cluster.transport",
-      "cluster.server_failure_policy",
-      "cluster.max_restarts",
-      "cluster.restart_workers",
-  };
-  for (const char* k : kChangeable) {
-    if (key == k) return true;
-  }
-  return false;
+  const ConfigKey* k = find_config_key(key);
+  return k != nullptr && k->on_resume == OnResume::kMayChange;
 }
 
 std::vector<FixedSettingChange> fixed_setting_changes(const Config& run, const Config& now) {

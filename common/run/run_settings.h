@@ -9,11 +9,10 @@
 
 namespace pshard {
 
-// True for the keys a resumed run may set differently from its first launch: how it is run, logged, checkpointed
-// and secured (log.*, run.name, data.dir, data.prefetch, train.threads, train.device, train.eval, train.log_every,
-// train.simulate_compute_ms, the cluster timeouts, server_threads and failure policies, checkpoint.*, security.*).
-// Every other key (model, data, batch size, epochs, optimizer, schedule, seed, mode, slice_bytes) fixes what the
-// checkpointed weights and the schedule mean, and may not change.
+// True for the keys a resumed run may set differently from its first launch: the schema's `on_resume` column
+// (common/config/schema.cc, the "on resume" column of docs/CONFIG.md): how the run is run, logged, checkpointed and
+// secured. Every other key (model, data, batch size, epochs, optimizer, schedule, seed, mode, slice_bytes) fixes what
+// the checkpointed weights and the schedule mean, and may not change; so does a key the schema does not know.
 bool may_change_on_resume(const std::string& key);
 
 // One fixed setting that differs: its key and both values as config text.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/config/schema.h"
 #include "common/error.h"
 #include "common/run/run_settings.h"
 
@@ -163,6 +164,14 @@ TEST(RunSettings, OnlyHowARunRunsMayChangeOnResume) {
                           "model.name", "data.train_size", "cluster.mode", "cluster.slice_bytes"}) {
     EXPECT_FALSE(may_change_on_resume(key)) << key;
   }
+  // The schema's column: whole sections of how a run is logged, checkpointed and secured; nothing it does not know.
+  for (const ConfigKey& k : config_schema()) {
+    const std::string key = k.key;
+    if (key.rfind("log.", 0) == 0 || key.rfind("checkpoint.", 0) == 0 || key.rfind("security.", 0) == 0) {
+      EXPECT_TRUE(may_change_on_resume(key)) << key;
+    }
+  }
+  EXPECT_FALSE(may_change_on_resume("no.such_key"));
 }
 
 TEST(RunSettings, ChangesAndHashFollowTheFixedSettingsOnly) {
