@@ -38,15 +38,6 @@ namespace {
 std::atomic<bool> g_sigterm{false};
 extern "C" void on_sigterm(int) { g_sigterm.store(true); }
 
-// A worker that joins a running elastic job waits for the next epoch's start and trains from there on; nullopt when
-// the job ended first (the wait lasts the rest of the running epoch; it ends with the job at the latest).
-std::optional<EpochPlan> wait_for_next_epoch(ClusterClient& cluster) {
-  PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
-  std::optional<EpochPlan> plan = cluster.enter_epoch(0, -1, std::chrono::hours(24 * 365));
-  if (!plan) PSHARD_LOG(kInfo) << "the job ended before another epoch began: this worker did not train";
-  return plan;
-}
-
 // The training loop's options for this worker of `world`, starting at `start_step`.
 trainer::TrainerOptions trainer_options(const Config& cfg, uint32_t rank, uint32_t world, int64_t start_step, bool join,
                                         const std::string& run_dir) {
@@ -201,7 +192,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
   refuse_elastic_restart(elastic, join, start_step);
   std::optional<EpochPlan> joining;
   if (elastic && cluster.joins_running()) {
-    if (!(joining = wait_for_next_epoch(cluster))) {
+    if (!(joining = join_running_job(cluster))) {
       cluster.leave(0);
       return 0;
     }

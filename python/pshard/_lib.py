@@ -5,6 +5,7 @@ import os
 # pshard_status (pshard_c.h)
 OK = 0
 PENDING = 1
+JOB_ENDED = 2
 ERR_ARGUMENT = -1
 ERR_ENVIRONMENT = -2
 ERR_CONFIG = -3

@@ -24,7 +24,7 @@ import time
 import torch
 
 from . import _state
-from ._lib import ERR_TIMEOUT, FLOAT32, PshardError, check, lib
+from ._lib import ERR_TIMEOUT, FLOAT32, JOB_ENDED, PshardError, check, lib
 from . import init, is_initialized, shutdown, rank, size, local_rank, config, barrier, barrier_vote, client  # noqa: F401
 from . import elastic
 from .embedding import Embedding, EmbeddingBag, discard_tables, finish_pushes, push_tables, refuse_grad_scaler
@@ -105,8 +105,13 @@ class DistributedOptimizer:
         for n, p in self.params:
             shape = (ctypes.c_int64 * p.dim())(*p.shape)
             check(lib().pshard_add_tensor(c, n.encode(), p.dim(), shape, FLOAT32), "DistributedOptimizer")
-        check(lib().pshard_start(c, (name or type(model).__name__).encode(), self.batch_size, self.steps_per_epoch),
-              "DistributedOptimizer")
+        started = check(lib().pshard_start(c, (name or type(model).__name__).encode(), self.batch_size,
+                                           self.steps_per_epoch), "DistributedOptimizer")
+        if started == JOB_ENDED:
+            # A worker that joined an elastic job (pshard join) which ended before another epoch began: it has nothing
+            # to train and leaves with status 0, as a C++ worker does (the library logged why).
+            shutdown(0, "joined too late to train: the job ended before another epoch began")
+            raise SystemExit(0)
         start = ctypes.c_int64()
         check(lib().pshard_start_step(c, ctypes.byref(start)), "DistributedOptimizer")
         self.start_step = start.value  # 0, or where a resumed run / a restarted worker continues (start_step())

@@ -28,6 +28,7 @@ const char* pshard_status_name(int status) {
   switch (status) {
     case PSHARD_OK: return "PSHARD_OK";
     case PSHARD_PENDING: return "PSHARD_PENDING";
+    case PSHARD_JOB_ENDED: return "PSHARD_JOB_ENDED";
     case PSHARD_ERR_ARGUMENT: return "PSHARD_ERR_ARGUMENT";
     case PSHARD_ERR_ENVIRONMENT: return "PSHARD_ERR_ENVIRONMENT";
     case PSHARD_ERR_CONFIG: return "PSHARD_ERR_CONFIG";
@@ -375,12 +376,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     c->rejoin = c->env.rejoin;
     if (elastic && c->cluster->joins_running()) {
       // Joining a running elastic job: at the next epoch's start, counted by the servers from its first step on.
-      PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
-      std::optional<pshard::EpochPlan> plan = c->cluster->enter_epoch(0, -1, std::chrono::hours(24 * 365));
-      if (!plan) {
-        throw Failure{PSHARD_ERR_STATE,
-                      "pshard: the job ended before another epoch began: this worker joined too late to train"};
-      }
+      std::optional<pshard::EpochPlan> plan = pshard::join_running_job(*c->cluster);
+      if (!plan) return PSHARD_JOB_ENDED;
       c->plan = plan;
       c->events.members_are_live(plan->members);
       c->joining = true;

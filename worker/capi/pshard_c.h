@@ -50,12 +50,16 @@ extern "C" {
  * numbering) and the figure PSHARD_LOSS_MEANS; train.epochs is optional outside elastic jobs, and the end of a job
  * is judged by the steps the workers pushed (pshard_close). 8: embedding tables held by the servers
  * (pshard_add_table, pshard_add_hashed_table, pshard_pull_rows, pshard_push_rows). 9: pshard_report_figure (a
- * program's own figures of an epoch, such as a test AUC). */
-#define PSHARD_C_API_VERSION 9
+ * program's own figures of an epoch, such as a test AUC). 10: PSHARD_JOB_ENDED (pshard_start of a worker that joined
+ * an elastic job too late to train). */
+#define PSHARD_C_API_VERSION 10
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
   PSHARD_PENDING = 1,          /* pshard_poll: not done yet (the request stays valid) */
+  PSHARD_JOB_ENDED = 2,        /* pshard_start: this worker joined an elastic job that ended before another epoch
+                                  began, so it has nothing to train: leave with pshard_close and exit 0 (as the C++
+                                  worker does) */
   PSHARD_ERR_ARGUMENT = -1,    /* a NULL pointer, an unknown tensor index or request, a bad shape or dtype */
   PSHARD_ERR_ENVIRONMENT = -2, /* PSHARD_* variables missing or malformed: not started by pshard launch/task */
   PSHARD_ERR_CONFIG = -3,      /* the job's config file cannot be read or is invalid */
@@ -152,7 +156,8 @@ int pshard_add_tensor(pshard_client* c, const char* name, int ndim, const int64_
  * naming `model` and the per-worker `batch_size`, and its tensor list, PSHARD_RUN_DIR/tensors.txt, from which a rank
  * whose tensors differ learns the first difference. steps_per_epoch (0: unknown) times
  * train.epochs is the run's length, which a cosine schedule needs: CONFIG when it is needed and unknown.
- * ARGUMENT when no tensor was declared; STATE when called twice. */
+ * ARGUMENT when no tensor was declared; STATE when called twice. A worker that joined an elastic job (pshard join)
+ * waits here for the next epoch's start; JOB_ENDED when the job ended first. */
 int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_t steps_per_epoch);
 
 /* The step this worker starts at, after pshard_start: 0 for a new run; the checkpoint's step when the run was resumed

@@ -240,6 +240,36 @@ TEST(ElasticWorkers, AJoinedWorkerThatDiesIsDroppedAtOnce) {
 }
 
 // With nobody joining or leaving, an elastic job is the fixed-size job: the same shards, steps and learning rate,
+// A worker that joins during the last epoch waits for a next epoch that never comes: it leaves with status 0 having
+// trained nothing, and says so (the Python package's worker does the same: tests/python/elastic_test.py).
+TEST(ElasticWorkers, AWorkerThatJoinsDuringTheLastEpochLeavesWithStatusZero) {
+  if (!have_fashion_mnist()) GTEST_SKIP();
+  const std::string dir = fresh_dir("elastic-late");
+  const std::string run = dir + "/run";
+  // One epoch of 100 steps at 80 ms each: the joiner registers well within it.
+  BackgroundJob job(launch(run, "2:3", "--set train.epochs=1 --set train.simulate_compute_ms=80"), dir + "/log");
+  ASSERT_TRUE(job.started());
+  ASSERT_TRUE(wait_until([&] { return !events(run, "members").empty(); }, std::chrono::seconds(120)))
+      << read_file(dir + "/log");
+  BackgroundJob joiner(pshard_bin() + " join " + run, dir + "/join.log");
+  ASSERT_TRUE(joiner.started());
+  std::optional<int> rc = job.wait(std::chrono::seconds(120));
+  ASSERT_TRUE(rc.has_value()) << "the elastic job hung\n" << read_file(dir + "/log");
+  EXPECT_EQ(*rc, 0) << read_file(dir + "/log");
+  std::optional<int> joined = joiner.wait(std::chrono::seconds(30));
+  const std::string join_log = read_file(dir + "/join.log");
+  ASSERT_TRUE(joined.has_value()) << "the late worker hung\n" << join_log;
+  EXPECT_EQ(*joined, 0) << join_log;
+  EXPECT_NE(join_log.find("the job ended before another epoch began: this worker joined too late to train"),
+            std::string::npos)
+      << join_log;
+  const std::vector<Json> plans = events(run, "members");
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans.front().at("workers").size(), 2u) << plans.front().dump();
+  EXPECT_EQ(read_summary(run).at("workers").as_int(), 2);
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 // summed in rank order, so the same model bit for bit.
 TEST(ElasticWorkers, AFixedMembershipTrainsBitwiseLikeAFixedSizeJob) {
   if (!have_fashion_mnist()) GTEST_SKIP();
