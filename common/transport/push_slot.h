@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/transport/shm_futex.h"
 #include "common/transport/shm_segment.h"
 
 namespace pshard::transport {
@@ -28,7 +29,7 @@ namespace pshard::transport {
 class PushSlot {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Wait { kReady, kTimedOut, kCancelled };
+  using Wait = WaitResult;
 
   explicit PushSlot(SlotHead* head) : head_(head) {}
 

@@ -29,6 +29,25 @@ bool wait_while_equal(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::s
   }
 }
 
+WaitResult wait_flagged(std::atomic<uint32_t>* word, uint32_t waited, bool (*ready)(uint32_t value, const void* arg),
+                        const void* arg, std::chrono::steady_clock::time_point deadline,
+                        const std::atomic<bool>* cancelled) {
+  for (;;) {
+    uint32_t seen = word->load(std::memory_order_acquire);
+    if (ready(seen, arg)) return WaitResult::kReady;
+    if (cancelled != nullptr && cancelled->load()) return WaitResult::kCancelled;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return WaitResult::kTimedOut;
+    // Flagged before sleeping, so that the other side's exchange sees it; a change in between fails the
+    // compare-exchange and is looked at again.
+    if ((seen & waited) == 0) {
+      if (!word->compare_exchange_weak(seen, seen | waited, std::memory_order_acq_rel)) continue;
+      seen |= waited;
+    }
+    wait_while_equal(word, seen, std::min(deadline, now + std::chrono::milliseconds(50)));
+  }
+}
+
 void wake_all(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }

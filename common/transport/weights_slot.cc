@@ -1,7 +1,6 @@
 // WeightsSlot's seqlock and its readers' wait (weights_slot.h).
 #include "common/transport/weights_slot.h"
 
-#include <algorithm>
 #include <thread>
 
 #include "common/transport/shm_futex.h"
@@ -22,7 +21,7 @@ void WeightsSlot::end_write(uint64_t generation) {
   uint32_t word = head_->busy.load(std::memory_order_relaxed);
   while (!head_->busy.compare_exchange_weak(word, (word + kVersion) & ~kWaited, std::memory_order_acq_rel)) {
   }
-  if ((word & kWaited) != 0) wake_all(&head_->busy);
+  wake_if_waited(&head_->busy, word, kWaited);
 }
 
 void WeightsSlot::write(const float* values, size_t n, uint64_t generation) {
@@ -47,19 +46,16 @@ bool WeightsSlot::read(float* out, size_t n, int tries) const {
 
 WeightsSlot::Wait WeightsSlot::wait_for(uint64_t generation, Clock::time_point deadline,
                                         const std::atomic<bool>* cancelled) const {
-  std::atomic<uint32_t>& busy = head_->busy;
-  for (;;) {
-    uint32_t seen = busy.load(std::memory_order_acquire);  // before the generation: see end_write
-    if (head_->generation.load(std::memory_order_acquire) >= generation) return Wait::kReady;
-    if (cancelled != nullptr && cancelled->load()) return Wait::kCancelled;
-    const auto now = Clock::now();
-    if (now >= deadline) return Wait::kTimedOut;
-    if ((seen & kWaited) == 0) {
-      if (!busy.compare_exchange_weak(seen, seen | kWaited, std::memory_order_acq_rel)) continue;
-      seen |= kWaited;
-    }
-    wait_while_equal(&busy, seen, std::min(deadline, now + std::chrono::milliseconds(50)));
-  }
+  struct Want {
+    const SlotHead* head;
+    uint64_t generation;
+  } want{head_, generation};
+  // The word was read before the generation (see end_write).
+  auto has = [](uint32_t, const void* arg) {
+    const Want* w = static_cast<const Want*>(arg);
+    return w->head->generation.load(std::memory_order_acquire) >= w->generation;
+  };
+  return wait_flagged(&head_->busy, kWaited, has, &want, deadline, cancelled);
 }
 
 }  // namespace pshard::transport

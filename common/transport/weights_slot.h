@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/transport/shm_futex.h"
 #include "common/transport/shm_segment.h"
 
 namespace pshard::transport {
@@ -23,7 +24,7 @@ namespace pshard::transport {
 class WeightsSlot {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Wait { kReady, kTimedOut, kCancelled };
+  using Wait = WaitResult;
 
   explicit WeightsSlot(SlotHead* head) : head_(head) {}
 

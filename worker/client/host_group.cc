@@ -127,10 +127,10 @@ size_t HostGroup::member_index(uint32_t rank) const {
   return static_cast<size_t>(std::find(opt_.ranks.begin(), opt_.ranks.end(), rank) - opt_.ranks.begin());
 }
 
-template <typename Wait>
-bool HostGroup::ready(Wait w) const {
-  if (w == Wait::kCancelled) throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
-  return w == Wait::kReady;
+bool HostGroup::ready(transport::WaitResult w) const {
+  if (w == transport::WaitResult::kCancelled)
+    throw Error("worker " + std::to_string(opt_.rank) + ": the client closed");
+  return w == transport::WaitResult::kReady;
 }
 
 void HostGroup::put_gradient(uint32_t id, const float* values, size_t n, int64_t step, Clock::time_point deadline) {

@@ -83,8 +83,7 @@ class HostGroup {
   void attach();  // member: maps the leader's segment (throws after opt_.timeout)
   // A slot's wait (PushSlot, WeightsSlot) ended: true when the slot is ready, false when it timed out; throws when
   // cancel() ended it.
-  template <typename Wait>
-  bool ready(Wait w) const;
+  bool ready(transport::WaitResult w) const;
   Head* head() const;
   uint8_t* lane(size_t k) const;
   size_t member_index(uint32_t rank) const;  // 1-based lane of a member

@@ -129,7 +129,7 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
   in.push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
   in.pull_encoding = encoder.pull_encoding(tensor_bytes);
   if (group) {
-    in.host_aggregated = opt.host_aggregated;
+    in.host_aggregated = &opt.host_aggregated;
     in.host_leader = group->leader();
   }
   in.copier_min_bytes = kCopierMinBytes;

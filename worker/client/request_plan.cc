@@ -22,7 +22,8 @@ SliceRoute own_route(const RequestPlanInputs& in, bool shared_memory, uint64_t b
 }
 
 PartRole role_for(const RequestPlanInputs& in, uint32_t server) {
-  const bool aggregated = pushes(in.type) && server < in.host_aggregated.size() && in.host_aggregated[server] != 0;
+  const bool aggregated = pushes(in.type) && in.host_aggregated != nullptr && server < in.host_aggregated->size() &&
+                          (*in.host_aggregated)[server] != 0;
   if (!aggregated) return PartRole::kOwn;
   return in.host_leader ? PartRole::kHostLeader : PartRole::kHostMember;
 }

@@ -57,9 +57,9 @@ struct RequestPlanInputs {
   // The whole tensor's encodings (a tensor travels one way): the push's (NONE unless it pushes) and the reply's.
   protocol::Encoding push_encoding = protocol::Encoding::NONE;
   protocol::Encoding pull_encoding = protocol::Encoding::NONE;
-  // Host aggregation: per server, whether this host pushes to it once for all its workers (empty: none); whether
-  // this worker is its host's leader.
-  std::vector<char> host_aggregated;
+  // Host aggregation: per server, whether this host pushes to it once for all its workers (nullptr or empty: none;
+  // the caller's, which outlives the call); whether this worker is its host's leader.
+  const std::vector<char>* host_aggregated = nullptr;
   bool host_leader = false;
   // Payloads up to this size go into a push slot on the caller's thread even for a zpush: the copier's thread hand-off
   // costs more than a small copy.

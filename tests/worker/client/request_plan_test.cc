@@ -156,7 +156,8 @@ TEST(RequestPlan, HostAggregationPushesThroughTheLeaderToTheServersItCovers) {
   RequestPlanInputs in;
   in.type = MessageType::PUSH;
   in.copy = false;
-  in.host_aggregated = {1, 0};  // server 0 is on another host, server 1 on this one
+  const std::vector<char> aggregated{1, 0};  // server 0 is on another host, server 1 on this one
+  in.host_aggregated = &aggregated;
   in.shared_memory_to = asked.callback();
   // A member hands server 0's slices to its leader and sends server 1's itself; only server 1 is asked.
   std::vector<PlannedPart> plan = plan_request(layout, 0, in);
