@@ -401,11 +401,18 @@ TEST(PeerAuthenticator, TheOldestOfTooManyConnectionsInTheirHandshakeAreClosed) 
   const size_t connections = HandshakeGuard::kMaxPending + kOver;
   std::vector<double> closed_after(connections, -1);
   std::vector<std::thread> peers;
+  // An order of arrival: each peer connects once the one before it has (threads started 1 ms apart do not keep
+  // their order on a loaded machine).
+  std::atomic<size_t> arrived{0};
   for (size_t i = 0; i < connections; ++i) {
     peers.emplace_back([&, i] {
-      closed_after[i] = pshard::testing::stalled_handshake(server.endpoint(), size_t(1) << 20, 1024, 4.0);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (arrived.load() < i && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      closed_after[i] = pshard::testing::stalled_handshake(server.endpoint(), size_t(1) << 20, 1024, 4.0,
+                                                           [&] { arrived.fetch_add(1); });
     });
-    std::this_thread::sleep_for(milliseconds(1));  // an order of arrival
   }
   std::this_thread::sleep_for(milliseconds(1500));
   EXPECT_TRUE(echoed(

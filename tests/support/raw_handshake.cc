@@ -16,17 +16,23 @@
 
 namespace pshard::testing {
 
-double stalled_handshake(const std::string& endpoint, size_t frame_bytes, size_t body_bytes, double wait_s) {
+double stalled_handshake(const std::string& endpoint, size_t frame_bytes, size_t body_bytes, double wait_s,
+                         const std::function<void()>& connected) {
   using Clock = std::chrono::steady_clock;
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    if (connected) connected();
+    return -1;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const auto start = Clock::now();
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (connected) connected();
+  if (!ok) {
     ::close(fd);
     return -1;
   }
