@@ -107,13 +107,14 @@ def final(out_dir):
 
 
 def starts(out_dir):
-    """(start_step, start_epoch, sampler length) written by each worker process, by rank."""
+    """(start_step, start_epoch, sampler length) written by each worker process, by rank, in the order the processes
+    wrote them (not by name: the pid in the name sorts a restart with a pid of more digits first)."""
     found = {}
-    for name in sorted(os.listdir(out_dir)):
-        if name.startswith("start-"):
-            rank = int(name.split("-")[1])
-            with open(os.path.join(out_dir, name)) as f:
-                found.setdefault(rank, []).append(tuple(int(v) for v in f.read().split()))
+    names = [n for n in os.listdir(out_dir) if n.startswith("start-")]
+    for name in sorted(names, key=lambda n: os.stat(os.path.join(out_dir, n)).st_mtime_ns):
+        rank = int(name.split("-")[1])
+        with open(os.path.join(out_dir, name)) as f:
+            found.setdefault(rank, []).append(tuple(int(v) for v in f.read().split()))
     return found
 
 
