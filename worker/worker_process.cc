@@ -23,8 +23,7 @@
 #include "common/transport/curve.h"
 #include "common/util/log.h"
 #include "worker/client/kv_client.h"
-#include "worker/session/job_events.h"
-#include "worker/session/job_start.h"
+#include "worker/session/worker_session.h"
 #include "worker/trainer/kv_sync.h"
 #include "worker/trainer/model_file.h"
 #include "worker/trainer/run_setup.h"
@@ -56,47 +55,27 @@ trainer::TrainerOptions trainer_options(const Config& cfg, uint32_t rank, uint32
 }
 
 // An elastic job's epochs: a member waits at an epoch's start for the others to finish the epoch before, and for
-// workers to join when fewer than min_workers are left (the coordinator gives up after
-// cluster.rendezvous_timeout_ms); each epoch's plan sets the global batch, and its lowest member reports it.
-void plan_elastic_epochs(trainer::TrainerOptions& opts, ClusterClient& cluster, const Config& cfg, uint32_t rank,
-                         JobEvents& events, std::optional<trainer::KvSync>& sync, std::optional<EpochPlan>& last_plan,
-                         const std::optional<EpochPlan>& joining) {
-  const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms") +
-                                       cfg.get_int("cluster.rendezvous_timeout_ms"));
-  opts.plan_epoch = [&cluster, wait](int64_t epoch, int64_t step) { return cluster.enter_epoch(epoch, step, wait); };
-  opts.joining = joining;
-  opts.joined = [&cluster](int64_t epoch) { cluster.epoch_joined(epoch); };
+// workers to join when fewer than min_workers are left (WorkerSession::enter_epoch); each epoch's plan sets the global
+// batch, and its lowest member reports it.
+void plan_elastic_epochs(trainer::TrainerOptions& opts, WorkerSession& worker, const Config& cfg,
+                         std::optional<trainer::KvSync>& sync, std::optional<EpochPlan>& last_plan) {
+  opts.plan_epoch = [&worker](int64_t epoch, int64_t step) { return worker.enter_epoch(epoch, step); };
+  opts.joining = worker.joined_with();
+  opts.joined = [&worker](int64_t epoch) { worker.cluster().epoch_joined(epoch); };
   // cluster.elastic_batch = global: the global batch stays that of the fewest workers, whoever trains.
   const bool fixed_global = cfg.get_string("cluster.elastic_batch") == "global";
-  if (fixed_global) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(cluster.map().min_workers);
+  if (fixed_global) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(worker.first_world());
   const int64_t elastic_global_batch = opts.elastic_global_batch;
-  const bool linear = cfg.get_string("lr_schedule.scaling") == "linear";
-  opts.on_plan = [&cluster, &events, &sync, &last_plan, rank, fixed_global, elastic_global_batch, linear](
-                     const EpochPlan& plan, int64_t steps, int64_t batch) {
+  opts.on_plan = [&worker, &sync, &last_plan, fixed_global, elastic_global_batch](const EpochPlan& plan, int64_t steps,
+                                                                                  int64_t batch) {
     last_plan = plan;
-    events.members_are_live(plan.members);
     const int64_t global = batch * static_cast<int64_t>(plan.members.size());
     sync->set_global_batch(fixed_global ? elastic_global_batch : global);
-    if (rank != plan.members.front()) return;  // one worker says it
-    const double lr = sync->lr_at(plan.first_step);
     const std::string rounded = fixed_global && global != elastic_global_batch
                                     ? " (" + std::to_string(elastic_global_batch) + " / " +
                                           std::to_string(plan.members.size()) + " rounded down)"
                                     : std::string();
-    PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch " << batch
-                      << " = global batch " << global << rounded << ", " << steps << " steps from step "
-                      << plan.first_step << ", learning rate " << lr << (linear ? " (linear scaling rule)" : "");
-    Json ranks = Json::array();
-    for (uint32_t r : plan.members) ranks.push(r);
-    cluster.report(Json::object()
-                       .set("event", "members")
-                       .set("epoch", plan.epoch)
-                       .set("first_step", plan.first_step)
-                       .set("steps", steps)
-                       .set("workers", ranks)
-                       .set("batch", batch)
-                       .set("global_batch", global)
-                       .set("lr", lr));
+    worker.announce_epoch(plan, batch, global, steps, sync->lr_at(plan.first_step), rounded);
   };
 }
 
@@ -176,66 +155,43 @@ void train_reporting(trainer::Trainer& t, ClusterClient& cluster, const Config& 
         });
 }
 
-// Everything after the rendezvous: the KV client, the training loop, the reports, the model file.
-int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, const Config& cfg,
-                  trainer::TrainingSetup& setup, const std::vector<TensorSpec>& tensors,
-                  const WorkerProcessOptions& o) {
-  const bool join = o.join;
-  int64_t start_step = o.start_step;
-  const uint32_t rank = cluster.rank();
-  const bool elastic = cluster.map().elastic();
-  // An elastic job's epochs train with whichever workers are in it; its first with at least min_workers.
-  const uint32_t world = elastic ? cluster.map().min_workers : cluster.map().num_workers;
+// The KV client stops before what its I/O thread writes into goes: on a CUDA worker the client writes pulled weights
+// into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that thread
+// before the buffers are freed (~KvSync). Declared after the sync, so destroyed before it.
+struct KvClientStopsFirst {
+  WorkerSession& worker;
+  ~KvClientStopsFirst() { worker.close_kv(); }
+};
+
+// Everything after the rendezvous: the start, the training loop, the reports, the model file.
+int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSetup& setup,
+                  const std::vector<TensorSpec>& tensors, const WorkerProcessOptions& o) {
+  ClusterClient& cluster = worker.cluster();
+  const uint32_t rank = worker.rank();
+  const bool elastic = worker.elastic();
+  const uint32_t world = worker.first_world();
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
-  // What else an elastic job cannot do (a cosine schedule of unknown length, stopping at a checkpoint, ...) is refused
-  // with the config (config.cc).
-  refuse_elastic_restart(elastic, join, start_step);
-  std::optional<EpochPlan> joining;
-  if (elastic && cluster.joins_running()) {
-    if (!(joining = join_running_job(cluster))) {
-      cluster.leave(0);
-      return 0;
-    }
-    start_step = joining->first_step;
-  }
-  // Workers declared dead (cluster.failure_policy = continue): the lowest live worker saves the model.
-  JobEvents events;
-  events.listen(cluster, [](const std::string& reason) {
-    PSHARD_LOG(kError) << "job aborted: " << reason;
-    std::_Exit(1);  // the trainer may be blocked on a pull that will never be answered
-  });
-  trainer::TrainerOptions opts = trainer_options(cfg, rank, world, start_step, join, o.run_dir);
+  trainer::TrainerOptions opts = trainer_options(cfg, rank, world, o.start_step, o.join, o.run_dir);
   // Elastic jobs: at most one worker's steps (what the run's length bounds: the check of --start-step, a schedule).
   const int64_t total_steps =
       trainer::steps_per_epoch_for(setup.data.train.size(), elastic ? 1 : world, opts.batch_size) * opts.epochs;
-  const KvClientOptions kopt = KvClientOptions::from_config(cfg, cluster, copt, tensors, total_steps, o.run_dir);
-  // Declared before the client, so destroyed after it: on a CUDA worker the client's I/O thread writes pulled
-  // weights into the sync's pinned staging buffers, and an error that unwinds with requests in flight must stop that
-  // thread (~KvClient) before the buffers are freed (~KvSync).
   std::optional<trainer::KvSync> sync;
-  KvClient kv(kopt);
-  if (join) {
-    // The servers refuse the join (badStep) if they got there first.
-    start_step = opts.start_step = std::min(kv.servers_step() + kRejoinMargin, total_steps);
-    PSHARD_LOG(kInfo) << "rejoining the job at step " << start_step << " of " << total_steps;
-    // The coordinator then expects this worker's epoch reports only from the epoch it rejoins in on.
-    cluster.tell(ClusterClient::JobFact::kRejoined, start_step);
-  } else if (start_step > 0 && !joining) {
-    const std::string zero = kv.restore_residuals(start_step);  // a resumed compressed run
-    if (!zero.empty()) PSHARD_LOG(kWarn) << zero;
+  KvClientStopsFirst stops_first{worker};
+  if (!worker.start(tensors, total_steps, StartRequest{o.start_step, o.join, o.run_dir})) {
+    cluster.leave(0);
+    return 0;
   }
-  if (start_step > total_steps) {
-    throw Error("pshard worker: --start-step " + std::to_string(start_step) + " is past the end of the run (" +
-                std::to_string(total_steps) + " steps)");
-  }
-  sync.emplace(kv, rank, cfg, opts.batch_size * world, total_steps);
+  const int64_t start_step = opts.start_step = worker.start_step();
+  const bool joined = worker.start_kind() == StartKind::kJoined;
+  sync.emplace(worker.kv(), rank, cfg, opts.batch_size * world, total_steps);
   sync->set_start_step(start_step);
-  sync->set_rejoin(join || joining.has_value());
+  sync->set_rejoin(worker.counted_from_start());
   std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last
-  if (elastic) plan_elastic_epochs(opts, cluster, cfg, rank, events, sync, last_plan, joining);
+  if (elastic) plan_elastic_epochs(opts, worker, cfg, sync, last_plan);
+  JobEvents& events = worker.events();
   sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
   if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
-  vote_on_skipped_steps(*sync, opts, cfg, cluster, join);
+  vote_on_skipped_steps(*sync, opts, cfg, cluster, o.join);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -244,7 +200,7 @@ int train_through(ClusterClient& cluster, const ClusterClient::Options& copt, co
     t.set_tracer(tracer.get());
     sync->set_tracer(tracer.get());
   }
-  if (rank == 0 && !join && !joining) report_start(cluster, cfg, setup, opts, world, t.steps_per_epoch(), start_step);
+  if (rank == 0 && !o.join && !joined) report_start(cluster, cfg, setup, opts, world, t.steps_per_epoch(), start_step);
   train_reporting(t, cluster, cfg);
   // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
   if (t.stopped_at() < 0) cluster.tell(ClusterClient::JobFact::kTrained);
@@ -276,12 +232,16 @@ int run_worker_process(const WorkerProcessOptions& o) {
   // The assignment is a function of (tensors, slice_bytes, S); S comes from the
   // cluster map, so agreeing on the first two means agreeing on the layout.
   copt.layout_fingerprint = SliceLayout(tensors, slice_bytes, 1).fingerprint();
-  ClusterClient cluster(copt);
+  // Workers declared dead (cluster.failure_policy = continue): the lowest live worker saves the model.
+  WorkerSession worker(cfg, copt, [](const std::string& reason) {
+    PSHARD_LOG(kError) << "job aborted: " << reason;
+    std::_Exit(1);  // the trainer may be blocked on a pull that will never be answered
+  });
   // An error after the rendezvous is told to the coordinator, whose abort then names it.
   try {
-    return train_through(cluster, copt, cfg, setup, tensors, o);
+    return train_through(worker, cfg, setup, tensors, o);
   } catch (const std::exception& e) {
-    cluster.leave(1, e.what());
+    worker.cluster().leave(1, e.what());
     throw;
   }
 }

@@ -24,7 +24,7 @@
 #include "optim/lr_schedule.h"
 #include "worker/capi/pshard_c.h"
 #include "worker/client/kv_client.h"
-#include "worker/session/job_events.h"
+#include "worker/session/worker_session.h"
 
 namespace pshard::capi {
 
@@ -78,8 +78,11 @@ struct pshard_client {
   pshard::Config cfg = pshard::Config::defaults();
   pshard::NodeEnv env;  // the job's PSHARD_* variables; rank 0 writes its tensor list into run_dir (kTensorListFile)
   pshard::ClusterClient::Options copt;
-  std::unique_ptr<pshard::ClusterClient> cluster;
-  std::unique_ptr<pshard::KvClient> kv;
+  // The worker's registration, job events, start and KV client; `cluster` and `kv` are its (kv: null before
+  // pshard_start, and after pshard_close stopped it).
+  std::unique_ptr<pshard::WorkerSession> worker;
+  pshard::ClusterClient* cluster = nullptr;
+  pshard::KvClient* kv = nullptr;
   int64_t local_rank = 0;
   Clock::time_point connected_at = Clock::now();
 
@@ -88,18 +91,19 @@ struct pshard_client {
   std::vector<pshard::TableSpec> tables;    // embedding tables (pshard_add_table), sent to the servers at pshard_start
   std::unique_ptr<pshard::optim::LrSchedule> schedule;
   int64_t log_every = 50;  // train.log_every; 0: no step events
-  // Where this worker starts (pshard_start): 0, a resumed run's step (PSHARD_START_STEP) or, for a restarted worker
-  // (PSHARD_REJOIN), a step boundary the running workers have not reached; its first pull of each tensor at that step
-  // is then a join (the servers count this worker again from it).
-  int64_t start_step = 0;
-  bool rejoin = false;   // the first pulls at start_step are joins: restarted (PSHARD_REJOIN) or joining an elastic job
+  // Where this worker starts (pshard_start; WorkerSession::start): 0, a resumed run's step (PSHARD_START_STEP), a
+  // joiner's first epoch's first step or, for a restarted worker (PSHARD_REJOIN), a step boundary the running workers
+  // have not reached. A rejoining or joining worker's first pull of each tensor at that step is a join (the servers
+  // count it again from there).
+  int64_t start_step() const { return worker->start_step(); }
+  bool rejoin() const { return worker->counted_from_start(); }
+  bool joining() const { return worker->start_kind() == pshard::StartKind::kJoined; }
   std::set<int> joined;  // tensors whose join was sent
 
   // Elastic jobs (docs/OPERATIONS.md "Elastic jobs"): the plan of the epoch this worker trains (joining: the one it
   // joins with), whether the coordinator was told that the servers count it (its joins done), and what the learning
   // rate of an epoch's plan follows.
   std::optional<pshard::EpochPlan> plan;
-  bool joining = false;
   std::set<pshard_request> join_requests;  // joins not done yet
   bool joined_told = false;
   int64_t plan_told = 0;  // the last epoch whose plan this worker logged and reported (the lowest member does)
@@ -110,8 +114,6 @@ struct pshard_client {
   std::mutex requests_mu;
   std::set<pshard_request> requests;
 
-  // The job's events (its abort, the workers declared dead), from the cluster client's thread.
-  pshard::JobEvents events;
   // Inits this worker sent in place of a dead rank 0: a slice rank 0 initialised before it died refuses them
   // (alreadyInitialized), which is no failure.
   std::set<pshard_request> fallback_inits;
@@ -155,11 +157,13 @@ struct pshard_client {
 
   uint32_t rank() const { return cluster->rank(); }
 
-  std::string aborted() const { return events.aborted(); }
+  // The job's events (its abort, the workers declared dead), recorded from the cluster client's thread.
+  const pshard::JobEvents& events() const { return worker->events(); }
+  std::string aborted() const { return events().aborted(); }
 
   // This worker sends the initial weights: rank 0, or the lowest live rank once every lower one was declared dead
   // (failure_policy = continue) before the servers had them.
-  bool initialiser() const { return events.initialiser(rank()); }
+  bool initialiser() const { return events().initialiser(rank()); }
 
   void check_tensor(int tensor) const {
     if (!kv) throw Failure{PSHARD_ERR_STATE, "pshard: call pshard_start (DistributedOptimizer) before moving tensors"};
@@ -212,7 +216,7 @@ struct pshard_client {
   void join_done(pshard_request r) {
     {
       std::lock_guard<std::mutex> lock(requests_mu);
-      if (!joining || joined_told || join_requests.erase(r) == 0) return;
+      if (!joining() || joined_told || join_requests.erase(r) == 0) return;
       if (!join_requests.empty() || joined.size() < tensors.size()) return;
       joined_told = true;
     }

@@ -136,7 +136,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     r.epoch = report->epoch;
     r.label = report->label;
     r.step = report->step;
-    r.steps = std::max<int64_t>(report->step - (c->reported_step >= 0 ? c->reported_step : c->start_step), 0);
+    r.steps = std::max<int64_t>(report->step - (c->reported_step >= 0 ? c->reported_step : c->start_step()), 0);
     r.host = c->kv->host();
     r.samples = report->samples;
     r.has_train_loss = (figures & PSHARD_TRAIN_LOSS) != 0;

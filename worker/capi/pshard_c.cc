@@ -16,7 +16,6 @@
 #include "common/transport/curve.h"
 #include "common/util/log.h"
 #include "worker/capi/client.h"
-#include "worker/session/job_start.h"
 
 using namespace pshard::capi;  // the C API's own helpers (client.h)
 
@@ -70,11 +69,12 @@ int pshard_connect(pshard_client** out) {
     c->copt.replaces_live = c->env.rejoin;  // restarted by the launcher: it takes its rank back
     c->log_every = cfg.get_int("train.log_every");
     try {
-      c->cluster = std::make_unique<pshard::ClusterClient>(c->copt);
+      // A library does not exit at the job's abort: the caller's next request fails.
+      c->worker = std::make_unique<pshard::WorkerSession>(cfg, c->copt);
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONNECT, e.what()};
     }
-    c->events.listen(*c->cluster);  // a library does not exit at the abort: the caller's next request fails
+    c->cluster = &c->worker->cluster();
     pshard::log::configure("worker " + std::to_string(c->rank()),
                            pshard::log::level_from_string(cfg.get_string("log.level")));
     *out = c.release();
@@ -90,7 +90,8 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
     const std::string early = exit_status == 0 && elastic ? owned->left_elastic_job_early() : "";
     // Outside elastic jobs the coordinator compares the workers' pushes (-1: this worker never started training).
     const int64_t pushed = owned->kv && !elastic ? owned->steps_pushed.load() : -1;
-    owned->kv.reset();  // stops the I/O thread before the cluster client says goodbye
+    owned->worker->close_kv();  // stops the I/O thread before the cluster client says goodbye
+    owned->kv = nullptr;
     const std::string& run_dir = owned->env.run_dir;
     if (owned->tracer && !run_dir.empty()) {
       pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
@@ -105,9 +106,8 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
       PSHARD_LOG(kError) << why;
     }
     owned->cluster->leave(exit_status, why, pushed);
-    // Joins the client's thread now: its event callback uses members declared after `cluster`, which are destroyed
-    // before it.
-    owned->cluster.reset();
+    owned->cluster = nullptr;
+    owned->worker.reset();
     return PSHARD_OK;
   });
 }
@@ -143,24 +143,21 @@ int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* fi
     // The plan of the epoch asked for last is kept (a joining worker's first is the one it joined with); every other
     // epoch's is asked for at its start.
     if (!(c->plan && epoch == c->plan->epoch)) {
-      if (c->joining && c->plan && epoch < c->plan->epoch) {
+      if (c->joining() && c->plan && epoch < c->plan->epoch) {
         throw Failure{PSHARD_ERR_ARGUMENT, "pshard: this worker joined the job with epoch " +
                                                std::to_string(c->plan->epoch) + " (0-based " +
                                                std::to_string(c->plan->epoch - 1) + "); it cannot train epoch " +
                                                std::to_string(epoch) + " (start the loop at ps.start_epoch())"};
       }
-      const std::chrono::milliseconds wait(c->cfg.get_int("cluster.request_timeout_ms") +
-                                           c->cfg.get_int("cluster.rendezvous_timeout_ms"));
       std::optional<pshard::EpochPlan> plan;
       try {
-        plan = c->cluster->enter_epoch(epoch, step, wait);
+        plan = c->worker->enter_epoch(epoch, step);
       } catch (const std::exception& e) {
         if (!c->aborted().empty()) return request_failed(c, e, 0);
         throw Failure{PSHARD_ERR_TIMEOUT, e.what()};
       }
       if (!plan) throw Failure{PSHARD_ERR_ABORTED, "pshard: the job ended before epoch " + std::to_string(epoch)};
       c->plan = plan;
-      c->events.members_are_live(plan->members);
     }
     const pshard::EpochPlan& p = *c->plan;
     auto me = std::find(p.members.begin(), p.members.end(), c->rank());
@@ -177,22 +174,9 @@ int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* fi
     const int64_t global = c->batch_size * static_cast<int64_t>(p.members.size());
     c->schedule = std::make_unique<pshard::optim::LrSchedule>(
         pshard::optim::LrSchedule::from_config(c->cfg, global, std::max<int64_t>(c->total_steps, 1)));
-    if (c->rank() == p.members.front() && c->plan_told < p.epoch) {
+    if (c->plan_told < p.epoch) {
       c->plan_told = p.epoch;
-      const double lr = c->schedule->lr_at(p.first_step);
-      PSHARD_LOG(kInfo) << "epoch " << p.epoch << ": " << p.members.size() << " workers x batch " << c->batch_size
-                        << " = global batch " << global << ", from step " << p.first_step << ", learning rate " << lr
-                        << (c->cfg.get_string("lr_schedule.scaling") == "linear" ? " (linear scaling rule)" : "");
-      pshard::Json ranks = pshard::Json::array();
-      for (uint32_t r : p.members) ranks.push(r);
-      c->cluster->report(pshard::Json::object()
-                             .set("event", "members")
-                             .set("epoch", p.epoch)
-                             .set("first_step", p.first_step)
-                             .set("workers", ranks)
-                             .set("batch", c->batch_size)
-                             .set("global_batch", global)
-                             .set("lr", lr));
+      c->worker->announce_epoch(p, c->batch_size, global, -1, c->schedule->lr_at(p.first_step));
     }
     return PSHARD_OK;
   });
@@ -203,7 +187,7 @@ int pshard_joining_epoch(const pshard_client* c, int64_t* out) {
     require(c, "client");
     require(out, "out");
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: the epoch a worker joins with is known after pshard_start"};
-    *out = c->joining && c->plan ? c->plan->epoch : 0;
+    *out = c->joining() && c->plan ? c->plan->epoch : 0;
     return PSHARD_OK;
   });
 }
@@ -331,9 +315,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                                              std::to_string(batch_size) + " and " + std::to_string(steps_per_epoch)};
     }
     const pshard::Config& cfg = c->cfg;
-    const bool elastic = c->cluster->map().elastic();
-    // An elastic job's epochs train with whichever workers are in it: at first, its fewest.
-    const uint32_t world = elastic ? c->cluster->map().min_workers : c->cluster->map().num_workers;
+    const bool elastic = c->worker->elastic();
+    const uint32_t world = c->worker->first_world();
     // train.epochs is the program's declared length (progress, ETA, a schedule's length) where set; an elastic
     // job's end is its epochs.
     const int64_t epochs = elastic || cfg.is_set("train.epochs") ? cfg.get_int("train.epochs") : 0;
@@ -351,10 +334,11 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "
                     "is its data loader's (keep the default, worker)"};
     }
-    try {
-      pshard::refuse_elastic_restart(elastic, c->env.rejoin, c->env.start_step);
-    } catch (const std::exception& e) {
-      throw Failure{PSHARD_ERR_STATE, std::string("pshard: ") + e.what()};
+    const pshard::StartRequest request{std::max<int64_t>(c->env.start_step, 0), c->env.rejoin, c->env.run_dir};
+    if (request.rejoin && !elastic && steps_per_epoch == 0) {
+      throw Failure{PSHARD_ERR_ARGUMENT,
+                    "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
+                    "(DistributedOptimizer(model, steps_per_epoch=N))"};
     }
     if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,
@@ -367,43 +351,17 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
-    const pshard::KvClientOptions kopt =
-        pshard::KvClientOptions::from_config(cfg, *c->cluster, c->copt, c->tensors, total_steps, c->env.run_dir);
-    c->kv = std::make_unique<pshard::KvClient>(kopt);
-    if (!c->tables.empty()) {  // every worker declares them; the servers make the rows at the first
+    try {
+      if (!c->worker->start(c->tensors, total_steps, request)) return PSHARD_JOB_ENDED;
+    } catch (const pshard::StartRefused& e) {
+      throw Failure{PSHARD_ERR_STATE, std::string("pshard: ") + e.what()};
+    }
+    c->kv = &c->worker->kv();
+    c->plan = c->worker->joined_with();  // a joiner's first epoch
+    if (!c->tables.empty()) {            // every worker declares them; the servers make the rows at the first
       c->kv->wait(c->kv->declare_tables(c->tables, static_cast<uint64_t>(cfg.get_int("run.seed"))));
     }
-    c->rejoin = c->env.rejoin;
-    if (elastic && c->cluster->joins_running()) {
-      // Joining a running elastic job: at the next epoch's start, counted by the servers from its first step on.
-      std::optional<pshard::EpochPlan> plan = pshard::join_running_job(*c->cluster);
-      if (!plan) return PSHARD_JOB_ENDED;
-      c->plan = plan;
-      c->events.members_are_live(plan->members);
-      c->joining = true;
-      c->rejoin = true;
-      c->start_step = plan->first_step;
-    } else if (c->env.rejoin) {
-      if (steps_per_epoch == 0) {
-        throw Failure{PSHARD_ERR_ARGUMENT,
-                      "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
-                      "(DistributedOptimizer(model, steps_per_epoch=N))"};
-      }
-      c->start_step = c->kv->servers_step() + pshard::kRejoinMargin;
-      if (total_steps > 0) c->start_step = std::min(c->start_step, total_steps);
-      PSHARD_LOG(kInfo) << "rejoining the job at step " << c->start_step
-                        << (total_steps > 0 ? " of " + std::to_string(total_steps) : std::string());
-      c->cluster->tell(pshard::ClusterClient::JobFact::kRejoined, c->start_step);
-    } else if (c->env.start_step > 0) {
-      if (total_steps > 0 && c->env.start_step > total_steps) {
-        throw Failure{PSHARD_ERR_ARGUMENT, "pshard: the run resumes at step " + std::to_string(c->env.start_step) +
-                                               ", past its end (" + std::to_string(total_steps) + " steps)"};
-      }
-      c->start_step = c->env.start_step;
-      const std::string zero = c->kv->restore_residuals(c->start_step);  // a resumed compressed run
-      if (!zero.empty()) PSHARD_LOG(kWarn) << zero;
-    }
-    c->steps_pushed = c->start_step;
+    c->steps_pushed = c->start_step();
     // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.
     const pshard::TraceWindow window = pshard::TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) {
@@ -411,7 +369,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::Tracer::name_this_thread(c->tracer.get(), 0, "training (the caller's thread)");
       c->tracer->name_row(1, "requests (issued to done)");
     }
-    if (c->rank() == 0 && !c->rejoin) {
+    if (c->rank() == 0 && !c->rejoin()) {
       write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
       uint64_t model_bytes = 0;
       for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
@@ -420,7 +378,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       start.model_bytes = model_bytes;
       start.epochs = epochs;  // 0: the program did not declare its length
       start.program = true;
-      start.start_step = c->start_step;  // > 0: a resumed run
+      start.start_step = c->start_step();  // > 0: a resumed run
       c->cluster->report(start.to_json());
     }
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

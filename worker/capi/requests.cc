@@ -40,7 +40,7 @@ int pshard_start_step(const pshard_client* c, int64_t* out) {
     require(c, "client");
     require(out, "out");
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: the start step is known after pshard_start"};
-    *out = c->start_step;
+    *out = c->start_step();
     return PSHARD_OK;
   });
 }
@@ -55,8 +55,8 @@ int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshar
       throw Failure{PSHARD_ERR_STATE, "pshard: rank 0 sends the initial weights (this is rank " +
                                           std::to_string(c->rank()) + ", and a lower rank is alive)"};
     }
-    if (c->start_step > 0) {
-      throw Failure{PSHARD_ERR_STATE, "pshard: this worker starts at step " + std::to_string(c->start_step) +
+    if (c->start_step() > 0) {
+      throw Failure{PSHARD_ERR_STATE, "pshard: this worker starts at step " + std::to_string(c->start_step()) +
                                           " (a resumed run or a restarted worker): the servers hold the weights, "
                                           "pull them (pshard_start_step)"};
     }
@@ -86,9 +86,9 @@ int pshard_pull(pshard_client* c, int tensor, float* weights, int64_t step, psha
     require(out, "out");
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
     const std::string& name = c->tensors[static_cast<size_t>(tensor)].name;
-    if (c->rejoin && step == c->start_step && c->joined.insert(tensor).second) {
+    if (c->rejoin() && step == c->start_step() && c->joined.insert(tensor).second) {
       *out = c->track(c->kv->join(name, weights, c->numel(tensor), step), "join", tensor, step);
-      if (c->joining) {
+      if (c->joining()) {
         std::lock_guard<std::mutex> lock(c->requests_mu);
         c->join_requests.insert(*out);
       }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,8 +33,8 @@ const char* kConfig =
     "request_timeout_ms = 10000\nrendezvous_timeout_ms = 20000\n";
 
 const std::vector<std::string> kJobVariables = {
-    "PSHARD_COORDINATOR", "PSHARD_CONFIG",    "PSHARD_SET",    "PSHARD_RUN_DIR", "PSHARD_NUM_WORKERS",
-    "PSHARD_LOCAL_RANK",  "PSHARD_JOB_TOKEN", "PSHARD_RUN_ID", "PSHARD_RANK",    "PSHARD_KEY_DIR"};
+    "PSHARD_COORDINATOR", "PSHARD_CONFIG", "PSHARD_SET",  "PSHARD_RUN_DIR", "PSHARD_NUM_WORKERS", "PSHARD_LOCAL_RANK",
+    "PSHARD_JOB_TOKEN",   "PSHARD_RUN_ID", "PSHARD_RANK", "PSHARD_KEY_DIR", "PSHARD_START_STEP"};
 
 void clear_job_variables() {
   for (const std::string& v : kJobVariables) ::unsetenv(v.c_str());
@@ -77,6 +78,11 @@ class Job {
   }
   const std::string& dir() const { return dir_; }
   LocalJob& processes() { return *job_; }
+  // The command line of pshard's own worker for this job, with `extra` arguments (its environment is this
+  // process's, which the constructor set).
+  std::vector<std::string> worker_argv(const std::vector<std::string>& extra) const {
+    return plan_.worker_process(-1, extra).argv;
+  }
   // The job ends by itself once every worker left: true when it did within `limit`.
   bool finished(std::chrono::seconds limit) { return job_->wait_for(limit).has_value(); }
 
@@ -468,6 +474,33 @@ TEST(CApi, ALostCoordinatorAbortsTheWait) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
     return 1;
   });
+}
+
+// The start rules are the worker session's (worker/session/worker_session.h): both front ends refuse a resume past
+// the run's end before anything reaches the servers, in the same words. The run: 40 samples, batch 4, one epoch.
+TEST(BothFrontEnds, AResumePastTheRunsEndIsRefusedInTheSameWords) {
+  const std::string run =
+      "\n[data]\nname = \"synthetic-regression\"\nfeatures = 3\ntrain_size = 40\ntest_size = 8\n"
+      "\n[model]\nname = \"linreg\"\n";
+  const std::string refusal = "the run resumes at step 1000, past its end (10 steps)";
+  {
+    Job job(1, 1, run);
+    ::setenv("PSHARD_START_STEP", "1000", 1);
+    run_workers(1, [&](pshard_client* c) {
+      EXPECT_EQ(pshard_add_tensor(c, "fc.weight", 2, kShapeW, PSHARD_FLOAT32), 0);
+      EXPECT_EQ(pshard_start(c, "m", 4, 10), PSHARD_ERR_STATE);
+      EXPECT_EQ(std::string(pshard_last_error()), "pshard: " + refusal);
+      return 1;
+    });
+  }
+  Job job(1, 1, run);
+  const std::string log = job.dir() + "/worker.log";
+  const ChildResult r = run_child(job.worker_argv({"--start-step", "1000"}), log, 60);
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(r.timed_out) << out;
+  EXPECT_NE(r.exit_code, 0) << out;
+  EXPECT_NE(out.find(refusal), std::string::npos) << out;
 }
 
 }  // namespace
