@@ -19,6 +19,23 @@
 
 using namespace pshard::capi;  // the C API's own helpers (client.h)
 
+namespace {
+
+// Rank 0 of a fresh or resumed run writes its tensor list and the run's first metrics line.
+void report_program_start(pshard_client* c, const char* model, uint32_t world) {
+  write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
+  uint64_t model_bytes = 0;
+  for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
+  pshard::StartEvent start = pshard::StartEvent::from_config(c->cfg, model, c->batch_size, world, c->steps_per_epoch);
+  start.model_bytes = model_bytes;
+  start.epochs = c->epochs;  // 0: the program did not declare its length
+  start.program = true;
+  start.start_step = c->start_step();  // > 0: a resumed run
+  c->cluster->report(start.to_json());
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* pshard_last_error(void) { return last_error().c_str(); }
@@ -369,18 +386,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
       pshard::Tracer::name_this_thread(c->tracer.get(), 0, "training (the caller's thread)");
       c->tracer->name_row(1, "requests (issued to done)");
     }
-    if (c->rank() == 0 && !c->rejoin()) {
-      write_tensor_list(c);  // before any init: a refused rank reads it after the servers installed the layout
-      uint64_t model_bytes = 0;
-      for (const pshard::TensorSpec& t : c->tensors) model_bytes += t.numel * sizeof(float);
-      pshard::StartEvent start =
-          pshard::StartEvent::from_config(cfg, model ? model : "custom", batch_size, world, steps_per_epoch);
-      start.model_bytes = model_bytes;
-      start.epochs = epochs;  // 0: the program did not declare its length
-      start.program = true;
-      start.start_step = c->start_step();  // > 0: a resumed run
-      c->cluster->report(start.to_json());
-    }
+    if (c->rank() == 0 && !c->rejoin()) report_program_start(c, model ? model : "custom", world);
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     c->gpu = pshard::make_gpu_sampler(cfg.get_string("train.device") == "cuda" ||
                                       (visible && *visible && std::string(visible) != "-1"));
