@@ -27,11 +27,6 @@ namespace {
 
 }  // namespace
 
-LrSchedule LrSchedule::from_config(const Config& cfg, int64_t global_batch, int64_t run_total_steps) {
-  return LrSchedule(static_cast<float>(cfg.get_double("optimizer.lr")), LrScheduleParams::from_config(cfg),
-                    global_batch, run_total_steps);
-}
-
 LrSchedule::LrSchedule(float base_lr, const LrScheduleParams& params, int64_t global_batch, int64_t run_total_steps)
     : shape_(Shape::kConstant), peak_(base_lr), p_(params), horizon_(0) {
   if (p_.name == "constant") {

@@ -34,15 +34,13 @@ struct LrScheduleParams {
 //               cosine:   min_lr + (peak - min_lr) * (1 + cos(pi * s / T)) / 2,  T = H - W, H = total_steps or,
 //                         when 0, run_total_steps; lr = peak at step W, min_lr at step H and after.
 //
-//   LrSchedule sched = LrSchedule::from_config(cfg, workers * batch, steps_per_epoch * epochs);
+//   LrSchedule sched(base_lr, params, workers * batch, steps_per_epoch * epochs);   // a job's: LrPolicy::schedule
 //   float lr = sched.lr_at(step);   // step is 0-based
 //
 // Bad parameters (unknown name or scaling, cosine horizon <= warmup, batch < 1, ...) are a pshard::Error.
 class LrSchedule {
  public:
   LrSchedule(float base_lr, const LrScheduleParams& params, int64_t global_batch, int64_t run_total_steps);
-  // The job's schedule: base_lr is optimizer.lr, the parameters are lr_schedule.* (LrScheduleParams::from_config).
-  static LrSchedule from_config(const Config& cfg, int64_t global_batch, int64_t run_total_steps);
 
   // The lr of 0-based step `step` (< 0 is an Error).
   float lr_at(int64_t step) const;

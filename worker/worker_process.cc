@@ -70,7 +70,7 @@ void plan_elastic_epochs(trainer::TrainerOptions& opts, WorkerSession& worker, c
                                                                                   int64_t batch) {
     last_plan = plan;
     const int64_t global = batch * static_cast<int64_t>(plan.members.size());
-    sync->set_global_batch(fixed_global ? elastic_global_batch : global);
+    sync->set_epoch_members(static_cast<uint32_t>(plan.members.size()));
     const std::string rounded = fixed_global && global != elastic_global_batch
                                     ? " (" + std::to_string(elastic_global_batch) + " / " +
                                           std::to_string(plan.members.size()) + " rounded down)"
@@ -183,7 +183,7 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   }
   const int64_t start_step = opts.start_step = worker.start_step();
   const bool joined = worker.start_kind() == StartKind::kJoined;
-  sync.emplace(worker.kv(), rank, cfg, opts.batch_size * world, total_steps);
+  sync.emplace(worker.kv(), rank, cfg, world, total_steps);
   sync->set_start_step(start_step);
   sync->set_rejoin(worker.counted_from_start());
   std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last

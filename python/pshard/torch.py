@@ -72,7 +72,8 @@ class DistributedOptimizer:
     pushes zeros, so a sync step never waits for it.
 
     batch_size: samples per step on this worker (default: the config's train.batch_size), used for the metrics
-    and the linear scaling rule; steps_per_epoch: the run's length is train.epochs x steps_per_epoch, which a
+    (the linear scaling rule's global batch is the workers x train.batch_size, on the servers and in the learning
+    rate reported); steps_per_epoch: the run's length is train.epochs x steps_per_epoch, which a
     cosine schedule needs (a clear error at start when it is needed and missing).
 
     grad_scaler (a torch GradScaler), backward_passes_per_step (k backward() calls per step(): their summed

@@ -117,7 +117,7 @@ struct KvServer::Impl {
     }
     tables = std::make_unique<TableStore>(TableStoreOptions{
         opt.rank, opt.num_servers, opt.num_workers, opt.mode, opt.table_optimizer ? opt.table_optimizer : opt.optimizer,
-        opt.table_lr > 0 ? opt.table_lr : opt.base_lr, opt.max_rows_per_request});
+        opt.table_lr > 0 ? opt.table_lr : opt.lr.base_lr, opt.max_rows_per_request});
     io_dead.assign(opt.num_workers, 0);
     io_rejoined.assign(opt.num_workers, 0);
     inline_thread.shm = shm.get();

@@ -54,17 +54,10 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   }
   o.table_lr = tp.lr;
   o.max_rows_per_request = static_cast<uint64_t>(cfg.get_int("cluster.max_rows_per_request"));
-  optim::LrScheduleParams sp = optim::LrScheduleParams::from_config(cfg);
-  const int64_t batch = cfg.get_int("train.batch_size");
-  // The global batch (linear scaling rule) needs W and a cosine schedule the
-  // run's length: the schedule is built at the first init, when both are known.
-  o.schedule = sp;
-  o.base_lr = params.lr;
-  o.batch_size = batch;
+  // The global batch (linear scaling rule) needs W and a cosine schedule the run's length: the schedule is built at
+  // the first init, when both are known.
+  o.lr = optim::LrPolicy::from_config(cfg);
   const uint32_t min_workers = static_cast<uint32_t>(cfg.get_int("cluster.min_workers"));
-  const bool global_batch = cfg.get_string("cluster.elastic_batch") == "global";
-  o.lr_follows_workers = min_workers > 0 && !global_batch;
-  o.lr_workers = min_workers > 0 && global_batch ? min_workers : 0;
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));

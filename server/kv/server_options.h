@@ -12,7 +12,7 @@
 #include "common/metrics/trace.h"
 #include "common/transport/curve.h"
 #include "common/transport/shm_channel.h"
-#include "optim/lr_schedule.h"
+#include "optim/lr_policy.h"
 #include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/kv/stall_watch.h"
@@ -42,18 +42,10 @@ struct KvServerOptions {
   std::shared_ptr<const optim::Optimizer> table_optimizer;
   float table_lr = 0.0f;
   uint64_t max_rows_per_request = uint64_t(1) << 20;
-  // Learning rate of a step. When empty, the first init builds it from `schedule`, `base_lr`,
-  // the global batch (batch_size x num_workers) and the run's length that worker 0 sends.
+  // Learning rate of a step. When empty, the first init builds it from the job's policy `lr` and the run's length
+  // that worker 0 sends (an elastic job's global batch: a schedule for each number of workers an update may hold).
   std::function<float(int64_t step)> lr_at;
-  optim::LrScheduleParams schedule;
-  float base_lr = 0.01f;
-  int64_t batch_size = 64;  // per worker (train.batch_size)
-  // Elastic jobs (cluster.min_workers > 0) with cluster.elastic_batch = worker: the global batch of a step is
-  // batch_size x the workers whose gradients its update holds, not x num_workers (which is the most workers).
-  bool lr_follows_workers = false;
-  // The workers whose batches make the schedule's global batch otherwise (0: num_workers); an elastic job with
-  // cluster.elastic_batch = global: cluster.min_workers.
-  uint32_t lr_workers = 0;
+  optim::LrPolicy lr;
   std::vector<uint32_t> vacant_workers;  // elastic jobs: the worker ranks no process holds at the start
   // Per worker rank, the process the coordinator registered for it (the cluster map's pid; 0: none yet), which alone
   // may attach that rank's push segment on this host (ShmHost). Empty: no coordinator (a standalone server, or one

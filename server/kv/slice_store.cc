@@ -133,22 +133,21 @@ bool SliceStore::install(std::vector<TensorSpec> tensors, uint64_t fingerprint, 
   run_total_steps_ = total_steps;
   if (!lr_at_) {
     // The global batch (linear scaling rule) needs W, a cosine schedule the run's length: both known only now.
-    const int64_t run_steps = total_steps > 0 ? total_steps : opt_.schedule.total_steps;
-    if (opt_.schedule.name == "cosine" && run_steps <= 0) {
+    const int64_t run_steps = total_steps > 0 ? total_steps : opt_.lr.shape.total_steps;
+    if (opt_.lr.shape.name == "cosine" && run_steps <= 0) {
       code = ErrorCode::BAD_HEADER;
       why = "a cosine schedule needs the run's length: the init carries none and lr_schedule.total_steps is 0";
       return false;
     }
     try {
-      // An elastic job's global batch is that of the workers whose gradients an update holds: a schedule for each
-      // number of them (the linear scaling rule; the same schedule for all without it). Else that of W workers (or
-      // of lr_workers), whoever pushed.
-      const uint32_t counts = opt_.lr_follows_workers ? opt_.num_workers : 1;
+      // A schedule for each number of workers an update may hold (LrPolicy::batch_workers; one when the global
+      // batch does not follow them).
+      const optim::LrPolicy& lr = opt_.lr;
+      const uint32_t counts = lr.global_batch == optim::GlobalBatch::kStepWorkers ? opt_.num_workers : 1;
       std::vector<std::shared_ptr<const optim::LrSchedule>> schedules;
       for (uint32_t n = 1; n <= counts; ++n) {
-        const int64_t workers = opt_.lr_follows_workers ? n : opt_.lr_workers > 0 ? opt_.lr_workers : opt_.num_workers;
-        schedules.push_back(std::make_shared<optim::LrSchedule>(opt_.base_lr, opt_.schedule, opt_.batch_size * workers,
-                                                                std::max<int64_t>(run_steps, 1)));
+        schedules.push_back(
+            std::make_shared<optim::LrSchedule>(lr.schedule(lr.batch_workers(opt_.num_workers, n), run_steps)));
       }
       lr_at_ = [schedules](int64_t step, uint32_t workers) {
         const size_t i = std::min<size_t>(std::max<uint32_t>(workers, 1), schedules.size()) - 1;

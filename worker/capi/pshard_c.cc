@@ -188,9 +188,10 @@ int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* fi
     *count = static_cast<int>(p.members.size());
     for (int i = 0; members && i < max_members && i < *count; ++i) members[i] = p.members[static_cast<size_t>(i)];
     // The learning rate reported follows the global batch of the epoch's members, as the servers' does.
-    const int64_t global = c->batch_size * static_cast<int64_t>(p.members.size());
-    c->schedule = std::make_unique<pshard::optim::LrSchedule>(
-        pshard::optim::LrSchedule::from_config(c->cfg, global, std::max<int64_t>(c->total_steps, 1)));
+    const uint32_t n = static_cast<uint32_t>(p.members.size());
+    const int64_t global = c->batch_size * static_cast<int64_t>(n);
+    c->schedule =
+        std::make_unique<pshard::optim::LrSchedule>(c->lr.schedule(c->lr.batch_workers(n, n), c->total_steps));
     if (c->plan_told < p.epoch) {
       c->plan_told = p.epoch;
       c->worker->announce_epoch(p, c->batch_size, global, -1, c->schedule->lr_at(p.first_step));
@@ -344,7 +345,6 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     c->batch_size = batch_size;
     const int64_t total_steps = steps_per_epoch * epochs;
     c->total_steps = total_steps;
-    const pshard::optim::LrScheduleParams sp = pshard::optim::LrScheduleParams::from_config(cfg);
     // A cosine schedule without lr_schedule.total_steps in an elastic job was refused with the config (config.cc).
     if (elastic && cfg.get_string("cluster.elastic_batch") == "global") {
       throw Failure{PSHARD_ERR_CONFIG,
@@ -357,14 +357,14 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
                     "(DistributedOptimizer(model, steps_per_epoch=N))"};
     }
-    if (sp.name == "cosine" && sp.total_steps == 0 && total_steps == 0) {
+    c->lr = pshard::optim::LrPolicy::from_config(cfg);
+    if (c->lr.shape.name == "cosine" && c->lr.shape.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: lr_schedule.name = cosine needs the run's length: set train.epochs and give "
                     "steps_per_epoch (DistributedOptimizer(model, steps_per_epoch=N)), or set lr_schedule.total_steps"};
     }
     try {
-      c->schedule = std::make_unique<pshard::optim::LrSchedule>(
-          pshard::optim::LrSchedule::from_config(cfg, batch_size * world, std::max<int64_t>(total_steps, 1)));
+      c->schedule = std::make_unique<pshard::optim::LrSchedule>(c->lr.schedule(world, total_steps));
     } catch (const std::exception& e) {
       throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }

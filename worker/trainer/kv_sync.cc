@@ -16,13 +16,12 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRequestRow = 3;
 }  // namespace
 
-KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, int64_t global_batch, int64_t total_steps)
+KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, uint32_t workers, int64_t total_steps)
     : kv_(kv),
       rank_(rank),
-      base_lr_(static_cast<float>(cfg.get_double("optimizer.lr"))),
-      schedule_params_(optim::LrScheduleParams::from_config(cfg)),
+      lr_(optim::LrPolicy::from_config(cfg)),
       total_steps_(total_steps),
-      schedule_(base_lr_, schedule_params_, global_batch, total_steps),
+      schedule_(lr_.schedule(workers, total_steps)),
       checkpoint_every_s_(
           rank == 0 && cfg.get_string("cluster.mode") == "sync" ? cfg.get_double("checkpoint.every_seconds") : 0.0),
       last_checkpoint_(Clock::now()) {}

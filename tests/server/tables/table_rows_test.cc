@@ -34,7 +34,7 @@ struct Job {
       p.lr = lr;
       p.eps = 1e-10f;
       o.optimizer = optim::make_optimizer(p);
-      o.base_lr = lr;
+      o.lr.base_lr = lr;
       servers.push_back(std::make_unique<KvServer>(o));
       endpoints.push_back(servers.back()->endpoint());
     }

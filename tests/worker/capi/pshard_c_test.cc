@@ -476,6 +476,33 @@ TEST(CApi, ALostCoordinatorAbortsTheWait) {
   });
 }
 
+// The learning rate a program reports is the one the servers apply: both come from the job's policy (LrPolicy), whose
+// global batch is the workers x train.batch_size (4 here), whatever batch the program trains with (16).
+TEST(CApi, TheLearningRateReportedIsTheOneTheServersApply) {
+  Job job(1, 1, "\n[lr_schedule]\nscaling = \"linear\"\nreference_batch = 8\n");
+  run_workers(1, [&](pshard_client* c) {
+    EXPECT_EQ(pshard_add_tensor(c, "w", 2, kShapeW, PSHARD_FLOAT32), 0);
+    EXPECT_EQ(pshard_start(c, "m", 16, 1), PSHARD_OK) << pshard_last_error();
+    std::vector<float> w(15, 1.0f), g(15, 1.0f);
+    pshard_request r = 0;
+    EXPECT_EQ(pshard_init_tensor(c, 0, w.data(), &r), PSHARD_OK);
+    EXPECT_EQ(pshard_wait(c, r, 10000), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(pshard_push_pull(c, 0, g.data(), w.data(), 0, &r), PSHARD_OK);
+    EXPECT_EQ(pshard_wait(c, r, 10000), PSHARD_OK) << pshard_last_error();
+    EXPECT_FLOAT_EQ(w[0], 1.0f - 0.25f);  // 0.5 x (1 x 4) / 8
+    EXPECT_EQ(pshard_report_step(c, 1, 0, 1.0), PSHARD_OK);
+    return 0;
+  });
+  ASSERT_TRUE(job.finished(std::chrono::seconds(20)));
+  int steps = 0;
+  for (const Json& e : metrics_events(job.dir())) {
+    if (e.at("event").as_string() != "step") continue;
+    ++steps;
+    EXPECT_DOUBLE_EQ(e.at("lr").as_number(), 0.25);
+  }
+  EXPECT_EQ(steps, 1);
+}
+
 // The start rules are the worker session's (worker/session/worker_session.h): both front ends refuse a resume past
 // the run's end before anything reaches the servers, in the same words. The run: 40 samples, batch 4, one epoch.
 TEST(BothFrontEnds, AResumePastTheRunsEndIsRefusedInTheSameWords) {
