@@ -19,6 +19,7 @@
 #include "common/control/control_codec.h"
 #include "common/control/epoch_plans.h"
 #include "common/control/job_metrics.h"
+#include "common/control/job_verdict.h"
 #include "common/control/liveness.h"
 #include "common/control/peers.h"
 #include "common/control/push_counts.h"
@@ -238,33 +239,24 @@ struct Coordinator::Impl {
     if (std::optional<std::string> why = epochs.check(Clock::now())) abort_job(*why, nullptr);
   }
 
-  bool workers_all_done(uint32_t* left_ok) const {
-    uint32_t ok = 0;
+  // The workers as the job's verdict sees them (job_verdict.h).
+  std::vector<WorkerRecord> worker_records() const {
+    std::vector<WorkerRecord> out;
     for (const auto& [id, p] : peers) {
       if (p.info.role != NodeRole::kWorker) continue;
-      if (p.state == Peer::State::kLive && !epochs.waiting_to_join(p)) return false;
-      if (p.state == Peer::State::kLeft) ++ok;
-    }
-    *left_ok = ok;
-    return true;
-  }
-
-  // The worker ranks that no process finished (dead, or left before the end of the job), each with why.
-  std::string lost_workers() const {
-    std::string lost;
-    for (uint32_t rank = 0; rank < opt.num_workers; ++rank) {
-      if (opt.min_workers > 0) break;  // elastic: workers come and go; the epoch lines say who trained
-      bool finished = false;
-      for (const auto& [id, p] : peers) {
-        finished = finished || (p.info.role == NodeRole::kWorker && p.info.rank == rank &&
-                                (p.state == Peer::State::kLeft || p.trained));
+      WorkerRecord w;
+      w.rank = p.info.rank;
+      switch (p.state) {
+        case Peer::State::kRegistered: w.state = WorkerRecord::State::kRegistered; break;
+        case Peer::State::kLive: w.state = WorkerRecord::State::kLive; break;
+        case Peer::State::kLeft: w.state = WorkerRecord::State::kLeft; break;
+        case Peer::State::kDead: w.state = WorkerRecord::State::kDead; break;
       }
-      if (finished) continue;
-      auto why = worker_lost_why.find(rank);
-      lost += (lost.empty() ? "" : "; ") + std::string("worker ") + std::to_string(rank) +
-              (why != worker_lost_why.end() ? ": " + why->second : "");
+      w.waiting_to_join = epochs.waiting_to_join(p);
+      w.trained = p.trained;
+      out.push_back(w);
     }
-    return lost;
+    return out;
   }
 
   // A program's loop decides how long it trains; where it declared a length (train.epochs x steps_per_epoch) and
@@ -281,37 +273,36 @@ struct Coordinator::Impl {
   // The job ran to its end: 0 when every worker finished, else kExitWorkersLost (failure policy continue); or every
   // worker stopped at a checkpoint on SIGTERM: kExitStopped.
   void finish_ran_to_end() {
-    if (!stopped_why.empty()) {
-      const std::string why = stopped_why + "; pshard launch --resume RUN_DIR (or a requeued job) continues there";
-      PSHARD_LOG(kInfo) << "the job stopped: " << why;
+    const JobVerdict v =
+        ran_to_end(worker_records(), opt.num_workers, opt.min_workers > 0, stopped_why, worker_lost_why, result.reason);
+    if (v.kind == JobVerdict::Kind::kStopped) {
+      PSHARD_LOG(kInfo) << "the job stopped: " << v.reason;
       metrics.mark_stopped(stopped_why);
-      finish(kExitStopped, "job stopped: " + why);
+      finish(kExitStopped, "job stopped: " + v.reason);
       return;
     }
     warn_if_short_of_declared_length();
-    const std::string lost = lost_workers();
-    if (!lost.empty()) {
+    if (v.kind == JobVerdict::Kind::kWorkersLost) {
       PSHARD_LOG(kError) << "the job finished without some of its workers (cluster.failure_policy = continue): "
-                         << lost;
+                         << v.reason;
     }
-    finish(lost.empty() ? 0 : Coordinator::kExitWorkersLost, result.reason);
+    finish(v.kind == JobVerdict::Kind::kWorkersLost ? Coordinator::kExitWorkersLost : 0, result.reason);
   }
 
+  // Once no worker trains: the servers are told to shut down (or the job is aborted when every worker died).
   void maybe_shutdown() {
     if (phase != Phase::kRunning) return;
-    uint32_t left_ok = 0;
-    if (!workers_all_done(&left_ok)) return;
-    if (left_ok == 0) {
-      abort_job("every worker is dead", nullptr);
+    const JobVerdict v = workers_done(worker_records(), opt.num_workers);
+    if (v.kind == JobVerdict::Kind::kRunning) return;
+    if (v.kind == JobVerdict::Kind::kAllDead) {
+      abort_job(v.reason, nullptr);
       return;
     }
-    std::string reason = "job finished: " + std::to_string(left_ok) + " of " + std::to_string(opt.num_workers) +
-                         " workers left successfully";
-    PSHARD_LOG(kInfo) << reason << "; telling the servers to shut down";
+    PSHARD_LOG(kInfo) << v.reason << "; telling the servers to shut down";
     capnp::MallocMessageBuilder b;
-    b.initRoot<control::ControlMessage>().initShutdown().setReason(reason);
+    b.initRoot<control::ControlMessage>().initShutdown().setReason(v.reason);
     outbox.broadcast(peers, b, [](const Peer& p) { return p.state == Peer::State::kLive; });
-    result.reason = reason;
+    result.reason = v.reason;
     phase = Phase::kShuttingDown;
     shutdown_deadline = Clock::now() + opt.shutdown_timeout;
     maybe_finish_shutdown();
