@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -402,19 +403,36 @@ TEST(PeerAuthenticator, TheOldestOfTooManyConnectionsInTheirHandshakeAreClosed) 
   std::vector<double> closed_after(connections, -1);
   std::vector<std::thread> peers;
   // An order of arrival: each peer connects once the one before it has (threads started 1 ms apart do not keep
-  // their order on a loaded machine).
-  std::atomic<size_t> arrived{0};
+  // their order on a loaded machine); the next is woken through a condition variable (280 threads polling a counter
+  // slowed an ASan build's arrivals past the server's 10 s handshake timeout, which then closed the oldest itself).
+  // Every peer holds its connection until the last one connected, then waits 4 s for the server to close it.
+  std::mutex mu;
+  std::condition_variable next;
+  size_t arrived = 0;
+  const auto arriving = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return arrived < connections;
+  };
   for (size_t i = 0; i < connections; ++i) {
     peers.emplace_back([&, i] {
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (arrived.load() < i && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        next.wait_for(lock, std::chrono::seconds(10), [&] { return arrived >= i; });
       }
-      closed_after[i] = pshard::testing::stalled_handshake(server.endpoint(), size_t(1) << 20, 1024, 4.0,
-                                                           [&] { arrived.fetch_add(1); });
+      const auto connected = [&] {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++arrived;
+        }
+        next.notify_all();
+      };
+      closed_after[i] =
+          pshard::testing::stalled_handshake(server.endpoint(), size_t(1) << 20, 1024, 4.0, connected, arriving);
     });
   }
-  std::this_thread::sleep_for(milliseconds(1500));
+  // The job's own client, once the crowd is in (its connection is one more in a handshake: it may push one more of
+  // the oldest out).
+  EXPECT_TRUE(eventually([&] { return !arriving(); }, milliseconds(30000)));
   EXPECT_TRUE(echoed(
       server.endpoint(), [](zmq::socket_t& s) { apply_client_auth(s, {}, "job-token"); }, milliseconds(2000)));
   for (auto& t : peers) t.join();

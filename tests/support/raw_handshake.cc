@@ -17,7 +17,7 @@
 namespace pshard::testing {
 
 double stalled_handshake(const std::string& endpoint, size_t frame_bytes, size_t body_bytes, double wait_s,
-                         const std::function<void()>& connected) {
+                         const std::function<void()>& connected, const std::function<bool()>& hold) {
   using Clock = std::chrono::steady_clock;
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -53,7 +53,9 @@ double stalled_handshake(const std::string& endpoint, size_t frame_bytes, size_t
   bool closed = false;
   size_t sent = 0;
   char buf[256];
-  while (!closed && Clock::now() - start < std::chrono::duration<double>(wait_s)) {
+  auto window = start;  // wait_s counts from here: the connect, or the end of the hold
+  while (!closed && Clock::now() - window < std::chrono::duration<double>(wait_s)) {
+    if (hold && Clock::now() - start < std::chrono::minutes(1) && hold()) window = Clock::now();
     pollfd p{fd, static_cast<short>(POLLIN | (sent < total ? POLLOUT : 0)), 0};
     if (::poll(&p, 1, 20) <= 0) continue;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
