@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 namespace pshard::testing {
 
@@ -20,22 +21,26 @@ double stalled_handshake(const std::string& endpoint, size_t frame_bytes, size_t
                          const std::function<void()>& connected, const std::function<bool()>& hold) {
   using Clock = std::chrono::steady_clock;
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    if (connected) connected();
-    return -1;
-  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const auto start = Clock::now();
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (connected) connected();
-  if (!ok) {
-    ::close(fd);
-    return -1;
+  // A connect that fails (a target busy with a flood of other connections, a signal) is tried again for up to 10 s:
+  // a peer that never connected tests nothing.
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  int fd = -1;
+  auto start = Clock::now();
+  while (fd < 0 && Clock::now() < give_up) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    start = Clock::now();
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+    if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  if (connected) connected();
+  if (fd < 0) return -1;
   std::string greeting(64, '\0');  // signature, version 3.0, mechanism "PLAIN", as-server 0, filler
   greeting[0] = '\xff';
   greeting[9] = '\x7f';

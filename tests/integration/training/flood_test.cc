@@ -198,7 +198,8 @@ TEST(Flood, GarbageAndOversizedFramesLeaveMemoryLogAndModelBounded) {
   b.join();
   c.join();
   const double limit_s = std::chrono::duration<double>(transport::kHandshakeTimeout).count();
-  EXPECT_GT(dropped_after, 0.0) << "the server kept a stalled handshake open for 30 s";
+  EXPECT_GT(dropped_after, 0.0) << "the server kept a stalled handshake open for 30 s (or it refused every connect "
+                                   "for 10 s)";
   EXPECT_LT(dropped_after, limit_s + 5.0);
   const double flood_s = std::chrono::duration<double>(Clock::now() - started).count();
   const int64_t server_peak = status_kib(server_pid, "VmHWM");
