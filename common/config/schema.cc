@@ -80,7 +80,8 @@ std::vector<ConfigKey> kSchema = {
      "(OpenBLAS GEMM, im2col convolution, plain loops: what the tests compare against)"},
     {"train.device", T::kString, "cpu", 0, 0, "cpu|cuda", "compute backend of a worker", OnResume::kMayChange},
     {"train.precision", T::kString, "fp32", 0, 0, "fp32|bf16|fp16",
-     "what a worker's convolutions and GEMMs read: fp32, bf16 (oneDNN AVX512_BF16/AMX kernels, fp32 accumulation "
+     "what a worker's convolutions and GEMMs read: fp32, bf16 (oneDNN's AVX-512 kernels, fastest with AVX512_BF16 "
+     "or AMX; a CPU with AVX2 alone refuses it; fp32 accumulation "
      "and outputs; batch norm, pooling, softmax and loss in fp32; CPU only); bf16 also makes cluster.compression and "
      "cluster.pull_precision default to bf16. fp16: the same with IEEE half operands (on CPU, where oneDNN has no "
      "fp16 kernels, float32 kernels read operands rounded to half: fp16's numerics, slower than fp32; CPU only)"},

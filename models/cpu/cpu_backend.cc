@@ -30,6 +30,12 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels, bool block_channels, Pre
     throw Error(std::string("cpu backend: train.precision = ") + precision_name(precision) +
                 " needs train.cpu_kernels = onednn (the reference kernels compute in fp32 only)");
   }
+  if (precision == Precision::kBf16) {
+    const std::string missing = cpu::bf16_kernels_missing();
+    if (!missing.empty()) {
+      throw Error("cpu backend: train.precision = bf16: " + missing + "; train in fp32 on this machine");
+    }
+  }
   if (threads_ == 0) threads_ = omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
   // OpenMP gives a team at most OMP_THREAD_LIMIT threads; oneDNN must not be told to expect more.

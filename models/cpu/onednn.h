@@ -5,11 +5,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "models/cpu/kernel_set.h"
 #include "models/precision.h"
 
 namespace pshard::models::cpu {
+
+// "" when oneDNN has the bf16 convolutions and matmuls of Precision::kBf16 for this CPU (AVX-512; AVX2 alone has none),
+// else why not, naming oneDNN's version (checked once).
+std::string bf16_kernels_missing();
 
 // The kernel set (kernel_set.h) on oneDNN primitives, run on the calling thread's OpenMP pool (Debian's libdnnl uses
 // OpenMP, the same runtime as the reference kernels, so CpuBackend's thread count applies to both). Weights are OIHW
