@@ -3,6 +3,7 @@
 
 #include "app/command.h"
 #include "common/error.h"
+#include "common/metrics/event_schema.h"
 #include "common/util/args.h"
 #include "report/report.h"
 
@@ -18,7 +19,12 @@ int run_report(const std::vector<std::string>& args) {
   p.add_option("height", "PX", "height of a one-panel chart in pixels", false, "600");
   p.add_option("python", "PATH",
                "python interpreter with matplotlib (default: $PSHARD_PYTHON, python3, /usr/bin/python3)");
+  p.add_flag("events", "print every metrics.jsonl event with its fields (Markdown, as in docs/METRICS.md) and exit");
   if (!p.parse(args)) return 0;
+  if (p.has("events")) {
+    std::fputs(metrics_events::events_markdown().c_str(), stdout);
+    return 0;
+  }
   if (p.positionals().empty()) throw Error("pshard report: give at least one RUN_DIR (see --help)");
 
   report::ReportOptions o;

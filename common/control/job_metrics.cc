@@ -10,6 +10,7 @@
 
 #include "common/control/control_codec.h"
 #include "common/error.h"
+#include "common/metrics/event_schema.h"
 #include "common/metrics/progress.h"
 #include "common/util/binary_file.h"
 #include "common/util/log.h"
@@ -35,8 +36,18 @@ MetricsWriter* JobMetrics::writer() {
 }
 
 std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
-  Json event = Json::parse(text, "metrics report from " + control_codec::describe(from.info));
+  const std::string where = "metrics report from " + control_codec::describe(from.info);
+  Json event = Json::parse(text, where);
+  if (!event.is_object() || !event.has("event") || !event.at("event").is_string()) {
+    throw Error(where + ": missing string field 'event'");
+  }
   const std::string kind = event.at("event").as_string();
+  // The two reports the coordinator combines (a worker's part of an epoch, a server's phases) are read by their own
+  // parsers; every other report is a line of metrics.jsonl, whole as sent, except the stall's field added below.
+  if (kind != "worker_epoch" && kind != "server_phases") {
+    if (kind == "stall") event.set("last_heard_s", Json::array());
+    metrics_events::check_event(event, where);
+  }
   if (kind == "start") {
     start_event_ = event;  // also feeds the summary
     // The first line of metrics.jsonl: what runs (launch's progress line reads it).
@@ -47,8 +58,7 @@ std::string JobMetrics::on_report(const Peer& from, const std::string& text) {
     ServerPhaseSeconds::from_fields(event, "server_phases report");  // checked here, not when the summary is read
     event.set("rank", from.info.rank);
     server_phases_[from.info.rank] = event;  // the summary lists them
-  } else if (kind == "step" && tracer_ && event.has("step") && event.at("step").is_number() &&
-             tracer_->traces(static_cast<int64_t>(event.at("step").as_number()))) {
+  } else if (kind == "step" && tracer_ && tracer_->traces(event.at("step").as_int())) {
     const auto now = Clock::now();
     tracer_->span(tracer_->name("step line of " + control_codec::describe(from.info)), "control", now, now,
                   TraceArgs().set("worker", from.info.rank).set("step", event.at("step").as_number()));

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/metrics/event_schema.h"
 #include "common/util/binary_file.h"
 #include "common/util/json.h"
 
@@ -266,6 +267,9 @@ RunMetrics read_run(const std::string& dir) {
     if (!obj.has("event") || !obj.at("event").is_string()) throw Error(where + ": missing string field 'event'");
     LineReader r(obj, where);
     const std::string& event = obj.at("event").as_string();
+    // An event this version does not declare (a newer writer's) is skipped; a declared one's fields have its types.
+    if (!metrics_events::find_event(event)) continue;
+    metrics_events::check_event(obj, where, metrics_events::Check::kReadBack);
     if (event == "step") {
       run.steps.push_back(read_step(r));
     } else if (event == "epoch") {

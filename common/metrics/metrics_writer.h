@@ -27,6 +27,7 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
+  // Throws pshard::Error when `event` is not a line docs/METRICS.md declares (metrics_events::check_event).
   void write(const Json& event);
   // Replaces DIR/name with `text` atomically (e.g. the resolved config.toml).
   void write_file(const std::string& name, const std::string& text) const;

@@ -9,9 +9,11 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "common/error.h"
 #include "common/metrics/metrics_reader.h"
+#include "tests/support/metrics_events.h"
 
 namespace {
 
@@ -24,25 +26,50 @@ std::string read_all(const std::string& path) {
 
 TEST(MetricsWriter, WritesJsonLinesAndEpochCsv) {
   std::string dir = "/tmp/pshard_metrics_test_" + std::to_string(::getpid()) + "/nested/run";
+  pshard::Json workers = pshard::Json::array();
+  workers.push(pshard::Json::object().set("rank", 0));
+  const std::vector<pshard::Json> lines = {
+      pshard::testing::minimal_event("step").set("loss", 2.5),
+      pshard::testing::minimal_event("epoch").set("epoch", 1).set("test_acc", 0.75).set("workers", workers),
+      pshard::testing::minimal_event("epoch").set("epoch", 2).set("test_acc", nullptr),
+      pshard::testing::minimal_event("summary").set("test_acc", 0.75)};
   {
     pshard::MetricsWriter m(dir);
-    pshard::Json workers = pshard::Json::array();
-    workers.push(pshard::Json::object().set("rank", 0));
-    m.write(pshard::Json::object().set("event", "step").set("step", 0).set("loss", 2.5));
-    m.write(pshard::Json::object().set("event", "epoch").set("epoch", 1).set("test_acc", 0.75).set("workers", workers));
-    m.write(pshard::Json::object().set("event", "epoch").set("epoch", 2).set("test_acc", nullptr));
-    m.write(pshard::Json::object().set("event", "summary").set("test_acc", 0.75));
+    for (const pshard::Json& line : lines) m.write(line);
     m.write_file("config.toml", "[run]\nname = \"x\"\n");
   }
-  EXPECT_EQ(read_all(dir + "/metrics.jsonl"),
-            "{\"event\":\"step\",\"step\":0,\"loss\":2.5}\n"
-            "{\"event\":\"epoch\",\"epoch\":1,\"test_acc\":0.75,\"workers\":[{\"rank\":0}]}\n"
-            "{\"event\":\"epoch\",\"epoch\":2,\"test_acc\":null}\n"
-            "{\"event\":\"summary\",\"test_acc\":0.75}\n");
-  EXPECT_EQ(read_all(dir + "/metrics.csv"), "event,epoch,test_acc\nepoch,1,0.75\nepoch,2,\n");
+  std::string jsonl;
+  for (const pshard::Json& line : lines) jsonl += line.dump() + "\n";
+  EXPECT_EQ(read_all(dir + "/metrics.jsonl"), jsonl);
+  // The CSV: the epoch lines' fields but the lists (workers, hosts, ...), in the first epoch line's order.
+  std::string header, row1, row2;
+  for (const auto& [key, value] : lines[1].items()) {
+    if (value.is_array() || value.is_object()) continue;
+    header += (header.empty() ? "" : ",") + key;
+    const std::string v1 = value.is_string() ? value.as_string() : value.dump();
+    const pshard::Json& second = lines[2].at(key);
+    const std::string v2 = second.is_null() ? "" : second.is_string() ? second.as_string() : second.dump();
+    row1 += (row1.empty() ? "" : ",") + v1;
+    row2 += (row2.empty() ? "" : ",") + v2;
+  }
+  EXPECT_EQ(read_all(dir + "/metrics.csv"), header + "\n" + row1 + "\n" + row2 + "\n");
+  EXPECT_NE(header.find("test_acc"), std::string::npos);
+  EXPECT_NE(row2.find("epoch,2,"), std::string::npos) << row2;
   EXPECT_EQ(read_all(dir + "/config.toml"), "[run]\nname = \"x\"\n");
   std::string cleanup = "rm -rf /tmp/pshard_metrics_test_" + std::to_string(::getpid());
   EXPECT_EQ(std::system(cleanup.c_str()), 0);
+}
+
+// A line off its declaration (docs/METRICS.md) is refused before anything is written: a writer that drifted fails.
+TEST(MetricsWriter, ALineOffTheDeclarationIsRefusedAndNotWritten) {
+  const std::string dir = "/tmp/pshard_metrics_refused_test_" + std::to_string(::getpid());
+  {
+    pshard::MetricsWriter m(dir);
+    EXPECT_THROW(m.write(pshard::Json::object().set("event", "epoch").set("epoch", 1)), pshard::Error);
+    EXPECT_THROW(m.write(pshard::testing::minimal_event("epoch").set("accuracy", 0.5)), pshard::Error);
+  }
+  EXPECT_EQ(read_all(dir + "/metrics.jsonl"), "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
@@ -52,10 +79,8 @@ TEST(MetricsReader, ANonFiniteStepLossReadsBackAsNaN) {
   std::string dir = "/tmp/pshard_metrics_nan_test_" + std::to_string(::getpid());
   {
     pshard::MetricsWriter m(dir);
-    m.write(
-        pshard::Json::object().set("event", "step").set("epoch", 1).set("step", 0).set("loss", 2.5).set("wall_s", 0.1));
-    m.write(pshard::Json::object()
-                .set("event", "step")
+    m.write(pshard::testing::minimal_event("step").set("epoch", 1).set("step", 0).set("loss", 2.5).set("wall_s", 0.1));
+    m.write(pshard::testing::minimal_event("step")
                 .set("epoch", 1)
                 .set("step", 7)
                 .set("loss", std::nan(""))
@@ -93,7 +118,7 @@ TEST(MetricsWriter, AFailedWriteIsLoggedOnceWithThePathAndMakesTheRecordsIncompl
   {
     pshard::MetricsWriter m(dir);
     EXPECT_TRUE(m.complete());
-    for (int epoch = 1; epoch <= 3; ++epoch) m.write(pshard::Json::object().set("event", "epoch").set("epoch", epoch));
+    for (int epoch = 1; epoch <= 3; ++epoch) m.write(pshard::testing::minimal_event("epoch").set("epoch", epoch));
     EXPECT_FALSE(m.complete());
   }
   const std::string log = testing::internal::GetCapturedStderr();

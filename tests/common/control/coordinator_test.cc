@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/common/control/coordinator_fixture.h"
+#include "tests/support/metrics_events.h"
 
 namespace pshard {
 namespace {
@@ -264,8 +265,12 @@ TEST(Coordinator, CombinesWorkerReportsIntoTheJobMetrics) {
   auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
                          client_options(coord.endpoint(), NodeRole::kWorker, 0),
                          client_options(coord.endpoint(), NodeRole::kWorker, 1)});
-  nodes[1]->report(Json::object().set("event", "start").set("model", "mlp").set("epochs", 1));
-  nodes[1]->report(Json::object().set("event", "step").set("epoch", 1).set("step", 0).set("loss", 2.5));
+  nodes[1]->report(testing::minimal_event("start").set("model", "mlp").set("epochs", 1));
+  nodes[1]->report(testing::minimal_event("step").set("epoch", 1).set("step", 0).set("loss", 2.5));
+  // Reports off the events' declaration are refused, not written: an event it does not declare, a step line short of
+  // a field.
+  nodes[1]->report(Json::object().set("event", "progress").set("done", 0.5));
+  nodes[1]->report(Json::object().set("event", "step").set("epoch", 1).set("step", 1).set("loss", 2.5));
   for (uint32_t w = 0; w < 2; ++w) {
     WorkerEpochReport r;
     r.rank = w;
@@ -312,7 +317,7 @@ TEST(Coordinator, ARejoinedWorkerIsNotWaitedForInEpochsBeforeItsJoinStep) {
   auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
                          client_options(coord.endpoint(), NodeRole::kWorker, 0),
                          client_options(coord.endpoint(), NodeRole::kWorker, 1)});
-  nodes[1]->report(Json::object().set("event", "start").set("epochs", 3).set("steps_per_epoch", 10));
+  nodes[1]->report(testing::minimal_event("start").set("epochs", 3).set("steps_per_epoch", 10));
   nodes[2]->tell(ClusterClient::JobFact::kRejoined, 12);
   auto report = [&](uint32_t w, int64_t epoch) {
     WorkerEpochReport r;
