@@ -26,7 +26,8 @@ std::string bf16_kernels_missing() {
     } catch (const dnnl::error& e) {
       const dnnl_version_t* v = dnnl_version();
       return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-             " has no bf16 convolution or matmul for this CPU (they need AVX-512, and run fastest with AVX512_BF16 or AMX; creating one " +
+             " has no bf16 convolution or matmul for this CPU (they need AVX-512, and run fastest with AVX512_BF16 or "
+             "AMX; creating one " +
              "failed: " + e.what() + ")";
     }
   }();
