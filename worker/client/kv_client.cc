@@ -1,18 +1,14 @@
-// KvClient: request building on the calling thread; the DEALER sockets are used by one thread at a time: a caller
-// that finds them free, or else the I/O thread.
+// KvClient: a request's parts built on the calling thread, by the routes plan_request gives them, and handed to the
+// executor that sends them (the poller, the copier, host aggregation: kv_client_impl.h).
 #include "worker/client/kv_client.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
-#include <unordered_map>
 #include <zmq.hpp>
 
 #include "common/compression/push_encoder.h"
@@ -22,10 +18,6 @@
 #include "common/transport/bounds.h"
 #include "common/transport/buffer_pool.h"
 #include "common/transport/frames.h"
-#include "common/transport/peer_auth.h"
-#include "common/transport/shm_channel.h"
-#include "common/transport/shm_segment.h"
-#include "common/transport/wakeup.h"
 #include "common/util/log.h"
 #include "common/util/stream_copy.h"
 #include "common/util/tsan.h"
@@ -61,54 +53,29 @@ KvClient::Impl::Impl(KvClientOptions o)
       layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
       encoder(opt.compression, opt.rank, layout.slices().size()),
       links({opt.rank, opt.job_token, opt.servers, opt.transport, &layout}) {
-  for (size_t s = 0; s < opt.servers.size(); ++s) {
-    zmq::socket_t sock(ctx, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::linger, 0);
-    sock.set(zmq::sockopt::sndhwm, 0);
-    sock.set(zmq::sockopt::rcvhwm, 0);
-    transport::bound_client(sock, transport::data_max_frame_bytes(opt.slice_bytes));
-    transport::apply_client_auth(sock, opt.curve, opt.job_token);
-    try {
-      sock.connect(opt.servers[s]);
-    } catch (const zmq::error_t& e) {
-      throw Error("worker " + std::to_string(opt.rank) + ": cannot connect to server " + std::to_string(s) + " at '" +
-                  opt.servers[s] + "': " + e.what());
-    }
-    sockets.push_back(std::move(sock));
-  }
+  RequestPoller::Options po;
+  po.rank = opt.rank;
+  po.servers = opt.servers;
+  po.job_token = opt.job_token;
+  po.curve = opt.curve;
+  po.max_frame_bytes = transport::data_max_frame_bytes(opt.slice_bytes);
+  po.request_timeout = opt.request_timeout;
+  po.stall_warn = opt.stall_warn;
+  poller = std::make_unique<RequestPoller>(
+      std::move(po), [this](uint32_t s, Part&& p, protocol::Decoded& d) { on_reply(s, std::move(p), d); });
+  copier = std::make_unique<SlotCopier>(SlotCopier::Client{&layout, &links, poller.get()});
   if (opt.host_ranks.size() >= 2) {
-    group = std::make_unique<HostGroup>(
-        HostGroup::Options{opt.rank, opt.host_ranks, opt.job_token, &layout, opt.request_timeout});
-    host_thread = std::thread([this] { host_loop(); });
+    host = std::make_unique<HostAggregation>(
+        HostGroup::Options{opt.rank, opt.host_ranks, opt.job_token, &layout, opt.request_timeout},
+        HostAggregation::Client{&layout, &links, pool, poller.get(), &counts, opt.rank});
   }
-  io = std::thread([this] { io_loop(); });
-  copier = std::thread([this] { copy_loop(); });
 }
 
 KvClient::Impl::~Impl() {
-  if (group) {
-    group->cancel();
-    {
-      std::lock_guard<std::mutex> lock(host_mu);
-      host_stopping = true;
-    }
-    host_cv.notify_all();
-    if (host_thread.joinable()) host_thread.join();
-  }
-  links.abandon();
-  {
-    std::lock_guard<std::mutex> lock(copy_mu);
-    copy_stopping = true;
-  }
-  copy_cv.notify_all();
-  if (copier.joinable()) copier.join();
-  {
-    std::lock_guard<std::mutex> lock(io_mu);
-    stopping = true;
-  }
-  io_cv.notify_all();
-  wake.notify();
-  if (io.joinable()) io.join();
+  if (host) host->stop();
+  links.abandon();  // a copy waiting for a busy slot gives up
+  copier->stop();
+  poller.reset();  // fails what is still in flight
 }
 
 KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& tensor, const float* grad, float* out,
@@ -128,9 +95,9 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
   const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
   in.push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
   in.pull_encoding = encoder.pull_encoding(tensor_bytes);
-  if (group) {
+  if (host) {
     in.host_aggregated = &opt.host_aggregated;
-    in.host_leader = group->leader();
+    in.host_leader = host->group().leader();
   }
   in.copier_min_bytes = kCopierMinBytes;
   in.shared_memory_to = [this](uint32_t s) { return links.up(s); };
@@ -162,7 +129,8 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
     }
   }
   const Handle h = register_op(op);
-  hand_over(op, parts, host_parts);
+  hand_over(parts, host_parts);
+  if (pushes) count_push(step);
   return h;
 }
 
@@ -173,12 +141,12 @@ KvClient::Impl::Part KvClient::Impl::hand_to_leader(const PlannedPart& planned, 
   p.op = call.op;
   p.deadline = call.deadline;
   p.what = "weights of '" + call.tensor + "' for step " + std::to_string(call.step + 1) + " (" +
-           describe_slices(planned.ids) + ") from this host's leader, worker " + std::to_string(group->leader_rank());
+           describe_slices(planned.ids) + ") from this host's leader, worker " + std::to_string(group()->leader_rank());
   for (uint32_t id : planned.ids) {
     const SliceInfo& s = layout.slice(id);
-    group->put_gradient(id, call.grad + s.offset, s.length, call.step, call.deadline);
-    shm_bytes_sent += s.length * sizeof(float);
-    fp32_bytes_sent += s.length * sizeof(float);
+    group()->put_gradient(id, call.grad + s.offset, s.length, call.step, call.deadline);
+    counts.shm_bytes_sent += s.length * sizeof(float);
+    counts.fp32_bytes_sent += s.length * sizeof(float);
     p.keys.push_back({s.tensor, s.slice, s.offset, s.length, protocol::DType::FLOAT32, protocol::Encoding::NONE});
     if (call.out != nullptr) p.dests.push_back(call.out + s.offset);
   }
@@ -197,7 +165,7 @@ protocol::Message KvClient::Impl::part_header(const PlannedPart& planned, const 
   m.step = call.step;
   m.layout_fingerprint = layout.fingerprint();
   m.checkpoint = pushes && call.step == checkpoint_step.load();
-  m.stop = pushes && (call.step == stop_step.load() || (leader && call.step == group->stop_step()));
+  m.stop = pushes && (call.step == stop_step.load() || (leader && call.step == group()->stop_step()));
   m.pull_encoding = protocol::reads_weights(planned.type) ? call.pull_encoding : protocol::Encoding::NONE;
   m.shared_memory = planned.shared_memory;
   if (leader) m.contributors = opt.host_ranks;
@@ -260,8 +228,9 @@ void KvClient::Impl::add_payload(Part& p, SliceRoute route, uint32_t id, const C
   const size_t bytes = s.length * sizeof(float);
   // Sent bytes are counted here, on the caller's thread, so that a trainer's per-epoch counts hold exactly the
   // requests it made in the epoch (the I/O thread may send the last ones after the epoch's snapshot).
-  fp32_bytes_sent += bytes;
-  if (route != SliceRoute::kTcpEncoded) (p.shared_memory ? shm_bytes_sent : bytes_sent) += bytes;  // encoded: below
+  counts.fp32_bytes_sent += bytes;
+  if (route != SliceRoute::kTcpEncoded)
+    (p.shared_memory ? counts.shm_bytes_sent : counts.bytes_sent) += bytes;  // encoded: below
   switch (route) {
     case SliceRoute::kHostSum:  // the host thread sums and sends it; a push() copies what the caller may reuse
       if (call.copy) {
@@ -277,7 +246,7 @@ void KvClient::Impl::add_payload(Part& p, SliceRoute route, uint32_t id, const C
       zmq::message_t f = pool->message(encoder.max_encoded_bytes(s.length));
       const size_t used = encoder.encode(id, call.step, values, s.length, static_cast<uint8_t*>(f.data()));
       if (used != f.size()) f = zmq::message_t(f.data(), used);
-      bytes_sent += f.size();
+      counts.bytes_sent += f.size();
       p.frames.push_back(std::move(f));
       break;
     }
@@ -302,25 +271,14 @@ void KvClient::Impl::add_payload(Part& p, SliceRoute route, uint32_t id, const C
   }
 }
 
-void KvClient::Impl::hand_over(const std::shared_ptr<Op>& op, std::vector<Part>& parts,
-                               std::vector<HostJob>& host_parts) {
-  if (!host_parts.empty()) {
-    {
-      std::lock_guard<std::mutex> lock(host_mu);
-      for (HostJob& j : host_parts) host_jobs.push_back(std::move(j));
-    }
-    host_cv.notify_one();
-  }
+void KvClient::Impl::hand_over(std::vector<Part>& parts, std::vector<HostJob>& host_parts) {
+  if (!host_parts.empty()) host->submit(host_parts);
   const bool copies = std::any_of(parts.begin(), parts.end(), [](const Part& p) { return !p.slot_copies.empty(); });
   if (copies) {  // the copier copies and sends all the parts, in order
-    {
-      std::lock_guard<std::mutex> lock(copy_mu);
-      copy_queue.emplace_back(op, std::move(parts));
-    }
-    copy_cv.notify_one();
+    copier->submit(parts);
     return;
   }
-  send_parts(parts);
+  poller->send(parts);
 }
 
 std::string KvClient::Impl::describe_slices(const std::vector<uint32_t>& ids) const {
@@ -329,7 +287,7 @@ std::string KvClient::Impl::describe_slices(const std::vector<uint32_t>& ids) co
 
 KvClient::Handle KvClient::Impl::dispatch(const std::shared_ptr<Op>& op, std::vector<Part>& parts) {
   const Handle h = register_op(op);
-  send_parts(parts);
+  poller->send(parts);
   return h;
 }
 
@@ -338,39 +296,6 @@ KvClient::Handle KvClient::Impl::register_op(const std::shared_ptr<Op>& op) {
   std::lock_guard<std::mutex> lock(ops_mu);
   ops[h] = op;
   return h;
-}
-
-void KvClient::Impl::send_parts(std::vector<Part>& parts) {
-  if (parts.empty()) return;
-  bool queued = false;
-  {
-    std::lock_guard<std::mutex> lock(io_mu);
-    queued = poller != Poller::kNone;
-    if (queued) {
-      for (Part& p : parts) queue.push_back(std::move(p));
-    } else {
-      poller = Poller::kCaller;
-      unattended = false;
-    }
-  }
-  if (queued) {
-    wake.notify();
-    return;
-  }
-  send_queued();
-  for (Part& p : parts) send_part(p);
-  release();
-}
-
-void KvClient::Impl::release() {
-  bool call_io = false;
-  {
-    std::lock_guard<std::mutex> lock(io_mu);
-    poller = Poller::kNone;
-    unattended = !inflight.empty();
-    call_io = !queue.empty() || (unattended && parked > 0);
-  }
-  if (call_io) io_cv.notify_one();
 }
 
 KvClient::Handle KvClient::Impl::shutdown_all(MessageType type) {
@@ -492,12 +417,15 @@ KvClient::Handle KvClient::shutdown_servers() { return impl_->shutdown_all(); }
 void KvClient::request_checkpoint(int64_t step) { impl_->checkpoint_step = step; }
 void KvClient::request_stop(int64_t step) {
   impl_->stop_step = step;
-  if (impl_->group && !impl_->group->leader()) impl_->group->request_stop(step);  // the leader pushes for it
+  HostGroup* group = impl_->group();
+  if (group && !group->leader()) group->request_stop(step);  // the leader pushes for it
 }
+int64_t KvClient::steps_pushed() const { return impl_->pushed_through.load(std::memory_order_relaxed); }
 int64_t KvClient::stop_at() const {
   const int64_t own = impl_->stop_at.load(std::memory_order_acquire);
-  if (!impl_->group || impl_->group->leader()) return own;
-  return std::max(own, impl_->group->stop_at());  // a member hears the servers through its leader
+  HostGroup* group = impl_->group();
+  if (!group || group->leader()) return own;
+  return std::max(own, group->stop_at());  // a member hears the servers through its leader
 }
 KvClient::Handle KvClient::join(const std::string& tensor, float* out, size_t numel, int64_t step) {
   return impl_->submit(MessageType::JOIN, tensor, nullptr, out, numel, step, false);
@@ -514,8 +442,9 @@ int64_t KvClient::servers_step() {
   return op->max_step;
 }
 KvTraffic KvClient::traffic() const {
-  return {impl_->bytes_sent.load(),      impl_->bytes_recv.load(),     impl_->fp32_bytes_sent.load(),
-          impl_->fp32_bytes_recv.load(), impl_->shm_bytes_sent.load(), impl_->shm_bytes_recv.load()};
+  return {impl_->counts.bytes_sent.load(),      impl_->counts.bytes_recv.load(),
+          impl_->counts.fp32_bytes_sent.load(), impl_->counts.fp32_bytes_recv.load(),
+          impl_->counts.shm_bytes_sent.load(),  impl_->counts.shm_bytes_recv.load()};
 }
 uint32_t KvClient::host() const { return impl_->opt.host; }
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }

@@ -161,6 +161,8 @@ class KvClient {
   // The step boundary at which the servers stopped the job (from the replies received so far); 0 while none did.
   // Thread-safe; set before the request whose reply carried it is done.
   int64_t stop_at() const;
+  // How far this worker pushed: its highest pushed step + 1 (dense or rows; 0 before its first push). Thread-safe.
+  int64_t steps_pushed() const;
 
   // push of step `step`, then pull for step + 1, in one round trip per server.
   Handle push_pull(const std::string& tensor, const float* grad, float* out, size_t numel, int64_t step);

@@ -35,7 +35,7 @@ void KvClient::Impl::keep_residuals_if_checkpointed(int64_t step) {
   first_pushed.compare_exchange_strong(none, step, std::memory_order_acq_rel);
   const bool periodic = opt.checkpoint_every_steps > 0 && (step + 1) % opt.checkpoint_every_steps == 0;
   const bool asked =
-      step == checkpoint_step.load() || step == stop_step.load() || (group && step == group->stop_step());
+      step == checkpoint_step.load() || step == stop_step.load() || (group() && step == group()->stop_step());
   if (periodic || asked) encoder.keep_states_after(step);
 }
 

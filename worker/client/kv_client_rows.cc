@@ -113,7 +113,7 @@ std::vector<Part> KvClient::Impl::row_parts(MessageType type, uint32_t table, co
     zmq::message_t id_frame(positions[s].size() * sizeof(uint64_t));
     auto* out = static_cast<uint64_t*>(id_frame.data());
     for (size_t k = 0; k < positions[s].size(); ++k) out[k] = ids[positions[s][k]];
-    bytes_sent += id_frame.size();
+    counts.bytes_sent += id_frame.size();
     p.frames.push_back(std::move(id_frame));
     p.row_positions = std::move(positions[s]);
     parts.push_back(std::move(p));
@@ -148,11 +148,13 @@ KvClient::Handle KvClient::row_push(uint32_t table, const uint64_t* ids, size_t 
       const size_t bytes = codec->encode(values.data(), values.size(), static_cast<uint8_t*>(encoded.data()));
       frame = zmq::message_t(encoded.data(), bytes);
     }
-    impl_->bytes_sent += frame.size();
-    impl_->fp32_bytes_sent += values.size() * sizeof(float);
+    impl_->counts.bytes_sent += frame.size();
+    impl_->counts.fp32_bytes_sent += values.size() * sizeof(float);
     p.frames.push_back(std::move(frame));
   }
-  return impl_->dispatch(op, parts);
+  const Handle h = impl_->dispatch(op, parts);
+  impl_->count_push(step);
+  return h;
 }
 
 std::string KvClient::Impl::take_rows(const Part& p, const protocol::Message& m) {
@@ -170,8 +172,8 @@ std::string KvClient::Impl::take_rows(const Part& p, const protocol::Message& m)
   for (size_t k = 0; k < p.row_positions.size(); ++k) {
     std::memcpy(p.row_out + p.row_positions[k] * p.row_dim, rows.data() + k * p.row_dim, p.row_dim * sizeof(float));
   }
-  bytes_recv += m.payloads[0].size;
-  fp32_bytes_recv += values * sizeof(float);
+  counts.bytes_recv += m.payloads[0].size;
+  counts.fp32_bytes_recv += values * sizeof(float);
   return "";
 }
 

@@ -96,6 +96,8 @@ TEST(KvClientThreads, ThreadsSharingOneClientEachGetTheirOwnReplies) {
   }
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  // What a leaving worker tells the coordinator: its highest pushed step + 1, whichever thread pushed it.
+  EXPECT_EQ(kv.steps_pushed(), kSteps);
 }
 
 // A request nobody waits for is still answered and read (by the client's I/O thread): the bytes of its reply are
@@ -107,6 +109,7 @@ TEST(KvClientThreads, RepliesNobodyWaitsForAreRead) {
   std::vector<float> w(40, 0.25f);
   kv.wait(kv.init("w", w.data(), w.size()));
   ASSERT_EQ(kv.traffic().bytes_recv, 0u);
+  EXPECT_EQ(kv.steps_pushed(), 0);  // an init and pulls push no step
   std::vector<float> out(40, 0.0f);
   const KvClient::Handle h = kv.zpull("w", out.data(), out.size(), 0);
   const auto limit = Clock::now() + std::chrono::seconds(10);
@@ -115,6 +118,7 @@ TEST(KvClientThreads, RepliesNobodyWaitsForAreRead) {
   EXPECT_EQ(kv.traffic().bytes_recv, 40 * sizeof(float));
   kv.wait(h);
   EXPECT_EQ(out, w);
+  EXPECT_EQ(kv.steps_pushed(), 0);
 }
 
 }  // namespace
