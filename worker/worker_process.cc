@@ -110,17 +110,19 @@ void report_start(ClusterClient& cluster, const Config& cfg, const trainer::Trai
 // After the loop: a stop at a checkpoint leaves with kExitStopped (the model is not final, so it is not saved); a
 // finished run's model is saved by worker 0, or, when it died, by the lowest worker still alive (every worker holds
 // the final weights it pulled; elastic jobs: the lowest live member of the last epoch). Returns the exit status.
-int end_training(ClusterClient& cluster, const trainer::Trainer& t, const JobEvents& events, models::Model& model,
-                 uint32_t rank, int64_t total_steps, const std::optional<EpochPlan>& last_plan,
-                 const std::string& run_dir) {
+// The timeline (`tracer`, null when off) is written as the worker leaves.
+int end_training(WorkerSession& worker, const trainer::Trainer& t, models::Model& model, int64_t total_steps,
+                 const std::optional<EpochPlan>& last_plan, const std::string& run_dir, const Tracer* tracer) {
+  const uint32_t rank = worker.rank();
   if (t.stopped_at() >= 0) {
     const std::string why = "stopped at step " + std::to_string(t.stopped_at()) + " of " + std::to_string(total_steps) +
                             " on SIGTERM (checkpoint.on_sigterm = checkpoint)";
     PSHARD_LOG(kInfo) << why;
-    cluster.leave(kExitStopped, why);
+    worker.leave(kExitStopped, why, tracer);
     return kExitStopped;
   }
-  const bool lowest_alive = events.lowest_alive(rank, last_plan ? last_plan->members : std::vector<uint32_t>{});
+  const bool lowest_alive =
+      worker.events().lowest_alive(rank, last_plan ? last_plan->members : std::vector<uint32_t>{});
   if (lowest_alive && !run_dir.empty()) {
     const std::string path = run_dir + "/model.bin";
     try {
@@ -129,14 +131,14 @@ int end_training(ClusterClient& cluster, const trainer::Trainer& t, const JobEve
       // Training is complete: a model that cannot be written (e.g. a full disk) makes the run's records
       // incomplete, not the job a failure; the summary says no model was saved.
       PSHARD_LOG(kError) << e.what() << ": the model was not saved, the run's records are incomplete";
-      cluster.leave(0);
+      worker.leave(0, "", tracer);
       return kExitRecordsIncomplete;
     }
     if (rank != 0)
       PSHARD_LOG(kInfo) << "saved the model to " << path << " (the workers below rank " << rank << " died)";
-    cluster.tell(ClusterClient::JobFact::kModelSaved, 0, path);
+    worker.cluster().tell(ClusterClient::JobFact::kModelSaved, 0, path);
   }
-  cluster.leave(0);
+  worker.leave(0, "", tracer);
   return 0;
 }
 
@@ -178,7 +180,7 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   std::optional<trainer::KvSync> sync;
   KvClientStopsFirst stops_first{worker};
   if (!worker.start(tensors, total_steps, StartRequest{o.start_step, o.join, o.run_dir})) {
-    cluster.leave(0);
+    worker.leave(0);
     return 0;
   }
   const int64_t start_step = opts.start_step = worker.start_step();
@@ -204,8 +206,7 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   train_reporting(t, cluster, cfg);
   // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
   if (t.stopped_at() < 0) cluster.tell(ClusterClient::JobFact::kTrained);
-  if (tracer) write_trace_file(*tracer, o.run_dir, "worker-" + std::to_string(rank), cluster.clock_offset());
-  return end_training(cluster, t, events, *setup.model, rank, total_steps, last_plan, o.run_dir);
+  return end_training(worker, t, *setup.model, total_steps, last_plan, o.run_dir, tracer.get());
 }
 
 }  // namespace
@@ -241,7 +242,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
   try {
     return train_through(worker, cfg, setup, tensors, o);
   } catch (const std::exception& e) {
-    worker.cluster().leave(1, e.what());
+    worker.leave(1, e.what());
     throw;
   }
 }

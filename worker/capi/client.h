@@ -130,12 +130,11 @@ struct pshard_client {
   // The GPU this worker uses, sampled through NVML from pshard_start (null: no GPU in view, or no NVML).
   std::unique_ptr<pshard::GpuSampler> gpu;
 
-  // How far this worker got: the run's declared length (train.epochs x steps_per_epoch; 0: not declared), the
-  // steps it pushed (the highest step + 1), which pshard_close tells the coordinator, and its last epoch report
-  // (place and label; 0 and none before the first).
+  // How far this worker got: the run's declared length (train.epochs x steps_per_epoch; 0: not declared) and its
+  // last epoch report (place and label; 0 and none before the first). The steps it pushed are its KV client's
+  // (WorkerSession::leave tells them).
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
-  std::atomic<int64_t> steps_pushed{0};
   std::atomic<int64_t> epochs_reported{0};
   std::optional<int64_t> last_label;
   std::map<std::string, double> next_figures;  // pshard_report_figure's, for the next epoch report

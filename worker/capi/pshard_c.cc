@@ -105,15 +105,6 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
     std::unique_ptr<pshard_client> owned(c);
     const bool elastic = owned->cluster->map().elastic();
     const std::string early = exit_status == 0 && elastic ? owned->left_elastic_job_early() : "";
-    // Outside elastic jobs the coordinator compares the workers' pushes (-1: this worker never started training).
-    const int64_t pushed = owned->kv && !elastic ? owned->steps_pushed.load() : -1;
-    owned->worker->close_kv();  // stops the I/O thread before the cluster client says goodbye
-    owned->kv = nullptr;
-    const std::string& run_dir = owned->env.run_dir;
-    if (owned->tracer && !run_dir.empty()) {
-      pshard::write_trace_file(*owned->tracer, run_dir, "worker-" + std::to_string(owned->rank()),
-                               owned->cluster->clock_offset());
-    }
     // A worker of an elastic job that leaves before its end did not finish it, whatever status it gives: the job's
     // failure policy decides (abort: the job fails naming it; continue: it counts as a dead worker).
     std::string why = reason ? reason : "";
@@ -122,7 +113,8 @@ int pshard_close(pshard_client* c, int exit_status, const char* reason) {
       why = early + (why.empty() ? "" : " (" + why + ")");
       PSHARD_LOG(kError) << why;
     }
-    owned->cluster->leave(exit_status, why, pushed);
+    owned->kv = nullptr;
+    owned->worker->leave(exit_status, why, owned->tracer.get());
     owned->cluster = nullptr;
     owned->worker.reset();
     return PSHARD_OK;
@@ -378,7 +370,6 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     if (!c->tables.empty()) {            // every worker declares them; the servers make the rows at the first
       c->kv->wait(c->kv->declare_tables(c->tables, static_cast<uint64_t>(cfg.get_int("run.seed"))));
     }
-    c->steps_pushed = c->start_step();
     // The timeline (trace.steps): this process's steps and requests, written to RUN_DIR/trace at pshard_close.
     const pshard::TraceWindow window = pshard::TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) {

@@ -111,7 +111,6 @@ int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* wei
     *out =
         c->track(c->kv->zpush_pull(c->tensors[static_cast<size_t>(tensor)].name, grad, weights, c->numel(tensor), step),
                  "pushPull", tensor, step);
-    raise_to(c->steps_pushed, step + 1);
     return PSHARD_OK;
   });
 }

@@ -101,7 +101,6 @@ int pshard_push_rows(pshard_client* c, int table, const uint64_t* ids, size_t n,
     } catch (const pshard::Error& e) {
       throw Failure{PSHARD_ERR_ARGUMENT, std::string("pshard: ") + e.what()};
     }
-    raise_to(c->steps_pushed, step + 1);
     return PSHARD_OK;
   });
 }

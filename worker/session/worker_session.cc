@@ -23,6 +23,11 @@ void check_start(bool elastic, const StartRequest& request, int64_t total_steps)
   }
 }
 
+int64_t steps_to_tell(bool started, bool elastic, int64_t start_step, int64_t kv_pushed) {
+  if (!started || elastic) return -1;
+  return std::max(start_step, kv_pushed);
+}
+
 WorkerSession::WorkerSession(const Config& cfg, const ClusterClient::Options& copt,
                              std::function<void(const std::string&)> on_abort)
     : cfg_(cfg), registered_(copt), cluster_(std::make_unique<ClusterClient>(copt)) {
@@ -53,6 +58,7 @@ bool WorkerSession::start(const std::vector<TensorSpec>& tensors, int64_t total_
     kind_ = StartKind::kJoined;
     start_step_ = joined_with_->first_step;
   }
+  run_dir_ = request.run_dir;
   kv_ = std::make_unique<KvClient>(
       KvClientOptions::from_config(cfg_, *cluster_, registered_, tensors, total_steps, request.run_dir));
   if (kind_ == StartKind::kJoined) return true;
@@ -95,6 +101,17 @@ void WorkerSession::announce_epoch(const EpochPlan& plan, int64_t batch, int64_t
   Json event = Json::object().set("event", "members").set("epoch", plan.epoch).set("first_step", plan.first_step);
   if (steps >= 0) event.set("steps", steps);
   cluster_->report(event.set("workers", ranks).set("batch", batch).set("global_batch", global_batch).set("lr", lr));
+}
+
+void WorkerSession::leave(int status, const std::string& why, const Tracer* tracer) {
+  if (left_) return;
+  left_ = true;
+  const int64_t pushed = steps_to_tell(started(), elastic(), start_step_, kv_ ? kv_->steps_pushed() : 0);
+  close_kv();  // stops the I/O thread before the cluster client says goodbye
+  if (tracer && !run_dir_.empty()) {
+    write_trace_file(*tracer, run_dir_, "worker-" + std::to_string(rank()), cluster_->clock_offset());
+  }
+  cluster_->leave(status, why, pushed);
 }
 
 }  // namespace pshard

@@ -14,6 +14,7 @@
 #include "common/config/config.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
+#include "common/metrics/trace.h"
 #include "worker/client/kv_client.h"
 #include "worker/session/job_events.h"
 
@@ -103,6 +104,11 @@ class WorkerSession {
   void announce_epoch(const EpochPlan& plan, int64_t batch, int64_t global_batch, int64_t steps, double lr,
                       const std::string& note = std::string());
 
+  // The end of this worker's part, with `status` (0: done; kExitStopped: stopped at a checkpoint; else failed) and
+  // `why`: writes its timeline when `tracer` is given (RUN_DIR/trace/worker-R.json, the run directory start() was
+  // given), stops the KV client and says goodbye to the coordinator with the steps it pushed (steps_to_tell). Once.
+  void leave(int status, const std::string& why = "", const Tracer* tracer = nullptr);
+
  private:
   const Config cfg_;
   JobEvents events_;  // before cluster_: its thread records into events_ until ~ClusterClient joins it
@@ -112,10 +118,17 @@ class WorkerSession {
   StartKind kind_ = StartKind::kFresh;
   int64_t start_step_ = 0;
   std::optional<EpochPlan> joined_with_;
+  std::string run_dir_;  // start()'s
+  bool left_ = false;
 };
 
 // The refusals of start(), as one function: an elastic job restarted or resumed (its epochs' members are not
 // recorded in the checkpoints), a resume past the run's end (`total_steps` > 0).
 void check_start(bool elastic, const StartRequest& request, int64_t total_steps);
+
+// The steps a leaving worker tells the coordinator it pushed, which compares the workers' counts to tell one that left
+// early from those that went on: its highest pushed step + 1, at least its start step (a resumed worker that pushed
+// nothing more); -1 (not told) when it never started, or in an elastic job, whose members train different steps.
+int64_t steps_to_tell(bool started, bool elastic, int64_t start_step, int64_t kv_pushed);
 
 }  // namespace pshard

@@ -39,5 +39,14 @@ TEST(WorkerSessionStart, AnElasticJobIsNeitherResumedNorRestarted) {
   EXPECT_NE(refusal(true, StartRequest{0, true, ""}, 0).find("cannot be restarted"), std::string::npos);
 }
 
+// What both front ends tell the coordinator as they leave (WorkerSession::leave).
+TEST(WorkerSessionLeave, AWorkerTellsItsHighestPushedStepPlusOneAtLeastItsStart) {
+  EXPECT_EQ(steps_to_tell(true, false, 0, 40), 40);
+  EXPECT_EQ(steps_to_tell(true, false, 30, 40), 40);
+  EXPECT_EQ(steps_to_tell(true, false, 30, 0), 30);  // resumed at step 30, left before pushing
+  EXPECT_EQ(steps_to_tell(false, false, 0, 0), -1);  // never started: a joiner that came too late, an error
+  EXPECT_EQ(steps_to_tell(true, true, 0, 40), -1);   // an elastic job's members train different steps
+}
+
 }  // namespace
 }  // namespace pshard
