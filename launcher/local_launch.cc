@@ -11,6 +11,7 @@
 
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/control/coordinator.h"
 #include "common/control/process_notice.h"
 #include "common/error.h"
@@ -158,7 +159,7 @@ JobTry plan_job(const LocalLaunchOptions& o, const Config& cfg, const std::strin
   plan.user_command = o.worker_program;
   // Every worker runs here: train.threads = 0 shares the cores among them (an elastic job's most workers).
   plan.workers_on_host = elastic ? o.max_workers : workers;
-  if (cfg.get_string("train.device") == "cuda" && !remote) {  // CUDA workers spread over the GPUs this launcher may use
+  if (JobShape::from_config(cfg).cuda() && !remote) {  // CUDA workers spread over the GPUs this launcher may use
     plan.worker_gpus = host_gpus(std::getenv("CUDA_VISIBLE_DEVICES"), count_nvidia_gpus());
   }
   t.security = "job token";
@@ -176,8 +177,9 @@ JobTry plan_job(const LocalLaunchOptions& o, const Config& cfg, const std::strin
 void add_local_processes(LocalJob& job, const JobTry& t, const LocalLaunchOptions& o, const Config& cfg,
                          int64_t workers) {
   const JobPlan& plan = t.plan;
-  const bool may_lose_workers = cfg.get_string("cluster.failure_policy") == "continue" || o.max_workers > 0;
-  const bool restart_workers = cfg.get_bool("cluster.restart_workers");
+  const JobShape shape = JobShape::from_config(cfg);
+  const bool may_lose_workers = shape.may_lose_workers();
+  const bool restart_workers = shape.restart_workers;
   job.add(plan.coordinator_process(plan.coordinator));
   for (size_t s = 0; s < t.server_ports.size(); ++s) {
     job.add(plan.server_process(static_cast<int64_t>(s), "tcp://127.0.0.1:" + std::to_string(t.server_ports[s])));
@@ -264,14 +266,8 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
                               int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
                               TerminalStatus& terminal) {
   if (resume_step >= 0) keep_metrics_before(run_dir, resume_step);
-  const bool elastic = o.max_workers > 0;
-  if (cfg.get_bool("cluster.restart_workers") &&
-      (!(cfg.get_string("cluster.failure_policy") == "continue" || elastic) ||
-       cfg.get_string("cluster.mode") != "sync")) {
-    throw Error(
-        "pshard launch: cluster.restart_workers = true needs cluster.failure_policy = continue and "
-        "cluster.mode = sync (a restarted worker rejoins the running sync job)");
-  }
+  const JobShape shape = JobShape::from_config(cfg);
+  const bool elastic = o.max_workers > 0;  // --workers MIN:MAX (which sets cluster.min_workers = MIN)
   JobTry t = plan_job(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, !hosts.empty());
   // A process that dies here is dead for the coordinator at once, not after cluster.heartbeat_timeout_ms: under
   // failure_policy = continue the others go on without waiting that long (over ssh the children are the agents).
@@ -285,7 +281,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     };
   }
   opt.handle_signals = true;
-  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
+  opt.forward_sigterm = shape.checkpoint_on_sigterm;
   opt.drops_workers = elastic;
   opt.grace = o.grace;
   opt.timeout = o.timeout;
@@ -300,7 +296,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ro.remote_pshard = o.remote_pshard.empty() ? self_executable() : o.remote_pshard;
     ro.ssh = remote::ssh_command(std::getenv("PSHARD_SSH"));
     ro.keys = t.keys;
-    ro.assign_gpus = cfg.get_string("train.device") == "cuda";
+    ro.assign_gpus = shape.cuda();
     ro.grace_ms = o.grace.count();
     placement = remote::add_host_processes(ro, t.plan, job);
   } else {
@@ -336,28 +332,6 @@ void check_elastic_settings(const LocalLaunchOptions& o) {
 void check_worker_program(const LocalLaunchOptions& o) {
   const std::string what = "pshard launch -- " + o.worker_program.front() + ": ";
   if (!o.worker_exe.empty()) throw Error(what + "--worker-exe and a command after -- both name the workers' program");
-}
-
-// --hosts: the settings that restart processes or let workers go are for processes this launcher supervises itself.
-void check_remote_settings(const Config& cfg) {
-  const std::string what = "--hosts: ";
-  if (cfg.get_bool("cluster.restart_workers")) {
-    throw Error(what + "cluster.restart_workers = true is not supported over ssh (use pshard launch on one host)");
-  }
-  if (cfg.get_string("cluster.server_failure_policy") == "restart") {
-    throw Error(what +
-                "cluster.server_failure_policy = restart is not supported over ssh (use pshard launch on one "
-                "host, or --resume after a failure)");
-  }
-  if (cfg.get_string("cluster.failure_policy") == "continue") {
-    throw Error(what + "cluster.failure_policy = continue is not supported over ssh: a worker's failure ends the job");
-  }
-  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") {
-    throw Error(what +
-                "checkpoint.on_sigterm = checkpoint is not supported over ssh (a stopped launcher ends the remote "
-                "processes after --grace-ms); stop such a job with SIGTERM on one host, or resume from a periodic "
-                "checkpoint");
-  }
 }
 
 // The job's size: --servers and --workers, or with --hosts the hosts' workers and by default one server per host.
@@ -398,7 +372,7 @@ Config checked_config(const LocalLaunchOptions& o, const std::string& config_pat
   Config cfg = Config::from_file(config_path, overrides);
   if (o.max_workers > 0) check_elastic_settings(o);
   if (!o.worker_program.empty()) check_worker_program(o);
-  if (remote) check_remote_settings(cfg);
+  if (remote) JobShape::from_config(cfg).check_over_ssh();
   (void)TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");  // a bad window fails here
   return cfg;
 }
@@ -470,7 +444,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
       throw;
     }
   }
-  const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
+  const bool restart_servers = JobShape::from_config(cfg).restart_servers;
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
   int64_t restarts = 0;
   if (restart_servers && cfg.get_int("checkpoint.every_steps") == 0) {

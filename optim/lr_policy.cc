@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 
 namespace pshard::optim {
@@ -13,11 +14,10 @@ LrPolicy LrPolicy::from_config(const Config& cfg) {
   p.base_lr = static_cast<float>(cfg.get_double("optimizer.lr"));
   p.shape = LrScheduleParams::from_config(cfg);
   p.batch_size = cfg.get_int("train.batch_size");
-  const uint32_t min_workers = static_cast<uint32_t>(cfg.get_int("cluster.min_workers"));
-  if (min_workers > 0) {
-    const bool global = cfg.get_string("cluster.elastic_batch") == "global";
-    p.global_batch = global ? GlobalBatch::kFixedWorkers : GlobalBatch::kStepWorkers;
-    p.fixed_workers = global ? min_workers : 0;
+  const JobShape job = JobShape::from_config(cfg);
+  if (job.elastic()) {
+    p.global_batch = job.elastic_global_batch ? GlobalBatch::kFixedWorkers : GlobalBatch::kStepWorkers;
+    p.fixed_workers = job.elastic_global_batch ? job.min_workers : 0;
   }
   return p;
 }

@@ -13,6 +13,7 @@
 
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/run/node_env.h"
@@ -246,6 +247,7 @@ int serve_in_job(const ServerProcessOptions& o, const Config& cfg, KvServerOptio
         cluster.report(stall_event(r));
       }
     };
+    const JobShape job = JobShape::from_config(cfg);
     const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
     if (!window.empty()) opt.tracer = std::make_shared<Tracer>(window, "server " + std::to_string(opt.rank));
     // The server's checkpoints (a restore, and the steps it closes); the checkpointer outlives the server's threads.
@@ -257,10 +259,9 @@ int serve_in_job(const ServerProcessOptions& o, const Config& cfg, KvServerOptio
     }
     KvServer server(opt);
     PSHARD_LOG(kInfo) << "serving on " << server.endpoint() << " for " << opt.num_workers << " workers ("
-                      << cfg.get_string("cluster.mode") << ", " << opt.optimizer->name() << ")";
+                      << job.mode_name() << ", " << opt.optimizer->name() << ")";
     Outcome outcome;
-    follow_job(cluster, server, outcome,
-               cfg.get_string("cluster.failure_policy") == "continue" || cluster.map().elastic());
+    follow_job(cluster, server, outcome, job.may_lose_workers() || cluster.map().elastic());
     return stop_and_leave(cluster, server, checkpointer, opt, outcome, o.run_dir);
   } catch (const std::exception& e) {
     cluster.leave(1, e.what());

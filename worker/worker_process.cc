@@ -13,6 +13,7 @@
 
 #include "common/compression/settings.h"
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/keys/slice_layout.h"
@@ -57,33 +58,32 @@ trainer::TrainerOptions trainer_options(const Config& cfg, uint32_t rank, uint32
 // An elastic job's epochs: a member waits at an epoch's start for the others to finish the epoch before, and for
 // workers to join when fewer than min_workers are left (WorkerSession::enter_epoch); each epoch's plan sets the global
 // batch, and its lowest member reports it.
-void plan_elastic_epochs(trainer::TrainerOptions& opts, WorkerSession& worker, const Config& cfg,
-                         std::optional<trainer::KvSync>& sync, std::optional<EpochPlan>& last_plan) {
+void plan_elastic_epochs(trainer::TrainerOptions& opts, WorkerSession& worker, std::optional<EpochPlan>& last_plan) {
   opts.plan_epoch = [&worker](int64_t epoch, int64_t step) { return worker.enter_epoch(epoch, step); };
   opts.joining = worker.joined_with();
   opts.joined = [&worker](int64_t epoch) { worker.cluster().epoch_joined(epoch); };
   // cluster.elastic_batch = global: the global batch stays that of the fewest workers, whoever trains.
-  const bool fixed_global = cfg.get_string("cluster.elastic_batch") == "global";
+  const bool fixed_global = worker.job().elastic_global_batch;
   if (fixed_global) opts.elastic_global_batch = opts.batch_size * static_cast<int64_t>(worker.first_world());
   const int64_t elastic_global_batch = opts.elastic_global_batch;
-  opts.on_plan = [&worker, &sync, &last_plan, fixed_global, elastic_global_batch](const EpochPlan& plan, int64_t steps,
-                                                                                  int64_t batch) {
+  opts.on_plan = [&worker, &last_plan, fixed_global, elastic_global_batch](const EpochPlan& plan, int64_t steps,
+                                                                           int64_t batch) {
     last_plan = plan;
     const int64_t global = batch * static_cast<int64_t>(plan.members.size());
-    sync->set_epoch_members(static_cast<uint32_t>(plan.members.size()));
+    worker.follow_members(static_cast<uint32_t>(plan.members.size()));
     const std::string rounded = fixed_global && global != elastic_global_batch
                                     ? " (" + std::to_string(elastic_global_batch) + " / " +
                                           std::to_string(plan.members.size()) + " rounded down)"
                                     : std::string();
-    worker.announce_epoch(plan, batch, global, steps, sync->lr_at(plan.first_step), rounded);
+    worker.announce_epoch(plan, batch, global, steps, worker.lr_at(plan.first_step), rounded);
   };
 }
 
 // Loss scaling in a sync job: every worker skips a step whose gradients some worker found not finite, so that no
 // server applies a part of it (async and SSP workers skip their own such steps alone).
 void vote_on_skipped_steps(trainer::KvSync& sync, const trainer::TrainerOptions& opts, const Config& cfg,
-                           ClusterClient& cluster, bool join) {
-  if (!opts.loss_scaler.active() || cfg.get_string("cluster.mode") != "sync") return;
+                           WorkerSession& worker, bool join) {
+  if (!opts.loss_scaler.active() || !worker.job().sync()) return;
   if (join) {
     throw Error(
         "pshard worker: a worker rejoining the job cannot take part in the vote on each step to skip "
@@ -91,6 +91,7 @@ void vote_on_skipped_steps(trainer::KvSync& sync, const trainer::TrainerOptions&
         std::string(trainer::loss_scaling_name(opts.loss_scaler.mode())) + ")");
   }
   const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms"));
+  ClusterClient& cluster = worker.cluster();
   sync.set_vote([&cluster, wait](bool finite) { return !cluster.barrier_vote("finite gradients", !finite, wait); });
 }
 
@@ -98,7 +99,7 @@ void vote_on_skipped_steps(trainer::KvSync& sync, const trainer::TrainerOptions&
 void report_start(ClusterClient& cluster, const Config& cfg, const trainer::TrainingSetup& setup,
                   const trainer::TrainerOptions& opts, uint32_t world, int64_t steps_per_epoch, int64_t start_step) {
   PSHARD_LOG(kInfo) << trainer::describe_setup(cfg, setup) << "; " << world << " workers x batch " << opts.batch_size
-                    << ", " << steps_per_epoch << " steps per epoch, mode " << cfg.get_string("cluster.mode");
+                    << ", " << steps_per_epoch << " steps per epoch, mode " << JobShape::from_config(cfg).mode_name();
   if (!setup.init_report.empty()) PSHARD_LOG(kInfo) << setup.init_report;
   StartEvent start =
       StartEvent::from_config(cfg, cfg.get_string("model.name"), opts.batch_size, world, steps_per_epoch);
@@ -145,8 +146,8 @@ int end_training(WorkerSession& worker, const trainer::Trainer& t, models::Model
 // Runs the training loop, reporting each logged step and each epoch to the coordinator. Every worker logs its steps:
 // the step-time spread across workers shows stragglers. A CUDA worker's epochs carry its GPU's utilisation and
 // memory, sampled through NVML while it trains (none without NVML).
-void train_reporting(trainer::Trainer& t, ClusterClient& cluster, const Config& cfg) {
-  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
+void train_reporting(trainer::Trainer& t, ClusterClient& cluster, const JobShape& job) {
+  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(job.cuda());
   t.run([&cluster](const trainer::StepEvent& s) { cluster.report(s.to_json()); },
         [&cluster, &gpu](const WorkerEpochReport& epoch) {
           WorkerEpochReport r = epoch;
@@ -185,15 +186,15 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   }
   const int64_t start_step = opts.start_step = worker.start_step();
   const bool joined = worker.start_kind() == StartKind::kJoined;
-  sync.emplace(worker.kv(), rank, cfg, world, total_steps);
+  sync.emplace(worker.kv(), rank, cfg, [&worker](int64_t step) { return worker.lr_at(step); });
   sync->set_start_step(start_step);
   sync->set_rejoin(worker.counted_from_start());
   std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last
-  if (elastic) plan_elastic_epochs(opts, worker, cfg, sync, last_plan);
+  if (elastic) plan_elastic_epochs(opts, worker, last_plan);
   JobEvents& events = worker.events();
   sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
-  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") sync->set_stop_signal(&g_sigterm);
-  vote_on_skipped_steps(*sync, opts, cfg, cluster, o.join);
+  if (worker.job().checkpoint_on_sigterm) sync->set_stop_signal(&g_sigterm);
+  vote_on_skipped_steps(*sync, opts, cfg, worker, o.join);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");
@@ -203,7 +204,7 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
     sync->set_tracer(tracer.get());
   }
   if (rank == 0 && !o.join && !joined) report_start(cluster, cfg, setup, opts, world, t.steps_per_epoch(), start_step);
-  train_reporting(t, cluster, cfg);
+  train_reporting(t, cluster, worker.job());
   // Every step pushed: a death from here on (before the model is saved, before leaving) costs the job nothing.
   if (t.stopped_at() < 0) cluster.tell(ClusterClient::JobFact::kTrained);
   return end_training(worker, t, *setup.model, total_steps, last_plan, o.run_dir, tracer.get());
@@ -216,7 +217,7 @@ int run_worker_process(const WorkerProcessOptions& o) {
 
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
-  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint") std::signal(SIGTERM, on_sigterm);
+  if (JobShape::from_config(cfg).checkpoint_on_sigterm) std::signal(SIGTERM, on_sigterm);
   trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
 
   std::vector<TensorSpec> tensors;

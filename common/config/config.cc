@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/config/job_shape.h"
 #include "common/config/schema.h"
 #include "common/error.h"
-#include "common/metrics/trace.h"
 #include "common/util/binary_file.h"
 
 namespace pshard {
@@ -38,114 +38,6 @@ std::string format_double(double v) {
 
 void check_range(const ConfigKey& k, double v, const std::string& origin) {
   if (!in_range(k, v)) fail(origin, k.key, "value " + format_double(v) + " is out of range " + range_text(k));
-}
-
-// At most this many values in one synthetic image (64 MiB of float32): a larger sample cannot be a batch's.
-constexpr int64_t kMaxSampleValues = int64_t{1} << 24;
-
-// An elastic job (cluster.min_workers > 0, which pshard launch --workers MIN:MAX sets) changes its members between
-// epochs: what needs a fixed membership, or a checkpoint of who trained, is refused for it.
-void check_elastic(const Config& cfg, const std::string& origin) {
-  const std::string job = " in an elastic job (cluster.min_workers > 0, pshard launch --workers MIN:MAX)";
-  if (cfg.get_string("cluster.mode") != "sync") {
-    fail(origin, "cluster.mode",
-         "'" + cfg.get_string("cluster.mode") + "'" + job +
-             ": it needs cluster.mode = sync: async and SSP workers already train with whichever workers push, so "
-             "add or drop workers there with a fixed --workers and cluster.failure_policy = continue");
-  }
-  if (cfg.get_string("train.loss_scaling") != "none") {
-    fail(origin, "train.loss_scaling",
-         "'" + cfg.get_string("train.loss_scaling") + "'" + job +
-             ": the workers' vote on each step to skip assumes a fixed membership; use a fixed --workers, or "
-             "train.loss_scaling = none");
-  }
-  if (cfg.get_bool("cluster.restart_workers")) {
-    fail(origin, "cluster.restart_workers",
-         "true" + job +
-             ": cluster.restart_workers is for a fixed number of workers: here a new worker joins "
-             "instead (pshard join)");
-  }
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"cluster.server_failure_policy", "restart"},
-                                   {"checkpoint.on_sigterm", "checkpoint"}}) {
-    if (cfg.get_string(key) == value) {
-      fail(origin, key,
-           "'" + value + "'" + job +
-               ": it resumes the job from a checkpoint, which an elastic job cannot do (its epochs' members are not "
-               "in its checkpoints)");
-    }
-  }
-}
-
-void check_host_aggregation(const Config& cfg, const std::string& origin) {
-  if (cfg.get_string("cluster.host_aggregation") != "always") return;
-  std::string needs;
-  for (const std::string& n : host_aggregation_needs(cfg)) needs += (needs.empty() ? "" : ", ") + n;
-  if (!needs.empty()) {
-    fail(origin, "cluster.host_aggregation",
-         "always needs " + needs +
-             " (a host's sum counts for all its workers in one sync step, each worker's own "
-             "state aside)");
-  }
-}
-
-// What each key's own range cannot say: values that are only wrong together, checked once every file and --set
-// is in, so that every entry point (config --check, launch, train, the servers, the workers) refuses them alike.
-void check_together(const Config& cfg, const std::string& origin) {
-  if (cfg.get_string("lr_schedule.name") == "cosine" &&
-      cfg.get_double("lr_schedule.min_lr") > cfg.get_double("optimizer.lr")) {
-    fail(origin, "lr_schedule.min_lr",
-         format_double(cfg.get_double("lr_schedule.min_lr")) + " is above optimizer.lr = " +
-             format_double(cfg.get_double("optimizer.lr")) + ": the cosine schedule decays from lr down to min_lr");
-  }
-  // An elastic job (pshard launch --workers MIN:MAX sets cluster.min_workers) has no length in steps before it runs:
-  // who trains each epoch decides it.
-  if (cfg.get_int("cluster.min_workers") > 0 && cfg.get_string("lr_schedule.name") == "cosine" &&
-      cfg.get_int("lr_schedule.total_steps") == 0) {
-    fail(origin, "lr_schedule.total_steps",
-         "0 (the run's length) with a cosine schedule in an elastic job (cluster.min_workers > 0, pshard launch "
-         "--workers MIN:MAX): its length in steps depends on who trains each epoch; set lr_schedule.total_steps, or "
-         "use another lr_schedule.name");
-  }
-  if (cfg.get_int("cluster.min_workers") > 0) check_elastic(cfg, origin);
-  check_host_aggregation(cfg, origin);
-  if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
-    fail(origin, "cluster.heartbeat_interval_ms",
-         std::to_string(cfg.get_int("cluster.heartbeat_interval_ms")) +
-             " is not shorter than cluster.heartbeat_timeout_ms = " +
-             std::to_string(cfg.get_int("cluster.heartbeat_timeout_ms")) +
-             ": every node would be declared dead between two heartbeats");
-  }
-  int64_t values = 1;  // each dimension is at most 65536 (its range): no product below overflows
-  std::string shape;
-  for (int64_t d : cfg.get_int_list("data.image_shape")) {
-    shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    values = std::min(values * d, kMaxSampleValues + 1);
-  }
-  if (values > kMaxSampleValues) {
-    fail(origin, "data.image_shape",
-         "[" + shape + "] holds more than " + std::to_string(kMaxSampleValues) +
-             " values per sample (64 MiB of float32): lower the shape");
-  }
-  (void)TraceWindow::parse(cfg.get_string("trace.steps"), "config " + origin + ": key 'trace.steps'");
-  const std::string precision = cfg.get_string("train.precision");
-  if (precision != "fp32" && cfg.get_string("train.device") == "cuda") {
-    fail(origin, "train.precision",
-         precision +
-             " runs on CPU only (bf16: oneDNN's AVX512_BF16/AMX kernels); the CUDA backend computes in fp32 "
-             "only: use train.device = cpu or train.precision = fp32");
-  }
-  const std::string scaling = cfg.get_string("train.loss_scaling");
-  if (scaling != "none") {
-    if (cfg.get_string("train.device") == "cuda") {
-      fail(origin, "train.loss_scaling",
-           "loss scaling runs on CPU workers only (the CUDA backend computes in fp32): set it to none for cuda");
-    }
-    if (cfg.get_bool("cluster.restart_workers")) {
-      fail(origin, "train.loss_scaling",
-           "a worker restarted by cluster.restart_workers cannot take part in the workers' vote on each step to "
-           "skip: set cluster.restart_workers = false, or train.loss_scaling = none");
-    }
-  }
 }
 
 // The update rules' own defaults, as torch.optim has them, for the keys a config leaves unset: the schema's defaults
@@ -379,16 +271,6 @@ void collect(const toml::table& table, const std::string& prefix, const std::str
 
 }  // namespace
 
-std::vector<std::string> host_aggregation_needs(const Config& cfg) {
-  std::vector<std::string> needs;
-  if (cfg.get_string("cluster.mode") != "sync") needs.push_back("cluster.mode = sync");
-  if (cfg.get_string("cluster.failure_policy") != "abort") needs.push_back("cluster.failure_policy = abort");
-  if (cfg.get_int("cluster.min_workers") > 0) needs.push_back("cluster.min_workers = 0");
-  if (cfg.get_bool("cluster.restart_workers")) needs.push_back("cluster.restart_workers = false");
-  if (cfg.get_string("cluster.compression") != "none") needs.push_back("cluster.compression = none");
-  return needs;
-}
-
 Config Config::defaults() {
   Config cfg;
   cfg.origin_ = "<defaults>";
@@ -414,7 +296,7 @@ Config Config::from_string(const std::string& toml_text, const std::string& orig
   collect(table, "", origin, &cfg.values_, &cfg.explicit_);
   for (const std::string& o : overrides) cfg.set(o);
   apply_derived_defaults(cfg.values_, cfg.explicit_);
-  check_together(cfg, origin);
+  check_job_rules(cfg, origin);
   return cfg;
 }
 

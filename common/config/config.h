@@ -47,10 +47,4 @@ class Config {
   std::map<std::string, bool> explicit_;       // keys set by file/override
 };
 
-// What one push per host (cluster.host_aggregation) needs of a job that `cfg` does not give it, as the settings it
-// needs ("cluster.mode = sync", ...); empty when it may run. A host's sum counts for all its workers in one sync
-// step, each worker's own state aside. With `always` any need is refused when the config is read; `auto` then leaves
-// the workers pushing their own.
-std::vector<std::string> host_aggregation_needs(const Config& cfg);
-
 }  // namespace pshard

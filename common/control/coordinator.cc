@@ -15,6 +15,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/config/job_shape.h"
 #include "common/control/barriers.h"
 #include "common/control/control_codec.h"
 #include "common/control/epoch_plans.h"
@@ -57,10 +58,9 @@ Coordinator::Options Coordinator::Options::from_config(const Config& config, uin
   Options o;
   o.num_servers = num_servers;
   o.num_workers = num_workers;
-  o.min_workers = static_cast<uint32_t>(config.get_int("cluster.min_workers"));
-  o.failure_policy = config.get_string("cluster.failure_policy") == "continue" || o.min_workers > 0
-                         ? FailurePolicy::kContinue
-                         : FailurePolicy::kAbort;
+  const JobShape job = JobShape::from_config(config);
+  o.min_workers = job.min_workers;
+  o.failure_policy = job.may_lose_workers() ? FailurePolicy::kContinue : FailurePolicy::kAbort;
   o.heartbeat_interval = milliseconds(config.get_int("cluster.heartbeat_interval_ms"));
   o.heartbeat_timeout = milliseconds(config.get_int("cluster.heartbeat_timeout_ms"));
   o.rendezvous_timeout = milliseconds(config.get_int("cluster.rendezvous_timeout_ms"));
@@ -70,7 +70,7 @@ Coordinator::Options Coordinator::Options::from_config(const Config& config, uin
 }
 
 struct Coordinator::Impl {
-  enum class Phase { kRendezvous, kRunning, kShuttingDown, kDone };
+  using Phase = JobPhase;
 
   explicit Impl(const Options& options) : opt(options) {
     // An elastic job drops a dead worker: failure policy continue, whatever the options said.
@@ -316,36 +316,31 @@ struct Coordinator::Impl {
     finish_ran_to_end();
   }
 
-  // A node died (silent, or left with a failure status) or is stuck (`verdict`): apply the failure policy.
+  // A node died (silent, or left with a failure status) or is stuck (`verdict`): acts on failure_verdict.
   void on_node_failed(Peer& p, const std::string& why, const char* verdict = "dead") {
     p.state = Peer::State::kDead;
     if (p.info.role == NodeRole::kWorker) worker_lost_why[p.info.rank] = why;
     if (phase != Phase::kDone) metrics.on_node_failed(p.info, verdict, why);  // the summary stays the last line
-    std::string reason = cc::describe(p.info) + " is " + verdict + ": " + why;
-    if (p.info.role == NodeRole::kWorker && p.trained && phase == Phase::kRunning) {
-      // It pushed the job's last step: its part is done, under any policy. Under continue the others are told, so
-      // that the lowest live worker saves the model when it was worker 0.
-      PSHARD_LOG(kWarn) << reason << ", after it had pushed the job's last step: counted as finished";
-      if (opt.failure_policy == FailurePolicy::kContinue) liveness.announce_dead(p, why);
-      epochs.worker_gone(p);
-      barriers.release_complete();
-      abort_if_barriers_stalled();
-      metrics.flush_epochs();
-      maybe_shutdown();
-      return;
+    const FailedNode node{p.info.role == NodeRole::kServer, p.info.role == NodeRole::kWorker && p.trained};
+    const FailureVerdict v = failure_verdict(node, phase, opt.failure_policy == FailurePolicy::kContinue,
+                                             cc::describe(p.info) + " is " + verdict + ": " + why);
+    switch (v.kind) {
+      case FailureVerdict::Kind::kCountedFinished:
+        // Under continue the others are told, so that the lowest live worker saves the model when it was worker 0.
+        PSHARD_LOG(kWarn) << v.reason << ", after it had pushed the job's last step: counted as finished";
+        if (opt.failure_policy == FailurePolicy::kContinue) liveness.announce_dead(p, why);
+        break;
+      case FailureVerdict::Kind::kDuringShutdown:
+        PSHARD_LOG(kWarn) << v.reason << " (during shutdown)";
+        maybe_finish_shutdown();
+        return;
+      case FailureVerdict::Kind::kAbort: abort_job(v.reason, &p.info); return;
+      case FailureVerdict::Kind::kContinue:
+        PSHARD_LOG(kWarn) << v.reason << "; continuing with the other workers (cluster.failure_policy = continue)";
+        liveness.announce_dead(p, std::string(verdict) == "dead" ? why : verdict + (": " + why));
+        break;
     }
-    if (phase == Phase::kShuttingDown) {
-      PSHARD_LOG(kWarn) << reason << " (during shutdown)";
-      maybe_finish_shutdown();
-      return;
-    }
-    if (std::optional<std::string> abort_reason = liveness.abort_reason(p, reason)) {
-      abort_job(*abort_reason, &p.info);
-      return;
-    }
-    PSHARD_LOG(kWarn) << reason << "; continuing with the other workers (cluster.failure_policy = continue)";
-    liveness.announce_dead(p, std::string(verdict) == "dead" ? why : verdict + (": " + why));
-    // The dead worker no longer holds up a barrier, an epoch's start or an epoch line.
+    // The worker no longer holds up a barrier, an epoch's start or an epoch line.
     epochs.worker_gone(p);
     barriers.release_complete();
     abort_if_barriers_stalled();

@@ -1,7 +1,18 @@
-// The coordinator's verdict on a job's end (job_verdict.h).
+// The coordinator's verdicts on a node's failure and on a job's end (job_verdict.h).
 #include "common/control/job_verdict.h"
 
 namespace pshard {
+
+FailureVerdict failure_verdict(const FailedNode& node, JobPhase phase, bool continue_policy,
+                               const std::string& reason) {
+  using Kind = FailureVerdict::Kind;
+  if (!node.server && node.trained && phase == JobPhase::kRunning) return {Kind::kCountedFinished, reason};
+  if (phase == JobPhase::kShuttingDown) return {Kind::kDuringShutdown, reason};
+  if (!continue_policy) return {Kind::kAbort, reason + " (cluster.failure_policy = abort)"};
+  // The servers hold the only copy of their slices: the job cannot go on without one.
+  if (node.server) return {Kind::kAbort, reason + " (a dead server always ends the job)"};
+  return {Kind::kContinue, reason};
+}
 
 JobVerdict workers_done(const std::vector<WorkerRecord>& workers, uint32_t num_workers) {
   uint32_t left_ok = 0;

@@ -1,6 +1,7 @@
-// The coordinator's verdict on a job's end, as pure functions of what it knows of the workers: is the job still
-// running, finished, finished without some workers, stopped at a checkpoint, or over because every worker died; and
-// why, in the words the log and the summary carry. Tested without sockets (job_verdict_test).
+// The coordinator's verdicts, as pure functions of what it knows of the job: what a node's failure does to the job
+// (failure_verdict), and whether the job is still running, finished, finished without some workers, stopped at a
+// checkpoint, or over because every worker died; and why, in the words the log and the summary carry. Tested without
+// sockets (job_verdict_test); the coordinator only acts on them.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,30 @@ struct JobVerdict {
   Kind kind = Kind::kRunning;
   std::string reason;  // empty while running
 };
+
+// A node that died (silent, or left with a failure status), is stuck, or left short of the others' pushes.
+struct FailedNode {
+  bool server = false;   // a server (else a worker)
+  bool trained = false;  // a worker that pushed the job's last step
+};
+
+// Where the job stands when a node fails.
+enum class JobPhase { kRendezvous, kRunning, kShuttingDown, kDone };
+
+struct FailureVerdict {
+  enum class Kind {
+    kCountedFinished,  // a worker that had pushed the job's last step: its part is done, under any policy
+    kDuringShutdown,   // the job was ending anyway: nothing to decide
+    kAbort,            // the job ends: cluster.failure_policy = abort, or a dead server (its slices' only copy)
+    kContinue,         // the others go on without it (cluster.failure_policy = continue, or an elastic job)
+  };
+  Kind kind = Kind::kContinue;
+  std::string reason;  // kAbort: the abort's reason, naming the policy; else `reason` as given
+};
+
+// What a node's failure does to the job, `reason` saying what happened to it ("worker 1 (host:pid) is dead: ..."),
+// under cluster.failure_policy (`continue_policy`: continue, or an elastic job).
+FailureVerdict failure_verdict(const FailedNode& node, JobPhase phase, bool continue_policy, const std::string& reason);
 
 // While the job runs: kRunning while a worker is live (a joiner waiting for an epoch aside); then kAllDead ("every
 // worker is dead") when none left successfully, else kFinished ("job finished: L of N workers left successfully"),

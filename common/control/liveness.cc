@@ -27,15 +27,6 @@ std::string Liveness::silence() const {
   return "no heartbeat for " + std::to_string(opt_.heartbeat_timeout.count()) + " ms";
 }
 
-std::optional<std::string> Liveness::abort_reason(const Peer& dead, const std::string& reason) const {
-  if (opt_.failure_policy == Coordinator::FailurePolicy::kAbort) {
-    return reason + " (cluster.failure_policy = abort)";
-  }
-  // The servers hold the only copy of their slices: the job cannot go on without one.
-  if (dead.info.role == NodeRole::kServer) return reason + " (a dead server always ends the job)";
-  return std::nullopt;
-}
-
 void Liveness::announce_dead(const Peer& dead, const std::string& why) {
   capnp::MallocMessageBuilder b;
   auto nd = b.initRoot<control::ControlMessage>().initNodeDead();

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +27,6 @@ class Liveness {
   // Why a silent node is dead: "no heartbeat for 5000 ms".
   std::string silence() const;
 
-  // The failure policy: why the death of `dead` (`reason`: "worker 1 (...) is dead: ...") ends the
-  // job, or nullopt when the job goes on without it (a worker, under failure policy continue).
-  std::optional<std::string> abort_reason(const Peer& dead, const std::string& reason) const;
   // Tells every live node that `dead` is gone (nodeDead, with `why`).
   void announce_dead(const Peer& dead, const std::string& why);
   // To the servers (under any failure policy): `left`, a worker, left cleanly after its pushes (Peer::pushed) while

@@ -2,6 +2,7 @@
 #include "common/metrics/start_event.h"
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 
 namespace pshard {
 
@@ -13,7 +14,7 @@ StartEvent StartEvent::from_config(const Config& cfg, const std::string& model, 
   e.lr = cfg.get_double("optimizer.lr");
   e.batch_size = batch_size;
   e.global_batch = batch_size * workers;
-  e.mode = cfg.get_string("cluster.mode");
+  e.mode = JobShape::from_config(cfg).mode_name();
   e.epochs = cfg.get_int("train.epochs");
   e.steps_per_epoch = steps_per_epoch;
   return e;

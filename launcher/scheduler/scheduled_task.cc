@@ -12,6 +12,7 @@
 
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/control/coordinator.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
@@ -288,7 +289,7 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   job_plan.resume_step = resume_step;
   const char* env_token = getenv("PSHARD_JOB_TOKEN");
   const std::string given_token = env_token != nullptr ? env_token : "";
-  const bool restart_servers = cfg.get_string("cluster.server_failure_policy") == "restart";
+  const bool restart_servers = JobShape::from_config(cfg).restart_servers;
   const int64_t max_restarts = cfg.get_int("cluster.max_restarts");
   const auto wait_limit = std::chrono::milliseconds(cfg.get_int("cluster.rendezvous_timeout_ms"));
   for (int64_t round = 0;; ++round) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 
 namespace pshard {
@@ -37,12 +38,13 @@ int KvServerOptions::resolve_io_threads(int io_threads, uint32_t num_workers, un
 
 KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   KvServerOptions o;
-  o.mode = consistency_from_string(cfg.get_string("cluster.mode"));
+  const JobShape job = JobShape::from_config(cfg);
+  o.mode = consistency_from_string(job.mode_name());
   o.staleness = cfg.get_int("cluster.staleness");
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
   o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
   o.io_threads = static_cast<int>(cfg.get_int("cluster.server_io_threads"));
-  o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
+  o.transport = transport::parse_payload_transport(job.transport);
   optim::OptimizerParams params = optim::OptimizerParams::from_config(cfg);
   o.optimizer = optim::make_optimizer(params);
   // The tables' rule (config.cc resolved embedding.lr and embedding.eps from optimizer.* or the rule's defaults).
@@ -57,28 +59,12 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   // The global batch (linear scaling rule) needs W and a cosine schedule the run's length: the schedule is built at
   // the first init, when both are known.
   o.lr = optim::LrPolicy::from_config(cfg);
-  const uint32_t min_workers = static_cast<uint32_t>(cfg.get_int("cluster.min_workers"));
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   const std::chrono::milliseconds request_timeout(cfg.get_int("cluster.request_timeout_ms"));
   o.stall_stuck = stuck_after(request_timeout);
   o.stall_give_up = give_up_before(request_timeout);
-  if ((o.checkpoint_every_steps > 0 || cfg.get_double("checkpoint.every_seconds") > 0) && o.mode != Consistency::kBsp) {
-    throw Error(
-        "checkpoint.every_steps / every_seconds need cluster.mode = sync (checkpoints are taken at step "
-        "boundaries)");
-  }
-  if (min_workers > 0 && o.mode != Consistency::kBsp) {
-    throw Error(
-        "cluster.min_workers (an elastic number of workers) needs cluster.mode = sync: its members change at epoch "
-        "starts, which async and SSP workers do not share (they already run with whichever workers push)");
-  }
-  if (cfg.get_string("checkpoint.on_sigterm") == "checkpoint" && o.mode != Consistency::kBsp) {
-    throw Error(
-        "checkpoint.on_sigterm = checkpoint needs cluster.mode = sync (the job stops at a step boundary that every "
-        "server checkpoints)");
-  }
   return o;
 }
 

@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "common/config/job_shape.h"
 #include "common/config/schema.h"
 #include "common/error.h"
 
 namespace {
 
 using pshard::Config;
+using pshard::JobShape;
 
 std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
   try {
@@ -194,7 +196,7 @@ TEST(Config, ElasticJobsRefuseWhatNeedsAFixedMembership) {
 
 // One push per host is refused with the config when it is forced on a job it cannot serve (naming every setting it
 // needs, a bf16 job's derived compression among them), so that no worker has started when the job fails; `auto`
-// leaves such a job pushing per worker, and host_aggregation_needs says why.
+// leaves such a job pushing per worker, and JobShape::host_aggregation_needs says why.
 TEST(Config, ForcedHostAggregationNamesWhatTheJobLacks) {
   const std::string why = error_of("", {"cluster.host_aggregation=always", "cluster.mode=async",
                                         "cluster.failure_policy=continue", "train.precision=bf16"});
@@ -203,14 +205,15 @@ TEST(Config, ForcedHostAggregationNamesWhatTheJobLacks) {
             std::string::npos)
       << why;
   const Config elastic = Config::from_string("", "t.toml", {"cluster.min_workers=2"});
-  EXPECT_EQ(host_aggregation_needs(elastic), std::vector<std::string>{"cluster.min_workers = 0"});
+  EXPECT_EQ(JobShape::from_config(elastic).host_aggregation_needs(),
+            std::vector<std::string>{"cluster.min_workers = 0"});
   EXPECT_NE(error_of("", {"cluster.min_workers=2", "cluster.host_aggregation=always"})
                 .find("always needs cluster.min_workers = 0"),
             std::string::npos);
   const std::vector<std::string> restart = {"cluster.restart_workers=true", "cluster.failure_policy=continue"};
-  EXPECT_EQ(host_aggregation_needs(Config::from_string("", "t.toml", restart)),
+  EXPECT_EQ(JobShape::from_config(Config::from_string("", "t.toml", restart)).host_aggregation_needs(),
             (std::vector<std::string>{"cluster.failure_policy = abort", "cluster.restart_workers = false"}));
-  EXPECT_TRUE(host_aggregation_needs(Config::defaults()).empty());
+  EXPECT_TRUE(JobShape::from_config(Config::defaults()).host_aggregation_needs().empty());
   EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.host_aggregation=always"}));
   EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.mode=async"}));  // auto: off for this job
 }

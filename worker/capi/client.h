@@ -21,7 +21,6 @@
 #include "common/metrics/gpu_sampler.h"
 #include "common/metrics/trace.h"
 #include "common/run/node_env.h"
-#include "optim/lr_policy.h"
 #include "worker/capi/pshard_c.h"
 #include "worker/client/kv_client.h"
 #include "worker/session/worker_session.h"
@@ -89,12 +88,7 @@ struct pshard_client {
   std::vector<pshard::TensorSpec> tensors;  // KV names carry the shape: "fc1.weight[256,784]"
   std::vector<std::string> names;           // as declared
   std::vector<pshard::TableSpec> tables;    // embedding tables (pshard_add_table), sent to the servers at pshard_start
-  // The job's learning-rate policy (the servers apply it) and the schedule of the global batch this worker trains in
-  // (pshard_start: the job's workers; an elastic epoch: its members), from which the reported learning rate comes.
-  // The global batch is the workers x train.batch_size, as the servers count it, whatever the program's own batch.
-  pshard::optim::LrPolicy lr;
-  std::unique_ptr<pshard::optim::LrSchedule> schedule;
-  int64_t log_every = 50;  // train.log_every; 0: no step events
+  int64_t log_every = 50;                   // train.log_every; 0: no step events
   // Where this worker starts (pshard_start; WorkerSession::start): 0, a resumed run's step (PSHARD_START_STEP), a
   // joiner's first epoch's first step or, for a restarted worker (PSHARD_REJOIN), a step boundary the running workers
   // have not reached. A rejoining or joining worker's first pull of each tensor at that step is a join (the servers

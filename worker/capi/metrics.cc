@@ -61,7 +61,7 @@ int pshard_report_step(pshard_client* c, int64_t epoch, int64_t step, double los
     s.epoch = epoch;
     s.step = step;
     s.loss = loss;
-    s.lr = c->schedule->lr_at(step);
+    s.lr = c->worker->lr_at(step);
     s.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
     c->cluster->report(s.to_json());
     return PSHARD_OK;
@@ -175,7 +175,7 @@ int pshard_report_epoch(pshard_client* c, const pshard_epoch_report* report) {
     c->reported_traffic = now;
     c->reported_step = report->step;
     r.wall_s = std::chrono::duration<double>(Clock::now() - c->connected_at).count();
-    r.lr = c->schedule->lr_at(std::max<int64_t>(report->step - 1, 0));
+    r.lr = c->worker->lr_at(std::max<int64_t>(report->step - 1, 0));
     r.take_gpu_usage(c->gpu.get());
     r.figures = std::move(c->next_figures);
     c->next_figures.clear();

@@ -182,11 +182,10 @@ int pshard_epoch_plan(pshard_client* c, int64_t epoch, int64_t step, int64_t* fi
     // The learning rate reported follows the global batch of the epoch's members, as the servers' does.
     const uint32_t n = static_cast<uint32_t>(p.members.size());
     const int64_t global = c->batch_size * static_cast<int64_t>(n);
-    c->schedule =
-        std::make_unique<pshard::optim::LrSchedule>(c->lr.schedule(c->lr.batch_workers(n, n), c->total_steps));
+    c->worker->follow_members(n);
     if (c->plan_told < p.epoch) {
       c->plan_told = p.epoch;
-      c->worker->announce_epoch(p, c->batch_size, global, -1, c->schedule->lr_at(p.first_step));
+      c->worker->announce_epoch(p, c->batch_size, global, -1, c->worker->lr_at(p.first_step));
     }
     return PSHARD_OK;
   });
@@ -338,7 +337,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const int64_t total_steps = steps_per_epoch * epochs;
     c->total_steps = total_steps;
     // A cosine schedule without lr_schedule.total_steps in an elastic job was refused with the config (config.cc).
-    if (elastic && cfg.get_string("cluster.elastic_batch") == "global") {
+    if (elastic && c->worker->job().elastic_global_batch) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "
                     "is its data loader's (keep the default, worker)"};
@@ -349,16 +348,11 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "
                     "(DistributedOptimizer(model, steps_per_epoch=N))"};
     }
-    c->lr = pshard::optim::LrPolicy::from_config(cfg);
-    if (c->lr.shape.name == "cosine" && c->lr.shape.total_steps == 0 && total_steps == 0) {
+    const pshard::optim::LrPolicy& lr = c->worker->lr_policy();
+    if (lr.shape.name == "cosine" && lr.shape.total_steps == 0 && total_steps == 0) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: lr_schedule.name = cosine needs the run's length: set train.epochs and give "
                     "steps_per_epoch (DistributedOptimizer(model, steps_per_epoch=N)), or set lr_schedule.total_steps"};
-    }
-    try {
-      c->schedule = std::make_unique<pshard::optim::LrSchedule>(c->lr.schedule(world, total_steps));
-    } catch (const std::exception& e) {
-      throw Failure{PSHARD_ERR_CONFIG, e.what()};
     }
     try {
       if (!c->worker->start(c->tensors, total_steps, request)) return PSHARD_JOB_ENDED;
@@ -379,8 +373,7 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     }
     if (c->rank() == 0 && !c->rejoin()) report_program_start(c, model ? model : "custom", world);
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    c->gpu = pshard::make_gpu_sampler(cfg.get_string("train.device") == "cuda" ||
-                                      (visible && *visible && std::string(visible) != "-1"));
+    c->gpu = pshard::make_gpu_sampler(c->worker->job().cuda() || (visible && *visible && std::string(visible) != "-1"));
     c->connected_at = Clock::now();
     return PSHARD_OK;
   });

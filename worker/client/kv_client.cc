@@ -13,6 +13,7 @@
 
 #include "common/compression/push_encoder.h"
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 #include "common/protocol/codec.h"
 #include "common/transport/bounds.h"
@@ -324,9 +325,10 @@ KvClient::Handle KvClient::Impl::shutdown_all(MessageType type) {
 
 namespace {
 
-// cluster.host_aggregation: which of `o`'s servers this worker's host pushes to once for all its workers. Every worker
-// of the job decides from the same config and cluster map, so the workers of a host agree.
-void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOptions& o) {
+// cluster.host_aggregation: which of `o`'s servers this worker's host pushes to once for all its workers (whether the
+// job aggregates per host at all is its shape's: JobShape::aggregates_per_host). Every worker of the job decides from
+// the same config and cluster map, so the workers of a host agree.
+void aggregate_per_host(const JobShape& job, const ClusterMap& map, KvClientOptions& o) {
   if (o.rank >= map.workers.size()) return;
   if (!map.workers[o.rank].locality.empty()) {
     std::vector<std::string> localities;
@@ -335,9 +337,9 @@ void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOption
   } else {
     o.host = o.rank;
   }
-  const std::string mode = cfg.get_string("cluster.host_aggregation");
-  // `always` with a need is refused when the config is read (config.h); `auto` leaves each worker pushing its own.
-  if (mode == "off" || !host_aggregation_needs(cfg).empty()) return;
+  // `always` with a need is refused when the config is read (check_job_rules); `auto` leaves each worker pushing its
+  // own.
+  if (!job.aggregates_per_host()) return;
   const std::string& here = map.workers[o.rank].locality;
   if (here.empty()) return;  // a coordinator that does not know localities
   std::vector<std::string> localities;
@@ -347,7 +349,7 @@ void aggregate_per_host(const Config& cfg, const ClusterMap& map, KvClientOption
   o.host_aggregated.assign(map.servers.size(), 0);
   bool any = false;
   for (size_t s = 0; s < map.servers.size(); ++s) {
-    o.host_aggregated[s] = mode == "always" || map.servers[s].locality != here;
+    o.host_aggregated[s] = job.host_aggregation == "always" || map.servers[s].locality != here;
     any = any || o.host_aggregated[s];
   }
   if (any) o.host_ranks = std::move(ranks);
@@ -361,7 +363,7 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   o.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   o.compression = compression::Settings::from_config(cfg);
-  o.transport = transport::parse_payload_transport(cfg.get_string("cluster.transport"));
+  o.transport = transport::parse_payload_transport(JobShape::from_config(cfg).transport);
   o.checkpoint_every_steps = cfg.get_int("checkpoint.every_steps");
   o.checkpoint_keep = cfg.get_int("checkpoint.keep");
   return o;
@@ -371,14 +373,15 @@ KvClientOptions KvClientOptions::from_config(const Config& cfg, const ClusterCli
                                              const ClusterClient::Options& registered, std::vector<TensorSpec> tensors,
                                              int64_t run_total_steps, const std::string& run_dir) {
   KvClientOptions o = from_config(cfg);
-  if (!run_dir.empty() && cfg.get_string("cluster.mode") == "sync") o.checkpoint_dir = run_dir + "/checkpoints";
+  const JobShape job = JobShape::from_config(cfg);
+  if (!run_dir.empty() && job.sync()) o.checkpoint_dir = run_dir + "/checkpoints";
   o.rank = cluster.rank();
   for (const NodeInfo& s : cluster.map().servers) o.servers.push_back(s.endpoint);
   o.tensors = std::move(tensors);
   o.job_token = registered.job_token;
   o.curve = registered.curve;
   o.run_total_steps = run_total_steps;
-  aggregate_per_host(cfg, cluster.map(), o);
+  aggregate_per_host(job, cluster.map(), o);
   return o;
 }
 

@@ -30,7 +30,11 @@ int64_t steps_to_tell(bool started, bool elastic, int64_t start_step, int64_t kv
 
 WorkerSession::WorkerSession(const Config& cfg, const ClusterClient::Options& copt,
                              std::function<void(const std::string&)> on_abort)
-    : cfg_(cfg), registered_(copt), cluster_(std::make_unique<ClusterClient>(copt)) {
+    : cfg_(cfg),
+      job_(JobShape::from_config(cfg)),
+      lr_(optim::LrPolicy::from_config(cfg)),
+      registered_(copt),
+      cluster_(std::make_unique<ClusterClient>(copt)) {
   events_.listen(*cluster_, std::move(on_abort));
 }
 
@@ -46,6 +50,8 @@ uint32_t WorkerSession::first_world() const {
 bool WorkerSession::start(const std::vector<TensorSpec>& tensors, int64_t total_steps, const StartRequest& request) {
   if (kv_) throw Error("pshard worker: WorkerSession::start called twice");
   check_start(elastic(), request, total_steps);
+  schedule_.emplace(lr_.schedule(first_world(), total_steps));
+  total_steps_ = total_steps;
   if (elastic() && cluster_->joins_running()) {
     // Waits before the KV client exists: the servers count a joiner from its epoch's first step, not before.
     PSHARD_LOG(kInfo) << "joined the running job: it trains from the next epoch's start";
@@ -80,6 +86,15 @@ bool WorkerSession::start(const std::vector<TensorSpec>& tensors, int64_t total_
   return true;
 }
 
+double WorkerSession::lr_at(int64_t step) const {
+  if (!schedule_) throw Error("pshard worker: the learning rate is known after WorkerSession::start");
+  return schedule_->lr_at(step);
+}
+
+void WorkerSession::follow_members(uint32_t members) {
+  schedule_.emplace(lr_.schedule(lr_.batch_workers(members, members), total_steps_));
+}
+
 std::optional<EpochPlan> WorkerSession::enter_epoch(int64_t epoch, int64_t step) {
   const std::chrono::milliseconds wait(cfg_.get_int("cluster.request_timeout_ms") +
                                        cfg_.get_int("cluster.rendezvous_timeout_ms"));
@@ -91,7 +106,7 @@ std::optional<EpochPlan> WorkerSession::enter_epoch(int64_t epoch, int64_t step)
 void WorkerSession::announce_epoch(const EpochPlan& plan, int64_t batch, int64_t global_batch, int64_t steps, double lr,
                                    const std::string& note) {
   if (plan.members.empty() || rank() != plan.members.front()) return;  // one worker says it
-  const bool linear = cfg_.get_string("lr_schedule.scaling") == "linear";
+  const bool linear = lr_.shape.scaling == "linear";
   PSHARD_LOG(kInfo) << "epoch " << plan.epoch << ": " << plan.members.size() << " workers x batch " << batch
                     << " = global batch " << global_batch << note << ", "
                     << (steps >= 0 ? std::to_string(steps) + " steps " : std::string()) << "from step "

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/control/cluster_client.h"
 #include "common/error.h"
 #include "common/metrics/trace.h"
+#include "optim/lr_policy.h"
 #include "worker/client/kv_client.h"
 #include "worker/session/job_events.h"
 
@@ -64,6 +66,11 @@ class WorkerSession {
   const JobEvents& events() const { return events_; }
   uint32_t rank() const { return cluster_->rank(); }
   bool elastic() const { return cluster_->map().elastic(); }
+  // The job's shape (its mode, failure policies, transport, device, precision: common/config/job_shape.h), read once
+  // from the config the worker registered with.
+  const JobShape& job() const { return job_; }
+  // The job's learning-rate policy, read once from the config (the servers apply it; optim/lr_policy.h).
+  const optim::LrPolicy& lr_policy() const { return lr_; }
   // The workers a step's global batch is made of at first: an elastic job's fewest (its epochs then train with
   // whichever workers are in them), otherwise all.
   uint32_t first_world() const;
@@ -76,7 +83,8 @@ class WorkerSession {
   // - a restarted worker rejoins at a step boundary the running workers have not reached (the servers' step +
   //   kRejoinMargin, at most the run's end), which it tells the coordinator;
   // - a resumed run starts at request.resume_step and takes back a compressed job's residuals.
-  // Throws StartRefused for a start the job cannot take, before anything is sent to the servers.
+  // Throws StartRefused for a start the job cannot take, before anything is sent to the servers. The learning rate
+  // reported (lr_at) follows the global batch of first_world() workers from here on.
   bool start(const std::vector<TensorSpec>& tensors, int64_t total_steps, const StartRequest& request);
 
   bool started() const { return kv_ != nullptr; }
@@ -92,6 +100,13 @@ class WorkerSession {
   bool counted_from_start() const { return kind_ == StartKind::kRejoined || kind_ == StartKind::kJoined; }
   // A joiner's first epoch (nullopt for the others).
   const std::optional<EpochPlan>& joined_with() const { return joined_with_; }
+
+  // The learning rate this worker reports at `step`: the job's policy for the global batch it trains in (first_world()
+  // workers' from start(), an elastic epoch's members' from follow_members()), as the servers apply it. After start().
+  double lr_at(int64_t step) const;
+  // Elastic jobs: the epoch's `members` make the global batch from now on (LrPolicy::batch_workers, as the servers'
+  // follows the workers whose gradients each update holds).
+  void follow_members(uint32_t members);
 
   // Elastic jobs: the plan of `epoch` (1-based), entered at `step`: waits for the members of the epoch before to
   // finish it, and for workers to join while fewer than cluster.min_workers are left (at most
@@ -111,6 +126,10 @@ class WorkerSession {
 
  private:
   const Config cfg_;
+  const JobShape job_;
+  const optim::LrPolicy lr_;
+  std::optional<optim::LrSchedule> schedule_;  // start()'s, then each elastic epoch's
+  int64_t total_steps_ = 0;                    // start()'s
   JobEvents events_;  // before cluster_: its thread records into events_ until ~ClusterClient joins it
   ClusterClient::Options registered_;
   std::unique_ptr<ClusterClient> cluster_;

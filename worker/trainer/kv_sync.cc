@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/metrics/phase_clock.h"
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
@@ -16,14 +17,12 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRequestRow = 3;
 }  // namespace
 
-KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, uint32_t workers, int64_t total_steps)
+KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<double(int64_t)> lr_at)
     : kv_(kv),
       rank_(rank),
-      lr_(optim::LrPolicy::from_config(cfg)),
-      total_steps_(total_steps),
-      schedule_(lr_.schedule(workers, total_steps)),
-      checkpoint_every_s_(
-          rank == 0 && cfg.get_string("cluster.mode") == "sync" ? cfg.get_double("checkpoint.every_seconds") : 0.0),
+      lr_at_(std::move(lr_at)),
+      checkpoint_every_s_(rank == 0 && JobShape::from_config(cfg).sync() ? cfg.get_double("checkpoint.every_seconds")
+                                                                         : 0.0),
       last_checkpoint_(Clock::now()) {}
 
 SyncStats KvSync::stats() const {

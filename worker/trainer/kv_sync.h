@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "optim/lr_policy.h"
 #include "worker/client/kv_client.h"
 #include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
@@ -39,9 +38,9 @@ namespace pshard::trainer {
 // thread writes into those buffers: destroy the client before this object.
 class KvSync : public ParameterSync {
  public:
-  // The servers apply the optimizer and the job's learning-rate policy; the schedule here (that of a global batch of
-  // `workers` x train.batch_size, LrPolicy) only reports the learning rate in the metrics.
-  KvSync(KvClient& kv, uint32_t rank, const Config& cfg, uint32_t workers, int64_t total_steps);
+  // The servers apply the optimizer and the job's learning-rate policy; `lr_at` (the worker session's, which follows
+  // the global batch this worker trains in) only reports the learning rate in the metrics.
+  KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<double(int64_t step)> lr_at);
 
   // Resume at `step` (before start()): nobody sends inits; every worker pulls
   // the weights for `step` from the servers, which restored a checkpoint.
@@ -61,11 +60,6 @@ class KvSync : public ParameterSync {
   // Sync jobs with loss scaling: how the workers agree on a step to skip; `vote(finite)` returns whether every
   // worker's gradients of the step were finite (ClusterClient::barrier_vote). Unset: this worker answers alone.
   void set_vote(std::function<bool(bool finite)> vote) { vote_ = std::move(vote); }
-  // Elastic jobs: the epoch's members, whose batches make the global batch the learning rate reported follows
-  // (LrPolicy::batch_workers; the servers' follows the workers whose gradients each update holds).
-  void set_epoch_members(uint32_t members) {
-    schedule_ = lr_.schedule(lr_.batch_workers(members, members), total_steps_);
-  }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights (sending its own instead if it becomes the initialiser meanwhile).
   void start(models::Model& model) override;
@@ -77,7 +71,7 @@ class KvSync : public ParameterSync {
   void skip_step(int64_t) override;
   void sync_all() override;
   bool stop_before(int64_t step) override;
-  double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
+  double lr_at(int64_t step) const override { return lr_at_(step); }
   SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
  private:
@@ -93,9 +87,7 @@ class KvSync : public ParameterSync {
 
   KvClient& kv_;
   uint32_t rank_;
-  optim::LrPolicy lr_;
-  int64_t total_steps_;
-  optim::LrSchedule schedule_;
+  std::function<double(int64_t)> lr_at_;
   models::Model* model_ = nullptr;
   int64_t step_ = 0;
   int64_t start_step_ = 0;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
 #include "common/metrics/metrics_writer.h"
@@ -34,7 +35,7 @@ int train_in(const Config& cfg, const std::string& run_dir, std::chrono::steady_
   MetricsWriter metrics(run_dir);
   metrics.write_file("config.toml", cfg.to_toml());
   RunTotals totals;
-  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(cfg.get_string("train.device") == "cuda");
+  std::unique_ptr<GpuSampler> gpu = make_gpu_sampler(JobShape::from_config(cfg).cuda());
   t.run([&](const StepEvent& s) { metrics.write(s.to_json()); },
         [&](const WorkerEpochReport& epoch) {
           WorkerEpochReport r = epoch;

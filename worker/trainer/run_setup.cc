@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 #include "common/util/host.h"
 #include "worker/trainer/model_file.h"
@@ -32,9 +33,9 @@ int compute_threads(const Config& cfg) {
 TrainingSetup make_training_setup(const Config& cfg) {
   TrainingSetup s;
   s.data = data::load_data(cfg);
-  const std::string device = cfg.get_string("train.device");
-  const models::Precision precision = models::precision_from_name(cfg.get_string("train.precision"));
-  if (device == "cuda") {
+  const JobShape job = JobShape::from_config(cfg);
+  const models::Precision precision = models::precision_from_name(job.precision);
+  if (job.cuda()) {
     // One GPU per worker: launchers set CUDA_VISIBLE_DEVICES (by local rank
     // under SLURM), so a worker always uses its device 0.
     s.backend = models::make_cuda_backend(0, /*allow_tf32=*/false,

@@ -1,5 +1,6 @@
-// The coordinator's verdict on a job's end, from the workers' records alone (no sockets): running while a worker
-// trains, then finished, finished without some workers, stopped, or every worker dead, and why.
+// The coordinator's verdicts, without sockets: what a node's failure does to the job (counted as finished, nothing
+// during a shutdown, the abort, or the others going on), and the job's end from the workers' records alone (running
+// while a worker trains, then finished, finished without some workers, stopped, or every worker dead), and why.
 #include "common/control/job_verdict.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,40 @@ WorkerRecord worker(uint32_t rank, State state, bool trained = false, bool waiti
   w.trained = trained;
   w.waiting_to_join = waiting;
   return w;
+}
+
+TEST(FailureVerdict, AWorkerThatPushedTheLastStepCountsAsFinishedUnderAnyPolicy) {
+  for (bool continue_policy : {false, true}) {
+    const FailureVerdict v = failure_verdict({false, true}, JobPhase::kRunning, continue_policy, "worker 1 is dead");
+    EXPECT_EQ(v.kind, FailureVerdict::Kind::kCountedFinished);
+    EXPECT_EQ(v.reason, "worker 1 is dead");
+  }
+  // Before the job runs, having trained does not help: the policy decides.
+  EXPECT_EQ(failure_verdict({false, true}, JobPhase::kRendezvous, false, "w").kind, FailureVerdict::Kind::kAbort);
+}
+
+TEST(FailureVerdict, TheAbortPolicyEndsTheJobNamingItself) {
+  const FailureVerdict v = failure_verdict({}, JobPhase::kRunning, false, "worker 1 (h:7) is dead: no heartbeat");
+  EXPECT_EQ(v.kind, FailureVerdict::Kind::kAbort);
+  EXPECT_EQ(v.reason, "worker 1 (h:7) is dead: no heartbeat (cluster.failure_policy = abort)");
+}
+
+TEST(FailureVerdict, UnderContinueTheWorkersGoOnButADeadServerEndsTheJob) {
+  const FailureVerdict worker = failure_verdict({}, JobPhase::kRunning, true, "worker 2 is stuck: x");
+  EXPECT_EQ(worker.kind, FailureVerdict::Kind::kContinue);
+  EXPECT_EQ(worker.reason, "worker 2 is stuck: x");
+  const FailureVerdict server = failure_verdict({true, false}, JobPhase::kRunning, true, "server 0 is dead: y");
+  EXPECT_EQ(server.kind, FailureVerdict::Kind::kAbort);
+  EXPECT_EQ(server.reason, "server 0 is dead: y (a dead server always ends the job)");
+}
+
+TEST(FailureVerdict, NothingIsDecidedWhileTheJobShutsDown) {
+  for (bool server : {false, true}) {
+    for (bool continue_policy : {false, true}) {
+      EXPECT_EQ(failure_verdict({server, false}, JobPhase::kShuttingDown, continue_policy, "r").kind,
+                FailureVerdict::Kind::kDuringShutdown);
+    }
+  }
 }
 
 TEST(JobVerdict, TheJobRunsWhileAWorkerIsLive) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "optim/lr_policy.h"
 #include "server/kv/kv_server.h"
 #include "tests/models/gpu/gpu_compare.h"
 #include "worker/client/kv_client.h"
@@ -83,7 +84,7 @@ struct ServerRun {
   std::unique_ptr<KvServer> server;
   std::unique_ptr<trainer::KvSync> sync;  // destroyed after the client: the client writes into its staging buffers
   std::unique_ptr<KvClient> client;
-  ServerRun(const Config& cfg, int64_t batch, int64_t steps, const std::vector<TensorSpec>& tensors) {
+  ServerRun(const Config& cfg, int64_t steps, const std::vector<TensorSpec>& tensors) {
     KvServerOptions so = KvServerOptions::from_config(cfg);
     so.rank = 0;
     so.num_servers = 1;
@@ -98,7 +99,9 @@ struct ServerRun {
     co.request_timeout = std::chrono::milliseconds(30000);
     co.run_total_steps = steps;
     client = std::make_unique<KvClient>(co);
-    sync = std::make_unique<trainer::KvSync>(*client, 0, cfg, batch, steps);
+    const optim::LrSchedule schedule = optim::LrPolicy::from_config(cfg).schedule(1, steps);
+    sync =
+        std::make_unique<trainer::KvSync>(*client, 0, cfg, [schedule](int64_t step) { return schedule.lr_at(step); });
   }
   ~ServerRun() {
     client.reset();
@@ -141,9 +144,7 @@ TEST(CudaTraining, LenetStepsThroughAParameterServerFollowTheCpuRun) {
     trainer::TrainingSetup shape = trainer::make_training_setup(cpu_cfg);
     for (const models::ParamRef& p : shape.model->params()) tensors.push_back({p.name, static_cast<uint64_t>(p.numel)});
   }
-  const auto served = [&](const Config& c, int64_t b, int64_t s) {
-    return std::make_unique<ServerRun>(c, b, s, tensors);
-  };
+  const auto served = [&](const Config& c, int64_t, int64_t s) { return std::make_unique<ServerRun>(c, s, tensors); };
   const Trained gpu = train(Config::from_string(kLenet, "lenet.toml", {"train.device=cuda"}), served);
   expect_follows_cpu(cpu, gpu, "cuda, through a server");
 }
