@@ -130,6 +130,16 @@ ChildSpec JobPlan::worker_process(int64_t rank, const std::vector<std::string>& 
   return c;
 }
 
+ChildSpec JobPlan::rejoining_worker(const ChildSpec& worker) const {
+  ChildSpec again = worker;
+  if (user_command.empty()) {
+    again.argv.push_back("--join");
+  } else {
+    again.env.push_back("PSHARD_REJOIN=1");
+  }
+  return again;
+}
+
 void JobPlan::host_env(int64_t local_rank, std::vector<std::string>* env) const {
   if (workers_on_host > 0) env->push_back("PSHARD_WORKERS_ON_HOST=" + std::to_string(workers_on_host));
   const std::string gpu = gpu_for_local_rank(worker_gpus, local_rank);

@@ -61,6 +61,9 @@ struct JobPlan {
   // user_command worker also OMP_NUM_THREADS = the allowed CPUs / workers_on_host (at least 1) unless this process's
   // environment sets OMP_NUM_THREADS.
   ChildSpec worker_process(int64_t rank, const std::vector<std::string>& extra = {}, int64_t local_rank = -1) const;
+  // `worker` (one of worker_process's) started again after it died (cluster.restart_workers): it rejoins the running
+  // job, pshard's worker with --join, a user_command with PSHARD_REJOIN=1.
+  ChildSpec rejoining_worker(const ChildSpec& worker) const;
 
   // The arguments every role gets: --config, --set..., --run-dir, --key-dir.
   std::vector<std::string> shared_args() const;

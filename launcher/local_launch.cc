@@ -174,8 +174,7 @@ JobTry plan_job(const LocalLaunchOptions& o, const Config& cfg, const std::strin
 
 // The coordinator, the servers and the workers, as children of this process. Failure policy continue and elastic
 // jobs let a worker fail; cluster.restart_workers starts a failed one again, which rejoins the running job.
-void add_local_processes(LocalJob& job, const JobTry& t, const LocalLaunchOptions& o, const Config& cfg,
-                         int64_t workers) {
+void add_local_processes(LocalJob& job, const JobTry& t, const Config& cfg, int64_t workers) {
   const JobPlan& plan = t.plan;
   const JobShape shape = JobShape::from_config(cfg);
   const bool may_lose_workers = shape.may_lose_workers();
@@ -191,14 +190,7 @@ void add_local_processes(LocalJob& job, const JobTry& t, const LocalLaunchOption
       job.add(c);
       continue;
     }
-    // Started again, it rejoins the running job: pshard's worker with --join, a program with PSHARD_REJOIN=1.
-    ChildSpec again = c;
-    if (o.worker_program.empty()) {
-      again.argv.push_back("--join");
-    } else {
-      again.env.push_back("PSHARD_REJOIN=1");
-    }
-    job.add_restartable(c, again, static_cast<int>(cfg.get_int("cluster.max_restarts")));
+    job.add_restartable(c, plan.rejoining_worker(c), static_cast<int>(cfg.get_int("cluster.max_restarts")));
   }
 }
 
@@ -298,9 +290,11 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ro.keys = t.keys;
     ro.assign_gpus = shape.cuda();
     ro.grace_ms = o.grace.count();
+    ro.workers_may_fail = shape.may_lose_workers();
+    ro.max_worker_restarts = shape.restart_workers ? static_cast<int>(cfg.get_int("cluster.max_restarts")) : 0;
     placement = remote::add_host_processes(ro, t.plan, job);
   } else {
-    add_local_processes(job, t, o, cfg, workers);
+    add_local_processes(job, t, cfg, workers);
   }
   if (elastic) write_join_file(run_dir, t.plan);
   const std::string worker_count =

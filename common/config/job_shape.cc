@@ -202,16 +202,10 @@ std::vector<std::string> JobShape::host_aggregation_needs() const {
 
 void JobShape::check_over_ssh() const {
   const std::string what = "--hosts: ";
-  if (restart_workers) {
-    throw Error(what + "cluster.restart_workers = true is not supported over ssh (use pshard launch on one host)");
-  }
   if (restart_servers) {
     throw Error(what +
                 "cluster.server_failure_policy = restart is not supported over ssh (use pshard launch on one "
                 "host, or --resume after a failure)");
-  }
-  if (continue_without_dead_workers) {
-    throw Error(what + "cluster.failure_policy = continue is not supported over ssh: a worker's failure ends the job");
   }
   if (checkpoint_on_sigterm) {
     throw Error(what +

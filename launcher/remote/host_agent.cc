@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
+#include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
 #include "launcher/gpu_assignment.h"
@@ -72,12 +74,30 @@ int run_host_agent(const std::string& name, int in_fd) {
   LocalJob::Options opt;
   opt.handle_signals = true;
   opt.grace = std::chrono::milliseconds(share.grace_ms);
+  // A process of this host that dies is dead for the coordinator at once, as pshard launch tells it of its own
+  // children: under failure_policy = continue the others go on without waiting for the heartbeat timeout.
+  std::unique_ptr<ProcessNotifier> notices;
+  if (!share.coordinator.empty() && !share.job_token.empty()) {
+    notices = std::make_unique<ProcessNotifier>(share.coordinator, share.job_token, share.keys);
+    opt.on_child_failed = [&notices](const ChildSpec& spec, const ChildExit& how) {
+      if (!spec.rank || *spec.role == NodeRole::kCoordinator) return;
+      notices->process_ended(*spec.role, static_cast<uint32_t>(*spec.rank), how.pid, how.ending());
+    };
+  }
   LocalJob job(opt);
   for (const RemoteProcess& p : share.processes) {
-    ChildSpec c = p.spec;
     const std::string gpu = p.local_rank >= 0 ? gpu_for_local_rank(gpus, p.local_rank) : "";
-    if (!gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
-    job.add(c);
+    ChildSpec c = p.spec;
+    ChildSpec again = p.restart;
+    if (!gpu.empty()) {
+      c.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+      again.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+    }
+    if (p.max_restarts > 0) {
+      job.add_restartable(c, again, p.max_restarts);  // cluster.restart_workers: it rejoins on this host
+    } else {
+      job.add(c);
+    }
   }
   job.start();
   // EOF on stdin: the launcher is gone or stopping the job.

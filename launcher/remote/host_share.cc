@@ -24,6 +24,16 @@ std::vector<std::string> strings_of(const Json& a, const std::string& what) {
   return out;
 }
 
+// An environment: KEY=VALUE entries.
+std::vector<std::string> env_of(const Json& a, const std::string& what) {
+  std::vector<std::string> env = strings_of(a, what);
+  for (const std::string& e : env) {
+    if (e.find('=') == std::string::npos || e.front() == '=')
+      throw Error("host plan: " + what + " entry is not KEY=VALUE");
+  }
+  return env;
+}
+
 const Json& field(const Json& j, const std::string& key, const std::string& where) {
   if (!j.has(key)) throw Error("host plan: " + where + " has no \"" + key + "\"");
   return j.at(key);
@@ -37,10 +47,15 @@ std::string HostShare::to_json() const {
     procs.push(Json::object()
                    .set("name", p.spec.name)
                    .set("role", p.spec.role ? role_name(*p.spec.role) : "")
+                   .set("rank", p.spec.rank.value_or(-1))
                    .set("argv", strings(p.spec.argv))
                    .set("env", strings(p.spec.env))
                    .set("ends_job", p.spec.ends_job)
-                   .set("local_rank", p.local_rank));
+                   .set("may_fail", p.spec.may_fail)
+                   .set("local_rank", p.local_rank)
+                   .set("max_restarts", p.max_restarts)
+                   .set("restart_argv", strings(p.restart.argv))
+                   .set("restart_env", strings(p.restart.env)));
   }
   return Json::object()
       .set("host", host)
@@ -49,6 +64,8 @@ std::string HostShare::to_json() const {
       .set("keys", strings({keys.server_public, keys.server_secret, keys.client_public, keys.client_secret}))
       .set("assign_gpus", assign_gpus)
       .set("grace_ms", grace_ms)
+      .set("coordinator", coordinator)
+      .set("job_token", job_token)
       .set("processes", procs)
       .dump();
 }
@@ -67,6 +84,8 @@ HostShare HostShare::from_json(const std::string& line) {
   s.assign_gpus = field(j, "assign_gpus", "the plan").as_bool();
   s.grace_ms = field(j, "grace_ms", "the plan").as_int();
   if (s.grace_ms < 0 || s.grace_ms > 3600 * 1000) throw Error("host plan: grace_ms out of 0..3600000");
+  s.coordinator = field(j, "coordinator", "the plan").as_string();
+  s.job_token = field(j, "job_token", "the plan").as_string();
   const Json& procs = field(j, "processes", "the plan");
   if (!procs.is_array() || procs.size() == 0) throw Error("host plan: \"processes\" is not a non-empty array");
   for (const Json& p : procs.elements()) {
@@ -79,16 +98,23 @@ HostShare HostShare::from_json(const std::string& line) {
       if (role == role_name(n)) r.spec.role = n;
     }
     if (!role.empty() && !r.spec.role) throw Error("host plan: " + w + " has an unknown role '" + role + "'");
+    const int64_t rank = field(p, "rank", w).as_int();
+    if (rank >= 0) r.spec.rank = rank;
     r.spec.argv = strings_of(field(p, "argv", w), w + " argv");
     if (r.spec.argv.empty()) throw Error("host plan: " + w + " has an empty argv");
-    r.spec.env = strings_of(field(p, "env", w), w + " env");
-    for (const std::string& e : r.spec.env) {
-      if (e.find('=') == std::string::npos || e.front() == '=') {
-        throw Error("host plan: " + w + " env entry is not KEY=VALUE");
-      }
-    }
+    r.spec.env = env_of(field(p, "env", w), w + " env");
     r.spec.ends_job = field(p, "ends_job", w).as_bool();
+    r.spec.may_fail = field(p, "may_fail", w).as_bool();
     r.local_rank = field(p, "local_rank", w).as_int();
+    const int64_t restarts = field(p, "max_restarts", w).as_int();
+    if (restarts < 0 || restarts > 1000) throw Error("host plan: " + w + " max_restarts out of 0..1000");
+    r.max_restarts = static_cast<int>(restarts);
+    if (r.max_restarts > 0) {
+      r.restart = r.spec;
+      r.restart.argv = strings_of(field(p, "restart_argv", w), w + " restart_argv");
+      r.restart.env = env_of(field(p, "restart_env", w), w + " restart_env");
+      if (r.restart.argv.empty()) throw Error("host plan: " + w + " has max_restarts but an empty restart_argv");
+    }
     s.processes.push_back(r);
   }
   return s;

@@ -13,8 +13,12 @@
 namespace pshard::remote {
 
 struct RemoteProcess {
-  ChildSpec spec;           // argv and env as JobPlan made them (name, role, ends_job kept; stdin_text not sent)
+  ChildSpec spec;  // argv and env as JobPlan made them (name, role, rank, ends_job, may_fail kept; stdin_text not sent)
   int64_t local_rank = -1;  // a worker's index among its host's workers: its CUDA_VISIBLE_DEVICES; -1: not a worker
+  // cluster.restart_workers: when it fails, the host starts `restart` (argv and env) in its place, at most
+  // max_restarts times (0: never).
+  ChildSpec restart = ChildSpec();
+  int max_restarts = 0;
 };
 
 struct HostShare {
@@ -24,6 +28,10 @@ struct HostShare {
   transport::CurveKeys keys;  // written to key_dir (mode 0600) unless the same keys are there (a shared filesystem)
   bool assign_gpus = false;   // train.device = cuda: spread the workers over the host's GPUs (gpu_assignment.h)
   int64_t grace_ms = 5000;    // SIGTERM -> SIGKILL delay of the host's processes
+  // Where the host tells the coordinator that one of its processes ended (as pshard launch does for its own children),
+  // authenticated by the job's token or its CurveZMQ keys.
+  std::string coordinator;
+  std::string job_token;
   std::vector<RemoteProcess> processes;
 
   // One line of JSON (it holds secrets: it travels only on ssh's stdin).

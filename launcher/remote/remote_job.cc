@@ -18,7 +18,7 @@ void check_placement(const std::vector<RemoteHost>& hosts, int64_t servers) {
   }
 }
 
-std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& plan, LocalJob& job) {
+std::vector<ChildSpec> host_processes(const RemoteJobOptions& o, JobPlan& plan, std::vector<std::string>* placement) {
   check_placement(o.hosts, o.servers);
   std::vector<std::string> addresses;
   for (const RemoteHost& h : o.hosts) addresses.push_back(scheduler::resolve_ipv4(h.name));
@@ -31,7 +31,7 @@ std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& 
   plan.coordinator = "tcp://" + addresses.front() + ":" + std::to_string(port);
   plan.executable = o.remote_pshard;
   const int64_t num_hosts = static_cast<int64_t>(o.hosts.size());
-  std::vector<std::string> placement;
+  std::vector<ChildSpec> children;
   int64_t next_worker = 0;
   for (int64_t i = 0; i < num_hosts; ++i) {
     const RemoteHost& h = o.hosts[static_cast<size_t>(i)];
@@ -42,6 +42,8 @@ std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& 
     share.keys = o.keys;
     share.assign_gpus = o.assign_gpus;
     share.grace_ms = o.grace_ms;
+    share.coordinator = plan.coordinator;
+    share.job_token = plan.job_token;
     std::string what;
     if (i == 0) {
       share.processes.push_back({plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)), -1});
@@ -53,18 +55,32 @@ std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& 
     }
     plan.workers_on_host = h.workers;  // train.threads = 0 shares the host's cores among its workers
     for (int64_t l = 0; l < h.workers; ++l) {
-      share.processes.push_back({plan.worker_process(next_worker + l, {}, l), l});
+      RemoteProcess w{plan.worker_process(next_worker + l, {}, l), l};
+      w.spec.may_fail = o.workers_may_fail;  // the coordinator decides
+      if (o.max_worker_restarts > 0) {
+        w.restart = plan.rejoining_worker(w.spec);
+        w.max_restarts = o.max_worker_restarts;
+      }
+      share.processes.push_back(w);
     }
     if (h.workers > 0) {
       what += (what.empty() ? "" : ", ") + std::string(h.workers == 1 ? "worker " : "workers ") +
               std::to_string(next_worker) + (h.workers > 1 ? "-" + std::to_string(next_worker + h.workers - 1) : "");
     }
     next_worker += h.workers;
-    placement.push_back(h.name + " (" + addresses[static_cast<size_t>(i)] + "): " + what);
+    if (placement) placement->push_back(h.name + " (" + addresses[static_cast<size_t>(i)] + "): " + what);
     ChildSpec c = ssh_host_process(h, share, o.ssh, o.remote_pshard);
     c.ends_job = i == 0;  // the coordinator's host: when it ends, the job is over
-    job.add(c);
+    // A host of workers alone may end early when the job may lose them: the coordinator says how the job ended.
+    c.may_fail = o.workers_may_fail && i > 0 && i >= o.servers;
+    children.push_back(c);
   }
+  return children;
+}
+
+std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& plan, LocalJob& job) {
+  std::vector<std::string> placement;
+  for (const ChildSpec& c : host_processes(o, plan, &placement)) job.add(c);
   return placement;
 }
 

@@ -21,6 +21,12 @@ struct RemoteJobOptions {
   transport::CurveKeys keys;     // security.curve: the job's keys (plan.key_dir set); empty: plaintext
   bool assign_gpus = false;      // train.device = cuda
   int64_t grace_ms = 5000;
+  // cluster.failure_policy = continue: a worker's death leaves the others running (the coordinator decides); a host
+  // that runs workers alone may then end early without ending the job.
+  bool workers_may_fail = false;
+  // cluster.restart_workers: a dead worker is started again on its host, at most this many times (0: never); it
+  // rejoins the running job.
+  int max_worker_restarts = 0;
 };
 
 // Placement: the coordinator on the first host (bound to all its addresses, reached at the first host's address),
@@ -29,6 +35,9 @@ struct RemoteJobOptions {
 // (host_share.h) to `job` and returns one line per host saying what it runs. Host names are resolved here
 // (getaddrinfo): an Error names a host that does not resolve, before anything starts.
 std::vector<std::string> add_host_processes(const RemoteJobOptions& o, JobPlan& plan, LocalJob& job);
+// The same children without a job (each one's share is its stdin_text), and the placement lines when asked for.
+std::vector<ChildSpec> host_processes(const RemoteJobOptions& o, JobPlan& plan,
+                                      std::vector<std::string>* placement = nullptr);
 
 // Throws pshard::Error naming a host that would run nothing (no worker, and no server with `servers` servers).
 void check_placement(const std::vector<RemoteHost>& hosts, int64_t servers);

@@ -111,15 +111,14 @@ TEST(JobShape, CheckpointsNeedASyncJob) {
   EXPECT_EQ(error_of({"checkpoint.every_steps=10", "checkpoint.on_sigterm=checkpoint"}), "");
 }
 
-TEST(JobShape, OverSshRefusesWhatOnlyALocalLauncherCanDo) {
+TEST(JobShape, OverSshRefusesWhatRestartsTheWholeJob) {
   EXPECT_EQ(ssh_error_of(shape_of({})), "");
-  EXPECT_EQ(ssh_error_of(shape_of({"cluster.restart_workers=true", "cluster.failure_policy=continue"})),
-            "--hosts: cluster.restart_workers = true is not supported over ssh (use pshard launch on one host)");
+  // A worker's death and its restart stay on its host: the host agent runs it again.
+  EXPECT_EQ(ssh_error_of(shape_of({"cluster.restart_workers=true", "cluster.failure_policy=continue"})), "");
+  EXPECT_EQ(ssh_error_of(shape_of({"cluster.failure_policy=continue"})), "");
   EXPECT_NE(ssh_error_of(shape_of({"cluster.server_failure_policy=restart"}))
                 .find("--hosts: cluster.server_failure_policy = restart is not supported over ssh"),
             std::string::npos);
-  EXPECT_EQ(ssh_error_of(shape_of({"cluster.failure_policy=continue"})),
-            "--hosts: cluster.failure_policy = continue is not supported over ssh: a worker's failure ends the job");
   EXPECT_NE(ssh_error_of(shape_of({"checkpoint.on_sigterm=checkpoint"}))
                 .find("--hosts: checkpoint.on_sigterm = checkpoint is not supported over ssh"),
             std::string::npos);

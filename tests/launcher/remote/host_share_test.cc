@@ -63,9 +63,16 @@ TEST(HostShare, RoundTripsThroughOneJsonLine) {
   RemoteProcess w;
   w.spec.name = "worker 3";
   w.spec.role = NodeRole::kWorker;
+  w.spec.rank = 3;
   w.spec.argv = {"/opt/pshard", "worker", "--config", "it's.toml"};
   w.spec.env = {"PSHARD_JOB_TOKEN=0123456789abcdef0123456789abcdef", "PSHARD_RANK=3"};
   w.local_rank = 1;
+  w.spec.may_fail = true;  // cluster.failure_policy = continue
+  w.restart = w.spec;      // cluster.restart_workers: rejoins on this host
+  w.restart.argv.push_back("--join");
+  w.max_restarts = 3;
+  s.coordinator = "tcp://10.0.0.1:4242";
+  s.job_token = "0123456789abcdef0123456789abcdef";
   RemoteProcess c;
   c.spec.name = "coordinator";
   c.spec.role = NodeRole::kCoordinator;
@@ -87,10 +94,21 @@ TEST(HostShare, RoundTripsThroughOneJsonLine) {
   EXPECT_EQ(r.processes[0].spec.role, NodeRole::kCoordinator);
   EXPECT_EQ(r.processes[0].local_rank, -1);
   EXPECT_EQ(r.processes[1].spec.name, "worker 3");
+  EXPECT_EQ(r.processes[1].spec.rank, std::optional<int64_t>(3));
+  EXPECT_FALSE(r.processes[0].spec.rank.has_value());
   EXPECT_EQ(r.processes[1].spec.argv, w.spec.argv);
   EXPECT_EQ(r.processes[1].spec.env, w.spec.env);
   EXPECT_EQ(r.processes[1].local_rank, 1);
   EXPECT_FALSE(r.processes[1].spec.ends_job);
+  EXPECT_TRUE(r.processes[1].spec.may_fail);
+  EXPECT_FALSE(r.processes[0].spec.may_fail);
+  EXPECT_EQ(r.processes[1].max_restarts, 3);
+  EXPECT_EQ(r.processes[1].restart.argv, w.restart.argv);
+  EXPECT_EQ(r.processes[1].restart.env, w.spec.env);
+  EXPECT_EQ(r.processes[1].restart.name, "worker 3");
+  EXPECT_EQ(r.processes[0].max_restarts, 0);
+  EXPECT_EQ(r.coordinator, "tcp://10.0.0.1:4242");
+  EXPECT_EQ(r.job_token, "0123456789abcdef0123456789abcdef");
 }
 
 TEST(HostShare, RefusesMalformedPlansNamingTheField) {
@@ -109,6 +127,15 @@ TEST(HostShare, RefusesMalformedPlansNamingTheField) {
   EXPECT_NE(error_of([&] { HostShare::from_json(bad_env); }).find("process 'worker 0' env entry is not KEY=VALUE"),
             std::string::npos);
   s.processes[0].spec.env.clear();
+  s.processes[0].max_restarts = 2;
+  s.processes[0].restart.argv = {"/bin/true"};
+  s.processes[0].restart.env = {"NOEQUALS"};
+  const std::string bad_restart_env = s.to_json();
+  EXPECT_NE(error_of([&] {
+              HostShare::from_json(bad_restart_env);
+            }).find("process 'worker 0' restart_env entry is not KEY=VALUE"),
+            std::string::npos);
+  s.processes[0].max_restarts = 0;
   s.processes[0].spec.argv.clear();
   const std::string no_argv = s.to_json();
   EXPECT_NE(error_of([&] { HostShare::from_json(no_argv); }).find("process 'worker 0' has an empty argv"),
@@ -194,6 +221,27 @@ TEST(RemoteJob, PlacesTheCoordinatorFirstAndSpreadsServers) {
   EXPECT_EQ(placement[0], "127.0.0.1 (127.0.0.1): coordinator, server 0, server 3, workers 0-1");
   EXPECT_EQ(placement[1], "127.0.0.2 (127.0.0.2): server 1, server 4, worker 2");
   EXPECT_EQ(placement[2], "127.0.0.3 (127.0.0.3): server 2");
+  // Under failure_policy = continue a host of workers alone may end early; restart_workers restarts them there.
+  RemoteJobOptions c = o;
+  c.hosts = parse_hosts("127.0.0.1:1,127.0.0.2:1,127.0.0.3:1");
+  c.servers = 1;
+  c.workers_may_fail = true;
+  c.max_worker_restarts = 2;
+  JobPlan cplan = plan;
+  const std::vector<ChildSpec> hosts = host_processes(c, cplan);
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_FALSE(hosts[0].may_fail);  // the coordinator's and server 0's host
+  EXPECT_TRUE(hosts[0].ends_job);
+  EXPECT_TRUE(hosts[1].may_fail);
+  EXPECT_TRUE(hosts[2].may_fail);
+  const HostShare third = HostShare::from_json(hosts[2].stdin_text);
+  ASSERT_EQ(third.processes.size(), 1u);
+  EXPECT_EQ(third.processes[0].spec.name, "worker 2");
+  EXPECT_TRUE(third.processes[0].spec.may_fail);
+  EXPECT_EQ(third.processes[0].max_restarts, 2);
+  EXPECT_EQ(third.processes[0].restart.argv.back(), "--join");
+  EXPECT_EQ(third.coordinator, "tcp://127.0.0.1:4242");
+  EXPECT_EQ(third.job_token, plan.job_token);
   // A host that would run nothing is refused.
   o.servers = 2;
   LocalJob job2(LocalJob::Options{});

@@ -2,7 +2,9 @@
 # `pshard launch --hosts` over real ssh: three "hosts" are network namespaces (pss-h1..3 on a bridge, 10.250.79.11-13)
 # each running its own sshd (own host key and config under a temp dir, root logs in with a generated key). Checks:
 # a 2-host job with CurveZMQ trains to the end with every line prefixed by its host; killing a remote worker ends the
-# job with that worker's name, killing a host agent with the agent's death named; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
+# job with that worker's name, killing a host agent with the agent's death named; under failure_policy = continue the
+# others train to the end without the killed worker (its host tells the coordinator at once), and under
+# restart_workers its host starts it again and it rejoins; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
 # missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
 # pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
@@ -163,6 +165,52 @@ grep "^\[launch\] job failed: " "$WORK/out.log" |
   die "the failure does not name the host agent on $H2 killed by SIGKILL"
 expect_no_remote_process "a job whose host agent was killed"
 echo "ssh_hosts_test: killing the host agent on $H2 ended the job (status $status) naming its death"
+
+# ------------------------------------------------------------------ 2c. failure_policy = continue and restart_workers
+# 3 hosts, one worker each, one server (on the first host): the third host runs worker 2 alone. Worker 2 is SIGKILLed
+# after the job's fifth epoch line (300 epochs, about 12 s on the 2-core VM).
+# - continue: the host agent tells the coordinator at once, workers 0 and 1 train to the end, the launcher exits
+#   non-zero naming the lost worker (as on one host);
+# - restart_workers: the agent on the third host starts worker 2 again there, it rejoins, and the job ends 0 with
+#   all three workers.
+kill_worker_after_epoch_5() {
+  for _ in $(seq 1 300); do
+    epochs=$(grep -c '"event":"epoch"' "$WORK/$1/metrics.jsonl" 2>/dev/null || true)
+    [ "${epochs:-0}" -ge 5 ] && break
+    sleep 0.1
+  done
+  worker=$(worker_pid_in 3) || die "$1: no worker on $H3"
+  kill -KILL "$worker"
+}
+for policy in continue restart; do
+  sets=(--set cluster.failure_policy=continue)
+  [ "$policy" = restart ] && sets+=(--set cluster.restart_workers=true)
+  "$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --servers 1 --config "$CONFIG" --set train.epochs=300 "${sets[@]}" \
+    --grace-ms 2000 --timeout 120 --run-dir "$WORK/run-$policy" > "$WORK/out.log" 2>&1 &
+  LAUNCH_PID=$!
+  kill_worker_after_epoch_5 "run-$policy"
+  for _ in $(seq 1 1200); do kill -0 "$LAUNCH_PID" 2>/dev/null || break; sleep 0.1; done
+  status=0
+  wait "$LAUNCH_PID" || status=$?
+  LAUNCH_PID=
+  summary=$(tail -n 1 "$WORK/run-$policy/metrics.jsonl")
+  echo "$summary" | grep -q '"epochs": *300' || die "$policy: the job did not train its 300 epochs: $summary"
+  finished=$(echo "$summary" | grep -o '"workers_finished": *\[[0-9, ]*\]' | sed 's/.*\[//; s/\]//; s/ //g' |
+    tr ',' '\n' | sort -n | paste -sd, -)
+  if [ "$policy" = continue ]; then
+    [ "$status" -ne 0 ] || die "continue: the launcher exited 0 although worker 2 was lost"
+    [ "$finished" = "0,1" ] || die "continue: workers $finished finished, not 0 and 1: $summary"
+    grep -q "worker 2 (host [^,]*, pid [0-9]*) is dead: its process was killed by signal 9" "$WORK/out.log" ||
+      die "continue: the coordinator was not told of worker 2's death by its host"
+  else
+    [ "$status" -eq 0 ] || die "restart_workers: the job exited $status"
+    [ "$finished" = "0,1,2" ] || die "restart_workers: workers $finished finished, not 0, 1 and 2: $summary"
+    grep -q "^\[host $H3\] .*\[worker 2\].*rejoining the job at step" "$WORK/out.log" ||
+      die "restart_workers: worker 2 was not started again on $H3 to rejoin"
+  fi
+  expect_no_remote_process "a $policy job whose worker was killed"
+  echo "ssh_hosts_test: $policy: worker 2 killed on $H3, workers $finished finished all 300 epochs (status $status)"
+done
 
 # ------------------------------------------------------------------ 3. Ctrl-C, SIGTERM and SIGKILL of the launcher
 for sig in INT TERM KILL; do
