@@ -41,10 +41,12 @@ namespace {
 // the job) before plain status-1 exits; workers before servers before the
 // coordinator.
 // Whether the coordinator ended the job because a server died (Coordinator::kExitServerDead): then a
-// server is the cause even when it did not exit (frozen) and the others exited first.
+// server is the cause even when it did not exit (frozen) and the others exited first. Over ssh (--hosts) a host's
+// `pshard host` exits so when one of its servers died or its coordinator said so.
 bool server_declared_dead(const LocalJob::Result& r) {
   for (const ChildExit& c : r.children) {
-    if (c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitServerDead) return true;
+    const bool coordinator_or_host = c.role == NodeRole::kCoordinator || !c.role;
+    if (coordinator_or_host && c.exited && c.exit_code == Coordinator::kExitServerDead) return true;
   }
   return false;
 }

@@ -202,11 +202,6 @@ std::vector<std::string> JobShape::host_aggregation_needs() const {
 
 void JobShape::check_over_ssh() const {
   const std::string what = "--hosts: ";
-  if (restart_servers) {
-    throw Error(what +
-                "cluster.server_failure_policy = restart is not supported over ssh (use pshard launch on one "
-                "host, or --resume after a failure)");
-  }
   if (checkpoint_on_sigterm) {
     throw Error(what +
                 "checkpoint.on_sigterm = checkpoint is not supported over ssh (a stopped launcher ends the remote "

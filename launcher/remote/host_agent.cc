@@ -14,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/control/coordinator.h"
 #include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
@@ -59,6 +60,19 @@ void place_keys(const HostShare& share) {
     }
   }
   transport::write_curve_keys(share.key_dir, share.keys);
+}
+
+// What the host's job's end says to the launcher. A server of this host that died (not one that exited 1 because the
+// coordinator aborted the job), or this host's coordinator ending the job for a dead server, is
+// Coordinator::kExitServerDead, as pshard launch reads a local server's death: under
+// cluster.server_failure_policy = restart it restarts the job from its checkpoints. Else the job's own status.
+int host_exit_code(const LocalJob::Result& r) {
+  for (const ChildExit& c : r.children) {
+    const bool server_died = c.role == NodeRole::kServer && c.failed() && !(c.exited && c.exit_code == 1);
+    const bool declared = c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitServerDead;
+    if (server_died || declared) return Coordinator::kExitServerDead;
+  }
+  return r.exit_code;
 }
 
 }  // namespace
@@ -123,7 +137,7 @@ int run_host_agent(const std::string& name, int in_fd) {
   if (r.exit_code != 0 && r.exit_code != kExitRecordsIncomplete && !r.failure.empty()) {
     std::fprintf(stderr, "error: %s\n", r.failure.c_str());
   }
-  return r.exit_code;
+  return host_exit_code(r);
 }
 
 }  // namespace pshard::remote

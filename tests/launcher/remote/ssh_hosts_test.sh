@@ -4,7 +4,8 @@
 # a 2-host job with CurveZMQ trains to the end with every line prefixed by its host; killing a remote worker ends the
 # job with that worker's name, killing a host agent with the agent's death named; under failure_policy = continue the
 # others train to the end without the killed worker (its host tells the coordinator at once), and under
-# restart_workers its host starts it again and it rejoins; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
+# restart_workers its host starts it again and it rejoins; a server killed under server_failure_policy = restart
+# restarts the job on every host from its checkpoint, which ends with an uninterrupted run's model, bit for bit; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
 # missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
 # pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
@@ -211,6 +212,42 @@ for policy in continue restart; do
   expect_no_remote_process "a $policy job whose worker was killed"
   echo "ssh_hosts_test: $policy: worker 2 killed on $H3, workers $finished finished all 300 epochs (status $status)"
 done
+
+# ------------------------------------------------------------------ 2d. server_failure_policy = restart
+# 3 hosts, a server and a worker on each, a checkpoint every 500 steps (150 epochs of 85 steps). Server 1 is SIGKILLed
+# on the second host after the 40th epoch line: its host agent says a server died, the launcher restarts the job on
+# every host from the newest checkpoint all three servers completed (the run directory is on the filesystem the
+# namespaces share), and it ends with an uninterrupted run's model, bit for bit.
+restart_sets=(--set train.epochs=150 --set checkpoint.every_steps=500 --set cluster.server_failure_policy=restart)
+timeout 120 "$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --config "$CONFIG" "${restart_sets[@]}" \
+  --run-dir "$WORK/run-server-restart-ref" > "$WORK/out.log" 2>&1 || die "the uninterrupted 3-host job failed (status $?)"
+"$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --config "$CONFIG" "${restart_sets[@]}" --grace-ms 2000 --timeout 120 \
+  --run-dir "$WORK/run-server-restart" > "$WORK/out.log" 2>&1 &
+LAUNCH_PID=$!
+for _ in $(seq 1 300); do
+  epochs=$(grep -c '"event":"epoch"' "$WORK/run-server-restart/metrics.jsonl" 2>/dev/null || true)
+  [ "${epochs:-0}" -ge 40 ] && break
+  sleep 0.1
+done
+server=
+for pid in $(job_pids 2); do
+  if cmdline "$pid" | grep -q "^$PSHARD server "; then server=$pid; fi
+done
+[ -n "$server" ] || die "no server on $H2"
+kill -KILL "$server"
+for _ in $(seq 1 1200); do kill -0 "$LAUNCH_PID" 2>/dev/null || break; sleep 0.1; done
+status=0
+wait "$LAUNCH_PID" || status=$?
+LAUNCH_PID=
+[ "$status" -eq 0 ] || die "server restart: the restarted job exited $status"
+# The launcher names a host whose agent said a server died (the second host's, or the first's, whose coordinator said so).
+grep -Eq "^\[launch\] host $SUBNET\.[0-9]+ \(pid [0-9]+\) exited with status 3.*: restarting the job \(restart 1 of 3\) from the checkpoint of step [0-9]+" \
+  "$WORK/out.log" || die "server restart: the launcher did not restart the job from a checkpoint after server 1 died"
+cmp -s "$WORK/run-server-restart-ref/model.bin" "$WORK/run-server-restart/model.bin" ||
+  die "server restart: the restarted job's model differs from the uninterrupted run's"
+expect_no_remote_process "a job restarted after its server was killed"
+echo "ssh_hosts_test: server 1 killed on $H2, the job restarted from its checkpoint on every host: the uninterrupted" \
+  "model, bit for bit"
 
 # ------------------------------------------------------------------ 3. Ctrl-C, SIGTERM and SIGKILL of the launcher
 for sig in INT TERM KILL; do
