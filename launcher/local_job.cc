@@ -210,15 +210,25 @@ struct LocalJob::Impl {
     c.exit.started = true;
   }
 
+  // Every running child gets SIGTERM, or its sigterm_line on its stdin (an ssh child's far side), and decides.
+  void pass_on_sigterm() {
+    for (auto& c : children) {
+      if (!c->exit.started || c->reaped) continue;
+      if (!c->spec.sigterm_line.empty() && c->in) {
+        asio::async_write(*c->in, asio::buffer(c->spec.sigterm_line), [](const boost::system::error_code&, size_t) {});
+      } else {
+        ::kill(-static_cast<pid_t>(c->exit.pid), SIGTERM);
+      }
+    }
+  }
+
   // --- signals to this process (Options::handle_signals) ---------------------------------------------------------
   void on_signal(int sig) {
     if (sig == SIGTERM && opt.forward_sigterm && !stopping) {
       // Every child gets it and decides (checkpoint.on_sigterm = checkpoint: the workers stop at the next step
       // boundary, the others wait for them); the job then ends as usual. A second signal stops it at once.
       write_all(opt.err_fd, "[launch] SIGTERM: passed on to every process (checkpoint.on_sigterm = checkpoint)\n");
-      for (auto& c : children) {
-        if (c->exit.started && !c->reaped) ::kill(-static_cast<pid_t>(c->exit.pid), SIGTERM);
-      }
+      pass_on_sigterm();
       opt.forward_sigterm = false;
       signals->async_wait([this](const boost::system::error_code& ec, int again) {
         if (!ec) on_signal(again);
@@ -516,6 +526,10 @@ LocalJob::Result LocalJob::run() {
 
 void LocalJob::stop(const std::string& reason) {
   asio::post(impl_->io, [this, reason] { impl_->stop_all(reason); });
+}
+
+void LocalJob::pass_on_sigterm() {
+  asio::post(impl_->io, [this] { impl_->pass_on_sigterm(); });
 }
 
 std::vector<int64_t> LocalJob::pids() const {

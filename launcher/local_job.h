@@ -28,6 +28,10 @@ struct ChildSpec {
   // secrets that must not be on a command line, and an EOF that tells the far side its launcher is gone).
   // Empty: stdin is /dev/null. Starting such a child makes this process ignore SIGPIPE.
   std::string stdin_text = std::string();
+  // Non-empty (with stdin_text): a SIGTERM passed on to the children (Options::forward_sigterm, pass_on_sigterm) is
+  // written to its stdin as this line instead of signalled. An ssh child carries it to the far side, which the
+  // signals of the ssh client do not reach (`pshard host` then passes SIGTERM on to its own processes).
+  std::string sigterm_line = std::string();
 };
 
 // How one child ended.
@@ -120,7 +124,10 @@ class LocalJob {
   std::optional<Result> wait_for(std::chrono::milliseconds timeout);
   Result run();                          // start() + wait()
   void stop(const std::string& reason);  // any thread: SIGTERM all, SIGKILL after grace (not a failure)
-  std::vector<int64_t> pids() const;     // children's pids (process group ids), in add() order; 0 = not started
+  // Any thread: every running child gets SIGTERM (or its sigterm_line) and decides what to do, as with
+  // Options::forward_sigterm; the job then ends as usual.
+  void pass_on_sigterm();
+  std::vector<int64_t> pids() const;  // children's pids (process group ids), in add() order; 0 = not started
 
  private:
   struct Impl;

@@ -362,13 +362,12 @@ std::pair<int64_t, int64_t> job_size(const LocalLaunchOptions& o, const std::vec
 }
 
 // The config with its overrides, checked here before any process starts (the config's own rules: config.cc).
-Config checked_config(const LocalLaunchOptions& o, const std::string& config_path, bool remote) {
+Config checked_config(const LocalLaunchOptions& o, const std::string& config_path) {
   std::vector<std::string> overrides = o.overrides;
   if (o.max_workers > 0) overrides.push_back("cluster.min_workers=" + std::to_string(o.workers));
   Config cfg = Config::from_file(config_path, overrides);
   if (o.max_workers > 0) check_elastic_settings(o);
   if (!o.worker_program.empty()) check_worker_program(o);
-  if (remote) JobShape::from_config(cfg).check_over_ssh();
   (void)TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");  // a bad window fails here
   return cfg;
 }
@@ -425,7 +424,7 @@ int run_local_launch(const LocalLaunchOptions& o) {
   const auto [servers, workers] = job_size(o, hosts);
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
-  const Config cfg = checked_config(o, config_path, !hosts.empty());
+  const Config cfg = checked_config(o, config_path);
   OpenRun run = open_run(o, cfg, servers);
   const std::string& run_dir = run.dir;
   const std::string& run_id = run.run_id;

@@ -200,14 +200,4 @@ std::vector<std::string> JobShape::host_aggregation_needs() const {
   return needs;
 }
 
-void JobShape::check_over_ssh() const {
-  const std::string what = "--hosts: ";
-  if (checkpoint_on_sigterm) {
-    throw Error(what +
-                "checkpoint.on_sigterm = checkpoint is not supported over ssh (a stopped launcher ends the remote "
-                "processes after --grace-ms); stop such a job with SIGTERM on one host, or resume from a periodic "
-                "checkpoint");
-  }
-}
-
 }  // namespace pshard

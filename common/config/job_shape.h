@@ -58,11 +58,6 @@ struct JobShape {
   std::vector<std::string> host_aggregation_needs() const;
   // One push per host: host_aggregation is not off and the job has everything it needs.
   bool aggregates_per_host() const { return host_aggregation != "off" && host_aggregation_needs().empty(); }
-  // What pshard launch --hosts cannot do with this job (stop it at a checkpoint on SIGTERM: ssh does not carry the
-  // signal to the hosts): an Error naming the setting, or nothing. A worker's death under failure_policy = continue,
-  // its restart on its host (restart_workers) and the job's restart from its checkpoints after a server died
-  // (server_failure_policy = restart, with the run directory on a filesystem the hosts share) it can.
-  void check_over_ssh() const;
 };
 
 // Every rule about keys whose values are only wrong together, checked once every file and --set is in (Config runs

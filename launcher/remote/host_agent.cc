@@ -62,15 +62,24 @@ void place_keys(const HostShare& share) {
   transport::write_curve_keys(share.key_dir, share.keys);
 }
 
-// What the host's job's end says to the launcher. A server of this host that died (not one that exited 1 because the
-// coordinator aborted the job), or this host's coordinator ending the job for a dead server, is
-// Coordinator::kExitServerDead, as pshard launch reads a local server's death: under
-// cluster.server_failure_policy = restart it restarts the job from its checkpoints. Else the job's own status.
+// What the host's job's end says to the launcher, which names the likely cause of a failed job by the hosts' statuses
+// as it does by its local children's:
+// - a server of this host that died (not one that exited 1 because the coordinator aborted the job), or this host's
+//   coordinator ending the job for a dead server: Coordinator::kExitServerDead, which under
+//   cluster.server_failure_policy = restart restarts the job from its checkpoints;
+// - another process of this host that died on its own (a signal: 128 + it; a status other than the abort's 1): its
+//   status, so that this host is named before the hosts whose processes only followed the abort (status 1);
+// - else the job's own status.
 int host_exit_code(const LocalJob::Result& r) {
   for (const ChildExit& c : r.children) {
     const bool server_died = c.role == NodeRole::kServer && c.failed() && !(c.exited && c.exit_code == 1);
     const bool declared = c.role == NodeRole::kCoordinator && c.exited && c.exit_code == Coordinator::kExitServerDead;
     if (server_died || declared) return Coordinator::kExitServerDead;
+  }
+  for (const ChildExit& c : r.children) {
+    if (!c.failed() || c.restarted || c.hung || !c.started) continue;
+    if (!c.exited) return 128 + c.signal;
+    if (c.exit_code != 1) return c.exit_code;
   }
   return r.exit_code;
 }
@@ -114,10 +123,12 @@ int run_host_agent(const std::string& name, int in_fd) {
     }
   }
   job.start();
-  // EOF on stdin: the launcher is gone or stopping the job.
+  // EOF on stdin: the launcher is gone or stopping the job. A line kSigtermLine: the launcher got SIGTERM under
+  // checkpoint.on_sigterm = checkpoint and passes it on; so does this host, to its processes.
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     char buf[256];
+    std::string line;
     while (!done.load()) {
       pollfd p{in_fd, POLLIN, 0};
       const int r = ::poll(&p, 1, 100);
@@ -128,6 +139,17 @@ int run_host_agent(const std::string& name, int in_fd) {
       if (n <= 0) {
         job.stop("the launcher's connection to " + name + " ended");
         return;
+      }
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] != '\n') {
+          if (line.size() < 64) line += buf[i];
+          continue;
+        }
+        if (line + "\n" == kSigtermLine) {
+          std::fprintf(stderr, "SIGTERM from the launcher: passed on to this host's processes\n");
+          job.pass_on_sigterm();
+        }
+        line.clear();
       }
     }
   });

@@ -165,6 +165,7 @@ ChildSpec ssh_host_process(const RemoteHost& host, const HostShare& share, const
                              "signal $((s - 128)) (SIG$(kill -l $((s - 128))))\" >&2; fi; exit $s";
   c.argv.push_back("exec /bin/sh -c " + shell_quote(script));
   c.stdin_text = share.to_json() + "\n";
+  c.sigterm_line = kSigtermLine;
   return c;
 }
 

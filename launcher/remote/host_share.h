@@ -49,6 +49,10 @@ std::vector<std::string> ssh_command(const char* pshard_ssh);
 ChildSpec ssh_host_process(const RemoteHost& host, const HostShare& share, const std::vector<std::string>& ssh,
                            const std::string& remote_pshard);
 
+// What the launcher writes to a host's stdin (ChildSpec::sigterm_line) to pass a SIGTERM on to its processes
+// (checkpoint.on_sigterm = checkpoint): ssh does not carry the ssh client's signals to the far side.
+inline constexpr const char* kSigtermLine = "sigterm\n";
+
 // `text` quoted for a POSIX shell: 'it'\''s'.
 std::string shell_quote(const std::string& text);
 

@@ -28,15 +28,6 @@ std::string error_of(const std::vector<std::string>& sets) {
   return "";
 }
 
-std::string ssh_error_of(const JobShape& s) {
-  try {
-    s.check_over_ssh();
-  } catch (const pshard::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(JobShape, ReadsTheDefaultsAsAFixedSyncJobThatAbortsOnADeadWorker) {
   const JobShape s = shape_of({});
   EXPECT_EQ(s.mode, JobMode::kSync);
@@ -109,17 +100,6 @@ TEST(JobShape, CheckpointsNeedASyncJob) {
                 .find("key 'checkpoint.on_sigterm': checkpoint needs cluster.mode = sync, not async"),
             std::string::npos);
   EXPECT_EQ(error_of({"checkpoint.every_steps=10", "checkpoint.on_sigterm=checkpoint"}), "");
-}
-
-TEST(JobShape, OverSshRefusesWhatRestartsTheWholeJob) {
-  EXPECT_EQ(ssh_error_of(shape_of({})), "");
-  // A worker's death and its restart stay on its host: the host agent runs it again.
-  EXPECT_EQ(ssh_error_of(shape_of({"cluster.restart_workers=true", "cluster.failure_policy=continue"})), "");
-  EXPECT_EQ(ssh_error_of(shape_of({"cluster.failure_policy=continue"})), "");
-  EXPECT_EQ(ssh_error_of(shape_of({"cluster.server_failure_policy=restart"})), "");
-  EXPECT_NE(ssh_error_of(shape_of({"checkpoint.on_sigterm=checkpoint"}))
-                .find("--hosts: checkpoint.on_sigterm = checkpoint is not supported over ssh"),
-            std::string::npos);
 }
 
 }  // namespace

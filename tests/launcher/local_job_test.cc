@@ -117,6 +117,35 @@ TEST(LocalJob, StdinTextReachesTheChildAndStaysOpenUntilItEnds) {
   EXPECT_NE(o.find("[reader] the plan\n[reader] second line\n"), std::string::npos) << o;
 }
 
+// pass_on_sigterm: a child with a sigterm_line reads that line on its stdin (an ssh child carries it to its host);
+// the others get SIGTERM and decide (here: a shell that exits 75, the status of a job stopped at a checkpoint).
+TEST(LocalJob, PassedOnSigtermIsALineForAChildThatHasOneAndASignalForTheOthers) {
+  TempFile out, err;
+  LocalJob::Options opt;
+  opt.out_fd = out.fd;
+  opt.err_fd = err.fd;
+  LocalJob job(opt);
+  ChildSpec host{"host", {"/bin/sh", "-c", "read plan; read line; echo \"$plan then $line\"; exit 75"}, {}};
+  host.stdin_text = "the plan\n";
+  host.sigterm_line = "sigterm\n";
+  job.add(host);
+  job.add({"signalled", {"/bin/sh", "-c", "trap 'exit 75' TERM; while :; do sleep 0.05; done"}, {}});
+  job.start();
+  EXPECT_FALSE(job.wait_for(std::chrono::milliseconds(300))) << "a child ended before the SIGTERM";
+  job.pass_on_sigterm();
+  const std::optional<LocalJob::Result> r = job.wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(r.has_value()) << "the children did not end after the SIGTERM was passed on";
+  EXPECT_EQ(r->exit_code, kExitStopped) << r->failure;
+  ASSERT_EQ(r->children.size(), 2u);
+  for (const ChildExit& c : r->children) {
+    EXPECT_TRUE(c.exited) << c.describe();
+    EXPECT_EQ(c.exit_code, kExitStopped) << c.describe();
+    EXPECT_FALSE(c.stopped) << c.describe();
+  }
+  const std::string o = out.read();
+  EXPECT_NE(o.find("[host] the plan then sigterm\n"), std::string::npos) << o;
+}
+
 TEST(LocalJob, PrefixesEveryOutputLineWithTheChildName) {
   TempFile out, err;
   LocalJob::Options opt;

@@ -5,7 +5,8 @@
 # job with that worker's name, killing a host agent with the agent's death named; under failure_policy = continue the
 # others train to the end without the killed worker (its host tells the coordinator at once), and under
 # restart_workers its host starts it again and it rejoins; a server killed under server_failure_policy = restart
-# restarts the job on every host from its checkpoint, which ends with an uninterrupted run's model, bit for bit; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
+# restarts the job on every host from its checkpoint, and a SIGTERM to the launcher under on_sigterm = checkpoint
+# stops it at a checkpoint that --resume continues: both end with an uninterrupted run's model, bit for bit; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
 # missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
 # pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
@@ -145,8 +146,10 @@ done
 kill -KILL "$worker"
 wait_launcher
 [ "$status" -ne 0 ] || die "the job exited 0 after its worker was killed"
-grep "^\[launch\] job failed: " "$WORK/out.log" | grep -q "worker 2 (pid $worker) was killed by signal 9 (SIGKILL)" \
-  || die "the failure does not name worker 2 killed by SIGKILL"
+# Named by its host (its agent saw it die) or by the coordinator, which its host told at once.
+grep "^\[launch\] job failed: " "$WORK/out.log" |
+  grep -Eq "worker 2 \((host [^,]*, )?pid $worker\)( is dead: its process)? was killed by signal 9 \(SIGKILL\)" ||
+  die "the failure does not name worker 2 killed by SIGKILL"
 expect_no_remote_process "a job whose worker was killed"
 echo "ssh_hosts_test: killing worker 2 on $H3 ended the job (status $status) naming it"
 
@@ -248,6 +251,38 @@ cmp -s "$WORK/run-server-restart-ref/model.bin" "$WORK/run-server-restart/model.
 expect_no_remote_process "a job restarted after its server was killed"
 echo "ssh_hosts_test: server 1 killed on $H2, the job restarted from its checkpoint on every host: the uninterrupted" \
   "model, bit for bit"
+
+# ------------------------------------------------------------------ 2e. checkpoint.on_sigterm = checkpoint
+# The same job, the launcher sent SIGTERM after the 40th epoch line: it writes a line to each host, whose agent
+# passes SIGTERM on; the job stops at a checkpoint (status 75), and --resume on the same hosts ends with the
+# uninterrupted run's model, bit for bit.
+"$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --config "$CONFIG" "${restart_sets[@]}" \
+  --set checkpoint.on_sigterm=checkpoint --grace-ms 2000 --timeout 120 --run-dir "$WORK/run-sigterm" \
+  > "$WORK/out.log" 2>&1 &
+LAUNCH_PID=$!
+for _ in $(seq 1 300); do
+  epochs=$(grep -c '"event":"epoch"' "$WORK/run-sigterm/metrics.jsonl" 2>/dev/null || true)
+  [ "${epochs:-0}" -ge 40 ] && break
+  sleep 0.1
+done
+kill -TERM "$LAUNCH_PID"
+for _ in $(seq 1 600); do kill -0 "$LAUNCH_PID" 2>/dev/null || break; sleep 0.1; done
+status=0
+wait "$LAUNCH_PID" || status=$?
+LAUNCH_PID=
+[ "$status" -eq 75 ] || die "SIGTERM under on_sigterm = checkpoint: the launcher exited $status, not 75"
+grep -q "SIGTERM from the launcher: passed on to this host's processes" "$WORK/out.log" ||
+  die "SIGTERM under on_sigterm = checkpoint: no host passed it on"
+expect_no_remote_process "a job stopped at a checkpoint"
+timeout 120 "$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --resume "$WORK/run-sigterm" > "$WORK/out.log" 2>&1 ||
+  die "the resumed 3-host job failed (status $?)"
+at=$(grep -o '"start_step": *[0-9]*' "$WORK/run-sigterm/metrics.jsonl" | tail -n 1 | sed 's/.*: *//')
+[ "${at:-0}" -gt 0 ] || die "the resumed job did not start at a checkpoint's step"
+cmp -s "$WORK/run-server-restart-ref/model.bin" "$WORK/run-sigterm/model.bin" ||
+  die "SIGTERM and --resume: the model differs from the uninterrupted run's"
+expect_no_remote_process "a resumed job"
+echo "ssh_hosts_test: SIGTERM stopped the 3-host job at a checkpoint (status 75), --resume from step $at: the" \
+  "uninterrupted model, bit for bit"
 
 # ------------------------------------------------------------------ 3. Ctrl-C, SIGTERM and SIGKILL of the launcher
 for sig in INT TERM KILL; do
