@@ -293,6 +293,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
     ro.assign_gpus = shape.cuda();
     ro.grace_ms = o.grace.count();
     ro.workers_may_fail = shape.may_lose_workers();
+    ro.drops_workers = elastic;
     ro.max_worker_restarts = shape.restart_workers ? static_cast<int>(cfg.get_int("cluster.max_restarts")) : 0;
     placement = remote::add_host_processes(ro, t.plan, job);
   } else {
@@ -318,7 +319,6 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
 void check_elastic_settings(const LocalLaunchOptions& o) {
   const std::string what = "pshard launch --workers " + std::to_string(o.workers) + ":" +
                            std::to_string(o.max_workers) + " (an elastic job): ";
-  if (!o.hosts.empty()) throw Error(what + "not over ssh (--hosts): run it on one host");
   if (!o.resume_dir.empty()) throw Error(what + "cannot be resumed: its epochs' members are not in its checkpoints");
 }
 

@@ -97,6 +97,7 @@ int run_host_agent(const std::string& name, int in_fd) {
   LocalJob::Options opt;
   opt.handle_signals = true;
   opt.grace = std::chrono::milliseconds(share.grace_ms);
+  opt.drops_workers = share.drops_workers;
   // A process of this host that dies is dead for the coordinator at once, as pshard launch tells it of its own
   // children: under failure_policy = continue the others go on without waiting for the heartbeat timeout.
   std::unique_ptr<ProcessNotifier> notices;

@@ -66,6 +66,7 @@ std::string HostShare::to_json() const {
       .set("grace_ms", grace_ms)
       .set("coordinator", coordinator)
       .set("job_token", job_token)
+      .set("drops_workers", drops_workers)
       .set("processes", procs)
       .dump();
 }
@@ -86,6 +87,7 @@ HostShare HostShare::from_json(const std::string& line) {
   if (s.grace_ms < 0 || s.grace_ms > 3600 * 1000) throw Error("host plan: grace_ms out of 0..3600000");
   s.coordinator = field(j, "coordinator", "the plan").as_string();
   s.job_token = field(j, "job_token", "the plan").as_string();
+  s.drops_workers = field(j, "drops_workers", "the plan").as_bool();
   const Json& procs = field(j, "processes", "the plan");
   if (!procs.is_array() || procs.size() == 0) throw Error("host plan: \"processes\" is not a non-empty array");
   for (const Json& p : procs.elements()) {

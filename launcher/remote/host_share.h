@@ -32,6 +32,7 @@ struct HostShare {
   // authenticated by the job's token or its CurveZMQ keys.
   std::string coordinator;
   std::string job_token;
+  bool drops_workers = false;  // an elastic job: a worker of this host that dies is dropped (LocalJob::Options)
   std::vector<RemoteProcess> processes;
 
   // One line of JSON (it holds secrets: it travels only on ssh's stdin).

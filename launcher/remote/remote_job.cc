@@ -44,6 +44,7 @@ std::vector<ChildSpec> host_processes(const RemoteJobOptions& o, JobPlan& plan, 
     share.grace_ms = o.grace_ms;
     share.coordinator = plan.coordinator;
     share.job_token = plan.job_token;
+    share.drops_workers = o.drops_workers;
     std::string what;
     if (i == 0) {
       share.processes.push_back({plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(port)), -1});

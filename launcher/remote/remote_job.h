@@ -27,6 +27,8 @@ struct RemoteJobOptions {
   // cluster.restart_workers: a dead worker is started again on its host, at most this many times (0: never); it
   // rejoins the running job.
   int max_worker_restarts = 0;
+  // An elastic job (--workers MIN:MAX): a worker that dies is dropped, and the job goes on (LocalJob::Options).
+  bool drops_workers = false;
 };
 
 // Placement: the coordinator on the first host (bound to all its addresses, reached at the first host's address),

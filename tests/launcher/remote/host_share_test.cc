@@ -73,6 +73,7 @@ TEST(HostShare, RoundTripsThroughOneJsonLine) {
   w.max_restarts = 3;
   s.coordinator = "tcp://10.0.0.1:4242";
   s.job_token = "0123456789abcdef0123456789abcdef";
+  s.drops_workers = true;
   RemoteProcess c;
   c.spec.name = "coordinator";
   c.spec.role = NodeRole::kCoordinator;
@@ -109,6 +110,7 @@ TEST(HostShare, RoundTripsThroughOneJsonLine) {
   EXPECT_EQ(r.processes[0].max_restarts, 0);
   EXPECT_EQ(r.coordinator, "tcp://10.0.0.1:4242");
   EXPECT_EQ(r.job_token, "0123456789abcdef0123456789abcdef");
+  EXPECT_TRUE(r.drops_workers);
 }
 
 TEST(HostShare, RefusesMalformedPlansNamingTheField) {

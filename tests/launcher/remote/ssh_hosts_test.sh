@@ -6,7 +6,8 @@
 # others train to the end without the killed worker (its host tells the coordinator at once), and under
 # restart_workers its host starts it again and it rejoins; a server killed under server_failure_policy = restart
 # restarts the job on every host from its checkpoint, and a SIGTERM to the launcher under on_sigterm = checkpoint
-# stops it at a checkpoint that --resume continues: both end with an uninterrupted run's model, bit for bit; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
+# stops it at a checkpoint that --resume continues: both end with an uninterrupted run's model, bit for bit; an
+# elastic job (--workers 2:3) on two hosts takes a worker that `pshard join` starts on the third; SIGINT (Ctrl-C) and SIGTERM to the launcher, and SIGKILL of it, leave no process in
 # any namespace; the job token is in the processes' environment and on no command line; an unreachable host and a
 # missing --remote-pshard are named; `-- CMD` workers get their PSHARD_* variables; a sync job on 2 hosts x 2 workers
 # pushes once per host (cluster.host_aggregation = auto): half the network bytes of `off`, the same bits on a rerun,
@@ -283,6 +284,30 @@ cmp -s "$WORK/run-server-restart-ref/model.bin" "$WORK/run-sigterm/model.bin" ||
 expect_no_remote_process "a resumed job"
 echo "ssh_hosts_test: SIGTERM stopped the 3-host job at a checkpoint (status 75), --resume from step $at: the" \
   "uninterrupted model, bit for bit"
+
+# ------------------------------------------------------------------ 2f. an elastic job over hosts
+# --workers 2:3 on the first two hosts; `pshard join RUN_DIR` on the third (the run directory on the filesystem the
+# namespaces share) adds a worker at the next epoch's start, and the job ends 0 with epochs trained by all three.
+"$PSHARD" launch --hosts "$H1:1,$H2:1" --workers 2:3 --config "$CONFIG" --set train.epochs=200 --timeout 120 \
+  --run-dir "$WORK/run-elastic" > "$WORK/out.log" 2>&1 &
+LAUNCH_PID=$!
+for _ in $(seq 1 300); do
+  epochs=$(grep -c '"event":"epoch"' "$WORK/run-elastic/metrics.jsonl" 2>/dev/null || true)
+  [ -f "$WORK/run-elastic/join.json" ] && [ "${epochs:-0}" -ge 3 ] && break
+  sleep 0.1
+done
+[ -f "$WORK/run-elastic/join.json" ] || die "the elastic job wrote no join.json"
+timeout 120 nsenter --net="/run/netns/$(host_ns 3)" "$PSHARD" join "$WORK/run-elastic" > "$WORK/join.log" 2>&1 ||
+  die "pshard join on $H3 failed (status $?): $(tail -n 5 "$WORK/join.log")"
+for _ in $(seq 1 1200); do kill -0 "$LAUNCH_PID" 2>/dev/null || break; sleep 0.1; done
+status=0
+wait "$LAUNCH_PID" || status=$?
+LAUNCH_PID=
+[ "$status" -eq 0 ] || die "the elastic job exited $status"
+grep '"event":"members"' "$WORK/run-elastic/metrics.jsonl" | tail -n 1 | grep -q '"workers":\[0,1,2\]' ||
+  die "the elastic job's last epoch was not trained by workers 0, 1 and 2: $(grep '"event":"members"' "$WORK/run-elastic/metrics.jsonl" | tail -n 1)"
+expect_no_remote_process "an elastic job"
+echo "ssh_hosts_test: elastic job on 2 hosts (--workers 2:3), a worker joined from $H3: its last epoch trained by 3"
 
 # ------------------------------------------------------------------ 3. Ctrl-C, SIGTERM and SIGKILL of the launcher
 for sig in INT TERM KILL; do
