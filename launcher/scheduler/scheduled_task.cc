@@ -14,6 +14,7 @@
 #include "common/config/config.h"
 #include "common/config/job_shape.h"
 #include "common/control/coordinator.h"
+#include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
 #include "common/run/run_directory.h"
@@ -237,17 +238,35 @@ LocalJob::Result run_round(const ScheduledTaskOptions& o, const Config& cfg, con
     }
   }
 
+  const JobShape shape = JobShape::from_config(cfg);
   LocalJob::Options opt;
   opt.handle_signals = true;  // scancel / srun's / mpirun's SIGTERM stop this task's processes
   // checkpoint.on_sigterm = checkpoint: they decide instead (the workers stop at the next step boundary; exit 75).
-  opt.forward_sigterm = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
+  opt.forward_sigterm = shape.checkpoint_on_sigterm;
   opt.grace = o.grace;
+  // A process of this task that dies is dead for the coordinator at once, as pshard launch tells it of its own
+  // children: under failure_policy = continue the others go on without waiting for the heartbeat timeout.
+  const transport::CurveKeys keys =
+      job_plan.key_dir.empty() ? transport::CurveKeys{} : transport::read_curve_keys(job_plan.key_dir);
+  ProcessNotifier notices(job_plan.coordinator, job_plan.job_token, keys);
+  opt.on_child_failed = [&notices](const ChildSpec& spec, const ChildExit& how) {
+    if (!spec.role || *spec.role == NodeRole::kCoordinator) return;
+    notices.process_ended(*spec.role,
+                          spec.rank ? std::optional<uint32_t>(static_cast<uint32_t>(*spec.rank)) : std::nullopt,
+                          how.pid, how.ending());
+  };
   LocalJob job(opt);
   if (plan.runs_coordinator) job.add(job_plan.coordinator_process("tcp://0.0.0.0:" + std::to_string(place.port)));
   ChildSpec c = plan.role == NodeRole::kServer ? job_plan.server_process(plan.rank, "tcp://" + place.address + ":0")
                                                : job_plan.worker_process(plan.rank, {}, plan.local_role_index);
   if (!place.gpu.empty()) c.env.push_back("CUDA_VISIBLE_DEVICES=" + place.gpu);
-  job.add(c);
+  if (plan.role == NodeRole::kWorker) c.may_fail = shape.may_lose_workers();  // the coordinator decides
+  if (plan.role == NodeRole::kWorker && shape.restart_workers) {
+    // cluster.restart_workers: started again in this task, on its node, it rejoins the running job.
+    job.add_restartable(c, job_plan.rejoining_worker(c), static_cast<int>(cfg.get_int("cluster.max_restarts")));
+  } else {
+    job.add(c);
+  }
 
   const std::string rank = plan.rank >= 0 ? std::to_string(plan.rank) : "(assigned by the coordinator)";
   std::fprintf(

@@ -2,7 +2,8 @@
 # The real SLURM test: a 2-node SLURM cluster (scripts/slurm-cluster), an sbatch job running `srun pshard slurm`
 # (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement; then a
 # job stopped by SIGTERM at a checkpoint, requeued, and resumed to the weights of an uninterrupted run; then a job whose
-# server is killed, restarted by the tasks from its checkpoint within the allocation.
+# server is killed, restarted by the tasks from its checkpoint within the allocation; then a job whose worker is killed
+# under restart_workers, started again by its task, which rejoins.
 #
 # Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
 # Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
@@ -205,5 +206,32 @@ grep -q "a server died: restarting the job (restart 1 of 3) from the checkpoint 
 cmp -s "$REF/model.bin" "$RUN3/model.bin" || die "the restarted job's model differs from the uninterrupted run's"
 say "restart: the job started again from its checkpoint within the allocation, same weights (${T_RESTART} s)"
 
-say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s, server restart ${T_RESTART} s"
+# 6. a worker SIGKILLed under cluster.restart_workers (and failure_policy = continue): its task starts it again on
+#    its node, the coordinator having heard of the death from the task at once; it rejoins the running job, which ends
+#    with both workers.
+RUN4="$DIR/run-rejoin"
+OUT4="$DIR/job-rejoin.out"
+JOB_OUT=$OUT4
+t_job=$SECONDS
+( PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN4" \
+  timeout 240 sbatch --wait --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
+  --output="$OUT4" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" "${ARGS[@]}" \
+  --set cluster.failure_policy=continue --set cluster.restart_workers=true; echo $? >"$DIR/rejoin.rc" ) &
+for _ in $(seq 1 600); do grep -q '"step":100,' "$RUN4/metrics.jsonl" 2>/dev/null && [ -s "$RUN4/cluster.json" ] && break; sleep 0.2; done
+grep -q '"step":100,' "$RUN4/metrics.jsonl" 2>/dev/null || { wait; die "the rejoin job never logged step 100"; }
+victim=$(sed 's/}, {/}\n{/g' "$RUN4/cluster.json" | grep '"role": "worker"' | grep '"rank": 1' | grep -o '"pid": [0-9]*' | grep -o '[0-9]*')
+[ -n "$victim" ] || die "no pid of worker 1 in $RUN4/cluster.json"
+kill -9 "$victim" || die "cannot kill worker 1 (pid $victim)"
+say "rejoin: killed worker 1 (pid $victim) after step 100"
+wait
+T_REJOIN=$((SECONDS - t_job))
+[ "$(cat "$DIR/rejoin.rc" 2>/dev/null)" = 0 ] || die "the job whose worker was killed failed (sbatch --wait: $(cat "$DIR/rejoin.rc" 2>/dev/null))"
+grep -q "rejoining the job at step" "$OUT4" || die "worker 1 was not started again to rejoin the job"
+grep -q "(pshard launch saw it end)" "$OUT4" || die "the coordinator was not told of worker 1's death by its task"
+tail -n 1 "$RUN4/metrics.jsonl" | grep -Eq '"workers_finished": *\[(0, *1|1, *0)\]' ||
+  die "the rejoin job did not end with both workers: $(tail -n 1 "$RUN4/metrics.jsonl")"
+say "rejoin: worker 1 started again by its task, rejoined, the job ended with both workers (${T_REJOIN} s)"
+
+say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s, server restart ${T_RESTART} s," \
+  "worker restart ${T_REJOIN} s"
 exit 0
