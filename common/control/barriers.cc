@@ -14,10 +14,20 @@ void Barriers::enter(const std::string& name, const std::string& id, bool vote) 
 }
 
 void Barriers::release_complete() {
+  if (entered_.empty()) return;
+  // Called after every entry: a round with fewer nodes than its role has live ones cannot be complete, which is all
+  // most calls need to see (a step's vote with 64 workers is 64 entries, each of which would otherwise look every
+  // node up in every round).
+  std::map<NodeRole, size_t> live;
+  for (const auto& [id, p] : peers_) {
+    if (counts(p)) ++live[p.info.role];
+  }
   for (auto it = entered_.begin(); it != entered_.end();) {
-    bool complete = true;
-    for (const auto& [id, p] : peers_) {
-      if (counts(p) && p.info.role == it->first.first && !it->second.ids.count(id)) complete = false;
+    bool complete = it->second.ids.size() >= live[it->first.first];
+    for (auto p = peers_.begin(); complete && p != peers_.end(); ++p) {
+      if (counts(p->second) && p->second.info.role == it->first.first && !it->second.ids.count(p->first)) {
+        complete = false;
+      }
     }
     if (!complete) {
       ++it;
@@ -36,7 +46,10 @@ void Barriers::release_complete() {
 }
 
 std::optional<std::string> Barriers::stalemate() const {
+  std::map<NodeRole, size_t> rounds;  // a stalemate needs two barriers of one role
+  for (const auto& [key, round] : entered_) ++rounds[key.first];
   for (NodeRole role : {NodeRole::kServer, NodeRole::kWorker}) {
+    if (rounds[role] < 2) continue;
     std::map<std::string, std::set<uint32_t>> waiting;  // barrier -> the ranks that wait in it (named in rank order)
     bool all_waiting = true, any_live = false;
     for (const auto& [id, p] : peers_) {

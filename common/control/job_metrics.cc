@@ -1,6 +1,8 @@
 // The job's metrics sink: epoch lines combined from the workers' reports, the summary, cluster.json.
 #include "common/control/job_metrics.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -287,6 +289,13 @@ void JobMetrics::write_summary(const std::string& aborted) {
     summary.set("workers", opt_.num_workers);
   }
   summary.set("servers", opt_.num_servers);
+  // The control plane's cost: the coordinator's CPU time so far (its ZeroMQ threads included; in a process that
+  // runs more than the coordinator, as a test may, that process's).
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0) {
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+    summary.set("coordinator_cpu_s", seconds(usage.ru_utime) + seconds(usage.ru_stime));
+  }
   Json finished = Json::array();
   for (const auto& [id, q] : peers_) {
     if (q.info.role == NodeRole::kWorker && q.state == Peer::State::kLeft) finished.push(q.info.rank);

@@ -204,6 +204,10 @@ const std::vector<RawEvent>& raw_events() {
             "the workers of its last epoch)"},
            {"min_workers:i? max_workers:i?", "an elastic job's range (`--workers MIN:MAX`); absent otherwise"},
            {"workers_finished:l?", "ranks of the workers that completed the run (distributed runs)"},
+           {"coordinator_cpu_s:n?",
+            "distributed runs: the coordinator's CPU time, user + system, over the job (heartbeats, barrier "
+            "votes, epoch plans, these records): the control plane's cost, `tests/bench/control_plane_bench.py` "
+            "per step"},
            {"model_file:s*",
             "path of the saved model (`RUN_DIR/model.bin`); null when no worker saved one "
             "(docs/OPERATIONS.md)"},
