@@ -425,6 +425,11 @@ int run_local_launch(const LocalLaunchOptions& o) {
   const std::string config_path =
       std::filesystem::absolute(!o.config_path.empty() ? o.config_path : o.resume_dir + "/config.toml").string();
   const Config cfg = checked_config(o, config_path);
+  if (const JobShape shape = JobShape::from_config(cfg);
+      shape.uneven_batches() && static_cast<int64_t>(shape.worker_batches.size()) != workers) {
+    throw Error("pshard launch: train.worker_batch_sizes names " + std::to_string(shape.worker_batches.size()) +
+                " batches, but the job has " + std::to_string(workers) + " workers: give one a worker");
+  }
   OpenRun run = open_run(o, cfg, servers);
   const std::string& run_dir = run.dir;
   const std::string& run_id = run.run_id;

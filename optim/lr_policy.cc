@@ -15,6 +15,7 @@ LrPolicy LrPolicy::from_config(const Config& cfg) {
   p.shape = LrScheduleParams::from_config(cfg);
   p.batch_size = cfg.get_int("train.batch_size");
   const JobShape job = JobShape::from_config(cfg);
+  for (int64_t b : job.worker_batches) p.uneven_global_batch += b;
   if (job.elastic()) {
     p.global_batch = job.elastic_global_batch ? GlobalBatch::kFixedWorkers : GlobalBatch::kStepWorkers;
     p.fixed_workers = job.elastic_global_batch ? job.min_workers : 0;
@@ -35,7 +36,8 @@ LrSchedule LrPolicy::schedule(uint32_t workers, int64_t run_total_steps) const {
   if (shape.name == "cosine" && shape.total_steps == 0 && run_total_steps <= 0) {
     throw Error("lr schedule: a cosine schedule needs the run's length (the run's steps, or lr_schedule.total_steps)");
   }
-  return LrSchedule(base_lr, shape, batch_size * static_cast<int64_t>(workers), std::max<int64_t>(run_total_steps, 1));
+  const int64_t global = uneven_global_batch > 0 ? uneven_global_batch : batch_size * static_cast<int64_t>(workers);
+  return LrSchedule(base_lr, shape, global, std::max<int64_t>(run_total_steps, 1));
 }
 
 }  // namespace pshard::optim

@@ -176,8 +176,9 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   log::configure("worker " + std::to_string(rank), log::level_from_string(cfg.get_string("log.level")));
   trainer::TrainerOptions opts = trainer_options(cfg, rank, world, o.start_step, o.join, o.run_dir);
   // Elastic jobs: at most one worker's steps (what the run's length bounds: the check of --start-step, a schedule).
-  const int64_t total_steps =
-      trainer::steps_per_epoch_for(setup.data.train.size(), elastic ? 1 : world, opts.batch_size) * opts.epochs;
+  const int64_t total_steps = (elastic ? trainer::steps_per_epoch_for(setup.data.train.size(), 1, opts.batch_size)
+                                       : trainer::steps_per_epoch_for(setup.data.train.size(), opts)) *
+                              opts.epochs;
   std::optional<trainer::KvSync> sync;
   KvClientStopsFirst stops_first{worker};
   if (!worker.start(tensors, total_steps, StartRequest{o.start_step, o.join, o.run_dir})) {

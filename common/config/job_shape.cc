@@ -79,6 +79,29 @@ void check_host_aggregation(const JobShape& s, const std::string& origin) {
   }
 }
 
+// Per-worker batches (train.worker_batch_sizes) weigh each worker's gradients by its batch in a sync step's mean,
+// with the weights of a fixed set of workers: every worker of the job pushes every step.
+void check_worker_batches(const JobShape& s, const std::string& origin) {
+  if (!s.uneven_batches()) return;
+  const std::string key = "train.worker_batch_sizes";
+  if (!s.sync()) {
+    fail(origin, key,
+         std::string("per-worker batches need cluster.mode = sync, not ") + s.mode_name() +
+             ": a sync step's mean weighs each worker's gradients by its batch; async and SSP servers apply each "
+             "push alone");
+  }
+  if (s.elastic()) {
+    fail(origin, key,
+         "per-worker batches need a fixed number of workers, not an elastic job (cluster.min_workers > 0): each "
+         "entry is one worker's");
+  }
+  if (s.continue_without_dead_workers) {
+    fail(origin, key,
+         "per-worker batches need cluster.failure_policy = abort: the weights of a step's mean are those of every "
+         "worker, which a job that goes on without one would get wrong");
+  }
+}
+
 // A worker that cluster.restart_workers starts again rejoins the running sync job: the job must go on without it
 // meanwhile.
 void check_restart_workers(const JobShape& s, const std::string& origin) {
@@ -123,6 +146,7 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
     }
   }
   if (s.elastic()) check_elastic(s, origin);
+  check_worker_batches(s, origin);
   check_restart_workers(s, origin);
   check_host_aggregation(s, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
@@ -178,6 +202,7 @@ JobShape JobShape::from_config(const Config& cfg) {
   s.device = cfg.get_string("train.device");
   s.precision = cfg.get_string("train.precision");
   s.loss_scaling = cfg.get_string("train.loss_scaling");
+  s.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
   return s;
 }
 

@@ -40,6 +40,8 @@ struct JobShape {
   std::string device = "cpu";             // train.device: cpu, cuda
   std::string precision = "fp32";         // train.precision: fp32, bf16, fp16
   std::string loss_scaling = "none";      // train.loss_scaling, auto resolved: none, dynamic, static
+  // train.worker_batch_sizes: worker r's batch at [r] (uneven workers); empty: train.batch_size for every worker.
+  std::vector<int64_t> worker_batches;
 
   static JobShape from_config(const Config& cfg);
 
@@ -49,6 +51,7 @@ struct JobShape {
   // leave between epochs.
   bool may_lose_workers() const { return continue_without_dead_workers || elastic(); }
   bool cuda() const { return device == "cuda"; }
+  bool uneven_batches() const { return !worker_batches.empty(); }
   // "sync", "async" or "ssp", as cluster.mode names it.
   const char* mode_name() const;
   // What one push per host (cluster.host_aggregation) needs of this job that it does not have, as the settings it

@@ -73,6 +73,10 @@ std::vector<ConfigKey> kSchema = {
     {"train.epochs", T::kInt, "10", 1, 100000, "",
      "epochs to train (a program's run under `-- CMD`: its declared length, optional: its own loop decides)"},
     {"train.batch_size", T::kInt, "64", 1, 1 << 20, "", "samples per step per worker"},
+    {"train.worker_batch_sizes", T::kIntList, "[]", 1, 1 << 20, "",
+     "uneven workers (of different speed): worker r's batch is entry r, one entry per worker, instead of "
+     "train.batch_size; a sync step's mean weighs each worker's gradients by its batch, so that batches 32 and 96 "
+     "train as one worker with 128 (empty: every worker's is train.batch_size)"},
     {"train.threads", T::kInt, "0", 0, 1024, "",
      "CPU compute threads (0: the cores, shared among the workers launched on one host)", OnResume::kMayChange},
     {"train.cpu_kernels", T::kString, "onednn", 0, 0, "onednn|reference",

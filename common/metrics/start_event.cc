@@ -14,7 +14,12 @@ StartEvent StartEvent::from_config(const Config& cfg, const std::string& model, 
   e.lr = cfg.get_double("optimizer.lr");
   e.batch_size = batch_size;
   e.global_batch = batch_size * workers;
-  e.mode = JobShape::from_config(cfg).mode_name();
+  const JobShape job = JobShape::from_config(cfg);
+  if (job.uneven_batches()) {  // train.worker_batch_sizes: `batch_size` is the reporting worker's
+    e.global_batch = 0;
+    for (int64_t b : job.worker_batches) e.global_batch += b;
+  }
+  e.mode = job.mode_name();
   e.epochs = cfg.get_int("train.epochs");
   e.steps_per_epoch = steps_per_epoch;
   return e;

@@ -88,6 +88,23 @@ TEST(JobShape, RestartedWorkersNeedAContinuingSyncJob) {
   EXPECT_EQ(error_of({"cluster.restart_workers=true", "cluster.failure_policy=continue"}), "");
 }
 
+// Per-worker batches weigh a sync step's mean with the weights of every worker: refused where pushes are applied
+// alone or a worker may be missing from a step.
+TEST(JobShape, UnevenBatchesNeedAFixedSyncJob) {
+  EXPECT_EQ(shape_of({"train.worker_batch_sizes=[32, 96]"}).worker_batches, (std::vector<int64_t>{32, 96}));
+  EXPECT_FALSE(shape_of({}).uneven_batches());
+  EXPECT_NE(error_of({"train.worker_batch_sizes=[32,96]", "cluster.mode=ssp"})
+                .find("key 'train.worker_batch_sizes': per-worker batches need cluster.mode = sync, not ssp"),
+            std::string::npos);
+  EXPECT_NE(error_of({"train.worker_batch_sizes=[32,96]", "cluster.failure_policy=continue"})
+                .find("per-worker batches need cluster.failure_policy = abort"),
+            std::string::npos);
+  EXPECT_NE(error_of({"train.worker_batch_sizes=[32,96]", "cluster.min_workers=2"})
+                .find("per-worker batches need a fixed number of workers"),
+            std::string::npos);
+  EXPECT_NE(error_of({"train.worker_batch_sizes=[32,0]"}).find("key 'train.worker_batch_sizes'"), std::string::npos);
+}
+
 // The servers' own rules, now checked with the config: an async or SSP job has no step boundaries to checkpoint at.
 TEST(JobShape, CheckpointsNeedASyncJob) {
   EXPECT_NE(error_of({"cluster.mode=async", "checkpoint.every_steps=10"})

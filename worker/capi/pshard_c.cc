@@ -337,6 +337,11 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
     const int64_t total_steps = steps_per_epoch * epochs;
     c->total_steps = total_steps;
     // A cosine schedule without lr_schedule.total_steps in an elastic job was refused with the config (config.cc).
+    if (c->worker->job().uneven_batches()) {
+      throw Failure{PSHARD_ERR_CONFIG,
+                    "pshard: train.worker_batch_sizes is for pshard's own workers: a program's batches are its data "
+                    "loader's, and its gradients are not weighted by them"};
+    }
     if (elastic && c->worker->job().elastic_global_batch) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "

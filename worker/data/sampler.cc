@@ -17,6 +17,15 @@ ShardSampler::ShardSampler(int64_t num_samples, int rank, int world_size, uint64
   }
 }
 
+ShardSampler::ShardSampler(int64_t num_samples, int rank, std::vector<int64_t> rank_batches, uint64_t seed,
+                           bool shuffle)
+    : ShardSampler(num_samples, rank, static_cast<int>(rank_batches.size()), seed, shuffle) {
+  for (int64_t b : rank_batches) {
+    if (b < 1) throw Error("sampler: batch size must be >= 1, got " + std::to_string(b));
+  }
+  rank_batches_ = std::move(rank_batches);
+}
+
 std::vector<int64_t> ShardSampler::permutation(int64_t epoch) const {
   std::vector<int64_t> perm(static_cast<size_t>(num_samples_));
   for (int64_t i = 0; i < num_samples_; ++i) perm[static_cast<size_t>(i)] = i;
@@ -31,16 +40,32 @@ std::vector<int64_t> ShardSampler::permutation(int64_t epoch) const {
 
 int64_t ShardSampler::steps_per_epoch(int64_t batch_size) const {
   if (batch_size < 1) throw Error("sampler: batch size must be >= 1, got " + std::to_string(batch_size));
+  if (!rank_batches_.empty()) {
+    int64_t global = 0;
+    for (int64_t b : rank_batches_) global += b;
+    return num_samples_ / global;
+  }
   return num_samples_ / (static_cast<int64_t>(world_size_) * batch_size);
 }
 
 std::vector<int64_t> ShardSampler::epoch_indices(int64_t epoch, int64_t batch_size) const {
-  int64_t steps = steps_per_epoch(batch_size);
+  // Step t's global batch starts at t * global; this rank's part at offset within it.
+  int64_t global = static_cast<int64_t>(world_size_) * batch_size, offset = rank_ * batch_size;
+  if (!rank_batches_.empty()) {
+    batch_size = rank_batches_[static_cast<size_t>(rank_)];
+    global = 0;
+    offset = 0;
+    for (size_t r = 0; r < rank_batches_.size(); ++r) {
+      if (static_cast<int>(r) < rank_) offset += rank_batches_[r];
+      global += rank_batches_[r];
+    }
+  }
+  const int64_t steps = steps_per_epoch(batch_size);
   std::vector<int64_t> perm = permutation(epoch);
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(steps * batch_size));
   for (int64_t t = 0; t < steps; ++t) {
-    auto begin = perm.begin() + (t * world_size_ + rank_) * batch_size;
+    auto begin = perm.begin() + t * global + offset;
     out.insert(out.end(), begin, begin + batch_size);
   }
   return out;

@@ -15,7 +15,10 @@ namespace pshard::data {
 //   rank r at step t takes perm[(t*W + r)*b, (t*W + r + 1)*b)
 // so the W batches of step t, concatenated in rank order, are exactly the
 // batch t of one worker with batch W*b. The N mod (W*b) samples left over
-// change with the permutation every epoch.
+// change with the permutation every epoch. With a batch per rank (b_r,
+// train.worker_batch_sizes; B = their sum) the same holds with rank r's
+// batch at perm[t*B + b_0 + ... + b_(r-1), ... + b_r): steps_per_epoch =
+// floor(N / B).
 //
 //   ShardSampler s(train.size(), rank, workers, cfg.get_int("run.seed"));
 //   std::vector<int64_t> idx = s.epoch_indices(epoch, 64);  // steps_per_epoch(64) * 64 indices
@@ -24,6 +27,8 @@ class ShardSampler {
  public:
   // shuffle = false: the permutation is the identity every epoch.
   ShardSampler(int64_t num_samples, int rank, int world_size, uint64_t seed, bool shuffle = true);
+  // A batch per rank (`rank_batches`, one entry a rank): epoch_indices() then takes rank_batches[rank].
+  ShardSampler(int64_t num_samples, int rank, std::vector<int64_t> rank_batches, uint64_t seed, bool shuffle = true);
 
   // The permutation of [0, N) shared by all ranks in epoch `epoch`.
   std::vector<int64_t> permutation(int64_t epoch) const;
@@ -40,6 +45,7 @@ class ShardSampler {
   int rank_, world_size_;
   uint64_t seed_;
   bool shuffle_;
+  std::vector<int64_t> rank_batches_;  // empty: every rank's batch is the one asked for
 };
 
 // Evaluation shard: the indices i in [0, N) with i % world_size == rank, in

@@ -171,7 +171,38 @@ TrainerOptions TrainerOptions::from_config(const Config& cfg, uint32_t rank, uin
   o.prefetch = static_cast<int>(cfg.get_int("data.prefetch"));
   o.simulate_compute_ms = cfg.get_double("train.simulate_compute_ms");
   o.loss_scaler = LossScaler::from_config(cfg);
+  o.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
+  if (!o.worker_batches.empty()) {
+    if (o.worker_batches.size() != world) {
+      throw Error("train.worker_batch_sizes names " + std::to_string(o.worker_batches.size()) +
+                  " batches, but the job has " + std::to_string(world) + " workers: give one a worker");
+    }
+    o.batch_size = o.worker_batches[rank];
+  }
   return o;
+}
+
+int64_t TrainerOptions::global_batch() const {
+  if (worker_batches.empty()) return static_cast<int64_t>(world) * batch_size;
+  int64_t sum = 0;
+  for (int64_t b : worker_batches) sum += b;
+  return sum;
+}
+
+double TrainerOptions::gradient_weight() const {
+  if (worker_batches.empty()) return 1.0;
+  return static_cast<double>(world) * static_cast<double>(batch_size) / static_cast<double>(global_batch());
+}
+
+int64_t steps_per_epoch_for(int64_t n, const TrainerOptions& options) {
+  if (options.worker_batches.empty()) return steps_per_epoch_for(n, options.world, options.batch_size);
+  const int64_t steps = n / options.global_batch();
+  if (steps == 0) {
+    throw Error("the training set has " + std::to_string(n) + " samples, fewer than one global batch (" +
+                std::to_string(options.global_batch()) +
+                ", train.worker_batch_sizes): lower the batches or use more data");
+  }
+  return steps;
 }
 
 int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size) {
@@ -187,7 +218,7 @@ int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size) {
 
 Trainer::Trainer(const TrainerOptions& options, models::Model& model, const data::DataSplits& data, ParameterSync& sync)
     : options_(options), model_(model), data_(data), sync_(sync) {
-  steps_per_epoch_ = steps_per_epoch_for(data.train.size(), options.world, options.batch_size);
+  steps_per_epoch_ = steps_per_epoch_for(data.train.size(), options);
   shard_ = static_cast<int>(options.rank);
   shards_ = static_cast<int>(options.world);
   batch_ = options.batch_size;
@@ -249,7 +280,10 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
   }
   sync_.begin_step(sync_step);
   const float loss_scale = scaler.scale();
-  if (scaler.active()) model_.set_loss_scale(loss_scale);
+  // Uneven batches (train.worker_batch_sizes): backward weighs this worker's gradients by its share of the step's
+  // samples; the scaler divides its own scale back out and leaves that weight.
+  const double weight = options_.gradient_weight();
+  if (scaler.active() || weight != 1.0) model_.set_loss_scale(static_cast<float>(loss_scale * weight));
   const models::StepResult r =
       compute_step(model_, sync_, options_.simulate_compute_ms, loop.batch, loop.trace, !scaler.active());
   bool applied = true;
@@ -323,7 +357,11 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   auto make_loader = [this, &loop] {
     loop.loader.reset();
     loop.loader = std::make_unique<data::BatchLoader>(
-        data_.train, data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed), batch_, options_.prefetch);
+        data_.train,
+        options_.worker_batches.empty()
+            ? data::ShardSampler(data_.train.size(), shard_, shards_, options_.seed)
+            : data::ShardSampler(data_.train.size(), shard_, options_.worker_batches, options_.seed),
+        batch_, options_.prefetch);
   };
   if (!elastic) make_loader();
   const bool classification = data_.train.num_classes > 0;

@@ -33,6 +33,11 @@ struct TrainerOptions {
   bool eval = true;
   uint32_t rank = 0;   // this worker
   uint32_t world = 1;  // number of workers
+  // train.worker_batch_sizes: every worker's batch, one entry a rank (batch_size is this rank's); empty: every
+  // worker's is batch_size. A step's global batch is their sum, and this worker's gradients are weighted by
+  // world x batch_size / that sum (gradient_weight) so that the servers' plain mean of the pushes is the mean over
+  // every sample of the step.
+  std::vector<int64_t> worker_batches;
   uint64_t seed = 1;
   int prefetch = 2;
   // > 0: replace forward/backward by sleeps of 1/3 and 2/3 of this (communication studies)
@@ -65,6 +70,12 @@ struct TrainerOptions {
   // plus the steps skipped before it) are the uninterrupted run's. nullopt: not known (a fresh scaler at start_step).
   std::optional<std::set<int64_t>> skipped_before;
 
+  // The samples of one step over every worker.
+  int64_t global_batch() const;
+  // What backward multiplies this worker's gradients by: 1 with equal batches.
+  double gradient_weight() const;
+
+  // Throws an Error when train.worker_batch_sizes does not hold one entry for each of the `world` workers.
   static TrainerOptions from_config(const Config& cfg, uint32_t rank, uint32_t world);
 };
 
@@ -135,5 +146,7 @@ class Trainer {
 // steps per epoch for a data set of n samples: floor(n / (world x batch)); an
 // Error when that is 0 (too little data for one global batch).
 int64_t steps_per_epoch_for(int64_t n, uint32_t world, int64_t batch_size);
+// The same for a fixed job's options: floor(n / global_batch()).
+int64_t steps_per_epoch_for(int64_t n, const TrainerOptions& options);
 
 }  // namespace pshard::trainer

@@ -76,6 +76,41 @@ TEST(DistributedEquivalence, LenetAdamTwoWorkersEqualsOneWorkerDoubleBatch) {
   run_case({"lenet", "fmnist_lenet.toml", "--set optimizer.name=adam --set optimizer.lr=0.001"});
 }
 
+// Uneven workers (train.worker_batch_sizes = [32, 96]): worker 0 trains 32 samples a step and worker 1 the next 96 of
+// the same 128, and the servers' mean weighs each worker's gradients by its batch, so the job trains the weights of
+// one worker with batch 128, up to float rounding. A launch whose workers do not match the list is refused before
+// any process starts.
+TEST(DistributedEquivalence, UnevenBatchesOfTwoWorkersEqualOneWorkerWithTheirSum) {
+  const std::string dir = fresh_dir("equiv-uneven");
+  const std::string common = " --config " + source_dir() +
+                             "/configs/fmnist_mlp.toml --set data.train_size=2560 --set data.test_size=256"
+                             " --set train.epochs=1 --set train.eval=false --set model.dropout=0"
+                             " --set lr_schedule.name=constant --set train.threads=1 --set optimizer.name=momentum"
+                             " --set optimizer.lr=0.05";
+  int rc =
+      run_with_timeout(pshard_bin() + " train" + common + " --set train.batch_size=128 --run-dir " + dir + "/local",
+                       300, dir + "/local.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/local.log");
+  rc =
+      run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 300" + common +
+                           " --set train.worker_batch_sizes=[32,96] --set cluster.mode=sync --run-dir " + dir + "/dist",
+                       330, dir + "/dist.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/dist.log");
+  expect_same_weights(dir + "/local", dir + "/dist", 1e-5);
+  const Json summary = pshard::testing::read_summary(dir + "/dist");
+  EXPECT_EQ(summary.at("steps").as_int(), 20);  // 2560 / (32 + 96)
+  EXPECT_EQ(summary.at("global_batch").as_int(), 128);
+  rc = run_with_timeout(pshard_bin() + " launch --servers 1 --workers 3 --timeout 60" + common +
+                            " --set train.worker_batch_sizes=[32,96] --run-dir " + dir + "/three",
+                        90, dir + "/three.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(read_file(dir + "/three.log")
+                .find("train.worker_batch_sizes names 2 batches, but the job has 3 workers: give one a worker"),
+            std::string::npos)
+      << read_file(dir + "/three.log");
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
 // The same sync job with its payloads through shared memory and through TCP: the same bits (the servers sum in rank
 // order whichever way a gradient came), and the shared-memory run moved its pushes and pulls through shared memory.
 TEST(DistributedEquivalence, SharedMemoryAndTcpGiveTheSameBits) {

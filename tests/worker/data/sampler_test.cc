@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "common/error.h"
 #include "tests/worker/data/temp_dir.h"
 #include "worker/data/random.h"
 
@@ -83,6 +84,34 @@ TEST(ShardSampler, UnionOfRanksIsTheSingleWorkerBatch) {
       }
     }
   }
+}
+
+// train.worker_batch_sizes: ranks with batches 32 and 96 (and 5, 11, 16) take, in rank order, exactly the batch of one
+// worker with their sum, step by step, and agree on the number of steps.
+TEST(ShardSampler, UnevenRankBatchesMakeTheSingleWorkerBatchInRankOrder) {
+  const int64_t n = 1000;
+  for (const std::vector<int64_t>& batches : {std::vector<int64_t>{32, 96}, std::vector<int64_t>{5, 11, 16}}) {
+    int64_t global = 0;
+    for (int64_t b : batches) global += b;
+    ShardSampler single(n, 0, 1, 99);
+    const std::vector<int64_t> big = single.epoch_indices(3, global);
+    const int64_t steps = single.steps_per_epoch(global);
+    std::vector<std::vector<int64_t>> ranks;
+    for (int r = 0; r < static_cast<int>(batches.size()); ++r) {
+      ShardSampler s(n, r, batches, 99);
+      ASSERT_EQ(s.steps_per_epoch(batches[static_cast<size_t>(r)]), steps);
+      ranks.push_back(s.epoch_indices(3, batches[static_cast<size_t>(r)]));
+      ASSERT_EQ(static_cast<int64_t>(ranks.back().size()), steps * batches[static_cast<size_t>(r)]);
+    }
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<int64_t> joined;
+      for (size_t r = 0; r < batches.size(); ++r) {
+        joined.insert(joined.end(), ranks[r].begin() + t * batches[r], ranks[r].begin() + (t + 1) * batches[r]);
+      }
+      ASSERT_EQ(joined, std::vector<int64_t>(big.begin() + t * global, big.begin() + (t + 1) * global)) << t;
+    }
+  }
+  EXPECT_THROW(ShardSampler(100, 0, std::vector<int64_t>{8, 0}, 1), pshard::Error);
 }
 
 TEST(ShardSampler, EvalShardCoversEverySampleOnce) {
