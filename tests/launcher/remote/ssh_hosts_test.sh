@@ -173,7 +173,7 @@ echo "ssh_hosts_test: killing the host agent on $H2 ended the job (status $statu
 
 # ------------------------------------------------------------------ 2c. failure_policy = continue and restart_workers
 # 3 hosts, one worker each, one server (on the first host): the third host runs worker 2 alone. Worker 2 is SIGKILLed
-# after the job's fifth epoch line (300 epochs, about 12 s on the 2-core VM).
+# after the job's fifth epoch line (150 epochs, about 6 s on the 2-core VM).
 # - continue: the host agent tells the coordinator at once, workers 0 and 1 train to the end, the launcher exits
 #   non-zero naming the lost worker (as on one host);
 # - restart_workers: the agent on the third host starts worker 2 again there, it rejoins, and the job ends 0 with
@@ -190,7 +190,7 @@ kill_worker_after_epoch_5() {
 for policy in continue restart; do
   sets=(--set cluster.failure_policy=continue)
   [ "$policy" = restart ] && sets+=(--set cluster.restart_workers=true)
-  "$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --servers 1 --config "$CONFIG" --set train.epochs=300 "${sets[@]}" \
+  "$PSHARD" launch --hosts "$H1:1,$H2:1,$H3:1" --servers 1 --config "$CONFIG" --set train.epochs=150 "${sets[@]}" \
     --grace-ms 2000 --timeout 120 --run-dir "$WORK/run-$policy" > "$WORK/out.log" 2>&1 &
   LAUNCH_PID=$!
   kill_worker_after_epoch_5 "run-$policy"
@@ -199,7 +199,7 @@ for policy in continue restart; do
   wait "$LAUNCH_PID" || status=$?
   LAUNCH_PID=
   summary=$(tail -n 1 "$WORK/run-$policy/metrics.jsonl")
-  echo "$summary" | grep -q '"epochs": *300' || die "$policy: the job did not train its 300 epochs: $summary"
+  echo "$summary" | grep -q '"epochs": *150' || die "$policy: the job did not train its 150 epochs: $summary"
   finished=$(echo "$summary" | grep -o '"workers_finished": *\[[0-9, ]*\]' | sed 's/.*\[//; s/\]//; s/ //g' |
     tr ',' '\n' | sort -n | paste -sd, -)
   if [ "$policy" = continue ]; then
@@ -214,7 +214,7 @@ for policy in continue restart; do
       die "restart_workers: worker 2 was not started again on $H3 to rejoin"
   fi
   expect_no_remote_process "a $policy job whose worker was killed"
-  echo "ssh_hosts_test: $policy: worker 2 killed on $H3, workers $finished finished all 300 epochs (status $status)"
+  echo "ssh_hosts_test: $policy: worker 2 killed on $H3, workers $finished finished all 150 epochs (status $status)"
 done
 
 # ------------------------------------------------------------------ 2d. server_failure_policy = restart
@@ -288,7 +288,7 @@ echo "ssh_hosts_test: SIGTERM stopped the 3-host job at a checkpoint (status 75)
 # ------------------------------------------------------------------ 2f. an elastic job over hosts
 # --workers 2:3 on the first two hosts; `pshard join RUN_DIR` on the third (the run directory on the filesystem the
 # namespaces share) adds a worker at the next epoch's start, and the job ends 0 with epochs trained by all three.
-"$PSHARD" launch --hosts "$H1:1,$H2:1" --workers 2:3 --config "$CONFIG" --set train.epochs=200 --timeout 120 \
+"$PSHARD" launch --hosts "$H1:1,$H2:1" --workers 2:3 --config "$CONFIG" --set train.epochs=120 --timeout 120 \
   --run-dir "$WORK/run-elastic" > "$WORK/out.log" 2>&1 &
 LAUNCH_PID=$!
 for _ in $(seq 1 300); do
