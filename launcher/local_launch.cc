@@ -258,7 +258,7 @@ void tell_how_it_ended(const LocalJob::Result& r, const ProgressState& progress,
 LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, const std::string& config_path,
                               const std::string& run_dir, const std::string& run_id, int64_t servers, int64_t workers,
                               int64_t resume_step, const std::vector<remote::RemoteHost>& hosts,
-                              TerminalStatus& terminal) {
+                              TerminalStatus& terminal, std::string& server_failure) {
   if (resume_step >= 0) keep_metrics_before(run_dir, resume_step);
   const JobShape shape = JobShape::from_config(cfg);
   const bool elastic = o.max_workers > 0;  // --workers MIN:MAX (which sets cluster.min_workers = MIN)
@@ -309,6 +309,7 @@ LocalJob::Result run_job_once(const LocalLaunchOptions& o, const Config& cfg, co
   for (const std::string& line : placement) std::fprintf(stderr, "[launch] host %s\n", line.c_str());
   ProgressState progress;
   LocalJob::Result r = run_with_progress(job, run_dir, terminal, progress);
+  server_failure = progress.server_failure();
   // Nobody can join a job that ended: `pshard join` then says so instead of waiting for its coordinator.
   if (elastic) std::remove((run_dir + "/" + kJoinFile).c_str());
   tell_how_it_ended(r, progress, run_dir);
@@ -455,8 +456,10 @@ int run_local_launch(const LocalLaunchOptions& o) {
   TerminalStatus terminal(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
   for (;;) {
     LocalJob::Result r;
+    std::string server_failure;  // the coordinator's record of a server's death
     try {
-      r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, hosts, terminal);
+      r = run_job_once(o, cfg, config_path, run_dir, run_id, servers, workers, resume_step, hosts, terminal,
+                       server_failure);
     } catch (const Error&) {
       // Refused before any process started (e.g. a key directory others may read): a new run leaves its directory
       // as it found it, so that the corrected command may use it.
@@ -467,7 +470,11 @@ int run_local_launch(const LocalLaunchOptions& o) {
     if (r.exit_code == 0 || r.exit_code == kExitRecordsIncomplete || r.exit_code == kExitStopped || r.exit_code > 128)
       return r.exit_code;
     const ChildExit* cause = likely_cause(r);
-    const bool server_died = (cause != nullptr && cause->role == NodeRole::kServer) || server_declared_dead(r);
+    // Over ssh the first host to fail may be one whose processes only followed the abort, and the launcher stops the
+    // others before their statuses say a server died: the coordinator's record says so.
+    const bool server_named = cause != nullptr && (cause->role == NodeRole::kServer ||
+                                                   (cause->exited && cause->exit_code == Coordinator::kExitServerDead));
+    const bool server_died = server_named || server_declared_dead(r) || !server_failure.empty();
     if (!server_died || !restart_servers || restarts >= max_restarts) {
       if (server_died && restart_servers) {
         std::fprintf(stderr, "[launch] not restarting: cluster.max_restarts = %lld restarts used\n",
@@ -482,7 +489,9 @@ int run_local_launch(const LocalLaunchOptions& o) {
     }
     ++restarts;
     resume_step = newest_resumable_step(checkpoint_dir, static_cast<uint32_t>(servers), run_id);
-    std::fprintf(stderr, "[launch] %s: restarting the job (restart %lld of %lld) from %s\n", cause->describe().c_str(),
+    const std::string why =
+        server_named || server_failure.empty() ? (cause ? cause->describe() : "a server died") : server_failure;
+    std::fprintf(stderr, "[launch] %s: restarting the job (restart %lld of %lld) from %s\n", why.c_str(),
                  static_cast<long long>(restarts), static_cast<long long>(max_restarts),
                  resume_step >= 0 ? ("the checkpoint of step " + std::to_string(resume_step)).c_str()
                                   : "step 0 (no complete checkpoint yet)");

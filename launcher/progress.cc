@@ -52,7 +52,19 @@ double num(const Json& j, const char* key, double fallback = 0) {
 void ProgressState::add(const Json& e) {
   if (!e.has("event") || !e.at("event").is_string()) return;
   const std::string& kind = e.at("event").as_string();
+  if (kind == "failure") {
+    const auto text = [&e](const char* key) {
+      return e.has(key) && e.at(key).is_string() ? e.at(key).as_string() : std::string();
+    };
+    if (server_failure_.empty() && text("role") == "server") {
+      server_failure_ = "server " + std::to_string(static_cast<int64_t>(num(e, "rank"))) + " (host " + text("host") +
+                        ", pid " + std::to_string(static_cast<int64_t>(num(e, "pid"))) + ") is " + text("verdict") +
+                        ": " + text("why");
+    }
+    return;
+  }
   if (kind == "start") {
+    server_failure_.clear();  // a new try of the job
     epochs_ = static_cast<int64_t>(num(e, "epochs"));
     steps_per_epoch_ = static_cast<int64_t>(num(e, "steps_per_epoch"));
     global_batch_ = static_cast<int64_t>(num(e, "global_batch"));

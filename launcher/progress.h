@@ -36,6 +36,11 @@ class ProgressState {
   // worker 3 (last heard 4.2 s ago)" while a server reports a stall; nullopt before the first step or stall.
   std::optional<std::string> line() const;
   const Json& summary() const { return summary_; }  // null until the job wrote it
+  // The coordinator recorded a server's death (a `failure` event of a server) since this try's start line: what a
+  // launcher of hosts reads when the hosts' own statuses came too late (it stopped them at the first failure).
+  bool server_failed() const { return !server_failure_.empty(); }
+  // That death in the coordinator's words: "server 1 (host h2, pid 7) is dead: no heartbeat for 5000 ms".
+  const std::string& server_failure() const { return server_failure_; }
 
  private:
   int64_t epochs_ = 0, steps_per_epoch_ = 0, global_batch_ = 0;
@@ -45,6 +50,7 @@ class ProgressState {
   int64_t epoch_ = 0, step_ = -1;
   double loss_ = 0, wall_s_ = 0;
   Json summary_;
+  std::string server_failure_;  // the first server failure since this try's start line
   std::string stall_;           // the latest stall's note; cleared once the job moved past it
   int64_t stall_at_step_ = -1;  // step_ when it came
 

@@ -47,6 +47,24 @@ TEST(ProgressState, LineHasEpochStepLossRateAndEta) {
   EXPECT_DOUBLE_EQ(p.summary().at("test_acc").as_number(), 0.9);
 }
 
+// The coordinator's record of a server's death, in its words, until the next try's start line; a worker's is not one.
+TEST(ProgressState, KeepsTheFirstServerFailureOfATry) {
+  pshard::ProgressState p;
+  p.add(Json::parse(R"({"event":"start","epochs":2,"steps_per_epoch":100,"global_batch":128})", "t"));
+  p.add(Json::parse(R"({"event":"failure","role":"worker","rank":0,"host":"a","pid":5,"verdict":"dead","why":"x"})",
+                    "t"));
+  EXPECT_FALSE(p.server_failed());
+  p.add(Json::parse(
+      R"({"event":"failure","role":"server","rank":1,"host":"h2","pid":7,"verdict":"dead","why":"no heartbeat"})",
+      "t"));
+  p.add(Json::parse(R"({"event":"failure","role":"server","rank":0,"host":"h1","pid":6,"verdict":"dead","why":"y"})",
+                    "t"));
+  EXPECT_TRUE(p.server_failed());
+  EXPECT_EQ(p.server_failure(), "server 1 (host h2, pid 7) is dead: no heartbeat");
+  p.add(Json::parse(R"({"event":"start","epochs":2,"steps_per_epoch":100,"global_batch":128})", "t"));
+  EXPECT_FALSE(p.server_failed());
+}
+
 // A program that declared no length (train.epochs unset: the start event says 0 epochs): no "of N", no ETA.
 TEST(ProgressState, AProgramWithoutADeclaredLengthShowsNoTotals) {
   pshard::ProgressState p;

@@ -244,8 +244,9 @@ status=0
 wait "$LAUNCH_PID" || status=$?
 LAUNCH_PID=
 [ "$status" -eq 0 ] || die "server restart: the restarted job exited $status"
-# The launcher names a host whose agent said a server died (the second host's, or the first's, whose coordinator said so).
-grep -Eq "^\[launch\] host $SUBNET\.[0-9]+ \(pid [0-9]+\) exited with status 3.*: restarting the job \(restart 1 of 3\) from the checkpoint of step [0-9]+" \
+# The launcher names a host whose agent said a server died (status 3), or, when another host's exit (its processes
+# following the abort) came first, the coordinator's record of server 1's death.
+grep -Eq "^\[launch\] (host $SUBNET\.[0-9]+ \(pid [0-9]+\) exited with status 3|server 1 \(host [^,]*, pid [0-9]+\) is dead).*: restarting the job \(restart 1 of 3\) from the checkpoint of step [0-9]+" \
   "$WORK/out.log" || die "server restart: the launcher did not restart the job from a checkpoint after server 1 died"
 cmp -s "$WORK/run-server-restart-ref/model.bin" "$WORK/run-server-restart/model.bin" ||
   die "server restart: the restarted job's model differs from the uninterrupted run's"
