@@ -10,12 +10,25 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/config/config_errors.h"
 #include "common/config/job_shape.h"
 #include "common/config/schema.h"
 #include "common/error.h"
 #include "common/util/binary_file.h"
 
 namespace pshard {
+
+void config_fail(const std::string& origin, const std::string& key, const std::string& why) {
+  throw Error("config " + origin + ": key '" + key + "': " + why);
+}
+
+std::string config_double_text(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
 namespace {
 
 std::string trim(const std::string& s) {
@@ -26,15 +39,10 @@ std::string trim(const std::string& s) {
 }
 
 [[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& why) {
-  throw Error("config " + origin + ": key '" + key + "': " + why);
+  config_fail(origin, key, why);
 }
 
-std::string format_double(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
+std::string format_double(double v) { return config_double_text(v); }
 
 void check_range(const ConfigKey& k, double v, const std::string& origin) {
   if (!in_range(k, v)) fail(origin, k.key, "value " + format_double(v) + " is out of range " + range_text(k));

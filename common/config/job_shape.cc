@@ -2,11 +2,11 @@
 #include "common/config/job_shape.h"
 
 #include <algorithm>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
 #include "common/config/config.h"
+#include "common/config/config_errors.h"
 #include "common/error.h"
 #include "common/metrics/trace.h"
 
@@ -14,15 +14,10 @@ namespace pshard {
 namespace {
 
 [[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& why) {
-  throw Error("config " + origin + ": key '" + key + "': " + why);
+  config_fail(origin, key, why);
 }
 
-std::string format_double(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
+std::string format_double(double v) { return config_double_text(v); }
 
 JobMode mode_from_name(const std::string& name) {
   if (name == "async") return JobMode::kAsync;
