@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/util/child_process.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 namespace {
@@ -494,7 +495,7 @@ void LocalJob::add(const ChildSpec& child) {
 void LocalJob::start() {
   if (impl_->thread.joinable()) throw Error("launcher: start() called twice");
   if (impl_->children.empty()) throw Error("launcher: a job needs at least one process");
-  impl_->thread = std::thread([this] { impl_->supervise(); });
+  impl_->thread = start_thread([this] { impl_->supervise(); });
   std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->cv.wait(lock, [&] { return impl_->spawned; });  // fork/exec of each child is quick and bounded
 }

@@ -23,6 +23,7 @@
 #include "common/run/node_env.h"
 #include "common/transport/curve.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 #include "worker/client/kv_client.h"
 #include "worker/session/worker_session.h"
 #include "worker/trainer/kv_sync.h"
@@ -36,7 +37,6 @@ namespace {
 
 // SIGTERM under checkpoint.on_sigterm = checkpoint: the job stops at the next step boundary (KvSync::set_stop_signal).
 std::atomic<bool> g_sigterm{false};
-extern "C" void on_sigterm(int) { g_sigterm.store(true); }
 
 // The training loop's options for this worker of `world`, starting at `start_step`.
 trainer::TrainerOptions trainer_options(const Config& cfg, uint32_t rank, uint32_t world, int64_t start_step, bool join,
@@ -218,7 +218,9 @@ int run_worker_process(const WorkerProcessOptions& o) {
 
   Config cfg = Config::from_file(o.config_path, o.overrides);
   log::configure("worker", log::level_from_string(cfg.get_string("log.level")));
-  if (JobShape::from_config(cfg).checkpoint_on_sigterm) std::signal(SIGTERM, on_sigterm);
+  // Taken on a thread of its own, before any other starts: a handler would interrupt whichever thread the kernel
+  // picks, and the ZeroMQ call it was in would fail (EINTR).
+  if (JobShape::from_config(cfg).checkpoint_on_sigterm) watch_signals({SIGTERM}, [](int) { g_sigterm.store(true); });
   trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
 
   std::vector<TensorSpec> tensors;

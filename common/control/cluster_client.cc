@@ -25,6 +25,7 @@
 #include "common/util/env.h"
 #include "common/util/host.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 namespace {
@@ -512,7 +513,7 @@ ClusterClient::ClusterClient(const Options& options) : impl_(std::make_unique<Im
   }
   m.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (m.wake_fd < 0) throw Error("cluster: eventfd failed");
-  m.thread = std::thread([&m] { m.loop(); });
+  m.thread = start_thread([&m] { m.loop(); });
 
   // Wait for the map; the coordinator's own rendezvous timeout (which names
   // who is missing) should fire first, so allow a little slack.

@@ -31,6 +31,7 @@
 #include "common/transport/refusal_log.h"
 #include "common/util/json.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 
@@ -658,7 +659,7 @@ void Coordinator::start() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->running || impl_->done) throw Error("coordinator: start() called twice");
   }
-  impl_->thread = std::thread([this] { run(); });
+  impl_->thread = start_thread([this] { run(); });
 }
 
 std::optional<Coordinator::Result> Coordinator::wait_for(std::chrono::milliseconds timeout) {

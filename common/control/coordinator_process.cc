@@ -1,6 +1,7 @@
 // The coordinator process: config, token, keys, run directory, signals (see coordinator_process.h).
 #include "common/control/coordinator_process.h"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <string>
@@ -12,12 +13,12 @@
 #include "common/run/node_env.h"
 #include "common/transport/curve.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
-void on_signal(int sig) { g_signal = sig; }
+std::atomic<int> g_signal{0};  // the last SIGINT or SIGTERM not yet acted on
 
 }  // namespace
 
@@ -27,6 +28,8 @@ int run_coordinator_process(const CoordinatorProcessOptions& o) {
     for (const std::string& s : o.overrides) cfg.set(s);
   }
   log::configure("coordinator", log::level_from_string(cfg.get_string("log.level")));
+  // Before the coordinator's threads start, so that none of them is interrupted (common/util/signals.h).
+  watch_signals({SIGINT, SIGTERM}, [](int sig) { g_signal.store(sig); });
   if (o.servers < 1 || o.servers > 65536) throw Error("pshard coordinator: --servers must be in 1..65536");
   if (o.workers < 1 || o.workers > 65536) throw Error("pshard coordinator: --workers must be in 1..65536");
 
@@ -45,20 +48,17 @@ int run_coordinator_process(const CoordinatorProcessOptions& o) {
 
   Coordinator coord(opt);
   PSHARD_LOG(kInfo) << "listening on " << coord.endpoint();
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   coord.start();
   const bool stop_at_checkpoint = cfg.get_string("checkpoint.on_sigterm") == "checkpoint";
   for (;;) {
     if (auto r = coord.wait_for(std::chrono::milliseconds(50))) return r->exit_code;
-    if (g_signal == SIGTERM && stop_at_checkpoint) {
+    const int sig = g_signal.exchange(0);
+    if (sig == SIGTERM && stop_at_checkpoint) {
       // The workers got it too: they stop at the next step boundary and leave; the job then ends as usual.
       PSHARD_LOG(kInfo) << "SIGTERM: the workers stop at the next step boundary, which the servers checkpoint "
                            "(checkpoint.on_sigterm = checkpoint)";
-      g_signal = 0;
-    }
-    if (g_signal != 0) {
-      coord.request_stop(std::string("received signal ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM"));
+    } else if (sig != 0) {
+      coord.request_stop(std::string("received signal ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
     }
   }
 }

@@ -11,6 +11,8 @@
 #include <memory>
 #include <system_error>
 
+#include "common/util/signals.h"
+
 namespace pshard {
 namespace {
 
@@ -96,7 +98,7 @@ GpuSampler::GpuSampler(unsigned device_index, int period_ms) {
   active_ = true;
   sample();
   try {
-    thread_ = std::thread([this, period_ms] { loop(std::max(period_ms, 1)); });
+    thread_ = start_thread([this, period_ms] { loop(std::max(period_ms, 1)); });
   } catch (const std::system_error&) {
     // No thread to spare: the sampler still samples at each take(), once an epoch.
   }

@@ -17,6 +17,7 @@
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard::transport {
 namespace {
@@ -144,7 +145,7 @@ struct PeerAuthenticator::Impl {
       socket.set(zmq::sockopt::plain_server, 1);
     }
     socket.set(zmq::sockopt::zap_domain, "pshard");
-    thread = std::thread([this] { loop(); });
+    thread = start_thread([this] { loop(); });
   }
 
   ~Impl() {

@@ -21,6 +21,7 @@
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard::transport {
 namespace {
@@ -240,7 +241,7 @@ ShmChannelServer::ShmChannelServer(const std::string& address, std::string who, 
     ::close(m.listener);
     throw Error(m.who + ": cannot listen on the shared-memory channel " + address + ": " + why);
   }
-  m.thread = std::thread([&m] { m.loop(); });
+  m.thread = start_thread([&m] { m.loop(); });
 }
 
 ShmChannelServer::~ShmChannelServer() {

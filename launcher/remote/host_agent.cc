@@ -18,6 +18,7 @@
 #include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/metrics/metrics_writer.h"
+#include "common/util/signals.h"
 #include "launcher/gpu_assignment.h"
 #include "launcher/local_job.h"
 #include "launcher/remote/host_share.h"
@@ -127,7 +128,7 @@ int run_host_agent(const std::string& name, int in_fd) {
   // EOF on stdin: the launcher is gone or stopping the job. A line kSigtermLine: the launcher got SIGTERM under
   // checkpoint.on_sigterm = checkpoint and passes it on; so does this host, to its processes.
   std::atomic<bool> done{false};
-  std::thread watcher([&] {
+  std::thread watcher = start_thread([&] {
     char buf[256];
     std::string line;
     while (!done.load()) {

@@ -22,6 +22,7 @@
 #include "common/transport/refusal_log.h"
 #include "common/transport/wakeup.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 #include "server/kv/request.h"
 #include "server/kv/shm_host.h"
 #include "server/kv/slice_store.h"
@@ -137,7 +138,7 @@ struct KvServer::Impl {
         stalls, phases, started, std::move(finished));
     // An elastic job's ranks that no worker holds yet: dead ones until a worker joins with one (before any request).
     for (uint32_t rank : opt.vacant_workers) handle_dead(rank, /*vacant=*/true);
-    io = std::thread([this] { socket_loop(); });
+    io = start_thread([this] { socket_loop(); });
   }
 
   void stop() {

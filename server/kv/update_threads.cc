@@ -6,6 +6,7 @@
 
 #include "common/metrics/phases.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 #include "server/kv/slice_store.h"
 
 namespace pshard {
@@ -35,7 +36,7 @@ UpdateThreads::UpdateThreads(const Options& options, SliceStore& store, StallWat
                              std::chrono::steady_clock::time_point started, Sink done)
     : opt_(options), store_(store), stalls_(stalls), phases_(phases), started_(started), done_(std::move(done)) {
   for (int i = 0; i < opt_.threads; ++i) queues_.push_back(std::make_unique<Queue>());
-  for (int i = 0; i < opt_.threads; ++i) threads_.emplace_back([this, i] { loop(i); });
+  for (int i = 0; i < opt_.threads; ++i) threads_.push_back(start_thread([this, i] { loop(i); }));
 }
 
 UpdateThreads::~UpdateThreads() { stop(); }

@@ -6,12 +6,13 @@
 
 #include "common/error.h"
 #include "common/transport/frames.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 
 HostAggregation::HostAggregation(HostGroup::Options group, Client client)
     : group_(std::make_unique<HostGroup>(std::move(group))), client_(std::move(client)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = start_thread([this] { loop(); });
 }
 
 HostAggregation::~HostAggregation() { stop(); }

@@ -10,6 +10,7 @@
 #include "common/transport/frames.h"
 #include "common/transport/peer_auth.h"
 #include "common/util/log.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 
@@ -30,7 +31,7 @@ RequestPoller::RequestPoller(Options options, ReplyHandler on_reply)
     }
     sockets_.push_back(std::move(sock));
   }
-  io_ = std::thread([this] { io_loop(); });
+  io_ = start_thread([this] { io_loop(); });
 }
 
 RequestPoller::~RequestPoller() {

@@ -4,11 +4,12 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/util/signals.h"
 
 namespace pshard {
 
 SlotCopier::SlotCopier(Client client) : client_(client) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = start_thread([this] { loop(); });
 }
 
 SlotCopier::~SlotCopier() { stop(); }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/util/signals.h"
 
 namespace pshard::data {
 namespace {
@@ -27,7 +28,7 @@ BatchLoader::BatchLoader(const Dataset& data, const ShardSampler& sampler, int64
                 " samples but data set '" + data.name + "' has " + std::to_string(data.size()));
   }
   steps_ = sampler_.steps_per_epoch(batch_size);
-  if (depth_ > 0) producer_ = std::thread([this] { producer_loop(); });
+  if (depth_ > 0) producer_ = start_thread([this] { producer_loop(); });
 }
 
 BatchLoader::BatchLoader(const Dataset& data, std::vector<int64_t> indices, int64_t batch_size, int prefetch_depth)
@@ -45,7 +46,7 @@ BatchLoader::BatchLoader(const Dataset& data, std::vector<int64_t> indices, int6
     }
   }
   steps_ = (static_cast<int64_t>(eval_indices_.size()) + batch_size - 1) / batch_size;
-  if (depth_ > 0) producer_ = std::thread([this] { producer_loop(); });
+  if (depth_ > 0) producer_ = start_thread([this] { producer_loop(); });
 }
 
 void BatchLoader::check_args(int prefetch_depth) const {

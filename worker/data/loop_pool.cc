@@ -2,12 +2,13 @@
 #include "worker/data/loop_pool.h"
 
 #include "common/error.h"
+#include "common/util/signals.h"
 
 namespace pshard::data {
 
 LoopPool::LoopPool(int threads) {
   if (threads < 1) throw Error("LoopPool: threads must be >= 1, got " + std::to_string(threads));
-  for (int k = 1; k < threads; ++k) helpers_.emplace_back([this] { helper_loop(); });
+  for (int k = 1; k < threads; ++k) helpers_.push_back(start_thread([this] { helper_loop(); }));
 }
 
 LoopPool::~LoopPool() {
