@@ -205,10 +205,11 @@ int stop_and_leave(ClusterClient& cluster, KvServer& server, std::unique_ptr<Che
   if (checkpointer) checkpointer->stop();  // after the slices' threads
   const uint64_t checkpoints_failed = checkpointer ? checkpointer->failed() : 0;
   const KvServerStats st = server.stats();
-  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests, " << st.updates
-                    << " updates, " << st.errors << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/"
-                    << st.bytes_sent / 1e6 << " by TCP, " << st.shm_bytes_received / 1e6 << "/"
-                    << st.shm_bytes_sent / 1e6 << " by shared memory";
+  PSHARD_LOG(kInfo) << "stopping (" << outcome.reason << "): " << st.requests << " requests from " << st.connections
+                    << " connections, " << st.updates << " updates, " << st.errors
+                    << " refused; payload MB in/out: " << st.bytes_received / 1e6 << "/" << st.bytes_sent / 1e6
+                    << " by TCP, " << st.shm_bytes_received / 1e6 << "/" << st.shm_bytes_sent / 1e6
+                    << " by shared memory";
   cluster.report(st.phases_json(opt.rank));  // the summary's server_phases
   if (opt.tracer) write_trace_file(*opt.tracer, run_dir, "server-" + std::to_string(opt.rank), cluster.clock_offset());
   if (outcome.status != 0) {

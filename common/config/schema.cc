@@ -215,6 +215,10 @@ std::vector<ConfigKey> kSchema = {
      "how payloads move between a worker and a server on the same host: shared memory (shm; ZeroMQ keeps the "
      "headers), TCP, or auto: shared memory where the server is on this host, else TCP (docs/PROTOCOL.md)",
      OnResume::kMayChange},
+    {"cluster.streams_per_server", T::kInt, "1", 1, 16, "",
+     "TCP connections from each worker to each server; a request's slices are spread over them by slice, so that a "
+     "link with a large bandwidth-delay product carries several TCP windows at once (docs/PROTOCOL.md)",
+     OnResume::kMayChange},
     {"cluster.host_aggregation", T::kString, "auto", 0, 0, "auto|off|always",
      "sync jobs: the workers of a host sum their gradients in shared memory and the lowest of them sends one push "
      "and one pull per slice for them all; auto: to servers on other hosts, always: to every server (one host's "

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
@@ -77,10 +79,12 @@ struct KvServer::Impl {
   std::once_flag stop_once;
 
   std::atomic<uint64_t> n_requests{0}, n_errors{0}, bytes_in{0}, bytes_out{0}, n_dropped{0};
-  std::atomic<uint64_t> shm_bytes_in{0}, shm_bytes_out{0};       // payload bytes that went through shared memory
-  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};  // every thread's, from its start to its end
-  std::chrono::steady_clock::time_point started;                 // when the threads started
-  std::atomic<int64_t> stopped_after_ns{-1};                     // wall time at stop(); -1 while running
+  std::atomic<uint64_t> shm_bytes_in{0}, shm_bytes_out{0};  // payload bytes that went through shared memory
+  std::unordered_set<std::string> peers;                    // the socket thread's: routing ids heard from
+  std::atomic<uint64_t> n_peers{0};
+  PhaseTotals phases{static_cast<size_t>(ServerPhase::kCount)};          // every thread's, from its start to its end
+  std::chrono::steady_clock::time_point started;                         // when the threads started
+  std::atomic<int64_t> stopped_after_ns{-1};                             // wall time at stop(); -1 while running
   transport::RefusalLog refusals{"server " + std::to_string(opt.rank)};  // the socket thread's
 
   TraceName receive_name, reply_name;  // kept by opt.tracer
@@ -312,6 +316,7 @@ struct KvServer::Impl {
   void handle(std::vector<zmq::message_t>& frames) {
     const auto received = opt.tracer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     ++n_requests;
+    if (peers.insert(frames[0].to_string()).second) ++n_peers;
     const std::string address = transport::peer_address(frames.back());
     if (frames.size() < 2) {
       send_error(frames[0], address, 0, ErrorCode::BAD_HEADER, "message has no header frame", "a message");
@@ -547,6 +552,7 @@ int KvServer::io_threads() const { return impl_->ctx.get(zmq::ctxopt::io_threads
 KvServerStats KvServer::stats() const {
   KvServerStats s;
   s.requests = impl_->n_requests;
+  s.connections = impl_->n_peers;
   s.errors = impl_->n_errors;
   s.bytes_received = impl_->bytes_in;
   s.bytes_sent = impl_->bytes_out;

@@ -14,6 +14,7 @@ namespace pshard {
 
 struct KvServerStats {
   uint64_t requests = 0;            // messages received
+  uint64_t connections = 0;         // peers (ZeroMQ connections) they came from: cluster.streams_per_server per worker
   uint64_t errors = 0;              // error replies sent
   uint64_t bytes_received = 0;      // payload bytes
   uint64_t bytes_sent = 0;          // payload bytes

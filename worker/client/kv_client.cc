@@ -53,10 +53,12 @@ KvClient::Impl::Impl(KvClientOptions o)
     : opt(std::move(o)),
       layout(opt.tensors, opt.slice_bytes, static_cast<uint32_t>(opt.servers.size())),
       encoder(opt.compression, opt.rank, layout.slices().size()),
-      links({opt.rank, opt.job_token, opt.servers, opt.transport, &layout}) {
+      links({opt.rank, opt.job_token, opt.servers, opt.transport, &layout}),
+      stream_of(assign_streams(layout, opt.streams_per_server)) {
   RequestPoller::Options po;
   po.rank = opt.rank;
   po.servers = opt.servers;
+  po.streams_per_server = opt.streams_per_server;
   po.job_token = opt.job_token;
   po.curve = opt.curve;
   po.max_frame_bytes = transport::data_max_frame_bytes(opt.slice_bytes);
@@ -101,6 +103,7 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
     in.host_leader = host->group().leader();
   }
   in.copier_min_bytes = kCopierMinBytes;
+  if (opt.streams_per_server > 1) in.stream_of = &stream_of;
   in.shared_memory_to = [this](uint32_t s) { return links.up(s); };
   if (pushes) keep_residuals_if_checkpointed(step);
   const std::vector<PlannedPart> plan = plan_request(layout, tid, in);
@@ -190,6 +193,7 @@ KvClient::Impl::Part KvClient::Impl::server_part(const PlannedPart& planned, con
   const bool leader = planned.role == PartRole::kHostLeader;
   Part p;
   p.server = planned.server;
+  p.stream = planned.stream;
   p.ids = planned.ids;
   p.shared_memory = planned.shared_memory;
   p.request_id = header.request_id;
@@ -360,6 +364,7 @@ void aggregate_per_host(const JobShape& job, const ClusterMap& map, KvClientOpti
 KvClientOptions KvClientOptions::from_config(const Config& cfg) {
   KvClientOptions o;
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
+  o.streams_per_server = static_cast<uint32_t>(cfg.get_int("cluster.streams_per_server"));
   o.request_timeout = std::chrono::milliseconds(cfg.get_int("cluster.request_timeout_ms"));
   o.stall_warn = std::chrono::milliseconds(cfg.get_int("cluster.stall_warn_ms"));
   o.compression = compression::Settings::from_config(cfg);

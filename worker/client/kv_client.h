@@ -29,6 +29,7 @@ struct KvClientOptions {
   std::vector<std::string> servers;  // ROUTER endpoint of each server, index = server rank
   std::vector<TensorSpec> tensors;   // the model's parameter tensors, in a stable order
   uint64_t slice_bytes = 1u << 20;   // cluster.slice_bytes
+  uint32_t streams_per_server = 1;   // cluster.streams_per_server: TCP connections to each server
   std::string job_token;
   transport::CurveKeys curve;                        // empty: plaintext; else CurveZMQ with the job's keys
   std::chrono::milliseconds request_timeout{60000};  // cluster.request_timeout_ms

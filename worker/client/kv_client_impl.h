@@ -57,6 +57,7 @@ struct KvClient::Impl {
   // The executors. The links outlive the others (their threads write push slots); the poller outlives the copier and
   // host aggregation, which hand it parts; ~Impl stops them in that order.
   ServerLinks links;
+  const std::vector<uint32_t> stream_of;  // each slice's connection to its server (cluster.streams_per_server)
   std::unique_ptr<RequestPoller> poller;
   std::unique_ptr<SlotCopier> copier;
   std::unique_ptr<HostAggregation> host;  // host aggregation (opt.host_ranks), else null

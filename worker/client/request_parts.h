@@ -45,6 +45,7 @@ struct Op {
 // One message to one server, and what to do with its reply.
 struct Part {
   uint32_t server = 0;
+  uint32_t stream = 0;  // which of the connections to `server` carries it (cluster.streams_per_server)
   uint64_t request_id = 0;
   MessageType type = MessageType::INVALID;
   std::string what;  // "pull of fc1.weight (3 slices)"

@@ -2,6 +2,7 @@
 // (request_plan.h).
 #include "worker/client/request_plan.h"
 
+#include <algorithm>
 #include <map>
 
 namespace pshard {
@@ -26,6 +27,24 @@ PartRole role_for(const RequestPlanInputs& in, uint32_t server) {
                           (*in.host_aggregated)[server] != 0;
   if (!aggregated) return PartRole::kOwn;
   return in.host_leader ? PartRole::kHostLeader : PartRole::kHostMember;
+}
+
+// `whole`'s slices as one part per connection that carries some of them, in connection order.
+void split_by_stream(const PlannedPart& whole, const std::vector<uint32_t>& stream_of, std::vector<PlannedPart>& out) {
+  std::map<uint32_t, PlannedPart> by_stream;
+  for (size_t k = 0; k < whole.ids.size(); ++k) {
+    PlannedPart& p = by_stream[stream_of.at(whole.ids[k])];
+    p.ids.push_back(whole.ids[k]);
+    p.routes.push_back(whole.routes[k]);
+  }
+  for (auto& [stream, p] : by_stream) {
+    p.server = whole.server;
+    p.stream = stream;
+    p.role = whole.role;
+    p.type = whole.type;
+    p.shared_memory = whole.shared_memory;
+    out.push_back(std::move(p));
+  }
 }
 
 }  // namespace
@@ -54,9 +73,30 @@ std::vector<PlannedPart> plan_request(const SliceLayout& layout, uint32_t tensor
       }
     }
     p.ids = std::move(ids);
-    parts.push_back(std::move(p));
+    if (in.stream_of != nullptr && p.role == PartRole::kOwn && !p.shared_memory) {
+      split_by_stream(p, *in.stream_of, parts);
+    } else {
+      parts.push_back(std::move(p));
+    }
   }
   return parts;
+}
+
+std::vector<uint32_t> assign_streams(const SliceLayout& layout, uint32_t streams) {
+  std::vector<uint32_t> stream_of(layout.slices().size(), 0);
+  if (streams <= 1) return stream_of;
+  std::vector<uint32_t> order(layout.slices().size());
+  for (uint32_t id = 0; id < order.size(); ++id) order[id] = id;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return layout.slice(a).length > layout.slice(b).length; });
+  std::vector<std::vector<uint64_t>> bytes(layout.num_servers(), std::vector<uint64_t>(streams, 0));
+  for (uint32_t id : order) {
+    std::vector<uint64_t>& load = bytes[layout.slice(id).server];
+    const uint32_t least = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    stream_of[id] = least;
+    load[least] += layout.slice(id).length * sizeof(float);
+  }
+  return stream_of;
 }
 
 const char* route_name(SliceRoute route) {

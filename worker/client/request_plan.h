@@ -43,6 +43,7 @@ enum class PartRole : uint8_t {
 // One server's share of a request.
 struct PlannedPart {
   uint32_t server = 0;
+  uint32_t stream = 0;  // the connection to `server` that carries it: 0 .. streams - 1
   PartRole role = PartRole::kOwn;
   protocol::MessageType type = protocol::MessageType::INVALID;  // as sent to the server
   bool shared_memory = false;      // payloads and weights through the server's shared memory (float32 both ways)
@@ -64,13 +65,23 @@ struct RequestPlanInputs {
   // Payloads up to this size go into a push slot on the caller's thread even for a zpush: the copier's thread hand-off
   // costs more than a small copy.
   size_t copier_min_bytes = 64u << 10;
+  // cluster.streams_per_server: each slice's connection to its server (assign_streams; nullptr: one connection). A part
+  // this worker sends over TCP for itself is cut into one part per connection (a slice always takes the same one, so
+  // its requests stay in order); parts through shared memory and a host's parts stay whole, on connection 0.
+  const std::vector<uint32_t>* stream_of = nullptr;
   // Whether float32 payloads to server s may go through shared memory. Asked only for parts that could use it (not
   // init, not an encoded tensor, not a host member's), once per part, in server order: it may try to set the link up.
   std::function<bool(uint32_t)> shared_memory_to;
 };
 
-// The request's parts, one per server holding some of `tensor`'s slices, in server order.
+// The request's parts: one per server holding some of `tensor`'s slices (with several streams, one per connection that
+// carries some of them), in server order, then connection order.
 std::vector<PlannedPart> plan_request(const SliceLayout& layout, uint32_t tensor, const RequestPlanInputs& in);
+
+// Each slice's connection to its server, for `streams` connections per server: per server, its slices largest first
+// onto the connection with the fewest bytes so far (ties: the lowest), so that each connection carries about 1/streams
+// of the server's bytes. All 0 for one stream.
+std::vector<uint32_t> assign_streams(const SliceLayout& layout, uint32_t streams);
 
 // "shm-copier" and the like, for logs and test messages.
 const char* route_name(SliceRoute route);

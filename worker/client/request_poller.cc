@@ -15,8 +15,12 @@
 namespace pshard {
 
 RequestPoller::RequestPoller(Options options, ReplyHandler on_reply)
-    : opt_(std::move(options)), on_reply_(std::move(on_reply)) {
-  for (size_t s = 0; s < opt_.servers.size(); ++s) {
+    : opt_(std::move(options)),
+      on_reply_(std::move(on_reply)),
+      ctx_(static_cast<int>(std::clamp<uint32_t>(opt_.streams_per_server, 1, 4))) {
+  if (opt_.streams_per_server < 1) throw Error("RequestPoller: streams_per_server must be >= 1");
+  for (size_t i = 0; i < opt_.servers.size() * opt_.streams_per_server; ++i) {
+    const size_t s = server_of(i);
     zmq::socket_t sock(ctx_, zmq::socket_type::dealer);
     sock.set(zmq::sockopt::linger, 0);
     sock.set(zmq::sockopt::sndhwm, 0);
@@ -134,7 +138,7 @@ void RequestPoller::pump(std::chrono::milliseconds timeout) {
   }
   for (size_t s = 0; s < sockets_.size(); ++s) {
     if (!(items_[s].revents & ZMQ_POLLIN)) continue;
-    while (receive(static_cast<uint32_t>(s), frames_)) take_reply(static_cast<uint32_t>(s), frames_);
+    while (receive(s, frames_)) take_reply(s, frames_);
   }
   const auto now = Clock::now();
   if (now >= next_scan_) {
@@ -179,11 +183,12 @@ void RequestPoller::fail_everything(const std::string& why) {
   queue_.clear();
 }
 
-bool RequestPoller::receive(uint32_t s, std::vector<zmq::message_t>& frames) {
+bool RequestPoller::receive(size_t socket, std::vector<zmq::message_t>& frames) {
   try {
-    return transport::recv_frames(sockets_[s], frames);
+    return transport::recv_frames(sockets_[socket], frames);
   } catch (const zmq::error_t& e) {
-    PSHARD_LOG(kWarn) << "worker " << opt_.rank << ": receive from " << server_name(s) << " failed: " << e.what();
+    PSHARD_LOG(kWarn) << "worker " << opt_.rank << ": receive from " << server_name(server_of(socket))
+                      << " failed: " << e.what();
     return false;
   }
 }
@@ -204,7 +209,8 @@ void RequestPoller::send_part(Part& p) {
   // would then wait forever, past every timeout.
   bool sent = false;
   try {
-    sent = transport::send_frames(sockets_[p.server], p.frames, zmq::send_flags::dontwait);
+    sent = transport::send_frames(sockets_[p.server * opt_.streams_per_server + p.stream], p.frames,
+                                  zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     p.op->part_done("worker " + std::to_string(opt_.rank) + ": sending " + p.what + " to " + server_name(p.server) +
                     " failed: " + e.what());
@@ -222,7 +228,8 @@ void RequestPoller::send_part(Part& p) {
   inflight_.emplace(id, std::move(p));
 }
 
-void RequestPoller::take_reply(uint32_t s, std::vector<zmq::message_t>& frames) {
+void RequestPoller::take_reply(size_t socket, std::vector<zmq::message_t>& frames) {
+  const uint32_t s = server_of(socket);
   std::vector<protocol::FrameView> v = transport::views(frames, 0);
   protocol::Decoded d = protocol::decode(v.data(), v.size());
   auto it = inflight_.find(d.message.request_id);

@@ -39,7 +39,8 @@ class RequestPoller {
 
   struct Options {
     uint32_t rank = 0;                 // this worker's, for messages
-    std::vector<std::string> servers;  // endpoints by server rank: one DEALER socket each
+    std::vector<std::string> servers;  // endpoints by server rank: streams_per_server DEALER sockets each
+    uint32_t streams_per_server = 1;   // a part goes out on its stream's socket (Part::stream)
     std::string job_token;
     transport::CurveKeys curve;  // cluster.curve: the client's keys and the servers' public key
     size_t max_frame_bytes = 0;  // the largest frame a reply may carry
@@ -50,7 +51,7 @@ class RequestPoller {
   // the part's op. Runs on the poller's thread.
   using ReplyHandler = std::function<void(uint32_t server, Part&& part, protocol::Decoded& reply)>;
 
-  // Connects a socket to each server (an Error names the one that fails) and starts the I/O thread.
+  // Connects the sockets to each server (an Error names the one that fails) and starts the I/O thread.
   RequestPoller(Options options, ReplyHandler on_reply);
   // Stops the I/O thread: every request still in flight or queued fails ("client stopped"). No caller may be inside
   // send() or wait_done() any more.
@@ -73,6 +74,8 @@ class RequestPoller {
   enum class Owner { kNone, kCaller, kIoThread };
 
   std::string server_name(uint32_t s) const { return "server " + std::to_string(s) + " (" + opt_.servers[s] + ")"; }
+  // sockets_[server * streams_per_server + stream]
+  uint32_t server_of(size_t socket) const { return static_cast<uint32_t>(socket / opt_.streams_per_server); }
   static bool done(Op& op);
   // A caller about to block on `op`: when the sockets are free it polls them itself until `op` is done or `limit`
   // and sets `finished`. Returns false when another thread polls: the caller is then counted as parked (so that a
@@ -88,18 +91,18 @@ class RequestPoller {
   void io_loop();
   // The poller fails every request in flight or queued.
   void fail_everything(const std::string& why);
-  bool receive(uint32_t s, std::vector<zmq::message_t>& frames);
+  bool receive(size_t socket, std::vector<zmq::message_t>& frames);
   void send_queued();
   void send_part(Part& p);
-  void take_reply(uint32_t s, std::vector<zmq::message_t>& frames);
+  void take_reply(size_t socket, std::vector<zmq::message_t>& frames);
   // One line per server and period for the requests waiting longer than stall_warn: the oldest named.
   void warn_stalled(Clock::time_point now);
   void expire(Clock::time_point now);
 
   const Options opt_;
   const ReplyHandler on_reply_;
-  zmq::context_t ctx_{1};
-  std::vector<zmq::socket_t> sockets_;  // the poller's
+  zmq::context_t ctx_;                  // one I/O thread per stream to a server, up to 4
+  std::vector<zmq::socket_t> sockets_;  // the poller's, by server and stream (server_of)
   transport::Wakeup wake_;              // the poller's: parts were queued for it (or it stops)
 
   // Ownership of the sockets changes under mu_; the mutex also orders the sockets' use across threads, as ZeroMQ

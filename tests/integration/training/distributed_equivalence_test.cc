@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/support/run_helpers.h"
 #include "worker/trainer/model_file.h"
@@ -111,21 +115,39 @@ TEST(DistributedEquivalence, UnevenBatchesOfTwoWorkersEqualOneWorkerWithTheirSum
   pshard::testing::remove_dir_if_passed(dir);
 }
 
-// The same sync job with its payloads through shared memory and through TCP: the same bits (the servers sum in rank
-// order whichever way a gradient came), and the shared-memory run moved its pushes and pulls through shared memory.
-TEST(DistributedEquivalence, SharedMemoryAndTcpGiveTheSameBits) {
+// The same sync job with its payloads through shared memory, through TCP, and through TCP on three connections from
+// each worker to each server (cluster.streams_per_server): the same bits (the servers sum in rank order whichever way
+// and on whichever connection a gradient came); the shared-memory run moved its pushes and pulls through shared
+// memory, and each server of the three-stream run heard from three connections per worker.
+TEST(DistributedEquivalence, SharedMemoryTcpAndSeveralStreamsGiveTheSameBits) {
   const std::string dir = fresh_dir("equiv-transport");
   const std::string common = " launch --servers 2 --workers 3 --timeout 300 --config " + source_dir() +
                              "/configs/fmnist_mlp_sync.toml --set data.train_size=3840 --set data.test_size=256"
-                             " --set train.epochs=1 --set train.eval=false --set train.threads=1";
-  for (const char* t : {"tcp", "shm"}) {
-    const int rc =
-        run_with_timeout(pshard_bin() + common + " --set cluster.transport=" + t + " --run-dir " + dir + "/" + t, 330,
-                         dir + "/" + t + ".log");
-    ASSERT_EQ(rc, 0) << read_file(dir + "/" + t + ".log");
+                             " --set train.epochs=1 --set train.eval=false --set train.threads=1"
+                             " --set cluster.slice_bytes=65536";  // fc1.weight in 13 slices: some on each stream
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"tcp", " --set cluster.transport=tcp"},
+      {"shm", " --set cluster.transport=shm"},
+      {"streams", " --set cluster.transport=tcp --set cluster.streams_per_server=3"}};
+  for (const auto& [name, settings] : runs) {
+    const int rc = run_with_timeout(pshard_bin() + common + settings + " --run-dir " + dir + "/" + name, 330,
+                                    dir + "/" + name + ".log");
+    ASSERT_EQ(rc, 0) << read_file(dir + "/" + name + ".log");
   }
   EXPECT_TRUE(read_file(dir + "/tcp/model.bin") == read_file(dir + "/shm/model.bin"))
       << "the shared-memory run's weights differ from the TCP run's";
+  EXPECT_TRUE(read_file(dir + "/tcp/model.bin") == read_file(dir + "/streams/model.bin"))
+      << "the weights of the run with three connections per server differ from the TCP run's";
+  for (const auto& [name, connections] : {std::pair<std::string, int>{"tcp", 3}, {"streams", 9}}) {
+    const std::string log = read_file(dir + "/" + name + ".log");
+    for (int s = 0; s < 2; ++s) {
+      const std::regex line("\\[server " + std::to_string(s) + "\\] info: stopping .* requests from " +
+                            std::to_string(connections) + " connections,");
+      EXPECT_TRUE(std::regex_search(log, line))
+          << name << ": server " << s << " did not hear from " << connections << " connections\n"
+          << log;
+    }
+  }
   const Json tcp = pshard::testing::read_summary(dir + "/tcp"), shm = pshard::testing::read_summary(dir + "/shm");
   EXPECT_EQ(tcp.at("shm_bytes_sent").as_number(), 0.0);
   // Most of it: the first requests of each worker go by TCP until its server has the layout (worker 0's init) and

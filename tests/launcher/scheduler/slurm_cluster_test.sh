@@ -113,7 +113,8 @@ done
 # 3. cross-node traffic: both servers applied updates (each holds part of the model, and BSP needs every
 #    worker's push for every slice), so the worker on node1 pushed to node2's server and vice versa.
 for s in 0 1; do
-  line=$(grep -E "\[server $s\].*stopping \([^)]*\): [0-9]+ requests, [0-9]+ updates" "$OUT" | head -n 1)
+  line=$(grep -E "\[server $s\].*stopping \([^)]*\): [0-9]+ requests from [0-9]+ connections, [0-9]+ updates" "$OUT" |
+    head -n 1)
   [ -n "$line" ] || die "no shutdown line of server $s in the job output"
   updates=$(echo "$line" | sed -E 's/.* ([0-9]+) updates.*/\1/')
   [ "$updates" -gt 0 ] || die "server $s applied no updates: $line"

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,77 @@ TEST(RequestPlan, HostAggregationPushesThroughTheLeaderToTheServersItCovers) {
     EXPECT_EQ(p.role, PartRole::kOwn);
     EXPECT_EQ(p.type, MessageType::PULL);
   }
+}
+
+TEST(RequestPlan, StreamsSpreadEachServersBytesEvenlyOverItsConnections) {
+  // Ten tensors of 1..10 slices' worth over two servers, three connections each.
+  std::vector<TensorSpec> tensors;
+  for (uint64_t i = 1; i <= 10; ++i) tensors.push_back({"t" + std::to_string(i), i * kSliceFloats / 2});
+  const SliceLayout layout(tensors, kSliceBytes, 2);
+  EXPECT_EQ(assign_streams(layout, 1), std::vector<uint32_t>(layout.slices().size(), 0));
+  const std::vector<uint32_t> stream_of = assign_streams(layout, 3);
+  ASSERT_EQ(stream_of.size(), layout.slices().size());
+  for (uint32_t server = 0; server < 2; ++server) {
+    std::vector<uint64_t> bytes(3, 0);
+    uint64_t largest = 0;
+    for (uint32_t id = 0; id < stream_of.size(); ++id) {
+      const SliceInfo& s = layout.slice(id);
+      if (s.server != server) continue;
+      ASSERT_LT(stream_of[id], 3u);
+      bytes[stream_of[id]] += s.length * sizeof(float);
+      largest = std::max<uint64_t>(largest, s.length * sizeof(float));
+    }
+    const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+    EXPECT_GT(*lo, 0u);
+    EXPECT_LE(*hi - *lo, largest) << "server " << server << ": connections unbalanced by more than one slice";
+  }
+}
+
+TEST(RequestPlan, SeveralStreamsCutATcpPartByConnectionAndLeaveSharedMemoryAndHostPartsWhole) {
+  const SliceLayout layout = two_servers();
+  const std::vector<uint32_t> stream_of = assign_streams(layout, 2);
+  Asked asked;
+  asked.answer = {false, false};  // the servers are on other hosts
+  RequestPlanInputs in;
+  in.type = MessageType::PUSH_PULL;
+  in.copy = false;
+  in.stream_of = &stream_of;
+  in.shared_memory_to = asked.callback();
+  const std::vector<PlannedPart> plan = plan_request(layout, layout.tensor_id("w"), in);
+  // Six slices over two servers, each server's on its two connections: every slice once, in slice order within its
+  // part, on its connection; parts in server order, then connection order.
+  std::vector<uint32_t> seen;
+  int64_t last_key = -1;
+  for (const PlannedPart& p : plan) {
+    EXPECT_EQ(p.role, PartRole::kOwn);
+    EXPECT_EQ(p.type, MessageType::PUSH_PULL);
+    const int64_t key = p.server * 2 + p.stream;
+    EXPECT_GT(key, last_key);
+    last_key = key;
+    EXPECT_EQ(routes(p), expected(layout, p, "tcp-borrowed", "tcp-borrowed"));
+    for (size_t k = 0; k < p.ids.size(); ++k) {
+      EXPECT_EQ(layout.slice(p.ids[k]).server, p.server);
+      EXPECT_EQ(stream_of[p.ids[k]], p.stream);
+      if (k > 0) {
+        EXPECT_LT(p.ids[k - 1], p.ids[k]);
+      }
+      seen.push_back(p.ids[k]);
+    }
+  }
+  EXPECT_EQ(plan.size(), 4u) << "each server's three slices on both of its connections";
+  EXPECT_EQ(seen.size(), 6u);
+  // Through shared memory, and a host's leader: one part per server, on connection 0.
+  asked.answer = {true, true};
+  for (const PlannedPart& p : plan_request(layout, layout.tensor_id("w"), in)) {
+    EXPECT_TRUE(p.shared_memory);
+    EXPECT_EQ(p.stream, 0u);
+  }
+  const std::vector<char> aggregated{1, 1};
+  in.host_aggregated = &aggregated;
+  in.host_leader = true;
+  const std::vector<PlannedPart> leader = plan_request(layout, layout.tensor_id("w"), in);
+  ASSERT_EQ(leader.size(), 2u);
+  for (const PlannedPart& p : leader) EXPECT_EQ(p.stream, 0u);
 }
 
 }  // namespace
