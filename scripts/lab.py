@@ -32,7 +32,9 @@ carry the job's start), the mean over the workers.
 
 --scale K divides the model's bytes (every tensor's size) and the link rate by K together, so that the link time is
 that of the full model at --rate while the servers' work and the machine's copies shrink K-fold: a small machine
-stands in for fast hosts. Compute and latency are not scaled.
+stands in for fast hosts. The hosts' TCP buffer ceilings (net.ipv4.tcp_rmem and tcp_wmem, this machine's divided by
+K) shrink with them, so that a connection's window covers the same share of the link's bandwidth-delay product as on
+the real link (what cluster.streams_per_server is for). Compute and latency are not scaled.
 
   sudo scripts/lab.py --hosts 1,2,4 --profile profiles/resnet50.json --rate 10gbit --scale 32 --steps 10
   sudo scripts/lab.py --hosts 1,4 --profile profiles/resnet18_cifar.json --rate 1gbit --scale 16 --json lab.json
@@ -228,9 +230,10 @@ class Cluster:
     """H namespaces on a bridge with shaped links; stop() removes all of it and kills every process in it (any
     number of times)."""
 
-    def __init__(self, prefix, subnet, hosts, rate_bits, latency_ms, loss_pct):
+    def __init__(self, prefix, subnet, hosts, rate_bits, latency_ms, loss_pct, scale=1.0):
         self.prefix, self.subnet, self.hosts = prefix, subnet, hosts
         self.rate_bits, self.latency_ms, self.loss_pct = rate_bits, latency_ms, loss_pct
+        self.scale = scale
         self.namespaces = []  # made by us, in order
 
     def ns(self, i):
@@ -296,6 +299,17 @@ class Cluster:
             run_cmd(["ip", "-n", ns, "link", "set", "eth0", "up"])
             self._shape(ns, "eth0")               # what host i sends
             self._shape(self.net, self.port(i))   # what host i receives
+            for key, ceiling in self.tcp_buffers().items():
+                run_cmd(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", "%s=%s" % (key, ceiling)], "sysctl")
+
+    def tcp_buffers(self):
+        """Each host's TCP buffer sizes (min, default, max): this machine's, the default and max divided by the
+        scale (at least 4096 bytes)."""
+        out = {}
+        for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+            lo, default, hi = [int(x) for x in open("/proc/sys/" + key.replace(".", "/")).read().split()]
+            out[key] = "%d %d %d" % (lo, max(lo, round(default / self.scale)), max(lo, round(hi / self.scale)))
+        return out
 
     def counters(self, i):
         """(tx bytes, rx bytes) of host i's eth0."""
@@ -570,7 +584,7 @@ def main(argv):
         raise LabError("profile %s not found" % profile_path)
 
     work = tempfile.mkdtemp(prefix="pshard-lab.")
-    cluster = Cluster(args.prefix, args.subnet, hosts[-1], rate_bits / args.scale, args.latency, args.loss)
+    cluster = Cluster(args.prefix, args.subnet, hosts[-1], rate_bits / args.scale, args.latency, args.loss, args.scale)
     launch = Launch()
     results = []
     try:
@@ -587,10 +601,11 @@ def main(argv):
                                 ", one-way latency %g ms (netem)" % args.latency if args.latency else "",
                                 ", loss %g %%" % args.loss if args.loss else ""))
         print("lab: profile %s (%s), batch %d, compute %.1f ms a step; scale %g: model bytes and link rate divided "
-              "by %g (and cluster.slice_bytes %d to %s), so the link time is that of the full model at %s; compute and "
-              "latency not scaled" % (prof["name"], os.path.relpath(profile_path, REPO), batch, compute_s * 1e3,
-                                      args.scale, args.scale, args.slice_bytes, args.set[-1].split("=")[1],
-                                      fmt_rate(rate_bits)))
+              "by %g (and cluster.slice_bytes %d to %s, the TCP buffer ceilings to %s), so the link time is that of the "
+              "full model at %s; compute and latency not scaled" % (
+                  prof["name"], os.path.relpath(profile_path, REPO), batch, compute_s * 1e3, args.scale, args.scale,
+                  args.slice_bytes, args.set[-1].split("=")[1],
+                  "/".join(v.split()[2] for v in cluster.tcp_buffers().values()), fmt_rate(rate_bits)))
         print("lab: not modelled: the hosts share this machine's %d CPUs (servers, kernel packet work and the "
               "launcher compete); one switch, no cross traffic; per-message costs do not shrink with --scale; "
               "the model assumes a host's bytes spread evenly over the step" % os.cpu_count())
