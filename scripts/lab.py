@@ -5,7 +5,7 @@ Each host is a network namespace (PREFIX-h1..H, address SUBNET.(10+i)) whose lin
 shaped with tc: a token bucket (tbf) at --rate each way (on the host's eth0 for what it sends, on the bridge's port
 towards it for what it receives), and with --latency or --loss a netem qdisc in front of it. Servers and workers are
 placed by `pshard launch --hosts` itself (coordinator on host 1, server s on host s, --workers-per-host on each);
-its ssh command (PSHARD_SSH) is this script's `netns-ssh` mode, which runs the remote command with
+its ssh command (PSHARD_SSH) is scripts/lab_host.py's `netns-ssh` mode, which runs the remote command with
 `ip netns exec` in the host's namespace, so no sshd is needed. Each run trains a profile model (profiles/*.json:
 real tensors, compute replaced by per-layer waits) for --steps synchronous steps per worker.
 
@@ -57,11 +57,10 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOST_SCRIPT = os.path.join(REPO, "scripts", "lab_host.py")  # what runs in a host's namespace: its ssh, the all-to-all
 BASE_CONFIG = os.path.join(REPO, "configs", "profile_resnet50_sync.toml")
 RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
-# ssh's options that take an argument (the launcher passes -T and -o; a PSHARD_SSH of a user may add others).
-SSH_OPTIONS_WITH_ARGUMENT = set("BbcDEeFIiJLlmOoPpQRSWw")
 # Bytes on the link per byte of payload: a full TCP segment carries 1448 bytes (MSS of a 1500-byte MTU with TCP
 # timestamps) in a frame of 1514 (Ethernet 14, IP 20, TCP 20 + 12 of options), which is what tbf counts.
 WIRE_PER_PAYLOAD = 1514 / 1448
@@ -80,97 +79,6 @@ class Interrupted(Exception):
     def __init__(self, signum):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-# ------------------------------------------------------------------ the launcher's ssh: `ip netns exec`
-
-def netns_ssh(argv):
-    """`lab.py netns-ssh PREFIX SUBNET [ssh options] HOST COMMAND...`: runs COMMAND as sshd would (joined by
-    spaces, given to /bin/sh -c) in the namespace of HOST = SUBNET.(10+i), with this process's stdin and stdout."""
-    if len(argv) < 2:
-        sys.stderr.write("lab netns-ssh: PREFIX SUBNET [OPTIONS] HOST COMMAND... expected\n")
-        return 255
-    prefix, subnet, rest = argv[0], argv[1], argv[2:]
-    i = 0
-    while i < len(rest) and rest[i].startswith("-"):
-        flags = rest[i][1:]
-        i += 1
-        for j, c in enumerate(flags):
-            if c in SSH_OPTIONS_WITH_ARGUMENT:
-                if j == len(flags) - 1:
-                    i += 1  # the argument is the next word
-                break
-    if i >= len(rest):
-        sys.stderr.write("lab netns-ssh: no host given\n")
-        return 255
-    host = rest[i].rsplit("@", 1)[-1]
-    command = " ".join(rest[i + 1:])
-    m = re.fullmatch(re.escape(subnet) + r"\.(\d+)", host)
-    index = int(m.group(1)) - 10 if m else 0
-    if index < 1 or not os.path.exists("/run/netns/%s-h%d" % (prefix, index)):
-        sys.stderr.write("lab netns-ssh: %s is not a host of the lab (%s.11, %s.12, ...)\n" % (host, subnet, subnet))
-        return 255
-    args = ["ip", "netns", "exec", "%s-h%d" % (prefix, index), "/bin/sh"]
-    if command:
-        args += ["-c", command]
-    os.execvp("ip", args)
-    return 255
-
-
-# ------------------------------------------------------------------ the links' TCP goodput, all to all
-
-def netns_all_to_all(argv):
-    """`lab.py netns-a2a ME HOSTS SUBNET BYTES ROUNDS PORT`, run in host ME's namespace by the lab: every host sends
-    BYTES to every other host at once (one TCP connection a pair, as a step's pushes and replies), ROUNDS times with
-    a barrier between; prints each round's seconds."""
-    import socket
-    import threading
-    me, hosts, subnet, nbytes, rounds, port = (int(argv[0]), int(argv[1]), argv[2], int(argv[3]), int(argv[4]),
-                                               int(argv[5]))
-    addr = lambda i: "%s.%d" % (subnet, 10 + i)
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.settimeout(30)
-    listener.bind((addr(me), port))
-    listener.listen(hosts)
-    outs = []
-    for j in range(1, hosts + 1):
-        if j == me:
-            continue
-        for _ in range(300):  # the others' listeners start at about the same time
-            try:
-                outs.append(socket.create_connection((addr(j), port), timeout=30))
-                break
-            except OSError:
-                time.sleep(0.01)
-        else:
-            raise LabError("all-to-all: host %d cannot reach %s:%d" % (me, addr(j), port))
-    ins = [listener.accept()[0] for _ in range(hosts - 1)]
-    for s in ins:
-        s.settimeout(30)
-    payload = b"\0" * nbytes
-
-    def receive(s, n):
-        while n:
-            chunk = s.recv(min(n, 1 << 20))
-            if not chunk:
-                raise LabError("all-to-all: a connection closed early")
-            n -= len(chunk)
-
-    for _ in range(rounds):
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=s.sendall, args=(payload,)) for s in outs]
-        threads += [threading.Thread(target=receive, args=(s, nbytes)) for s in ins]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for s in outs:
-            s.sendall(b"b")
-        for s in ins:
-            receive(s, 1)
-        print("%.6f" % (time.monotonic() - t0), flush=True)
-    return 0
 
 
 # ------------------------------------------------------------------ small helpers
@@ -319,7 +227,7 @@ class Cluster:
     def all_to_all(self, hosts, nbytes, rounds=4):
         """Seconds for hosts 1..`hosts` to send `nbytes` to each other at once over TCP (the median of the rounds
         after the first, each the slowest host's)."""
-        procs = [subprocess.Popen(["ip", "netns", "exec", self.ns(i), sys.executable, os.path.abspath(__file__),
+        procs = [subprocess.Popen(["ip", "netns", "exec", self.ns(i), sys.executable, HOST_SCRIPT,
                                    "netns-a2a", str(i), str(hosts), self.subnet, str(nbytes), str(rounds), "5999"],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
                  for i in range(1, hosts + 1)]
@@ -513,10 +421,6 @@ def print_run(r, base):
 # ------------------------------------------------------------------ main
 
 def main(argv):
-    if argv[:1] == ["netns-ssh"]:
-        return netns_ssh(argv[1:])
-    if argv[:1] == ["netns-a2a"]:
-        return netns_all_to_all(argv[1:])
     ap = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", default="1,2,4", help="host counts to run, comma-separated; 1 is always run first "
@@ -574,7 +478,7 @@ def main(argv):
     pshard = os.path.abspath(args.pshard)
     if not os.access(pshard, os.X_OK):
         raise LabError("%s is not an executable (build it: scripts/build.sh, or --pshard PATH)" % pshard)
-    script = os.path.abspath(__file__)
+    script = HOST_SCRIPT
     if " " in script + sys.executable:
         raise LabError("the launcher splits its ssh command at spaces: %s must have none in its path" % script)
     profile_path = os.path.abspath(args.profile)
@@ -694,9 +598,8 @@ def on_signal(signum, _frame):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["netns-ssh"], ["netns-a2a"]):
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, on_signal)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
     try:
         sys.exit(main(sys.argv[1:]))
     except LabError as e:
