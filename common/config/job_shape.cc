@@ -97,6 +97,31 @@ void check_worker_batches(const JobShape& s, const std::string& origin) {
   }
 }
 
+// Backup workers close a sync step without its last pushes: what needs every worker's push in every step, or a
+// vote of every worker, is refused with them.
+void check_backup_workers(const JobShape& s, const std::string& origin) {
+  if (s.backup_workers == 0) return;
+  const std::string key = "cluster.backup_workers";
+  if (!s.sync()) {
+    fail(origin, key,
+         std::string("backup workers need cluster.mode = sync, not ") + s.mode_name() +
+             ": async and SSP servers apply each push on its own and never wait for a straggler's");
+  }
+  if (s.elastic()) {
+    fail(origin, key, "backup workers need a fixed number of workers, not an elastic job (cluster.min_workers > 0)");
+  }
+  if (s.uneven_batches()) {
+    fail(origin, key,
+         "backup workers cannot be used with train.worker_batch_sizes: each worker's gradients are weighed for a "
+         "mean over every worker, which a step closed without one would get wrong");
+  }
+  if (s.loss_scaling != "none") {
+    fail(origin, key,
+         "backup workers cannot be used with train.loss_scaling = " + s.loss_scaling +
+             ": the workers' vote on each step to skip waits for every worker");
+  }
+}
+
 // A worker that cluster.restart_workers starts again rejoins the running sync job: the job must go on without it
 // meanwhile.
 void check_restart_workers(const JobShape& s, const std::string& origin) {
@@ -143,6 +168,7 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
   if (s.elastic()) check_elastic(s, origin);
   check_worker_batches(s, origin);
   check_restart_workers(s, origin);
+  check_backup_workers(s, origin);
   check_host_aggregation(s, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
     fail(origin, "cluster.heartbeat_interval_ms",
@@ -198,6 +224,7 @@ JobShape JobShape::from_config(const Config& cfg) {
   s.precision = cfg.get_string("train.precision");
   s.loss_scaling = cfg.get_string("train.loss_scaling");
   s.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
+  s.backup_workers = static_cast<uint32_t>(cfg.get_int("cluster.backup_workers"));
   return s;
 }
 
@@ -217,6 +244,7 @@ std::vector<std::string> JobShape::host_aggregation_needs() const {
   if (elastic()) needs.push_back("cluster.min_workers = 0");
   if (restart_workers) needs.push_back("cluster.restart_workers = false");
   if (compression != "none") needs.push_back("cluster.compression = none");
+  if (backup_workers > 0) needs.push_back("cluster.backup_workers = 0");
   return needs;
 }
 

@@ -42,6 +42,8 @@ struct JobShape {
   std::string loss_scaling = "none";      // train.loss_scaling, auto resolved: none, dynamic, static
   // train.worker_batch_sizes: worker r's batch at [r] (uneven workers); empty: train.batch_size for every worker.
   std::vector<int64_t> worker_batches;
+  // cluster.backup_workers: a sync step closes without this many of its last pushes (stragglers).
+  uint32_t backup_workers = 0;
 
   static JobShape from_config(const Config& cfg);
 

@@ -116,6 +116,13 @@ std::vector<ConfigKey> kSchema = {
      "replace forward/backward by sleeps of this many ms per step, 1/3 forward and 2/3 backward (communication "
      "studies; 0: real compute)",
      OnResume::kMayChange},
+    {"train.straggler_rank", T::kInt, "-1", -1, 1 << 20, "",
+     "emulate a straggler: this worker's steps take train.straggler_factor times as long (it sleeps the difference; "
+     "-1: none)",
+     OnResume::kMayChange},
+    {"train.straggler_factor", T::kDouble, "3", 1, 1000, "",
+     "how much slower train.straggler_rank computes (its forward's time, with a backward of twice that, scaled)",
+     OnResume::kMayChange},
 
     // optimizer (applied on the servers; by `pshard train` locally)
     {"optimizer.name", T::kString, "sgd", 0, 0, "", "update rule"},
@@ -168,6 +175,17 @@ std::vector<ConfigKey> kSchema = {
     // cluster (parameter-server job)
     {"cluster.mode", T::kString, "sync", 0, 0, "sync|async|ssp", "consistency model: BSP, ASP or SSP"},
     {"cluster.staleness", T::kInt, "2", 0, 1000000, "", "ssp: how many clocks a worker may run ahead"},
+    {"cluster.backup_workers", T::kInt, "0", 0, 1 << 16, "",
+     "sync: a step closes once all but this many live workers pushed and a grace passed; later pushes of the step "
+     "are dropped and counted, and their worker catches up (straggler mitigation; docs/PROTOCOL.md)",
+     OnResume::kMayChange},
+    {"cluster.backup_grace", T::kDouble, "0.1", 0, 100, "",
+     "backup workers: how long a step waits for its last pushes after the quorum, as a share of the recent step "
+     "time",
+     OnResume::kMayChange},
+    {"cluster.backup_grace_min_ms", T::kDouble, "2", 0, 1e6, "",
+     "backup workers: the shortest grace (ms), so that jitter between on-time workers drops nothing",
+     OnResume::kMayChange},
     {"cluster.slice_bytes", T::kInt, "1048576", 4, 1ll << 32, "",
      "largest slice of a tensor (bytes); lars/lamb take their trust ratio per slice of a cut tensor"},
     {"cluster.max_rows_per_request", T::kInt, "1048576", 1, 1ll << 32, "",

@@ -36,6 +36,7 @@ Json WorkerEpochReport::to_json() const {
   j.set("shm_bytes_sent", shm_bytes_sent).set("shm_bytes_recv", shm_bytes_recv);
   if (has_gpu) j.set("gpu_util_pct", gpu_util_pct).set("gpu_mem_peak_bytes", gpu_mem_peak_bytes);
   if (has_loss_scale) j.set("loss_scale", loss_scale).set("skipped_steps", skipped_steps);
+  if (has_late) j.set("late_steps", late_steps).set("caught_up_steps", caught_up_steps);
   if (!figures.empty()) {
     Json f = Json::object();
     for (const auto& [name, value] : figures) f.set(name, value);
@@ -128,6 +129,11 @@ WorkerEpochReport WorkerEpochReport::from_json(const Json& j) {
     }
     r.skipped_steps = static_cast<int64_t>(count("skipped_steps", kMaxCount));
   }
+  r.has_late = j.has("late_steps");  // optional: present with backup workers
+  if (r.has_late) {
+    r.late_steps = static_cast<int64_t>(count("late_steps", kMaxCount));
+    r.caught_up_steps = static_cast<int64_t>(count("caught_up_steps", kMaxCount));
+  }
   if (j.has("figures")) {  // optional: a program's own figures
     const Json& f = j.at("figures");
     if (f.type() != Json::Type::kObject || f.items().size() > kMaxFigures) {
@@ -178,6 +184,8 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   bool scaled = false;
   double loss_scale = 0;
   int64_t skipped = 0;
+  bool has_late = false;
+  int64_t late = 0;
   std::map<std::string, Mean> figures;  // a program's own, weighted by the test samples or the samples behind them
   for (const WorkerEpochReport& r : reports) {
     for (const auto& [name, value] : r.figures) {
@@ -216,6 +224,11 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
     Json w = Json::object().set("rank", r.rank).set("samples", r.samples).set("epoch_s", r.epoch_s);
     r.phases.set_fields(w);
     if (r.has_gpu) w.set("gpu_util_pct", r.gpu_util_pct).set("gpu_mem_peak_bytes", r.gpu_mem_peak_bytes);
+    if (r.has_late) {
+      has_late = true;
+      late += r.late_steps;
+      w.set("late_steps", r.late_steps).set("caught_up_steps", r.caught_up_steps);
+    }
     workers.push(w.set("bytes_sent", r.bytes_sent)
                      .set("bytes_recv", r.bytes_recv)
                      .set("shm_bytes_sent", r.shm_bytes_sent)
@@ -255,6 +268,16 @@ Json combine_epoch(std::vector<WorkerEpochReport> reports) {
   e.set("shm_bytes_per_host_step", steps > 0 ? Json(shm_max / static_cast<double>(steps)) : Json());
   if (gpu_util.n > 0) e.set("gpu_util_pct", gpu_util.value()).set("gpu_mem_peak_bytes", gpu_mem_peak);
   if (scaled) e.set("loss_scale", loss_scale).set("skipped_steps", skipped);
+  if (has_late) {
+    // The workers late in more than kStragglerShare of the epoch's steps, by rank: [{rank, late_steps}].
+    Json stragglers = Json::array();
+    for (const WorkerEpochReport& r : reports) {
+      if (r.has_late && steps > 0 && static_cast<double>(r.late_steps) > kStragglerShare * static_cast<double>(steps)) {
+        stragglers.push(Json::object().set("rank", r.rank).set("late_steps", r.late_steps));
+      }
+    }
+    e.set("late_steps", late).set("stragglers", stragglers);
+  }
   if (!figures.empty()) {
     Json f = Json::object();
     for (const auto& [name, mean] : figures) f.set(name, mean.value());
@@ -299,6 +322,10 @@ void RunTotals::add_epoch(const Json& epoch_event) {
     has_loss_scale_ = true;
     skipped_steps_ += num("skipped_steps");
   }
+  if (epoch_event.has("late_steps")) {
+    has_late_ = true;
+    late_steps_ += num("late_steps");
+  }
 }
 
 Json RunTotals::summary(double wall_s) const {
@@ -323,6 +350,7 @@ Json RunTotals::summary(double wall_s) const {
   s.set("shm_bytes_per_host_step", steps_ > 0 ? Json(shm_max / steps_) : Json());
   if (has_gpu_) s.set("gpu_util_pct", gpu_util_weighted_ / gpu_util_s_).set("gpu_mem_peak_bytes", gpu_mem_peak_);
   if (has_loss_scale_) s.set("loss_scale", last("loss_scale")).set("skipped_steps", skipped_steps_);
+  if (has_late_) s.set("late_steps", late_steps_);
   if (last_.has("figures")) s.set("figures", last("figures"));  // as test_acc: the last epoch's
   return s;
 }

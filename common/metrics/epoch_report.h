@@ -60,6 +60,10 @@ struct WorkerEpochReport {
   bool has_loss_scale = false;
   double loss_scale = 0;      // the scale at the end of the epoch
   int64_t skipped_steps = 0;  // steps of the epoch skipped since some worker's gradients were not finite
+  // Backup workers (cluster.backup_workers): has_late false (the fields absent from the JSON) when they are off.
+  bool has_late = false;
+  int64_t late_steps = 0;       // steps whose gradients the servers dropped: they came after the step had closed
+  int64_t caught_up_steps = 0;  // batches this worker skipped to catch up with the servers' step
   // A program's own figures of the epoch by name (pshard_report_figure: "test_auc", "test_logloss"): the epoch
   // line's `figures` holds each one's mean over the workers that reported it, weighted by their test_n when they
   // evaluated, else by their samples. Names: valid_figure_name().
@@ -86,6 +90,10 @@ bool valid_figure_name(const std::string& name);
 // they agree) only when the workers scale the loss; `figures` only when some worker named one.
 Json combine_epoch(std::vector<WorkerEpochReport> reports);
 
+// Backup workers: a worker whose gradients were dropped in more than this share of an epoch's steps is a straggler,
+// named in the epoch event (`stragglers`) and its terminal line.
+constexpr double kStragglerShare = 0.1;
+
 // Totals over the run, fed with every combined `epoch` event; summary()
 // returns the `summary` event, to which the caller adds what was trained
 // (model, optimizer, workers, servers, mode...).
@@ -108,6 +116,8 @@ class RunTotals {
   bool has_gpu_ = false;
   bool has_loss_scale_ = false;
   double skipped_steps_ = 0;
+  bool has_late_ = false;
+  double late_steps_ = 0;
 };
 
 }  // namespace pshard

@@ -99,6 +99,11 @@ const std::vector<RawEvent>& raw_events() {
            {"loss_scale:n? skipped_steps:i?",
             "only with loss scaling: the scale at the end of the epoch, and the steps of the epoch every "
             "worker skipped (`pshard report` puts both in `runs.csv` and `convergence_epochs.csv`)"},
+           {"late_steps:i? stragglers:l?",
+            "only with backup workers (`cluster.backup_workers`): the steps, summed over the workers, whose "
+            "gradients the servers dropped because the step had closed without them, and the workers "
+            "late in more than 10 % of the epoch's steps, `{rank, late_steps}` (the terminal's epoch line "
+            "names them)"},
            {"figures:o?",
             "only when a program named figures of its own (`ps.report(figures={\"test_auc\": ...})`, C "
             "`pshard_report_figure`): `{name: value}`, each the mean over the workers that reported it, "
@@ -108,7 +113,9 @@ const std::vector<RawEvent>& raw_events() {
            {"workers:l?",
             "per-worker list: `{rank, samples, epoch_s, data_s, forward_s, backward_s, comm_wait_s, "
             "other_s, bytes_sent, bytes_recv, shm_bytes_sent, shm_bytes_recv}`, plus `gpu_util_pct` and "
-            "`gpu_mem_peak_bytes` for a worker that sampled its GPU (distributed runs only)"},
+            "`gpu_mem_peak_bytes` for a worker that sampled its GPU, `late_steps` and `caught_up_steps` "
+            "(the batches it skipped to catch up with the servers) with backup workers (distributed runs "
+            "only)"},
            {"missing_workers:l?",
             "only when the job ended before every worker reported this epoch (a worker that left or died "
             "without reporting it, a program that never calls `ps.report()`), or when a member of an "
@@ -198,6 +205,7 @@ const std::vector<RawEvent>& raw_events() {
             "and the highest `gpu_mem_peak_bytes`"},
            {"loss_scale:n? skipped_steps:i?",
             "only with loss scaling: the last epoch's scale, and the steps skipped over the run"},
+           {"late_steps:i?", "only with backup workers: the epochs' `late_steps`, summed"},
            {"figures:o?", "only when the program named figures of its own: the last epoch's"},
            {"workers:i servers:i mode:s?",
             "1, 0, `\"local\"` for `pshard train`; W, S, `sync`/`async`/`ssp` otherwise (an elastic job: "

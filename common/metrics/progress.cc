@@ -58,6 +58,16 @@ std::string format_epoch_line(const Json& e, int64_t epochs) {
     line += "  loss scale " + number_or_dash(e.at("loss_scale"), "%g") + ", " +
             number_or_dash(field(e, "skipped_steps"), "%.0f") + " steps skipped";
   }
+  // Backup workers: the stragglers, "  late: worker 2 (46 of 50 steps)".
+  if (e.has("stragglers") && e.at("stragglers").is_array() && !e.at("stragglers").elements().empty()) {
+    std::string late;
+    for (const Json& w : e.at("stragglers").elements()) {
+      late += std::string(late.empty() ? "" : ", ") + "worker " + number_or_dash(field(w, "rank"), "%.0f") + " (" +
+              number_or_dash(field(w, "late_steps"), "%.0f") + " of " + number_or_dash(field(e, "steps"), "%.0f") +
+              " steps)";
+    }
+    line += "  late: " + late;
+  }
   return line;
 }
 

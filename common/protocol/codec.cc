@@ -232,6 +232,8 @@ std::string encode_header(const Message& msg) {
   h.setStop(msg.stop);
   h.setStopAt(msg.stop_at);
   h.setCheckpointAt(msg.checkpoint_at);
+  h.setLate(msg.late);
+  h.setWeightsStep(msg.weights_step);
   if (!msg.contributors.empty()) {
     auto ranks = h.initContributors(static_cast<unsigned>(msg.contributors.size()));
     for (size_t i = 0; i < msg.contributors.size(); ++i) ranks.set(static_cast<unsigned>(i), msg.contributors[i]);
@@ -303,6 +305,8 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.stop = h.getStop();
     m.stop_at = h.getStopAt();
     m.checkpoint_at = h.getCheckpointAt();
+    m.late = h.getLate();
+    m.weights_step = h.getWeightsStep();
     auto contributors = h.getContributors();
     if (contributors.size() > kMaxContributors) {
       return fail(std::move(d), ErrorCode::BAD_HEADER,

@@ -68,6 +68,8 @@ struct Message {
   bool stop = false;                        // push/pushPull: the job stops at step boundary step + 1
   int64_t checkpoint_at = 0;                // weights replies: > 0, the latest boundary a push asked to checkpoint at
   int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
+  bool late = false;                        // push/pushPull replies: a key's gradient came after its step closed
+  int64_t weights_step = 0;                 // weights replies: the lowest version among the keys' weights
   std::vector<uint32_t> contributors;       // push/pushPull: the ranks each payload sums (empty: the sender alone)
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;         // init only

@@ -187,4 +187,10 @@ struct Header {
   checkpointAt @24 :Int64;      # weights replies: the latest step boundary a push asked the servers to checkpoint at
                                 # (checkpoint.every_seconds: worker 0's flag), 0 while none did; the other workers keep
                                 # their error-feedback residuals of that boundary
+  late @25 :Bool;               # ack/weights replies to push/pushPull (sync, cluster.backup_workers > 0): the gradient
+                                # of at least one key came after its step had closed without it; it was dropped, not
+                                # applied, and the request was not refused
+  weightsStep @26 :Int64;       # weights replies: the lowest version (steps closed) among the keys' weights as sent;
+                                # a reader at step s gets s or more (more: the job went on without this worker's last
+                                # pushes, cluster.backup_workers, and its next gradient is for that step)
 }

@@ -10,13 +10,14 @@ namespace pshard {
 
 using protocol::ErrorCode;
 
-BspPolicy::BspPolicy(ConsistencySlice& slice, uint32_t num_workers)
+BspPolicy::BspPolicy(ConsistencySlice& slice, uint32_t num_workers, BackupWorkers backup)
     : slice_(slice),
       num_workers_(num_workers),
       pending_(num_workers),
       weight_(num_workers, 0),
       pushed_(num_workers, 0),
-      join_step_(num_workers, -1) {}
+      join_step_(num_workers, -1),
+      backup_(backup) {}
 
 bool BspPolicy::ready(int64_t step, const DeadWorkers&) const { return slice_.version() >= step; }
 
@@ -32,6 +33,13 @@ PushResult BspPolicy::on_push(const Contributors& from, int64_t step, StepReques
       return {ErrorCode::WORKER_DEAD, "worker " + std::to_string(rank) + " was declared dead"};
     }
   }
+  if (backup_.count > 0 && step >= 0 && step < slice_.version()) {  // late: the step closed without it
+    asked_.checkpoint = asked_.checkpoint || asks.checkpoint;
+    asked_.stop = asked_.stop || asks.stop;
+    PushResult dropped;
+    dropped.dropped = true;
+    return dropped;
+  }
   if (step != slice_.version()) {
     return {ErrorCode::BAD_STEP, "push of step " + std::to_string(step) + " for " + slice_.name() +
                                      ", which is at step " + std::to_string(slice_.version())};
@@ -46,15 +54,41 @@ PushResult BspPolicy::on_push(const Contributors& from, int64_t step, StepReques
   const uint32_t rank = from.at(0);
   pending_[rank] = std::move(gradient);
   weight_[rank] = static_cast<uint32_t>(from.size());
+  pushed_workers_ += static_cast<uint32_t>(from.size());
   asked_.checkpoint = asked_.checkpoint || asks.checkpoint;
   asked_.stop = asked_.stop || asks.stop;
   advance(dead, scratch);
+  note_quorum(dead);
   return {};
 }
 
 void BspPolicy::on_worker_dead(uint32_t rank, const DeadWorkers& dead, std::vector<float>& scratch) {
   join_step_[rank] = -1;  // a rejoined worker died again
   if (next_rank_ < num_workers_) advance(dead, scratch);
+  note_quorum(dead);
+}
+
+void BspPolicy::note_quorum(const DeadWorkers& dead) {
+  if (backup_.count == 0 || quorum_at_ || pushed_workers_ == 0) return;
+  uint32_t live = 0;
+  for (uint32_t r = 0; r < num_workers_; ++r) live += counted(r, dead) ? 1 : 0;
+  if (pushed_workers_ + backup_.count >= live) quorum_at_ = PolicyClock::now();
+}
+
+std::optional<PolicyClock::time_point> BspPolicy::close_by() const {
+  if (!quorum_at_) return std::nullopt;
+  // The grace is a share of the recent step time: a worker later than that is a straggler, not jitter.
+  const auto share = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(std::max(step_s_, 0.0) * backup_.grace_share));
+  return *quorum_at_ + std::max(share, backup_.grace_min);
+}
+
+void BspPolicy::on_clock(PolicyClock::time_point now, const DeadWorkers& dead, std::vector<float>& scratch) {
+  const std::optional<PolicyClock::time_point> by = close_by();
+  if (!by || now < *by) return;
+  closing_ = true;  // the ranks that did not push are skipped
+  advance(dead, scratch);
+  closing_ = false;
 }
 
 std::string BspPolicy::on_join(uint32_t rank, int64_t step) {
@@ -91,7 +125,7 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
         // the rounded sum.
         bool last = true;
         for (uint32_t later = r + 1; later < num_workers_ && last; ++later) {
-          last = !pending_[later] && (pushed_[later] || !counted(later, dead));
+          last = !pending_[later] && (pushed_[later] || !counted(later, dead) || closing_);
         }
         const uint32_t n = contributions_ + w;
         const float* g = aligned_floats(*pending_[r], scratch);
@@ -116,8 +150,9 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
       contributions_ += w;
       ++payloads_;
       ++next_rank_;
-    } else if (pushed_[r] || !counted(r, dead)) {  // summed into a lower rank's payload, or not counted
-      ++next_rank_;
+    } else if (pushed_[r] || !counted(r, dead) || closing_) {  // summed into a lower rank's payload, not counted,
+      ++next_rank_;                                            // or late
+
     } else {
       return;
     }
@@ -142,6 +177,14 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   payloads_ = 0;
   next_rank_ = 0;
   std::fill(pushed_.begin(), pushed_.end(), 0);
+  if (backup_.count > 0) {  // the step time: from its opening to the quorum (to its close when all came at once)
+    const PolicyClock::time_point now = PolicyClock::now();
+    const double took = std::chrono::duration<double>(quorum_at_.value_or(now) - opened_).count();
+    step_s_ = step_s_ < 0 ? took : 0.75 * step_s_ + 0.25 * took;
+    opened_ = now;
+    quorum_at_.reset();
+    pushed_workers_ = 0;
+  }
   const StepRequests asked = asked_;
   asked_ = StepRequests{};
   slice_.step_closed(asked);

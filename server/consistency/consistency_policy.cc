@@ -12,7 +12,7 @@ namespace pshard {
 
 std::unique_ptr<ConsistencyPolicy> make_consistency_policy(const ConsistencyParams& params, ConsistencySlice& slice) {
   switch (params.mode) {
-    case Consistency::kBsp: return std::make_unique<BspPolicy>(slice, params.num_workers);
+    case Consistency::kBsp: return std::make_unique<BspPolicy>(slice, params.num_workers, params.backup);
     case Consistency::kAsp: return std::make_unique<AspPolicy>(slice);
     case Consistency::kSsp: return std::make_unique<SspPolicy>(slice, params.num_workers, params.staleness);
   }

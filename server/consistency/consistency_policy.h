@@ -1,8 +1,10 @@
 // The consistency policy of one slice: when it may be read, what a push does to it, what a dead worker changes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -41,12 +43,16 @@ using Contributors = std::vector<uint32_t>;
 // Workers declared dead, by rank, as the calling thread knows them (each thread keeps its own view).
 using DeadWorkers = std::vector<char>;
 
-// A refused push: the error reply's code and text; code NONE when the push was taken.
+// A refused push: the error reply's code and text; code NONE when the push was taken. `dropped`: taken but not
+// applied, because its step had closed without it (BSP with backup workers); the reply says so (late).
 struct PushResult {
   protocol::ErrorCode code = protocol::ErrorCode::NONE;
   std::string why;
+  bool dropped = false;
   bool ok() const { return code == protocol::ErrorCode::NONE; }
 };
+
+using PolicyClock = std::chrono::steady_clock;
 
 // One object per slice, called only on the slice's owner thread. `scratch` is that thread's buffer for
 // gradients that arrive unaligned (see aligned_floats).
@@ -72,12 +78,27 @@ class ConsistencyPolicy {
   // The live workers whose pushes a reader at `step` still waits for (empty when ready), in rank order: what a
   // stalled step names.
   virtual std::vector<uint32_t> missing(int64_t step, const DeadWorkers& dead) const = 0;
+  // When the open step closes without the pushes still missing (BSP with backup workers, once enough came); none:
+  // it waits for every push.
+  virtual std::optional<PolicyClock::time_point> close_by() const { return std::nullopt; }
+  // The clock reached `now`: closes the open step if close_by() has passed.
+  virtual void on_clock(PolicyClock::time_point /*now*/, const DeadWorkers& /*dead*/, std::vector<float>& /*scratch*/) {
+  }
+};
+
+// BSP's backup workers (cluster.backup_workers): a step closes once all but `count` of the live workers pushed and
+// a grace has passed since, the grace being `grace_share` of the recent step time and at least `grace_min`.
+struct BackupWorkers {
+  uint32_t count = 0;
+  double grace_share = 0.1;
+  std::chrono::microseconds grace_min{std::chrono::milliseconds(2)};
 };
 
 struct ConsistencyParams {
   Consistency mode = Consistency::kBsp;
   uint32_t num_workers = 1;
   int64_t staleness = 2;  // kSsp only
+  BackupWorkers backup;   // kBsp only
 };
 
 // The policy of `params.mode` for `slice` (which must outlive it), with no push seen yet.

@@ -28,6 +28,7 @@
 #include "server/kv/request.h"
 #include "server/kv/shm_host.h"
 #include "server/kv/slice_store.h"
+#include "server/kv/step_deadlines.h"
 #include "server/kv/update_threads.h"
 #include "server/tables/table_store.h"
 
@@ -91,6 +92,11 @@ struct KvServer::Impl {
 
   explicit Impl(KvServerOptions o) : opt(std::move(o)) {
     if (!opt.optimizer) throw Error("server " + std::to_string(opt.rank) + ": no optimizer given");
+    if (opt.mode == Consistency::kBsp && opt.backup.count > 0 && opt.backup.count >= opt.num_workers) {
+      throw Error("cluster.backup_workers = " + std::to_string(opt.backup.count) +
+                  " leaves no worker to wait for: " + "the job has " + std::to_string(opt.num_workers) +
+                  " workers; use at most " + std::to_string(opt.num_workers - 1));
+    }
     if (opt.tracer) {
       receive_name = opt.tracer->name("receive");
       reply_name = opt.tracer->name("reply");
@@ -171,7 +177,8 @@ struct KvServer::Impl {
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
       try {
         ScopedPhase idle(ServerPhase::kIdle);
-        zmq::poll(items, 2, std::chrono::milliseconds(100));
+        zmq::poll(items, 2,
+                  inline_deadlines.wait_for(std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         PSHARD_LOG(kError) << "server " << opt.rank << ": poll failed: " << e.what();
@@ -190,6 +197,7 @@ struct KvServer::Impl {
           handle(held);
         }
       }
+      reply_all(inline_deadlines.close_due(std::chrono::steady_clock::now(), inline_thread));
       drain_done();
       refusals.flush();
       if (stall_tick.due()) {
@@ -202,7 +210,8 @@ struct KvServer::Impl {
     }
   }
 
-  StallTick stall_tick;  // the socket thread's
+  StallTick stall_tick;            // the socket thread's
+  StepDeadlines inline_deadlines;  // the socket thread's slices' (cluster.backup_workers)
 
   bool recv(std::vector<zmq::message_t>& frames) {
     ScopedPhase receiving(ServerPhase::kRecv);
@@ -291,7 +300,10 @@ struct KvServer::Impl {
     if (weights) {
       m.stop_at = store.stop_at();
       m.checkpoint_at = store.checkpoint_at();
+      const int64_t at = r.weights_step.load(std::memory_order_relaxed);
+      if (at != std::numeric_limits<int64_t>::max()) m.weights_step = at;
     }
+    m.late = r.late.load(std::memory_order_relaxed);
     std::vector<zmq::message_t> out;
     out.push_back(std::move(r.identity));
     m.shared_memory = weights && r.msg.shared_memory;
@@ -428,6 +440,7 @@ struct KvServer::Impl {
       const uint32_t id = req->slice_ids[k];
       if (store.owner(id) < 0) {
         reply_all(store.slice(id)->requests.run(req, k, inline_thread));
+        inline_deadlines.watch(*store.slice(id));
       } else {
         updates->run(store.owner(id), req, k);
       }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,17 @@ struct Request {
   std::mutex error_mu;
   protocol::ErrorCode error = protocol::ErrorCode::NONE;
   std::string error_message;
+  // A push's gradient for some key came after its step closed, and was dropped (cluster.backup_workers): the reply's
+  // `late`.
+  std::atomic<bool> late{false};
+  // Weights replies: the lowest version among the keys' weights as answered (the reply's weightsStep).
+  std::atomic<int64_t> weights_step{std::numeric_limits<int64_t>::max()};
+
+  void answered_at(int64_t version) {
+    int64_t seen = weights_step.load(std::memory_order_relaxed);
+    while (version < seen && !weights_step.compare_exchange_weak(seen, version, std::memory_order_relaxed)) {
+    }
+  }
 
   // The first failure of any key is the reply.
   void fail(protocol::ErrorCode code, std::string why) {

@@ -41,6 +41,10 @@ KvServerOptions KvServerOptions::from_config(const Config& cfg) {
   const JobShape job = JobShape::from_config(cfg);
   o.mode = consistency_from_string(job.mode_name());
   o.staleness = cfg.get_int("cluster.staleness");
+  o.backup.count = static_cast<uint32_t>(cfg.get_int("cluster.backup_workers"));
+  o.backup.grace_share = cfg.get_double("cluster.backup_grace");
+  o.backup.grace_min =
+      std::chrono::microseconds(static_cast<int64_t>(cfg.get_double("cluster.backup_grace_min_ms") * 1e3));
   o.slice_bytes = static_cast<uint64_t>(cfg.get_int("cluster.slice_bytes"));
   o.update_threads = static_cast<int>(cfg.get_int("cluster.server_threads"));
   o.io_threads = static_cast<int>(cfg.get_int("cluster.server_io_threads"));

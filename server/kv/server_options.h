@@ -15,6 +15,7 @@
 #include "optim/lr_policy.h"
 #include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
+#include "server/consistency/consistency_policy.h"
 #include "server/kv/stall_watch.h"
 
 namespace pshard {
@@ -35,6 +36,7 @@ struct KvServerOptions {
   transport::PayloadTransport transport = transport::PayloadTransport::kTcp;
   Consistency mode = Consistency::kBsp;               // how pushes of different workers are combined (cluster.mode)
   int64_t staleness = 2;                              // kSsp only
+  BackupWorkers backup;                               // kBsp only: cluster.backup_workers and its grace
   uint64_t slice_bytes = 1u << 20;                    // must equal the workers' cluster.slice_bytes
   std::shared_ptr<const optim::Optimizer> optimizer;  // required
   // The embedding tables' rule (embedding.optimizer; null: `optimizer`) and learning rate (embedding.lr; 0: base_lr),

@@ -52,6 +52,7 @@ bool SliceRequests::ready(int64_t step, const DeadWorkers& dead) const {
 // The weights as the reader asked for them, zero-copy: float32, else encoded (cluster.pull_precision) once per
 // update of the slice for all its readers; or, for a read in shared memory, published to the weights segment.
 void SliceRequests::answer(Request& req, size_t key, ShmHost* shm) {
+  req.answered_at(slice_.version());
   if (req.msg.shared_memory) {           // the reply carries no payload: the reader copies the slot
     if (slice_.weights.homed()) return;  // the update wrote it
     shm->publish(req.slice_ids[key], slice_.weights.data(), slice_.weights.size(), slice_.weights.generation());
@@ -120,8 +121,22 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
     req->fail(pushed.code, std::move(pushed.why));
     return false;
   }
+  if (pushed.dropped) req->late.store(true, std::memory_order_relaxed);
   release_waiters(thread, finished);
   return true;
+}
+
+std::vector<RequestPtr> SliceRequests::on_clock(PolicyClock::time_point now, const SliceThread& thread) {
+  std::vector<RequestPtr> finished;
+  if (!slice_.initialized()) return finished;
+  slice_.policy->on_clock(now, thread.dead, thread.scratch);
+  release_waiters(thread, finished);
+  return finished;
+}
+
+std::optional<PolicyClock::time_point> SliceRequests::close_by() const {
+  if (!slice_.initialized()) return std::nullopt;
+  return slice_.policy->close_by();
 }
 
 std::vector<RequestPtr> SliceRequests::run(const RequestPtr& req, size_t k, const SliceThread& thread) {

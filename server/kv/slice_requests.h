@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "common/metrics/trace.h"
@@ -46,6 +47,10 @@ class SliceRequests {
   // The waiting reads at `now`: reported to `watch` when they wait long, failed (`stalled`) when too long.
   std::vector<RequestPtr> check_stalls(StallWatch& watch, StallWatch::Clock::time_point now, const DeadWorkers& dead);
   size_t waiting() const { return waiting_.size(); }  // reads held
+  // Backup workers (cluster.backup_workers): when the open step closes without the pushes still missing (none: it
+  // waits for all), and the clock at `now`, which closes it once that time has passed.
+  std::optional<PolicyClock::time_point> close_by() const;
+  std::vector<RequestPtr> on_clock(PolicyClock::time_point now, const SliceThread& thread);
 
  private:
   bool ready(int64_t step, const DeadWorkers& dead) const;

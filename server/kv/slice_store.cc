@@ -22,7 +22,8 @@ Slice::Slice(SliceStore& store, uint32_t id, uint64_t length)
 }
 
 std::unique_ptr<ConsistencyPolicy> Slice::new_policy() {
-  return make_consistency_policy({store_.opt_.mode, store_.opt_.num_workers, store_.opt_.staleness}, *this);
+  return make_consistency_policy({store_.opt_.mode, store_.opt_.num_workers, store_.opt_.staleness, store_.opt_.backup},
+                                 *this);
 }
 
 void Slice::start(int64_t version, int64_t applied) {

@@ -8,6 +8,7 @@
 #include "common/util/log.h"
 #include "common/util/signals.h"
 #include "server/kv/slice_store.h"
+#include "server/kv/step_deadlines.h"
 
 namespace pshard {
 
@@ -19,10 +20,10 @@ void UpdateThreads::Queue::put(Task t) {
   cv.notify_one();
 }
 
-UpdateThreads::Task UpdateThreads::Queue::take() {
+UpdateThreads::Task UpdateThreads::Queue::take(std::chrono::milliseconds wait) {
   Task t;
   std::unique_lock<std::mutex> lock(mu);
-  cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !tasks.empty(); });
+  cv.wait_for(lock, wait, [&] { return !tasks.empty(); });
   if (tasks.empty()) {
     t.kind = Task::kTick;
   } else {
@@ -62,6 +63,7 @@ void UpdateThreads::loop(int index) {
   std::vector<float> scratch;
   const SliceThread here{dead, scratch, opt_.shm, opt_.tracer};
   StallTick tick;
+  StepDeadlines deadlines;  // cluster.backup_workers
   PhaseClock clock(phases_, static_cast<size_t>(ServerPhase::kOther), started_);
   Tracer::name_this_thread(opt_.tracer, index + 1, "update thread " + std::to_string(index));
   auto done = [this](std::vector<RequestPtr> finished) {
@@ -71,8 +73,9 @@ void UpdateThreads::loop(int index) {
     Task t;
     {
       ScopedPhase idle(ServerPhase::kIdle);
-      t = q.take();
+      t = q.take(deadlines.wait_for(std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
     }
+    done(deadlines.close_due(std::chrono::steady_clock::now(), here));
     if (tick.due()) {
       const auto now = std::chrono::steady_clock::now();
       store_.for_each_owned(index, [&](Slice& s) { done(s.requests.check_stalls(stalls_, now, dead)); });
@@ -85,7 +88,9 @@ void UpdateThreads::loop(int index) {
         store_.for_each_owned(index, [&](Slice& s) { done(s.requests.worker_dead(t.rank, here)); });
         continue;
       }
-      done(store_.slice(t.req->slice_ids[t.key])->requests.run(t.req, t.key, here));
+      Slice& slice = *store_.slice(t.req->slice_ids[t.key]);
+      done(slice.requests.run(t.req, t.key, here));
+      deadlines.watch(slice);
     } catch (const std::exception& e) {
       PSHARD_LOG(kError) << "server " << opt_.server_rank << ": update failed: " << e.what();
       if (t.req) {

@@ -68,7 +68,7 @@ class UpdateThreads {
     std::condition_variable cv;
     std::deque<Task> tasks;
     void put(Task t);
-    Task take();  // waits at most 100 ms, then kTick
+    Task take(std::chrono::milliseconds wait);  // waits at most `wait`, then kTick
   };
   void loop(int index);
 

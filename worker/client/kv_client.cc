@@ -456,6 +456,11 @@ KvTraffic KvClient::traffic() const {
 }
 uint32_t KvClient::host() const { return impl_->opt.host; }
 void KvClient::wait(Handle h) { impl_->wait(h, nullptr); }
+KvClient::ReplyNotes KvClient::wait_noting(Handle h) {
+  ReplyNotes notes;
+  impl_->wait(h, nullptr, &notes);
+  return notes;
+}
 bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
 
 }  // namespace pshard

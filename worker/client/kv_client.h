@@ -202,6 +202,14 @@ class KvClient {
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);
+  // What the replies of a done request said beside its data (sync jobs with cluster.backup_workers): the lowest step
+  // whose weights they brought (-1: not a read), and whether a server dropped a gradient of it that came after its
+  // step had closed.
+  struct ReplyNotes {
+    int64_t weights_step = -1;
+    bool late = false;
+  };
+  ReplyNotes wait_noting(Handle h);  // wait(h), and its replies' notes
   // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid).
   bool wait_for(Handle h, std::chrono::milliseconds timeout);
 

@@ -114,7 +114,7 @@ struct KvClient::Impl {
 
   Handle shutdown_all(MessageType type = MessageType::SHUTDOWN);
 
-  bool wait(Handle h, const std::chrono::milliseconds* timeout);
+  bool wait(Handle h, const std::chrono::milliseconds* timeout, ReplyNotes* notes = nullptr);
 
   // The poller's reply handler (kv_client_replies.cc): a reply to `p` from server `s`, into the caller's buffers (or
   // the host's), completing p's op.

@@ -17,7 +17,7 @@ namespace pshard {
 using protocol::MessageType;
 using Clock = std::chrono::steady_clock;
 
-bool KvClient::Impl::wait(Handle h, const std::chrono::milliseconds* timeout) {
+bool KvClient::Impl::wait(Handle h, const std::chrono::milliseconds* timeout, ReplyNotes* notes) {
   std::shared_ptr<Op> op;
   {
     std::lock_guard<std::mutex> lock(ops_mu);
@@ -43,6 +43,7 @@ bool KvClient::Impl::wait(Handle h, const std::chrono::milliseconds* timeout) {
     if (op->error_code != protocol::ErrorCode::NONE) throw KvError(op->error, op->error_code);
     throw Error(op->error);
   }
+  if (notes) *notes = ReplyNotes{op->weights_step, op->late};
   return true;
 }
 
@@ -78,6 +79,13 @@ void KvClient::Impl::on_reply(uint32_t s, Part&& p, protocol::Decoded& d) {
   if (p.type == MessageType::PING) {
     std::lock_guard<std::mutex> lock(p.op->mu);
     p.op->max_step = std::max(p.op->max_step, m.step);
+  }
+  if (m.late || (wants_weights && m.weights_step > 0)) {
+    std::lock_guard<std::mutex> lock(p.op->mu);
+    p.op->late = p.op->late || m.late;
+    if (wants_weights && (p.op->weights_step < 0 || m.weights_step < p.op->weights_step)) {
+      p.op->weights_step = m.weights_step;
+    }
   }
   if (wants_weights) {
     if (m.keys.size() != p.keys.size()) {

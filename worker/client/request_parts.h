@@ -25,10 +25,12 @@ using Clock = std::chrono::steady_clock;
 struct Op {
   std::mutex mu;
   std::condition_variable cv;
-  int remaining = 0;                                           // per-server parts not yet answered
-  int borrowed = 0;                                            // zero-copy frames ZeroMQ still holds
-  int64_t max_step = -1;                                       // ping: the highest step a pong reported
-  std::string error;                                           // first failure
+  int remaining = 0;          // per-server parts not yet answered
+  int borrowed = 0;           // zero-copy frames ZeroMQ still holds
+  int64_t max_step = -1;      // ping: the highest step a pong reported
+  int64_t weights_step = -1;  // weights replies: the lowest step the servers' weights were of (-1: none said)
+  bool late = false;          // push/pushPull: a server dropped a gradient that came after its step closed
+  std::string error;          // first failure
   protocol::ErrorCode error_code = protocol::ErrorCode::NONE;  // its code, when it was a server's error reply
 
   void part_done(const std::string& failure, protocol::ErrorCode code = protocol::ErrorCode::NONE) {

@@ -23,8 +23,8 @@ void check_start(bool elastic, const StartRequest& request, int64_t total_steps)
   }
 }
 
-int64_t steps_to_tell(bool started, bool elastic, int64_t start_step, int64_t kv_pushed) {
-  if (!started || elastic) return -1;
+int64_t steps_to_tell(bool started, bool varying, int64_t start_step, int64_t kv_pushed) {
+  if (!started || varying) return -1;
   return std::max(start_step, kv_pushed);
 }
 
@@ -121,7 +121,8 @@ void WorkerSession::announce_epoch(const EpochPlan& plan, int64_t batch, int64_t
 void WorkerSession::leave(int status, const std::string& why, const Tracer* tracer) {
   if (left_) return;
   left_ = true;
-  const int64_t pushed = steps_to_tell(started(), elastic(), start_step_, kv_ ? kv_->steps_pushed() : 0);
+  const int64_t pushed =
+      steps_to_tell(started(), elastic() || job_.backup_workers > 0, start_step_, kv_ ? kv_->steps_pushed() : 0);
   close_kv();  // stops the I/O thread before the cluster client says goodbye
   if (tracer && !run_dir_.empty()) {
     write_trace_file(*tracer, run_dir_, "worker-" + std::to_string(rank()), cluster_->clock_offset());

@@ -147,7 +147,8 @@ void check_start(bool elastic, const StartRequest& request, int64_t total_steps)
 
 // The steps a leaving worker tells the coordinator it pushed, which compares the workers' counts to tell one that left
 // early from those that went on: its highest pushed step + 1, at least its start step (a resumed worker that pushed
-// nothing more); -1 (not told) when it never started, or in an elastic job, whose members train different steps.
-int64_t steps_to_tell(bool started, bool elastic, int64_t start_step, int64_t kv_pushed);
+// nothing more); -1 (not told) when it never started, or when the workers push different steps: in an elastic job
+// (`varying` true), whose members train different steps, and with backup workers, whose stragglers skip steps.
+int64_t steps_to_tell(bool started, bool varying, int64_t start_step, int64_t kv_pushed);
 
 }  // namespace pshard

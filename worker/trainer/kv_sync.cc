@@ -23,6 +23,7 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<dou
       lr_at_(std::move(lr_at)),
       checkpoint_every_s_(rank == 0 && JobShape::from_config(cfg).sync() ? cfg.get_double("checkpoint.every_seconds")
                                                                          : 0.0),
+      backup_(JobShape::from_config(cfg).sync() && cfg.get_int("cluster.backup_workers") > 0),
       last_checkpoint_(Clock::now()) {}
 
 SyncStats KvSync::stats() const {
@@ -40,19 +41,49 @@ SyncStats KvSync::stats() const {
 
 void KvSync::begin_step(int64_t step) {
   step_ = step;
+  push_step_ = -1;
   // checkpoint.every_seconds: worker 0 flags its pushes of this step, so every server checkpoints
   // the same step boundary (step + 1).
   if (stop_signal_ && !stop_asked_ && stop_signal_->load()) {
     kv_.request_stop(step);
     stop_asked_ = true;
+    stop_asked_at_ = step;
     PSHARD_LOG(kInfo) << "SIGTERM: the job stops at step boundary " << step + 1
                       << ", where the servers checkpoint (checkpoint.on_sigterm = checkpoint)";
   }
   if (checkpoint_every_s_ > 0 &&
       std::chrono::duration<double>(Clock::now() - last_checkpoint_).count() >= checkpoint_every_s_) {
     kv_.request_checkpoint(step);
+    checkpoint_asked_at_ = step;
     last_checkpoint_ = Clock::now();
   }
+}
+
+int64_t KvSync::push_step() {
+  if (push_step_ >= 0) return push_step_;
+  push_step_ = step_;
+  if (backup_ && read_step_ > step_) {
+    // Late: the servers closed the steps up to read_step_ without this worker. Its gradients are for the step of the
+    // weights it computed them on (slices already past it drop them), and what begin_step asked goes with them.
+    push_step_ = read_step_;
+    if (stop_asked_at_ == step_) kv_.request_stop(push_step_);
+    if (checkpoint_asked_at_ == step_) kv_.request_checkpoint(push_step_);
+  }
+  return push_step_;
+}
+
+int64_t KvSync::weights_step(int64_t step) { return backup_ && read_step_ > step ? read_step_ : step; }
+
+void KvSync::catch_up(int64_t step) {
+  sync_all();
+  ScopedPhase waiting(WorkerPhase::kCommWait);
+  const auto& params = model_->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].frozen) continue;
+    pending_[i] = kv_.zpull(params[i].name, staging_->weights(i), static_cast<size_t>(params[i].numel), step);
+  }
+  for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
+  staging_->finish_uploads();
 }
 
 void KvSync::start(models::Model& model) {
@@ -61,6 +92,7 @@ void KvSync::start(models::Model& model) {
   const auto& params = model.params();
   layer_params_.assign(static_cast<size_t>(model.num_layers()), {});
   pending_.assign(params.size(), 0);
+  pushed_for_.assign(params.size(), -1);
   traced_step_.assign(params.size(), -1);
   issued_at_.assign(params.size(), {});
   if (tracer_) {
@@ -144,7 +176,17 @@ void KvSync::wait_param(size_t i) {
   if (pending_[i] == 0) return;
   KvClient::Handle h = pending_[i];
   pending_[i] = 0;
-  kv_.wait(h);
+  if (backup_) {
+    const KvClient::ReplyNotes notes = kv_.wait_noting(h);
+    if (notes.weights_step >= 0)
+      read_step_ = read_step_ < 0 ? notes.weights_step : std::min(read_step_, notes.weights_step);
+    if (notes.late && pushed_for_[i] != last_late_) {
+      ++stats_.late_steps;
+      last_late_ = pushed_for_[i];
+    }
+  } else {
+    kv_.wait(h);
+  }
   if (traced_step_[i] >= 0) {
     const models::ParamRef& p = model_->params()[i];
     const uint64_t bytes = static_cast<uint64_t>(p.numel) * sizeof(float);
@@ -196,7 +238,9 @@ void KvSync::grads_ready(int first, int count) {
     // The gradient buffer is not written again before the next backward,
     // which comes after wait_layer() of the next forward: zero-copy is safe.
     issued(static_cast<size_t>(i));
-    pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, step_);
+    const int64_t at = push_step();
+    pushed_for_[static_cast<size_t>(i)] = at;
+    pending_[static_cast<size_t>(i)] = kv_.zpush_pull(p.name, p.grad, p.value, n, at);
   }
 }
 
@@ -214,7 +258,9 @@ void KvSync::push_downloaded(bool block) {
     }
     const size_t n = static_cast<size_t>(params[i].numel);
     issued(i);
-    pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, step_);
+    const int64_t at = push_step();
+    pushed_for_[i] = at;
+    pending_[i] = kv_.zpush_pull(params[i].name, staging_->grads(i), staging_->weights(i), n, at);
     ++pushed;
   }
   downloading_.erase(downloading_.begin(), downloading_.begin() + static_cast<std::ptrdiff_t>(pushed));
@@ -222,12 +268,15 @@ void KvSync::push_downloaded(bool block) {
 
 void KvSync::end_step(int64_t) {
   push_downloaded(true);
+  pushed_step_ = push_step();
+  read_step_ = -1;  // the next step's weights come with these pushes' replies
   // The uploads of this step's weights were consumed by its forward; their
   // host buffers are about to receive the next step's pulls.
   staging_->finish_uploads();
 }
 
 void KvSync::skip_step(int64_t) {
+  pushed_step_ = -1;
   // Nothing was pushed, so no pull is pending: the model keeps this step's weights for the next one.
   staging_->finish_uploads();
 }
@@ -237,7 +286,7 @@ bool KvSync::stop_before(int64_t step) {
   // layer's arrive first, and the forward would wait for them next anyway.
   if (first_param_layer_ >= 0) wait_layer(first_param_layer_);
   const int64_t at = kv_.stop_at();
-  return at > 0 && step >= at;
+  return at > 0 && weights_step(step) >= at;
 }
 
 void KvSync::sync_all() {

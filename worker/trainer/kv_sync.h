@@ -71,6 +71,9 @@ class KvSync : public ParameterSync {
   void skip_step(int64_t) override;
   void sync_all() override;
   bool stop_before(int64_t step) override;
+  int64_t weights_step(int64_t step) override;
+  int64_t pushed_step(int64_t step) const override { return pushed_step_ >= 0 ? pushed_step_ : step; }
+  void catch_up(int64_t step) override;
   double lr_at(int64_t step) const override { return lr_at_(step); }
   SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
@@ -84,6 +87,9 @@ class KvSync : public ParameterSync {
   // still in flight (the host keeps queueing the backward), block = true waits for each.
   void push_downloaded(bool block);
   void issued(size_t i);  // parameter i's push_pull was just sent (or queued for the client's poller)
+  // The step this step's gradients are pushed for: step_, or with backup workers the lowest step of the weights it
+  // read; decided at its first push, which also moves a checkpoint or stop asked in begin_step to it.
+  int64_t push_step();
 
   KvClient& kv_;
   uint32_t rank_;
@@ -96,8 +102,17 @@ class KvSync : public ParameterSync {
   std::function<bool(bool)> vote_;
   double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
   const std::atomic<bool>* stop_signal_ = nullptr;
-  bool stop_asked_ = false;     // this worker's pushes of one step carried the stop flag
-  int first_param_layer_ = -1;  // the first layer that has parameters (its weights come first each step)
+  bool stop_asked_ = false;  // this worker's pushes of one step carried the stop flag
+  // Backup workers (cluster.backup_workers): the lowest step of the weights read since the last step's pushes (-1:
+  // none said), the step this step's pushes are for (-1: not decided), and what begin_step asked the servers for.
+  const bool backup_ = false;
+  int64_t read_step_ = -1;
+  int64_t push_step_ = -1;
+  int64_t pushed_step_ = -1;  // the last step's push step (pushed_step())
+  int64_t stop_asked_at_ = -1, checkpoint_asked_at_ = -1;
+  std::vector<int64_t> pushed_for_;  // per parameter: the step of its push in flight
+  int64_t last_late_ = -1;           // the last step counted in stats_.late_steps
+  int first_param_layer_ = -1;       // the first layer that has parameters (its weights come first each step)
   std::chrono::steady_clock::time_point last_checkpoint_;
   std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight

@@ -20,6 +20,7 @@ struct SyncStats {
   uint64_t shm_bytes_sent = 0;  // payload bytes through shared memory (not in bytes_sent/recv)
   uint64_t shm_bytes_recv = 0;  // (cluster.pull_precision = fp32)
   uint32_t host = 0;            // the lowest worker rank on this worker's host (per-host figures in the metrics)
+  int64_t late_steps = 0;       // steps whose gradients a server dropped: its step had closed (backup workers)
 };
 
 // The trainer calls these in this order every step:
@@ -53,6 +54,17 @@ class ParameterSync {
   virtual bool stop_before(int64_t step) {
     (void)step;
     return false;
+  }
+  // Backup workers (cluster.backup_workers), where the servers close a step without the last pushes: before step
+  // `step`, after stop_before(), the step of the weights it has begun to read (more than `step`: the job went on
+  // without this worker's last pushes); after end_step(t), the step its gradients were pushed for: the lowest step
+  // of the weights the step read, t when this worker is not late. The trainer skips the batches in between.
+  virtual int64_t weights_step(int64_t step) { return step; }
+  virtual int64_t pushed_step(int64_t step) const { return step; }
+  // A late worker that reached the run's end (`step`, the run's steps): waits for the weights of that step.
+  virtual void catch_up(int64_t step) {
+    (void)step;
+    sync_all();
   }
   // Learning rate used for step `step` (for the metrics).
   virtual double lr_at(int64_t step) const = 0;

@@ -77,11 +77,14 @@ WorkerEpochReport new_epoch_report(uint32_t rank, int64_t epoch, bool classifica
 // One step's forward and backward (or, with train.simulate_compute_ms, sleeps that stand in for them), waiting for
 // each layer's weights and handing over each layer's gradients as the sync asks, so communication overlaps compute.
 // hand_over false (loss scaling): the gradients stay with the model, for the check before they are handed over.
-models::StepResult compute_step(models::Model& model, ParameterSync& sync, double simulate_compute_ms,
+// slowdown > 1 (an emulated straggler): the sleeps, or the forward's time, are stretched by it; a real backward is
+// taken to cost twice its forward, as the sleeps assume.
+models::StepResult compute_step(models::Model& model, ParameterSync& sync, double simulate_compute_ms, double slowdown,
                                 const data::Batch& batch, StepTrace& trace, bool hand_over) {
   const int num_layers = model.num_layers();
   const std::vector<models::ParamRef>& params = model.params();
   models::StepResult r;
+  simulate_compute_ms *= slowdown;
   if (simulate_compute_ms > 0) {
     // Communication studies: the same pushes and pulls, compute replaced by sleeps (a backward
     // costs about twice a forward). The pulls are waited for before the "forward", as a real
@@ -101,6 +104,7 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
   }
   {
     ScopedPhase forward(WorkerPhase::kForward);
+    const Clock::time_point forward_start = Clock::now();
     r = model.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
                       batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
                         trace.layer_done(StepTrace::Pass::kForward, layer - 1);
@@ -108,6 +112,7 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
                         trace.layer_start();
                       });
     trace.layer_done(StepTrace::Pass::kForward, num_layers - 1);
+    if (slowdown > 1) sleep_ms((slowdown - 1) * 3 * 1e3 * seconds_since(forward_start));
   }
   ScopedPhase backward(WorkerPhase::kBackward);
   trace.layer_start();
@@ -171,6 +176,10 @@ TrainerOptions TrainerOptions::from_config(const Config& cfg, uint32_t rank, uin
   o.prefetch = static_cast<int>(cfg.get_int("data.prefetch"));
   o.simulate_compute_ms = cfg.get_double("train.simulate_compute_ms");
   o.loss_scaler = LossScaler::from_config(cfg);
+  if (cfg.get_int("train.straggler_rank") == static_cast<int64_t>(rank)) {
+    o.slowdown = cfg.get_double("train.straggler_factor");
+  }
+  o.backup_workers = cfg.get_int("cluster.backup_workers") > 0 && cfg.get_string("cluster.mode") == "sync";
   o.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
   if (!o.worker_batches.empty()) {
     if (o.worker_batches.size() != world) {
@@ -271,6 +280,11 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
     stopped_at_ = sync_step;
     return false;
   }
+  // Backup workers: the servers went on without this late worker; when they reached the run's end, so has it.
+  if (sync_.weights_step(sync_step) >= total_steps()) {
+    ended_late_ = true;
+    return false;
+  }
   const bool logged = options_.log_every > 0 && step % options_.log_every == 0;
   loop.trace.begin_step(step);
   const std::optional<Mark> step_start = logged ? std::optional<Mark>(mark(loop.clock, loop.totals)) : std::nullopt;
@@ -284,8 +298,8 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
   // samples; the scaler divides its own scale back out and leaves that weight.
   const double weight = options_.gradient_weight();
   if (scaler.active() || weight != 1.0) model_.set_loss_scale(static_cast<float>(loss_scale * weight));
-  const models::StepResult r =
-      compute_step(model_, sync_, options_.simulate_compute_ms, loop.batch, loop.trace, !scaler.active());
+  const models::StepResult r = compute_step(model_, sync_, options_.simulate_compute_ms, options_.slowdown, loop.batch,
+                                            loop.trace, !scaler.active());
   bool applied = true;
   if (scaler.active()) {
     bool finite = true;
@@ -414,12 +428,37 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
       epoch_skipped =
           static_cast<int64_t>(std::distance(before.begin(), before.lower_bound((epoch - 1) * steps_per_epoch_)));
     }
+    const int64_t late_before = sync_.stats().late_steps;
     for (int64_t i = skip; i < steps && train_step(loop, epoch, step, report); ++i, ++step) {
+      // Backup workers: a late worker's gradients went to the servers' step; it skips the batches up to it (within
+      // the epoch, whose end every worker reports).
+      const int64_t behind = std::min(sync_.pushed_step(step) - step, steps - 1 - i);
+      for (int64_t k = 0; k < behind; ++k) {
+        ScopedPhase data(WorkerPhase::kData);
+        if (!loop.loader->next(&loop.batch)) throw Error("data loader ended early at step " + std::to_string(step));
+      }
+      if (behind > 0) {
+        i += behind;
+        step += behind;
+        report.caught_up_steps += behind;
+      }
     }
     if (stopped_at_ >= 0) break;  // the epoch is not over: a resumed run reports it
+    if (options_.backup_workers) {
+      report.has_late = true;
+      report.late_steps = sync_.stats().late_steps - late_before;
+    }
+    if (ended_late_) {
+      // The rest of the run's batches were trained by the others: this worker reports its epoch where it stopped,
+      // with the run's last weights.
+      report.caught_up_steps += total_steps() - step;
+      sync_.catch_up(total_steps());
+      end_epoch_report(loop, report, epoch_first_step, total_steps(), epoch_skipped);
+      break;
+    }
     end_epoch_report(loop, report, epoch_first_step, step, epoch_skipped);
   }
-  sync_.sync_all();
+  if (!ended_late_) sync_.sync_all();
 }
 
 void Trainer::evaluate(WorkerEpochReport* report) {

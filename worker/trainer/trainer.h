@@ -42,6 +42,10 @@ struct TrainerOptions {
   int prefetch = 2;
   // > 0: replace forward/backward by sleeps of 1/3 and 2/3 of this (communication studies)
   double simulate_compute_ms = 0;
+  // train.straggler_factor for the worker train.straggler_rank names, else 1: its steps take this many times as long
+  // (an emulated straggler, for backup-worker studies).
+  double slowdown = 1;
+  bool backup_workers = false;  // cluster.backup_workers > 0: the epoch reports count late steps
   // Resume: the first global step to run. The data position follows from it (epoch = step /
   // steps_per_epoch + 1 with that epoch's seeded shuffle, the first step % steps_per_epoch batches
   // skipped), so a resumed sync run sees the same batches as an uninterrupted one.
@@ -137,9 +141,10 @@ class Trainer {
   ParameterSync& sync_;
   int64_t steps_per_epoch_ = 0;
   int64_t stopped_at_ = -1;
-  int shard_ = 0;      // this worker's shard of the epoch's data (elastic jobs: its place among the members)
-  int shards_ = 1;     // how many shards the epoch's data is cut into
-  int64_t batch_ = 0;  // this worker's batch in the epoch (elastic jobs: it may change with the members)
+  bool ended_late_ = false;  // backup workers: the servers reached the run's end while this worker was late
+  int shard_ = 0;            // this worker's shard of the epoch's data (elastic jobs: its place among the members)
+  int shards_ = 1;           // how many shards the epoch's data is cut into
+  int64_t batch_ = 0;        // this worker's batch in the epoch (elastic jobs: it may change with the members)
   Tracer* tracer_ = nullptr;
 };
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace pshard {
@@ -43,8 +45,8 @@ std::shared_ptr<zmq::message_t> grad(std::vector<float> v) {
 }
 
 struct Fixture {
-  explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0)
-      : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness}, slice)) {}
+  explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0, BackupWorkers backup = {})
+      : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness, backup}, slice)) {}
   PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false, bool stop = false) {
     return policy->on_push({rank}, step, StepRequests{checkpoint, stop}, grad(std::move(g)), dead, scratch);
   }
@@ -234,6 +236,89 @@ TEST(BspPolicy, TheMeanIsTheRoundedSumDividedWhicheverContributionCloses) {
   EXPECT_EQ(lost.slice.applied[0], (std::vector<float>{mean(2, 0), mean(2, 1)}));
 }
 
+// Backup workers with a grace of 50 ms at least: a test's pushes in a row come well within it.
+BackupWorkers one_backup() {
+  BackupWorkers b;
+  b.count = 1;
+  b.grace_share = 0;
+  b.grace_min = std::chrono::milliseconds(50);
+  return b;
+}
+
+TEST(BspPolicy, WithABackupWorkerAStepClosesAfterTheGraceWithTheMeanOfThePushesItHas) {
+  Fixture f(Consistency::kBsp, 3, 0, one_backup());
+  ASSERT_TRUE(f.push(2, 0, {6, 0}).ok());
+  EXPECT_FALSE(f.policy->close_by());  // one of three: no quorum yet
+  ASSERT_TRUE(f.push(0, 0, {2, 2}).ok());
+  const std::optional<PolicyClock::time_point> by = f.policy->close_by();
+  ASSERT_TRUE(by);
+  f.policy->on_clock(*by - std::chrono::milliseconds(1), f.dead, f.scratch);  // within the grace: still open
+  EXPECT_TRUE(f.slice.applied.empty());
+  EXPECT_EQ(f.policy->missing(1, f.dead), (std::vector<uint32_t>{1}));
+  f.policy->on_clock(*by, f.dead, f.scratch);
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{4, 1}));  // the mean of ranks 0 and 2
+  EXPECT_EQ(f.slice.lr_workers, (std::vector<uint32_t>{2}));
+  EXPECT_FALSE(f.policy->close_by());
+  EXPECT_TRUE(f.policy->ready(1, f.dead));
+  // Worker 1's push of step 0 comes late: taken, dropped, and what it asked for moves to the open step.
+  const PushResult late = f.push(1, 0, {100, 100}, /*checkpoint=*/true);
+  EXPECT_TRUE(late.ok());
+  EXPECT_TRUE(late.dropped);
+  EXPECT_EQ(f.slice.applied.size(), 1u);
+  for (uint32_t r : {0u, 1u, 2u}) ASSERT_TRUE(f.push(r, 1, {1, 1}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 2u);  // all three came: closed at once, without a grace
+  EXPECT_EQ(f.slice.closed, (std::vector<bool>{false, true}));
+  EXPECT_FALSE(f.push(1, 3, {1, 1}).ok());  // a step not open yet is still refused
+}
+
+TEST(BspPolicy, WithABackupWorkerPushesThatAllComeWithinTheGraceGiveTheSameBitsAsWithout) {
+  const std::vector<std::vector<float>> g = {{1e8f, 0.1f}, {1, 0.2f}, {-1e8f, 0.3f}};
+  Fixture plain(Consistency::kBsp, 3);
+  Fixture backup(Consistency::kBsp, 3, 0, one_backup());
+  for (uint32_t r : {2u, 0u, 1u}) {
+    ASSERT_TRUE(plain.push(r, 0, g[r]).ok());
+    ASSERT_TRUE(backup.push(r, 0, g[r]).ok());
+  }
+  ASSERT_EQ(backup.slice.applied.size(), 1u);
+  EXPECT_EQ(backup.slice.applied, plain.slice.applied);
+  EXPECT_EQ(backup.slice.lr_workers, plain.slice.lr_workers);
+}
+
+TEST(BspPolicy, WithABackupWorkerALateRankIsSkippedInTheRankOrderSum) {
+  // Ranks 0 and 2 pushed, rank 1 is late: the sum is rank 0's then rank 2's, rounded as a 2-worker step.
+  const std::vector<std::vector<float>> g = {{0.1f, 1e8f}, {5, 5}, {0.3f, -7.0f}};
+  Fixture f(Consistency::kBsp, 3, 0, one_backup());
+  ASSERT_TRUE(f.push(2, 0, g[2]).ok());
+  ASSERT_TRUE(f.push(0, 0, g[0]).ok());
+  f.policy->on_clock(*f.policy->close_by(), f.dead, f.scratch);
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{(g[0][0] + g[2][0]) / 2, (g[0][1] + g[2][1]) / 2}));
+}
+
+TEST(BspPolicy, WithABackupWorkerADeadWorkerLowersTheQuorum) {
+  Fixture f(Consistency::kBsp, 4, 0, one_backup());
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());
+  EXPECT_FALSE(f.policy->close_by());  // 2 of 4: the quorum is 3
+  f.dead[3] = 1;
+  f.policy->on_worker_dead(3, f.dead, f.scratch);
+  EXPECT_TRUE(f.policy->close_by());  // 2 of the 3 live
+  EXPECT_TRUE(f.slice.applied.empty());
+}
+
+TEST(BspPolicy, WithoutBackupWorkersALatePushIsRefusedAndNothingClosesByTheClock) {
+  Fixture f(Consistency::kBsp, 2);
+  ASSERT_TRUE(f.push(0, 0, {1, 1}).ok());
+  EXPECT_FALSE(f.policy->close_by());
+  f.policy->on_clock(PolicyClock::now() + std::chrono::hours(1), f.dead, f.scratch);
+  EXPECT_TRUE(f.slice.applied.empty());
+  ASSERT_TRUE(f.push(1, 0, {1, 1}).ok());
+  const PushResult late = f.push(1, 0, {1, 1});
+  EXPECT_EQ(late.code, protocol::ErrorCode::BAD_STEP);
+  EXPECT_FALSE(late.dropped);
+}
+
 TEST(BspPolicy, ARejoinedWorkerCountsFromItsJoinStep) {
   Fixture f(Consistency::kBsp, 2);
   f.dead[1] = 1;
@@ -314,7 +399,7 @@ TEST(SspPolicy, ADeadWorkerIsNotWaitedFor) {
 TEST(SspPolicy, ClocksStartAtTheSliceVersionAfterARestore) {
   FakeSlice slice(2);
   slice.ver = 10;
-  auto policy = make_consistency_policy({Consistency::kSsp, 2, 0}, slice);
+  auto policy = make_consistency_policy({Consistency::kSsp, 2, 0, {}}, slice);
   DeadWorkers dead(2, 0);
   EXPECT_TRUE(policy->ready(10, dead));
   EXPECT_FALSE(policy->ready(11, dead));
