@@ -348,6 +348,43 @@ TEST(KvConsistency, BspContinuesWithoutADeadWorker) {
   }
 }
 
+// cluster.backup_workers = 1, every slice on an update thread: a step closes without the last worker's push once the
+// grace has passed; that push, late, is taken and dropped, and its reply says so and brings the weights of the step
+// the servers are at (weightsStep).
+TEST(KvConsistency, BspWithABackupWorkerClosesWithoutTheLastPushAndTellsItLate) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  o.inline_slice_bytes = 0;
+  o.backup.count = 1;
+  o.backup.grace_share = 0;
+  o.backup.grace_min = std::chrono::milliseconds(20);
+  Job job(2, 3, o);
+  const std::vector<TensorSpec> tensors = {{"w", 40}};  // 3 slices over 2 servers
+  std::vector<std::unique_ptr<KvClient>> kv;
+  for (uint32_t r = 0; r < 3; ++r) kv.push_back(std::make_unique<KvClient>(job.client(r, tensors)));
+  std::vector<float> w0(40, 10.0f), w1(40, 0.0f), w2(40, 0.0f);
+  kv[0]->wait(kv[0]->init("w", w0.data(), w0.size()));
+  std::vector<float> g0(40, 1.0f), g1(40, 3.0f), g2(40, 100.0f);
+  const auto h0 = kv[0]->zpush_pull("w", g0.data(), w0.data(), 40, 0);
+  const auto h1 = kv[1]->zpush_pull("w", g1.data(), w1.data(), 40, 0);
+  const KvClient::ReplyNotes n0 = kv[0]->wait_noting(h0), n1 = kv[1]->wait_noting(h1);
+  EXPECT_EQ(n0.weights_step, 1);
+  EXPECT_FALSE(n0.late || n1.late);
+  for (float v : w1) EXPECT_EQ(v, 10.0f - 2.0f);  // the mean of workers 0 and 1
+  const KvClient::ReplyNotes n2 = kv[2]->wait_noting(kv[2]->zpush_pull("w", g2.data(), w2.data(), 40, 0));
+  EXPECT_TRUE(n2.late);
+  EXPECT_EQ(n2.weights_step, 1);
+  for (float v : w2) EXPECT_EQ(v, 8.0f);  // its gradient was dropped
+  // All three on time: the step closes when the last push comes, without a grace.
+  std::vector<KvClient::Handle> h;
+  std::vector<std::vector<float>> out(3, std::vector<float>(40));
+  for (uint32_t r = 0; r < 3; ++r) h.push_back(kv[r]->zpush_pull("w", g0.data(), out[r].data(), 40, 1));
+  std::vector<float> w(40);
+  for (uint32_t r = 0; r < 3; ++r) EXPECT_FALSE(kv[r]->wait_noting(h[r]).late);
+  kv[2]->wait(kv[2]->zpull("w", w.data(), 40, 2));
+  for (float v : w) EXPECT_EQ(v, 7.0f);
+}
+
 TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
   zmq::context_t ctx;
   zmq::socket_t silent(ctx, zmq::socket_type::router);  // accepts connections, never answers
