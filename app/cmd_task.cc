@@ -35,6 +35,9 @@ int run_task_as(const std::vector<std::string>& args, const std::string& program
                "told through the run directory)");
   p.add_option("grace-ms", "MS", "how long this task's processes get to exit after SIGTERM before SIGKILL", false,
                "5000");
+  p.add_option("max-workers", "MAX",
+               "an elastic job: the worker tasks are its fewest workers, and `pshard join RUN_DIR` adds more, up to "
+               "MAX, from any node that sees the run directory");
   p.add_flag("dry-run", "print this task's role, rank and addresses as one JSON line and exit");
   p.allow_command(
       "every worker task runs this program instead of `pshard worker` (e.g. python3 train.py with pshard.torch), "
@@ -57,6 +60,10 @@ int run_task_as(const std::vector<std::string>& args, const std::string& program
   o.key_dir = p.get("key-dir");
   o.coordinator_host = p.get("coordinator-host");
   o.grace = std::chrono::milliseconds(p.get_int("grace-ms"));
+  if (p.has("max-workers")) {
+    o.max_workers = p.get_int("max-workers");
+    if (o.max_workers < 1) throw Error(program + ": --max-workers must be at least 1, got " + p.get("max-workers"));
+  }
   o.dry_run = p.flag("dry-run");
   o.worker_program = p.command();
   return scheduler::run_scheduled_task(o, process_getenv);

@@ -15,6 +15,7 @@
 #include "common/control/process_notice.h"
 #include "common/error.h"
 #include "common/run/run_directory.h"
+#include "common/util/binary_file.h"
 #include "common/util/json.h"
 #include "common/util/private_file.h"
 #include "launcher/local_job.h"
@@ -76,6 +77,26 @@ bool coordinator_listens(const std::string& address) {
 }
 
 }  // namespace
+
+// How `pshard join RUN_DIR` starts one more worker (its command line and environment, with the job token: a 0600 file,
+// like the token file of `pshard task`).
+void write_join_file(const std::string& run_dir, const JobPlan& plan) {
+  const ChildSpec worker = plan.worker_process(-1);  // no rank: the coordinator gives it a free one
+  Json argv = Json::array(), env = Json::array();
+  for (const std::string& a : worker.argv) argv.push(a);
+  for (const std::string& e : worker.env) env.push(e);
+  // A program after -- may name its script relative to where the launch runs.
+  const std::string cwd = std::filesystem::current_path().string();
+  // The coordinator, token and keys: pshard join probes the job and tells the coordinator when its worker dies.
+  Json doc = Json::object()
+                 .set("argv", argv)
+                 .set("env", env)
+                 .set("cwd", cwd)
+                 .set("coordinator", plan.coordinator)
+                 .set("job_token", plan.job_token);
+  if (!plan.key_dir.empty()) doc.set("key_dir", plan.key_dir);
+  binary::write_file_atomically(run_dir + "/" + kJoinFile, doc.dump() + "\n", "join file", 0600);
+}
 
 int join_running_job(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / kJoinFile).string();

@@ -26,6 +26,7 @@
 #include "common/util/json.h"
 #include "launcher/gpu_assignment.h"
 #include "launcher/job_plan.h"
+#include "launcher/join_job.h"
 #include "launcher/local_job.h"
 #include "launcher/progress.h"
 #include "launcher/remote/host_list.h"
@@ -107,26 +108,6 @@ void check_resume_settings(const std::string& run_dir, const Config& now) {
               c.before + " (" + path + ") and may not change on resume: " + why +
               ". The keys that may change are those `pshard config --list` marks \"may change\" on resume (how the "
               "run is run, logged, checkpointed and secured; docs/CONFIG.md)");
-}
-
-// An elastic job: how `pshard join RUN_DIR` starts one more worker (its command line and environment, with the job
-// token: a 0600 file, like the token file of `pshard task`).
-void write_join_file(const std::string& run_dir, const JobPlan& plan) {
-  const ChildSpec worker = plan.worker_process(-1);  // no rank: the coordinator gives it a free one
-  Json argv = Json::array(), env = Json::array();
-  for (const std::string& a : worker.argv) argv.push(a);
-  for (const std::string& e : worker.env) env.push(e);
-  // A program after -- may name its script relative to where the launch runs.
-  const std::string cwd = std::filesystem::current_path().string();
-  // The coordinator, token and keys: pshard join probes the job and tells the coordinator when its worker dies.
-  Json doc = Json::object()
-                 .set("argv", argv)
-                 .set("env", env)
-                 .set("cwd", cwd)
-                 .set("coordinator", plan.coordinator)
-                 .set("job_token", plan.job_token);
-  if (!plan.key_dir.empty()) doc.set("key_dir", plan.key_dir);
-  binary::write_file_atomically(run_dir + "/" + kJoinFile, doc.dump() + "\n", "join file", 0600);
 }
 
 // One try of the job: what it runs and where (the coordinator's port, the servers' ports on this machine).

@@ -23,6 +23,7 @@
 #include "common/util/host.h"
 #include "common/util/json.h"
 #include "launcher/job_plan.h"
+#include "launcher/join_job.h"
 #include "launcher/local_job.h"
 #include "launcher/scheduler/node_address.h"
 
@@ -268,15 +269,20 @@ LocalJob::Result run_round(const ScheduledTaskOptions& o, const Config& cfg, con
     job.add(c);
   }
 
+  // An elastic job: how `pshard join RUN_DIR` adds a worker, from any node, while this round runs.
+  const bool joinable = plan.runs_coordinator && o.max_workers > 0;
+  if (joinable) write_join_file(place.run_dir, job_plan);
   const std::string rank = plan.rank >= 0 ? std::to_string(plan.rank) : "(assigned by the coordinator)";
   std::fprintf(
-      stderr, "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s), coordinator %s%s%s, run dir %s\n",
+      stderr, "[task] %s task %lld/%lld on %s: %s %s (%u servers, %u workers%s%s), coordinator %s%s%s, run dir %s\n",
       scheduler_name(env.scheduler), static_cast<long long>(env.proc_id), static_cast<long long>(env.num_tasks),
       plan.node.c_str(), role_name(plan.role), rank.c_str(), plan.num_servers, plan.num_workers,
+      o.max_workers > 0 ? (" (elastic, up to " + std::to_string(o.max_workers) + ")").c_str() : "",
       plan.runs_coordinator ? ", runs the coordinator" : "", job_plan.coordinator.c_str(),
       place.address.empty() ? "" : ", address ", place.address.c_str(), place.run_dir.c_str());
   LocalJob::Result r = job.run();
   if (plan.runs_coordinator && !rendezvous_file.empty()) ::unlink(rendezvous_file.c_str());
+  if (joinable) ::unlink((place.run_dir + "/" + kJoinFile).c_str());
   for (const ChildExit& e : r.children) {
     if (e.failed())
       std::fprintf(stderr, "[task] task %lld: %s\n", static_cast<long long>(env.proc_id), e.describe().c_str());
@@ -288,10 +294,20 @@ LocalJob::Result run_round(const ScheduledTaskOptions& o, const Config& cfg, con
 
 int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   const std::string config_path = std::filesystem::absolute(o.config_path).string();
-  const Config cfg = Config::from_file(config_path, o.overrides);
   TaskEnv env = TaskEnv::read(getenv, o.scheduler);
   if (env.node_name.empty()) env.node_name = host_name();
   const TaskPlan plan = plan_task(env, o.placement);
+  std::vector<std::string> overrides = o.overrides;
+  if (o.max_workers > 0) {
+    // An elastic job: the worker tasks are its fewest workers (as --workers MIN:MAX of pshard launch), and the
+    // config's rules for elastic jobs apply.
+    if (o.max_workers < static_cast<int64_t>(plan.num_workers)) {
+      throw Error("pshard task: --max-workers " + std::to_string(o.max_workers) + " is below the " +
+                  std::to_string(plan.num_workers) + " worker tasks of the step (the job's fewest workers)");
+    }
+    overrides.push_back("cluster.min_workers=" + std::to_string(plan.num_workers));
+  }
+  const Config cfg = Config::from_file(config_path, overrides);
   const TaskPlace place = place_task(o, cfg, env, plan);
   if (o.dry_run) {
     print_plan(env, plan, place);
@@ -300,10 +316,10 @@ int run_scheduled_task(const ScheduledTaskOptions& o, const Getenv& getenv) {
   const int64_t resume_step = open_run_dir(place.run_dir, cfg, env, plan);
   JobPlan job_plan;
   job_plan.config_path = config_path;
-  job_plan.overrides = o.overrides;
+  job_plan.overrides = overrides;
   job_plan.run_dir = place.run_dir;
   job_plan.num_servers = plan.num_servers;
-  job_plan.num_workers = plan.num_workers;
+  job_plan.num_workers = o.max_workers > 0 ? static_cast<uint32_t>(o.max_workers) : plan.num_workers;
   job_plan.user_command = o.worker_program;
   job_plan.resume_step = resume_step;
   const char* env_token = getenv("PSHARD_JOB_TOKEN");

@@ -23,7 +23,10 @@ struct ScheduledTaskOptions {
   std::string coordinator_host;  // "" = the first node (node list), else task 0's own address
   std::chrono::milliseconds grace{5000};
   std::vector<std::string> worker_program;  // `-- CMD ARGS`: a worker task runs this with PSHARD_* variables
-  bool dry_run = false;                     // print the task's plan as one JSON line instead of running it
+  // > 0: an elastic job (cluster.min_workers = the worker tasks): up to this many workers, the others joining with
+  // `pshard join RUN_DIR` from any node that sees the run directory (task 0 writes RUN_DIR/join.json).
+  int64_t max_workers = 0;
+  bool dry_run = false;  // print the task's plan as one JSON line instead of running it
 };
 
 // Runs this task's part of the job until it ends and returns the exit code (as `pshard launch`).

@@ -75,10 +75,12 @@ TEST(BackupWorkers, AWorkerThreeTimesSlowerIsLeftBehindAndNamed) {
     late[r] = w.at("late_steps").as_number();
     caught_up[r] = w.at("caught_up_steps").as_number();
   }
-  // Each step of worker 2 comes after the others closed it; its late gradients were dropped and it skipped the
-  // batches of the steps closed without it. The others are on time (jitter aside).
+  // Worker 2's steps come after the others closed them: its late gradients were dropped, and it skipped the batches
+  // of the steps closed without it (about 2 of every 3 on an idle machine; fewer where a loaded machine's
+  // communication, not the sleeps, sets the others' pace). The others are on time (jitter aside).
   EXPECT_GE(late[2], 3.0) << epoch.dump();
-  EXPECT_GE(caught_up[2], 6.0) << epoch.dump();
+  EXPECT_GE(caught_up[2], 1.0) << epoch.dump();
+  EXPECT_EQ(caught_up[0] + caught_up[1], 0.0) << epoch.dump();
   EXPECT_GT(late[2], late[0] + late[1]) << epoch.dump();
   EXPECT_EQ(epoch.at("late_steps").as_number(), late[0] + late[1] + late[2]);
   bool named = false;

@@ -3,7 +3,8 @@
 # (Fashion-MNIST MLP sync, servers and workers on both nodes), then checks of the accuracy and the placement; then a
 # job stopped by SIGTERM at a checkpoint, requeued, and resumed to the weights of an uninterrupted run; then a job whose
 # server is killed, restarted by the tasks from its checkpoint within the allocation; then a job whose worker is killed
-# under restart_workers, started again by its task, which rejoins.
+# under restart_workers, started again by its task, which rejoins; then an elastic job that a worker joins from a
+# second step of its allocation.
 #
 # Needs root and network namespaces; exits 77 (ctest: skipped) with a message when either is missing.
 # Env: PSHARD_BIN (the pshard executable, set by ctest), PSHARD_SOURCE_DIR (the checkout, set by ctest),
@@ -233,6 +234,43 @@ tail -n 1 "$RUN4/metrics.jsonl" | grep -Eq '"workers_finished": *\[(0, *1|1, *0)
   die "the rejoin job did not end with both workers: $(tail -n 1 "$RUN4/metrics.jsonl")"
 say "rejoin: worker 1 started again by its task, rejoined, the job ended with both workers (${T_REJOIN} s)"
 
+# 7. an elastic job: `pshard task --max-workers 3` on the 2 worker tasks (its fewest workers); `pshard join RUN_DIR`
+#    in a second step of the allocation, on node2, adds a worker at the next epoch's start, and the job ends 0 with
+#    its last epoch trained by workers 0, 1 and 2. (on_sigterm = exit: an elastic job cannot resume from a checkpoint.)
+RUN5="$DIR/run-elastic"
+OUT5="$DIR/job-elastic.out"
+JOB_OUT=$OUT5
+t_job=$SECONDS
+jid=$(PSHARD="$BIN" CONFIG="$SRC/configs/fmnist_mlp_sync.toml" RUN_DIR="$RUN5" ON_SIGTERM=exit \
+  timeout 30 sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 --chdir="$DIR" \
+  --output="$OUT5" "$SRC/launcher/scheduler/templates/pshard-cpu.sbatch" --max-workers 3 \
+  --set train.epochs=6 --set train.threads=1 --set train.log_every=10 --set data.train_size=12800 \
+  --set lr_schedule.name=constant) ||
+  die "sbatch of the elastic job failed"
+JOB_ID=$jid
+for _ in $(seq 1 600); do
+  epochs=$(grep -c '"event":"epoch"' "$RUN5/metrics.jsonl" 2>/dev/null || true)
+  [ -f "$RUN5/join.json" ] && [ "${epochs:-0}" -ge 1 ] && break
+  grep -q "pshard job $jid finished" "$OUT5" 2>/dev/null && break  # ended before it could be joined
+  sleep 0.2
+done
+[ -f "$RUN5/join.json" ] || die "the elastic job's task 0 wrote no join.json"
+timeout 120 srun --jobid="$jid" --overlap --nodes=1 --ntasks=1 --nodelist=node2 "$BIN" join "$RUN5" \
+  > "$DIR/join.out" 2>&1 || die "pshard join in the elastic job's allocation failed: $(tail -n 5 "$DIR/join.out")"
+for _ in $(seq 1 600); do
+  state=$(timeout 10 squeue -h -j "$jid" -o %T 2>/dev/null)
+  [ -z "$state" ] && break
+  sleep 0.2
+done
+T_ELASTIC=$((SECONDS - t_job))
+grep -q "pshard job $jid finished (status 0)" "$OUT5" || die "the elastic job did not finish with status 0"
+grep -q "(elastic, up to 3)" "$OUT5" || die "the tasks did not say the job is elastic"
+grep '"event":"members"' "$RUN5/metrics.jsonl" | tail -n 1 | grep -q '"workers":\[0,1,2\]' ||
+  die "the elastic job's last epoch was not trained by workers 0, 1 and 2: $(grep '"event":"members"' "$RUN5/metrics.jsonl" | tail -n 1)"
+[ ! -e "$RUN5/join.json" ] || die "task 0 left $RUN5/join.json behind"
+say "elastic: a worker joined from a second step on node2, the last epoch trained by 3 workers (${T_ELASTIC} s)"
+JOB_ID=""
+
 say "PASSED: bring-up (incl. install) ${T_UP} s, job ${T_JOB} s, requeue ${T_REQUEUE} s, server restart ${T_RESTART} s," \
-  "worker restart ${T_REJOIN} s"
+  "worker restart ${T_REJOIN} s, elastic ${T_ELASTIC} s"
 exit 0
