@@ -100,10 +100,11 @@ TEST_F(CliBadInput, CommandLines) {
 // metrics.jsonl cut short by such a failure still reads: `pshard report` names the torn line, skips it.
 TEST_F(CliBadInput, RecordsOnAFullDisk) {
   // A file size limit (ulimit -f; SIGXFSZ ignored, so writes fail with EFBIG) stands in for a full disk:
-  // the run directory is fresh (a used one is refused), config.toml fits, metrics.jsonl soon does not.
+  // the run directory is fresh (a used one is refused), config.toml fits (about 2.1 kB: every key of the schema),
+  // metrics.jsonl soon does not (a step line per step). sh counts the limit in 512-byte blocks: 4096 bytes.
   const std::string run = dir_ + "/full";
   const std::string log = dir_ + "/full.log";
-  const std::string cmd = "trap '' XFSZ; ulimit -f 4; exec " + pshard_bin() + " train --config " + source_dir() +
+  const std::string cmd = "trap '' XFSZ; ulimit -f 8; exec " + pshard_bin() + " train --config " + source_dir() +
                           "/configs/linreg_sgd.toml --set train.epochs=1 --set train.log_every=1 --run-dir " + run;
   ChildResult r = run_child({"/bin/sh", "-c", cmd}, log, 60);
   std::ifstream in(log);
