@@ -152,7 +152,6 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
       ++next_rank_;
     } else if (pushed_[r] || !counted(r, dead) || closing_) {  // summed into a lower rank's payload, not counted,
       ++next_rank_;                                            // or late
-
     } else {
       return;
     }

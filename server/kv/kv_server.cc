@@ -524,7 +524,10 @@ struct KvServer::Impl {
     }
     updates->worker_dead(rank);
     reply_all(tables->worker_dead(rank));
-    store.for_each_owned(-1, [&](Slice& s) { reply_all(s.requests.worker_dead(rank, inline_thread)); });
+    store.for_each_owned(-1, [&](Slice& s) {
+      reply_all(s.requests.worker_dead(rank, inline_thread));
+      inline_deadlines.watch(s);  // one fewer live worker: the quorum of backup workers may be there now
+    });
   }
 };
 

@@ -85,7 +85,10 @@ void UpdateThreads::loop(int index) {
     try {
       if (t.kind == Task::kWorkerDead) {
         dead[t.rank] = 1;
-        store_.for_each_owned(index, [&](Slice& s) { done(s.requests.worker_dead(t.rank, here)); });
+        store_.for_each_owned(index, [&](Slice& s) {
+          done(s.requests.worker_dead(t.rank, here));
+          deadlines.watch(s);  // one fewer live worker: the quorum of backup workers may be there now
+        });
         continue;
       }
       Slice& slice = *store_.slice(t.req->slice_ids[t.key]);

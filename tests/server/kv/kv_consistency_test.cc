@@ -385,6 +385,32 @@ TEST(KvConsistency, BspWithABackupWorkerClosesWithoutTheLastPushAndTellsItLate) 
   for (float v : w) EXPECT_EQ(v, 7.0f);
 }
 
+// A death can make the quorum: 3 workers, one backup; worker 0 pushed, worker 2 dies. The step then closes after the
+// grace without worker 1, on whichever thread owns each slice (the socket thread and an update thread here).
+TEST(KvConsistency, BspWithABackupWorkerClosesByTheClockOnceADeathMadeTheQuorum) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  o.inline_slice_bytes = 32;  // x's last slice (32 bytes) on the socket thread, the other slices (64) on update threads
+  o.backup.count = 1;
+  o.backup.grace_share = 0;
+  o.backup.grace_min = std::chrono::milliseconds(20);
+  Job job(1, 3, o);
+  const std::vector<TensorSpec> tensors = {{"w", 32}, {"x", 40}};
+  std::vector<std::unique_ptr<KvClient>> kv;
+  for (uint32_t r = 0; r < 3; ++r) kv.push_back(std::make_unique<KvClient>(job.client(r, tensors)));
+  std::vector<float> w(32, 10.0f), x(40, 10.0f), g(40, 2.0f);
+  kv[0]->wait(kv[0]->init("w", w.data(), w.size()));
+  kv[0]->wait(kv[0]->init("x", x.data(), x.size()));
+  const auto hw = kv[0]->zpush_pull("w", g.data(), w.data(), 32, 0);
+  const auto hx = kv[0]->zpush_pull("x", g.data(), x.data(), 40, 0);
+  EXPECT_FALSE(kv[0]->wait_for(hw, std::chrono::milliseconds(300))) << "1 of 3 pushed: no quorum yet";
+  job.servers[0]->mark_worker_dead(2);
+  ASSERT_TRUE(kv[0]->wait_for(hw, std::chrono::seconds(5)));
+  ASSERT_TRUE(kv[0]->wait_for(hx, std::chrono::seconds(5)));
+  for (float v : w) EXPECT_EQ(v, 8.0f);  // worker 0's gradient alone
+  for (float v : x) EXPECT_EQ(v, 8.0f);
+}
+
 TEST(KvConsistency, TimeoutErrorNamesTheServerAndTheTensor) {
   zmq::context_t ctx;
   zmq::socket_t silent(ctx, zmq::socket_type::router);  // accepts connections, never answers
