@@ -54,6 +54,8 @@ struct JobShape {
   bool may_lose_workers() const { return continue_without_dead_workers || elastic(); }
   bool cuda() const { return device == "cuda"; }
   bool uneven_batches() const { return !worker_batches.empty(); }
+  // A sync step may close without its last pushes (cluster.backup_workers > 0; check_job_rules refuses it elsewhere).
+  bool has_backup_workers() const { return sync() && backup_workers > 0; }
   // "sync", "async" or "ssp", as cluster.mode names it.
   const char* mode_name() const;
   // What one push per host (cluster.host_aggregation) needs of this job that it does not have, as the settings it

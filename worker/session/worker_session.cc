@@ -122,7 +122,7 @@ void WorkerSession::leave(int status, const std::string& why, const Tracer* trac
   if (left_) return;
   left_ = true;
   const int64_t pushed =
-      steps_to_tell(started(), elastic() || job_.backup_workers > 0, start_step_, kv_ ? kv_->steps_pushed() : 0);
+      steps_to_tell(started(), elastic() || job_.has_backup_workers(), start_step_, kv_ ? kv_->steps_pushed() : 0);
   close_kv();  // stops the I/O thread before the cluster client says goodbye
   if (tracer && !run_dir_.empty()) {
     write_trace_file(*tracer, run_dir_, "worker-" + std::to_string(rank()), cluster_->clock_offset());

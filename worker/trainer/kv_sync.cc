@@ -23,7 +23,7 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<dou
       lr_at_(std::move(lr_at)),
       checkpoint_every_s_(rank == 0 && JobShape::from_config(cfg).sync() ? cfg.get_double("checkpoint.every_seconds")
                                                                          : 0.0),
-      backup_(JobShape::from_config(cfg).sync() && cfg.get_int("cluster.backup_workers") > 0),
+      backup_(JobShape::from_config(cfg).has_backup_workers()),
       last_checkpoint_(Clock::now()) {}
 
 SyncStats KvSync::stats() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/config/job_shape.h"
 #include "common/error.h"
 #include "common/metrics/phase_clock.h"
 #include "models/model.h"
@@ -179,7 +180,7 @@ TrainerOptions TrainerOptions::from_config(const Config& cfg, uint32_t rank, uin
   if (cfg.get_int("train.straggler_rank") == static_cast<int64_t>(rank)) {
     o.slowdown = cfg.get_double("train.straggler_factor");
   }
-  o.backup_workers = cfg.get_int("cluster.backup_workers") > 0 && cfg.get_string("cluster.mode") == "sync";
+  o.backup_workers = JobShape::from_config(cfg).has_backup_workers();
   o.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
   if (!o.worker_batches.empty()) {
     if (o.worker_batches.size() != world) {
