@@ -154,11 +154,10 @@ bool TableStore::declare(const protocol::Message& m, ErrorCode& code, std::strin
           ", more than its " + std::to_string(static_cast<double>(limit) / 1e9) + " GB of memory: use more servers";
     return false;
   }
-  if (opt_.optimizer->layer_wise()) {  // a job without tables may use them for its dense tensors
+  const std::string refused = table_rule_refusal(*opt_.optimizer);  // a job without tables may use it for dense ones
+  if (!refused.empty()) {
     code = ErrorCode::BAD_HEADER;
-    why = std::string("the embedding tables' rule is ") + opt_.optimizer->name() +
-          ", which takes norms over a whole layer; their rows are updated one by one: set embedding.optimizer to "
-          "sgd, momentum, nesterov, adagrad, adadelta, rmsprop, adam or adamw";
+    why = refused;
     return false;
   }
   make_tables(std::move(specs), m.table_seed);

@@ -14,10 +14,10 @@
 #include "common/keys/table_layout.h"
 #include "common/protocol/codec.h"
 #include "common/util/json.h"
+#include "optim/embedding_shard.h"
 #include "optim/optimizer.h"
 #include "server/consistency/consistency_mode.h"
 #include "server/kv/request.h"
-#include "server/tables/embedding_shard.h"
 
 namespace pshard {
 

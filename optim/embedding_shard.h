@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "optim/optimizer.h"
 
 namespace pshard {
+
+// Why `rule` cannot update a table's rows one by one (it takes norms over a whole layer: lars, lamb), or "" when it
+// can.
+std::string table_rule_refusal(const optim::Optimizer& rule);
 
 // What a hashed table's rows did on this server (all zero for a table of row indices).
 struct TableRowCounts {

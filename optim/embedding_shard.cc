@@ -1,5 +1,5 @@
 // EmbeddingShard: a table's rows on one server, made from the seed (hashed: on first touch) and updated row by row.
-#include "server/tables/embedding_shard.h"
+#include "optim/embedding_shard.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +9,13 @@
 #include "common/util/bf16.h"
 
 namespace pshard {
+
+std::string table_rule_refusal(const optim::Optimizer& rule) {
+  if (!rule.layer_wise()) return "";
+  return std::string("the embedding tables' rule is ") + rule.name() +
+         ", which takes norms over a whole layer; their rows are updated one by one: set embedding.optimizer to "
+         "sgd, momentum, nesterov, adagrad, adadelta, rmsprop, adam, adamw or ftrl";
+}
 
 EmbeddingShard::EmbeddingShard(TableSpec spec, uint32_t server, uint32_t num_servers, uint64_t seed,
                                const optim::Optimizer& optimizer)
