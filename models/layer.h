@@ -57,6 +57,8 @@ class Layer {
   virtual void reset_state(uint64_t seed) { (void)seed; }
   // True when the output is the input reshaped (Flatten): the Model passes views and calls neither method.
   virtual bool is_view() const { return false; }
+  // True when the layer trains values that live outside the Model (Embedding rows on the servers): backward runs it.
+  virtual bool trains_outside() const { return false; }
 
   virtual void forward(const Tensor& x, const Tensor& y, bool train) = 0;
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* dx) = 0;

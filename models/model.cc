@@ -9,6 +9,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "models/cpu/kernels.h"
+#include "models/layers/embedding.h"
 #include "models/zoo/registry.h"
 #include "models/zoo/zoo.h"
 
@@ -37,6 +38,9 @@ ModelSpec ModelSpec::from_config(const Config& cfg, std::vector<int64_t> input_s
   s.dropout = static_cast<float>(cfg.get_double("model.dropout"));
   s.shortcut = cfg.get_string("model.shortcut");
   s.profile = cfg.get_string("model.profile");
+  s.embedding_dim = cfg.get_int("model.embedding_dim");
+  s.bottom_hidden = cfg.get_int_list("model.bottom_hidden");
+  s.embedding_init_scale = static_cast<float>(cfg.get_double("model.embedding_init_scale"));
   s.input_shape = std::move(input_shape);
   s.num_classes = num_classes;
   s.target_dim = target_dim;
@@ -65,6 +69,7 @@ Model::Model(Backend& backend, ModelSpec spec, std::vector<NamedLayer> layers, s
                   shape_to_string(ly.input_shape()) + " but gets " + shape_to_string(shape));
     }
     shape = ly.output_shape();
+    if (embedding_layer_ < 0 && dynamic_cast<const Embedding*>(&ly)) embedding_layer_ = static_cast<int>(l);
   }
   const int64_t outputs = spec_.num_classes > 0 ? spec_.num_classes : spec_.target_dim;
   if (shape_numel(shape) != outputs) {
@@ -276,13 +281,21 @@ int Model::freeze(const std::vector<std::string>& prefixes) {
     }
   }
   const int frozen = num_frozen();
-  if (frozen == static_cast<int>(params_.size())) {
+  // The lowest layer that trains: one with a trainable parameter, or one whose values train elsewhere (Embedding).
+  int lowest = num_layers();  // num_layers(): nothing trains
+  for (const ParamRef& p : params_) {
+    if (!p.frozen) lowest = std::min(lowest, p.layer);
+  }
+  for (int l = 0; l < num_layers(); ++l) {
+    if (layers_[l].layer->trains_outside()) {
+      lowest = std::min(lowest, l);
+      break;
+    }
+  }
+  if (lowest == num_layers()) {
     throw Error("model " + spec_.name + ": every parameter would be frozen; leave at least one layer to train");
   }
-  lowest_trainable_layer_ = num_layers() - 1;
-  for (const ParamRef& p : params_) {
-    if (!p.frozen) lowest_trainable_layer_ = std::min(lowest_trainable_layer_, p.layer);
-  }
+  lowest_trainable_layer_ = lowest;
   return frozen;
 }
 
@@ -295,6 +308,10 @@ int Model::num_frozen() const {
 const std::string& Model::layer_name(int layer) const { return layers_.at(static_cast<size_t>(layer)).name; }
 
 const Layer& Model::layer(int index) const { return *layers_.at(static_cast<size_t>(index)).layer; }
+
+Embedding* Model::embedding() {
+  return embedding_layer_ < 0 ? nullptr : static_cast<Embedding*>(layers_[embedding_layer_].layer.get());
+}
 
 std::string Model::summary() const {
   std::ostringstream out;

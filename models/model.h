@@ -17,6 +17,8 @@ class Config;
 
 namespace pshard::models {
 
+class Embedding;
+
 // What to build. The data set decides input_shape, num_classes and target_dim; the config decides the rest.
 struct ModelSpec {
   std::string name = "mlp";          // one of registered_models() (models/zoo/registry.h)
@@ -27,8 +29,14 @@ struct ModelSpec {
   int64_t target_dim = 1;            // regression outputs
   std::string shortcut = "pad";      // resnet20: pad (option A) | projection (option B)
   std::string profile;               // profile: the profile file (models/zoo/profile.h)
+  // dlrm: rows of each categorical field's embedding table, one per field (the data set decides them).
+  std::vector<uint64_t> table_rows;
+  int64_t embedding_dim = 16;          // dlrm: values per embedding row
+  std::vector<int64_t> bottom_hidden;  // dlrm: hidden sizes of the bottom MLP over the dense features
+  float embedding_init_scale = 0.05f;  // dlrm: embedding rows start uniform on [-s, s]
 
-  // model.name, model.hidden, model.dropout, model.shortcut, model.profile from cfg.
+  // model.name, model.hidden, model.dropout, model.shortcut, model.profile, model.embedding_dim, model.bottom_hidden,
+  // model.embedding_init_scale from cfg.
   static ModelSpec from_config(const Config& cfg, std::vector<int64_t> input_shape, int64_t num_classes,
                                int64_t target_dim);
 };
@@ -85,9 +93,10 @@ class Model {
   // dropout streams reseeded.
   void init_params(uint64_t seed);
   // Freezes every parameter whose name is a prefix or starts with prefix + "." ("layer1" freezes layer1.0.conv1.weight,
-  // not layer10...). backward() then stops below the lowest layer with a trainable parameter (nothing under it needs
-  // a gradient); the syncs skip frozen parameters. Returns the number frozen; an Error names a prefix that matches no
-  // parameter, or says so when every parameter would be frozen.
+  // not layer10...). backward() then stops below the lowest layer that trains: one with a trainable parameter or an
+  // Embedding (its rows train on the servers); nothing under it needs a gradient. The syncs skip frozen parameters.
+  // Returns the number frozen; an Error names a prefix that matches no parameter, or says so when nothing would be
+  // left to train.
   int freeze(const std::vector<std::string>& prefixes);
   int num_frozen() const;
   // Reseeds the dropout streams only (e.g. seed + worker rank, so that workers draw different masks).
@@ -111,6 +120,11 @@ class Model {
   int num_layers() const { return static_cast<int>(layers_.size()); }
   const std::string& layer_name(int layer) const;
   const Layer& layer(int index) const;
+  // The first Embedding layer (dlrm), where the trainer writes the batch's rows before forward and reads their
+  // gradients after backward; nullptr when the model has none.
+  Embedding* embedding();
+  // Its index in the layer list; -1 when the model has none.
+  int embedding_layer() const { return embedding_layer_; }
   int64_t num_params_elems() const { return num_params_elems_; }
   const ModelSpec& spec() const { return spec_; }
   Backend& backend() { return backend_; }
@@ -130,6 +144,7 @@ class Model {
   std::vector<std::pair<int, int>> layer_params_;  // per layer: first param, count
   int64_t num_params_elems_ = 0;
   int lowest_trainable_layer_ = 0;           // backward stops here (freeze)
+  int embedding_layer_ = -1;                 // the first Embedding layer, -1 when none
   Tensor values_, grads_;                    // the two parameter blocks
   std::vector<ReusableBuffer> act_buffers_;  // output of each layer
   std::vector<Tensor> acts_;                 // acts_[0] = input, acts_[l + 1] = output of layer l

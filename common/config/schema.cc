@@ -34,10 +34,14 @@ std::vector<ConfigKey> kSchema = {
     {"model.profile", T::kString, "", 0, 0, "",
      "profile model: JSON file of a real architecture's layers, parameter shapes and forward/backward ms at a batch "
      "(profiles/*.json; path relative to the working directory); times scale with train.batch_size / its batch"},
+    {"model.embedding_dim", T::kInt, "16", 1, 4096, "", "dlrm: values per embedding row"},
+    {"model.bottom_hidden", T::kIntList, "[32]", 1, 1 << 20, "",
+     "dlrm: hidden sizes of the bottom MLP over the dense features (it ends in model.embedding_dim)"},
+    {"model.embedding_init_scale", T::kDouble, "0.05", 0, 1e6, "", "dlrm: embedding rows start uniform on [-s, s]"},
 
     // data
     {"data.name", T::kString, "fashion-mnist", 0, 0,
-     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|packed|image-folder", "data set"},
+     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|synthetic-ctr|packed|image-folder", "data set"},
     {"data.dir", T::kString, "/usr/share/datasets/fashion-mnist", 0, 0, "",
      "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10, class sub-folders of "
      "JPEG/PNG "
@@ -49,6 +53,11 @@ std::vector<ConfigKey> kSchema = {
     {"data.test_size", T::kInt, "0", 0, 1e9, "", "samples to use for testing (0: all; synthetic: how many to make)"},
     {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
     {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
+    {"data.fields", T::kInt, "8", 1, 1024, "", "synthetic-ctr: categorical fields per sample (one table each)"},
+    {"data.cardinality", T::kInt, "100000", 1, 1e15, "", "synthetic-ctr: ids per field (rows of each table)"},
+    {"data.zipf_exponent", T::kDouble, "1.05", 0, 10, "",
+     "synthetic-ctr: the ids' power law (id k drawn in proportion to (k+1)^-s; 0: uniform)"},
+    {"data.dense_features", T::kInt, "4", 1, 1 << 16, "", "synthetic-ctr: dense features per sample"},
     {"data.prefetch", T::kInt, "2", 0, 64, "", "batches prepared ahead by the prefetch thread", OnResume::kMayChange},
     {"data.normalize", T::kBool, "true", 0, 0, "",
      "images: scale pixels to [0,1], then normalise with the data set's per-channel mean/std (false: [0,1] only)"},

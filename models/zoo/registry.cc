@@ -17,6 +17,7 @@ const std::vector<ModelInfo>& registered_models() {
       zoo::resnet18(),  // resnet18.cc
       zoo::resnet50(),  // resnet50.cc
       zoo::profile(),   // profile.cc
+      zoo::dlrm(),      // dlrm.cc
   };
   return table;
 }

@@ -18,6 +18,7 @@ ModelInfo resnet20();  // resnet20.cc
 ModelInfo resnet18();  // resnet18.cc
 ModelInfo resnet50();  // resnet50.cc
 ModelInfo profile();   // profile.cc
+ModelInfo dlrm();      // dlrm.cc
 
 // Softmax cross-entropy with classes, MSE for regression (mlp.cc).
 std::unique_ptr<Loss> loss_for(const ModelSpec& spec, Backend& backend);

@@ -2,6 +2,7 @@
 // data set it claims to fit, rejects the kind it does not, and an unknown name is an Error naming the known models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -9,6 +10,7 @@
 #include "common/config/config.h"
 #include "common/error.h"
 #include "models/cpu/cpu_backend.h"
+#include "models/layers/embedding.h"
 #include "models/zoo/registry.h"
 #include "tests/models/gradcheck.h"
 
@@ -17,15 +19,19 @@ namespace {
 
 using testing::random_vector;
 
-// A spec for `m` on its example input: 10 classes, or one regression target (the profile model reads a 3-layer
-// profile of 10 classes).
+// Classes of the data set `m` is run on: a click model (dlrm) has two, the others 10.
+int64_t classes_of(const ModelInfo& m) { return std::string(m.name) == "dlrm" ? 2 : 10; }
+
+// A spec for `m` on its example input: classes_of(m) classes, or one regression target (the profile model reads a
+// 3-layer profile of 10 classes), and three categorical fields for the models that embed them.
 ModelSpec spec_for(const ModelInfo& m, bool classes) {
   ModelSpec s;
   s.name = m.name;
   s.hidden = {32};
   s.profile = std::string(PSHARD_TEST_PROFILES) + "/three_layers.json";
   s.input_shape = m.example_input;
-  s.num_classes = classes ? 10 : 0;
+  s.table_rows = {10, 20, 30};
+  s.num_classes = classes ? classes_of(m) : 0;
   s.target_dim = classes ? 0 : 1;
   return s;
 }
@@ -48,12 +54,20 @@ TEST(ModelRegistry, EveryModelBuildsAndRunsOnItsExampleInput) {
       const int64_t n = 3;
       std::vector<float> x = random_vector(static_cast<size_t>(n * shape_numel(m.example_input)), 2);
       std::vector<int32_t> labels = {0, 4, 9};
+      if (classes) {
+        for (int32_t& label : labels) label %= static_cast<int32_t>(spec.num_classes);
+      }
+      // The embedding rows (from the servers when training) are written before the forward.
+      if (Embedding* embed = model->embedding()) {
+        const std::vector<float> rows = random_vector(static_cast<size_t>(n * embed->fields() * embed->dim()), 3);
+        std::copy(rows.begin(), rows.end(), embed->rows(n));
+      }
       std::vector<float> targets = {0.5f, -1.0f, 2.0f};
       StepResult r = model->forward(x.data(), n, classes ? labels.data() : nullptr, classes ? nullptr : targets.data(),
                                     /*train=*/true);
       EXPECT_EQ(r.n, n);
       EXPECT_TRUE(std::isfinite(r.loss_sum));
-      EXPECT_EQ(model->output().shape(), (std::vector<int64_t>{n, classes ? 10 : 1}));
+      EXPECT_EQ(model->output().shape(), (std::vector<int64_t>{n, classes ? spec.num_classes : 1}));
       int ready = 0;
       model->backward([&](int, int count) { ready += count; });
       EXPECT_EQ(ready, static_cast<int>(model->params().size()));
