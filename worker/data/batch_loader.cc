@@ -134,6 +134,12 @@ void BatchLoader::assemble(const std::vector<int64_t>& indices, int64_t epoch, i
   for (size_t k = 0; k < out->labels.size(); ++k) {
     out->labels[k] = data_.labels[static_cast<size_t>(indices[begin + static_cast<int64_t>(k)])];
   }
+  const int64_t fields = data_.id_fields;
+  out->ids.resize(static_cast<size_t>(n * fields));
+  for (int64_t k = 0; k < n && fields > 0; ++k) {
+    std::memcpy(out->ids.data() + k * fields, data_.id_row(indices[static_cast<size_t>(begin + k)]),
+                sizeof(uint64_t) * static_cast<size_t>(fields));
+  }
   int64_t td = data_.target_dim;
   out->targets.resize(static_cast<size_t>(n * td));
   for (int64_t k = 0; k < n && td > 0; ++k) {

@@ -16,13 +16,15 @@
 namespace pshard::data {
 
 // One batch, copied out of a Dataset: x is n * sample_elems floats (NCHW for
-// images), labels n entries (classification), targets n * target_dim (regression).
+// images), labels n entries (classification), targets n * target_dim (regression),
+// ids n * id_fields categorical ids (click data).
 struct Batch {
   int64_t n = 0;
   int64_t step = -1;  // step within the epoch
   std::vector<float> x;
   std::vector<int32_t> labels;
   std::vector<float> targets;
+  std::vector<uint64_t> ids;
 };
 
 // Yields this rank's batches of an epoch in step order. With prefetch_depth

@@ -9,6 +9,7 @@
 #include "worker/data/image_folder.h"
 #include "worker/data/packed.h"
 #include "worker/data/synthetic.h"
+#include "worker/data/synthetic_ctr.h"
 
 namespace pshard::data {
 
@@ -39,6 +40,19 @@ void Dataset::check_consistent(const std::string& where) const {
   if (target_dim > 0 && static_cast<int64_t>(targets.size()) != n * target_dim) {
     throw Error(where + ": " + std::to_string(targets.size()) + " target values for " + std::to_string(n) +
                 " samples of " + std::to_string(target_dim));
+  }
+  if (static_cast<int64_t>(ids.size()) != n * id_fields || static_cast<int64_t>(table_rows.size()) != id_fields) {
+    throw Error(where + ": " + std::to_string(ids.size()) + " categorical ids and " +
+                std::to_string(table_rows.size()) + " tables for " + std::to_string(n) + " samples of " +
+                std::to_string(id_fields) + " fields");
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t rows = table_rows[i % static_cast<size_t>(id_fields)];
+    if (ids[i] >= rows) {
+      throw Error(where + ": sample " + std::to_string(i / static_cast<size_t>(id_fields)) + " field " +
+                  std::to_string(i % static_cast<size_t>(id_fields)) + " has id " + std::to_string(ids[i]) +
+                  ", outside its table of " + std::to_string(rows) + " rows");
+    }
   }
 }
 
@@ -106,6 +120,9 @@ DataSplits load_data(const Config& cfg) {
     s = make_synthetic_images(or_default(train_size, kSyntheticImagesTrain),
                               or_default(test_size, kSyntheticImagesTest), cfg.get_int_list("data.image_shape"),
                               cfg.get_int("data.classes"), seed);
+  } else if (name == "synthetic-ctr") {
+    s = make_synthetic_ctr_splits(cfg, or_default(train_size, kSyntheticCtrTrain),
+                                  or_default(test_size, kSyntheticCtrTest));
   } else if (name == "packed") {
     std::string train_path = cfg.get_string("data.train_path");
     std::string test_path = cfg.get_string("data.test_path");

@@ -44,11 +44,20 @@ struct Dataset {
   // When set, samples come from here and features is empty; labels then hold
   // one entry per sample and give size() (image-folder).
   std::shared_ptr<const SampleSource> source;
+  // Click data (synthetic-ctr): besides its dense features, each sample has one categorical id per field, looked up
+  // in that field's embedding table, whose rows only the servers hold. ids: size() * id_fields, row-major;
+  // table_rows: id_fields entries, field f's ids lie in [0, table_rows[f]). click_prob: the true probability of
+  // label 1 per sample, when the data's maker knows it (the bound a model can reach: ctr_bound()).
+  int64_t id_fields = 0;
+  std::vector<uint64_t> ids;
+  std::vector<uint64_t> table_rows;
+  std::vector<float> click_prob;
 
   int64_t sample_elems() const;  // product of sample_shape
   int64_t size() const;          // number of samples
   // In-memory data sets only (source == nullptr).
   const float* sample(int64_t i) const { return features.data() + i * sample_elems(); }
+  const uint64_t* id_row(int64_t i) const { return ids.data() + i * id_fields; }
   // Error (naming `where`) when the vectors' sizes disagree with the shape.
   void check_consistent(const std::string& where) const;
 };
@@ -62,6 +71,8 @@ struct DataSplits {
 //   cifar10                data_batch_1..5.bin and test_batch.bin in data.dir
 //   synthetic-regression   y = X w + b + noise (see synthetic.h), data.features, data.noise
 //   synthetic-images       class templates + noise of shape data.image_shape, data.classes
+//   synthetic-ctr          click data (synthetic_ctr.h): data.fields Zipf-distributed ids of data.cardinality each,
+//                          data.dense_features, labels 0/1 (two classes) from a hidden factor model
 //   packed                 data.train_path / data.test_path written by `pshard data convert`
 //   image-folder           data.dir of class sub-folders of JPEG/PNG files (image_folder.h), decoded per batch
 // data.train_size / data.test_size keep the first N samples (0: all; for the

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config/config.h"
 #include "common/error.h"
 #include "worker/data/random.h"
 
@@ -150,6 +151,36 @@ CtrDataset SyntheticCtr::make(int64_t first, int64_t count) const {
 
 CtrDataset make_synthetic_ctr(const SyntheticCtrOptions& options) {
   return SyntheticCtr(options).make(0, options.samples);
+}
+
+Dataset ctr_as_dataset(const CtrDataset& d) {
+  Dataset out;
+  out.name = d.name;
+  out.sample_shape = {d.num_dense};
+  out.num_classes = 2;
+  out.features = d.dense;
+  out.labels.resize(d.labels.size());
+  for (size_t i = 0; i < d.labels.size(); ++i) out.labels[i] = d.labels[i] > 0.5f ? 1 : 0;
+  out.id_fields = d.num_fields;
+  out.ids = d.ids;
+  out.table_rows = d.cardinality;
+  out.click_prob = d.click_prob;
+  return out;
+}
+
+DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t test) {
+  SyntheticCtrOptions o;
+  o.samples = train;
+  o.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
+  o.num_fields = cfg.get_int("data.fields");
+  o.cardinality = static_cast<uint64_t>(cfg.get_int("data.cardinality"));
+  o.zipf_exponent = cfg.get_double("data.zipf_exponent");
+  o.num_dense = cfg.get_int("data.dense_features");
+  const SyntheticCtr gen(o);
+  DataSplits s;
+  s.train = ctr_as_dataset(gen.make(0, train));
+  s.test = ctr_as_dataset(gen.make(train, test));
+  return s;
 }
 
 }  // namespace pshard::data

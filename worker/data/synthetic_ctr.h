@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "worker/data/ctr_dataset.h"
+#include "worker/data/dataset.h"
 
 namespace pshard::data {
 
@@ -101,5 +102,14 @@ class SyntheticCtr {
 
 // Samples [0, options.samples) of SyntheticCtr(options); name "synthetic-ctr".
 CtrDataset make_synthetic_ctr(const SyntheticCtrOptions& options);
+
+// data.name = synthetic-ctr (load_data): samples [0, train) to train on and [train, train + test) to test on, as
+// Datasets of two classes (label 1: a click) whose features are the dense ones and whose ids are the categorical
+// ones, one table of data.cardinality rows per field. The options are data.fields, data.cardinality,
+// data.zipf_exponent, data.dense_features and run.seed; the rest are SyntheticCtrOptions' defaults.
+constexpr int64_t kSyntheticCtrTrain = 100000, kSyntheticCtrTest = 20000;
+DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t test);
+// A CtrDataset as a Dataset of two classes (what the trainer reads).
+Dataset ctr_as_dataset(const CtrDataset& d);
 
 }  // namespace pshard::data

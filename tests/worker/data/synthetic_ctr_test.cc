@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "common/config/config.h"
 #include "common/error.h"
 #include "common/metrics/ctr_metrics.h"
 #include "tests/worker/data/temp_dir.h"
+#include "worker/data/batch_loader.h"
 #include "worker/data/random.h"
 
 namespace pshard::data {
@@ -206,6 +208,61 @@ TEST(SyntheticCtr, NoDenseFeaturesAndOneField) {
     EXPECT_EQ(d.click_prob[static_cast<size_t>(i)], d.click_prob[0]);
   }
   EXPECT_GT(same_id, 0);
+}
+
+// data.name = synthetic-ctr: the generator's samples as two classes, the dense features as the sample, one table of
+// data.cardinality rows per field; the test split continues the training stream; batches carry each sample's ids.
+TEST(SyntheticCtr, LoadDataMakesTwoClassSplitsWithIdsAndBatchesCarryThem) {
+  const Config cfg = Config::from_string(R"(
+[run]
+seed = 5
+[data]
+name = "synthetic-ctr"
+train_size = 300
+test_size = 50
+fields = 3
+cardinality = 40
+dense_features = 2
+)",
+                                         "ctr.toml");
+  const DataSplits s = load_data(cfg);
+  SyntheticCtrOptions o;
+  o.seed = 5;
+  o.num_fields = 3;
+  o.cardinality = 40;
+  o.num_dense = 2;
+  const SyntheticCtr gen(o);
+  const CtrDataset train = gen.make(0, 300), test = gen.make(300, 50);
+  EXPECT_EQ(s.train.name, "synthetic-ctr");
+  EXPECT_EQ(s.train.sample_shape, std::vector<int64_t>{2});
+  EXPECT_EQ(s.train.num_classes, 2);
+  EXPECT_EQ(s.train.size(), 300);
+  EXPECT_EQ(s.test.size(), 50);
+  EXPECT_EQ(s.train.id_fields, 3);
+  EXPECT_EQ(s.train.table_rows, (std::vector<uint64_t>{40, 40, 40}));
+  EXPECT_EQ(s.train.features, train.dense);
+  EXPECT_EQ(s.train.ids, train.ids);
+  EXPECT_EQ(s.test.ids, test.ids);
+  EXPECT_EQ(s.test.click_prob, test.click_prob);
+  for (int64_t i = 0; i < 300; ++i) {
+    ASSERT_EQ(s.train.labels[static_cast<size_t>(i)], train.labels[static_cast<size_t>(i)] > 0.5f ? 1 : 0);
+  }
+  // A batch holds the ids of the samples it holds, field after field.
+  BatchLoader loader(s.test, std::vector<int64_t>{7, 3, 41}, 3, 0);
+  loader.start_epoch(0);
+  Batch b;
+  ASSERT_TRUE(loader.next(&b));
+  ASSERT_EQ(b.ids.size(), 9u);
+  for (int k = 0; k < 3; ++k) {
+    const int64_t sample = std::vector<int64_t>{7, 3, 41}[static_cast<size_t>(k)];
+    for (int f = 0; f < 3; ++f) EXPECT_EQ(b.ids[static_cast<size_t>(3 * k + f)], test.id_row(sample)[f]);
+    EXPECT_EQ(b.x[static_cast<size_t>(2 * k)], test.dense_row(sample)[0]);
+  }
+  // An id outside its table is named.
+  Dataset bad = s.test;
+  bad.ids[4] = 40;
+  EXPECT_EQ(error_of([&] { bad.check_consistent("test"); }),
+            "test: sample 1 field 1 has id 40, outside its table of 40 rows");
 }
 
 }  // namespace
