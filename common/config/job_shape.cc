@@ -122,6 +122,24 @@ void check_backup_workers(const JobShape& s, const std::string& origin) {
   }
 }
 
+// model.name = dlrm keeps its embedding tables on the servers; what re-runs, skips or drops a step's dense part alone
+// would leave its rows behind.
+void check_server_tables(const Config& cfg, const JobShape& s, const std::string& origin) {
+  if (cfg.get_string("model.name") != "dlrm") return;
+  const std::string why = ": model dlrm's embedding rows are pulled and pushed once a step, which ";
+  if (s.loss_scaling != "none") {
+    fail(origin, "train.loss_scaling", s.loss_scaling + why + "a step skipped by loss scaling would leave behind");
+  }
+  if (s.backup_workers > 0) {
+    fail(origin, "cluster.backup_workers",
+         std::to_string(s.backup_workers) + why + "a late worker catching up would leave behind; set it to 0");
+  }
+  if (s.elastic()) {
+    fail(origin, "cluster.min_workers",
+         std::to_string(s.min_workers) + why + "a change of members between epochs would leave behind; set it to 0");
+  }
+}
+
 // A worker that cluster.restart_workers starts again rejoins the running sync job: the job must go on without it
 // meanwhile.
 void check_restart_workers(const JobShape& s, const std::string& origin) {
@@ -169,6 +187,7 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
   check_worker_batches(s, origin);
   check_restart_workers(s, origin);
   check_backup_workers(s, origin);
+  check_server_tables(cfg, s, origin);
   check_host_aggregation(s, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
     fail(origin, "cluster.heartbeat_interval_ms",

@@ -9,7 +9,9 @@
 #include "common/metrics/phases.h"
 #include "common/metrics/trace.h"
 #include "common/util/log.h"
+#include "models/layers/embedding.h"
 #include "models/model.h"
+#include "worker/trainer/batch_rows.h"
 
 namespace pshard::trainer {
 namespace {
@@ -24,7 +26,9 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<dou
       checkpoint_every_s_(rank == 0 && JobShape::from_config(cfg).sync() ? cfg.get_double("checkpoint.every_seconds")
                                                                          : 0.0),
       backup_(JobShape::from_config(cfg).has_backup_workers()),
-      last_checkpoint_(Clock::now()) {}
+      last_checkpoint_(Clock::now()),
+      table_seed_(static_cast<uint64_t>(cfg.get_int("run.seed"))),
+      table_bf16_(cfg.get_string("embedding.storage") == "bf16") {}
 
 SyncStats KvSync::stats() const {
   SyncStats s = stats_;
@@ -114,6 +118,9 @@ void KvSync::start(models::Model& model) {
   }
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
+  if (const models::Embedding* layer = model.embedding()) {
+    kv_.wait(kv_.declare_tables(table_specs(*layer, table_bf16_), table_seed_));
+  }
   const bool fresh = start_step_ == 0 && !rejoin_;
   std::vector<std::vector<float>> own;  // a worker other than 0: its initial weights, which it may have to send
   if (fresh) staging_->download_all_weights();
@@ -293,7 +300,33 @@ void KvSync::sync_all() {
   ScopedPhase waiting(WorkerPhase::kCommWait);
   push_downloaded(true);
   for (size_t i = 0; i < pending_.size(); ++i) wait_param(i);
+  for (KvClient::Handle h : row_pushes_) kv_.wait(h);
+  row_pushes_.clear();
   staging_->finish_uploads();
+}
+
+void KvSync::pull_rows(int64_t step, BatchRows& rows) {
+  ScopedPhase issuing(WorkerPhase::kOther);
+  for (KvClient::Handle h : row_pushes_) kv_.wait(h);  // the last step's: answered as soon as a server took them
+  row_pushes_.clear();
+  for (int64_t f = 0; f < rows.fields(); ++f) {
+    const std::vector<uint64_t>& ids = rows.ids(f);
+    row_pulls_.push_back(kv_.row_pull(static_cast<uint32_t>(f), ids.data(), ids.size(), rows.values(f), step));
+  }
+}
+
+void KvSync::wait_rows() {
+  ScopedPhase waiting(WorkerPhase::kCommWait);
+  for (KvClient::Handle h : row_pulls_) kv_.wait(h);
+  row_pulls_.clear();
+}
+
+void KvSync::push_rows(int64_t step, const BatchRows& rows) {
+  ScopedPhase issuing(WorkerPhase::kOther);
+  for (int64_t f = 0; f < rows.fields(); ++f) {
+    const std::vector<uint64_t>& ids = rows.ids(f);
+    row_pushes_.push_back(kv_.row_push(static_cast<uint32_t>(f), ids.data(), ids.size(), rows.grads(f), step));
+  }
 }
 
 }  // namespace pshard::trainer

@@ -74,6 +74,11 @@ class KvSync : public ParameterSync {
   int64_t weights_step(int64_t step) override;
   int64_t pushed_step(int64_t step) const override { return pushed_step_ >= 0 ? pushed_step_ : step; }
   void catch_up(int64_t step) override;
+  // Embedding tables: start() declares the model's tables to the servers (every worker the same list, rows made there
+  // from run.seed); a step's row pulls and pushes go to the servers that hold the rows (row r on server r mod S).
+  void pull_rows(int64_t step, BatchRows& rows) override;
+  void wait_rows() override;
+  void push_rows(int64_t step, const BatchRows& rows) override;
   double lr_at(int64_t step) const override { return lr_at_(step); }
   SyncStats stats() const override;  // bytes: the KV client's traffic (this process's only client)
 
@@ -114,8 +119,11 @@ class KvSync : public ParameterSync {
   int64_t last_late_ = -1;           // the last step counted in stats_.late_steps
   int first_param_layer_ = -1;       // the first layer that has parameters (its weights come first each step)
   std::chrono::steady_clock::time_point last_checkpoint_;
-  std::vector<std::vector<size_t>> layer_params_;  // layer -> parameter indices
-  std::vector<KvClient::Handle> pending_;          // per parameter; 0 = nothing in flight
+  std::vector<std::vector<size_t>> layer_params_;         // layer -> parameter indices
+  std::vector<KvClient::Handle> pending_;                 // per parameter; 0 = nothing in flight
+  std::vector<KvClient::Handle> row_pulls_, row_pushes_;  // the tables' requests in flight
+  uint64_t table_seed_ = 0;                               // run.seed: the servers make the tables' rows from it
+  bool table_bf16_ = false;                               // embedding.storage = bf16
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<size_t> downloading_;  // CUDA: parameters whose gradients are on their way to the host
   SyncStats stats_;

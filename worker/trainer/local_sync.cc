@@ -2,13 +2,26 @@
 #include "worker/trainer/local_sync.h"
 
 #include "common/config/config.h"
+#include "common/error.h"
+#include "models/layers/embedding.h"
 #include "models/model.h"
+#include "worker/trainer/batch_rows.h"
 
 namespace pshard::trainer {
 
 LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_steps)
     : LocalSync(optim::OptimizerParams::from_config(cfg), optim::LrScheduleParams::from_config(cfg), global_batch,
-                total_steps) {}
+                total_steps) {
+  const optim::OptimizerParams tables = optim::OptimizerParams::for_tables(cfg);
+  try {
+    table_optimizer_ = optim::make_optimizer(tables);
+  } catch (const Error& e) {
+    throw Error(std::string("embedding.optimizer: ") + e.what());
+  }
+  table_lr_ = tables.lr;
+  table_seed_ = static_cast<uint64_t>(cfg.get_int("run.seed"));
+  table_bf16_ = cfg.get_string("embedding.storage") == "bf16";
+}
 
 LocalSync::LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule,
                      int64_t global_batch, int64_t total_steps)
@@ -21,6 +34,32 @@ void LocalSync::start(models::Model& model) {
   state_.clear();
   for (const models::ParamRef& p : model.params()) {
     state_.emplace_back(static_cast<size_t>(p.numel) * optimizer_->state_floats(), 0.0f);
+  }
+  tables_.clear();
+  if (const models::Embedding* layer = model.embedding()) {
+    if (!table_optimizer_) throw Error("embedding tables need a job config for their optimizer (embedding.*)");
+    const std::string refused = table_rule_refusal(*table_optimizer_);
+    if (!refused.empty()) throw Error(refused);
+    for (const TableSpec& spec : table_specs(*layer, table_bf16_)) {
+      tables_.push_back(std::make_unique<EmbeddingShard>(spec, 0, 1, table_seed_, *table_optimizer_));
+    }
+  }
+}
+
+void LocalSync::pull_rows(int64_t, BatchRows& rows) {
+  for (int64_t f = 0; f < rows.fields(); ++f) {
+    const EmbeddingShard& table = *tables_.at(static_cast<size_t>(f));
+    const std::vector<uint64_t>& ids = rows.ids(f);
+    float* out = rows.values(f);
+    for (size_t i = 0; i < ids.size(); ++i) table.read(ids[i], out + i * table.spec().dim);
+  }
+}
+
+void LocalSync::push_rows(int64_t step, const BatchRows& rows) {
+  for (int64_t f = 0; f < rows.fields(); ++f) {
+    const std::vector<uint64_t>& ids = rows.ids(f);
+    tables_.at(static_cast<size_t>(f))
+        ->apply(ids.data(), rows.grads(f), ids.size(), *table_optimizer_, table_lr_, step + 1, step);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "optim/embedding_shard.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "worker/trainer/device_staging.h"
@@ -33,6 +34,11 @@ class LocalSync : public ParameterSync {
   void end_step(int64_t step) override;
   void skip_step(int64_t) override;
   void sync_all() override {}
+  // Embedding tables: held here whole, updated as one server of a sync job updates its rows (embedding.optimizer at
+  // embedding.lr, row by row, update count step + 1), so that a job's tables can be compared with this reference.
+  void pull_rows(int64_t step, BatchRows& rows) override;
+  void wait_rows() override {}
+  void push_rows(int64_t step, const BatchRows& rows) override;
   double lr_at(int64_t step) const override { return schedule_.lr_at(step); }
   SyncStats stats() const override { return {}; }
 
@@ -42,6 +48,13 @@ class LocalSync : public ParameterSync {
   models::Model* model_ = nullptr;
   std::unique_ptr<DeviceStaging> staging_;  // CUDA: host copies the optimizer works on (uploads finish lazily)
   std::vector<std::vector<float>> state_;   // per parameter: numel * state_floats()
+  // The tables' rule and learning rate (from the config; none without one), the seed their rows are made from, and
+  // the tables (one shard holding every row).
+  std::unique_ptr<optim::Optimizer> table_optimizer_;
+  float table_lr_ = 0;
+  uint64_t table_seed_ = 0;
+  bool table_bf16_ = false;
+  std::vector<std::unique_ptr<EmbeddingShard>> tables_;
 };
 
 }  // namespace pshard::trainer

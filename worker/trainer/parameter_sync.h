@@ -10,6 +10,8 @@ class Model;
 
 namespace pshard::trainer {
 
+class BatchRows;
+
 // Communication counters since the start of the run. (The time blocked on communication is counted
 // by the trainer's PhaseClock: implementations wrap their waits in ScopedPhase(WorkerPhase::kCommWait).)
 struct SyncStats {
@@ -66,6 +68,14 @@ class ParameterSync {
     (void)step;
     sync_all();
   }
+  // Embedding tables (models::Embedding: rows that only the servers hold; start() declares them from the model). A
+  // step of such a model: pull_rows(step, rows) once its batch is read (the pulls start), wait_rows() before the
+  // forward reaches the Embedding layer (rows.values(f) then hold the rows), push_rows(step, rows) after backward
+  // (rows.grads(f), copied: `rows` may be reused at once). An evaluation pulls at the step its weights are of and
+  // pushes nothing. The defaults are for syncs that hold no tables: an Error.
+  virtual void pull_rows(int64_t step, BatchRows& rows);
+  virtual void wait_rows();
+  virtual void push_rows(int64_t step, const BatchRows& rows);
   // Learning rate used for step `step` (for the metrics).
   virtual double lr_at(int64_t step) const = 0;
   virtual SyncStats stats() const = 0;

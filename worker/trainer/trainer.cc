@@ -12,10 +12,13 @@
 #include "common/config/config.h"
 #include "common/config/job_shape.h"
 #include "common/error.h"
+#include "common/metrics/ctr_metrics.h"
 #include "common/metrics/phase_clock.h"
+#include "models/layers/embedding.h"
 #include "models/model.h"
 #include "worker/data/batch_loader.h"
 #include "worker/data/sampler.h"
+#include "worker/trainer/batch_rows.h"
 #include "worker/trainer/step_trace.h"
 
 namespace pshard::trainer {
@@ -80,9 +83,12 @@ WorkerEpochReport new_epoch_report(uint32_t rank, int64_t epoch, bool classifica
 // hand_over false (loss scaling): the gradients stay with the model, for the check before they are handed over.
 // slowdown > 1 (an emulated straggler): the sleeps, or the forward's time, are stretched by it; a real backward is
 // taken to cost twice its forward, as the sleeps assume.
+// rows (a model with embedding tables): the batch's rows, pulled already; the forward waits for them just before the
+// Embedding layer, and backward sums their gradients per row (with sleeps: zero gradients of the same rows).
 models::StepResult compute_step(models::Model& model, ParameterSync& sync, double simulate_compute_ms, double slowdown,
-                                const data::Batch& batch, StepTrace& trace, bool hand_over) {
+                                const data::Batch& batch, StepTrace& trace, bool hand_over, BatchRows* rows) {
   const int num_layers = model.num_layers();
+  const int rows_layer = rows ? model.embedding_layer() : -1;
   const std::vector<models::ParamRef>& params = model.params();
   models::StepResult r;
   simulate_compute_ms *= slowdown;
@@ -92,7 +98,10 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
     // forward would wait for its first layer.
     {
       ScopedPhase forward(WorkerPhase::kForward);
-      for (int l = 0; l < num_layers; ++l) sync.wait_layer(l);
+      for (int l = 0; l < num_layers; ++l) {
+        if (l == rows_layer) sync.wait_rows();
+        sync.wait_layer(l);
+      }
       sleep_ms(simulate_compute_ms / 3);
     }
     {
@@ -109,6 +118,10 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
     r = model.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
                       batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/true, [&](int layer) {
                         trace.layer_done(StepTrace::Pass::kForward, layer - 1);
+                        if (layer == rows_layer) {
+                          sync.wait_rows();
+                          rows->gather(model.embedding()->rows(batch.n));
+                        }
                         sync.wait_layer(layer);
                         trace.layer_start();
                       });
@@ -122,6 +135,7 @@ models::StepResult compute_step(models::Model& model, ParameterSync& sync, doubl
     if (hand_over) sync.grads_ready(first, count);
     trace.layer_start();
   });
+  if (rows) rows->scatter(model.embedding()->row_grads());
   return r;
 }
 
@@ -232,6 +246,14 @@ Trainer::Trainer(const TrainerOptions& options, models::Model& model, const data
   shard_ = static_cast<int>(options.rank);
   shards_ = static_cast<int>(options.world);
   batch_ = options.batch_size;
+  if (const models::Embedding* layer = model.embedding()) {
+    if (data.train.id_fields != layer->fields() || data.test.id_fields != layer->fields()) {
+      throw Error("model " + model.spec().name + " reads " + std::to_string(layer->fields()) +
+                  " categorical fields, but data set '" + data.train.name + "' has " +
+                  std::to_string(data.train.id_fields) + ": train it on click data (data.name = synthetic-ctr)");
+    }
+    rows_ = std::make_unique<BatchRows>(layer->fields(), layer->dim());
+  }
 }
 
 std::optional<EpochPlan> Trainer::plan(int64_t epoch, int64_t step, bool first) {
@@ -292,15 +314,18 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
   {
     ScopedPhase data(WorkerPhase::kData);
     if (!loop.loader->next(&loop.batch)) throw Error("data loader ended early at step " + std::to_string(step));
+    if (rows_) rows_->prepare(loop.batch.ids.data(), loop.batch.n);
   }
   sync_.begin_step(sync_step);
+  if (rows_) sync_.pull_rows(sync_step, *rows_);
   const float loss_scale = scaler.scale();
   // Uneven batches (train.worker_batch_sizes): backward weighs this worker's gradients by its share of the step's
   // samples; the scaler divides its own scale back out and leaves that weight.
   const double weight = options_.gradient_weight();
   if (scaler.active() || weight != 1.0) model_.set_loss_scale(static_cast<float>(loss_scale * weight));
   const models::StepResult r = compute_step(model_, sync_, options_.simulate_compute_ms, options_.slowdown, loop.batch,
-                                            loop.trace, !scaler.active());
+                                            loop.trace, !scaler.active(), rows_.get());
+  if (rows_) sync_.push_rows(sync_step, *rows_);
   bool applied = true;
   if (scaler.active()) {
     bool finite = true;
@@ -358,7 +383,7 @@ void Trainer::end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t fi
   if (options_.eval) {
     const auto eval_start = Clock::now();
     sync_.sync_all();
-    evaluate(&report);
+    evaluate(&report, step - scaler.skipped());
     report.eval_s = seconds_since(eval_start);
   }
   report.wall_s = seconds_since(loop.start);
@@ -462,7 +487,7 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
   if (!ended_late_) sync_.sync_all();
 }
 
-void Trainer::evaluate(WorkerEpochReport* report) {
+void Trainer::evaluate(WorkerEpochReport* report, int64_t step) {
   // Each worker evaluates a disjoint shard (i % world == rank); the shards
   // cover the whole test set, so the combined numbers are exact.
   const int64_t eval_batch = std::max<int64_t>(options_.batch_size, 256);
@@ -470,12 +495,41 @@ void Trainer::evaluate(WorkerEpochReport* report) {
   data::BatchLoader loader(data_.test, shard, eval_batch, /*prefetch_depth=*/1);
   loader.start_epoch(0);
   data::Batch batch;
+  // Click data: each sample's score (the logit of a click: class 1's minus class 0's) and label, for the AUC.
+  const bool clicks = data_.test.id_fields > 0 && data_.test.num_classes == 2;
+  std::vector<float> scores, labels, truth;  // truth: the generator's probability of each (synthetic-ctr)
+  const bool known = clicks && !data_.test.click_prob.empty();
+  for (int64_t i : shard) {
+    if (known) truth.push_back(data_.test.click_prob[static_cast<size_t>(i)]);
+  }
   while (loader.next(&batch)) {
+    if (rows_) {  // the rows of the weights just synced (read at the step they are of; nothing is pushed)
+      rows_->prepare(batch.ids.data(), batch.n);
+      sync_.pull_rows(step, *rows_);
+      sync_.wait_rows();
+      rows_->gather(model_.embedding()->rows(batch.n));
+    }
     models::StepResult r = model_.forward(batch.x.data(), batch.n, batch.labels.empty() ? nullptr : batch.labels.data(),
                                           batch.targets.empty() ? nullptr : batch.targets.data(), /*train=*/false);
     report->test_n += r.n;
     report->test_loss_sum += r.loss_sum;
     report->test_correct += r.correct;
+    if (clicks) {
+      std::vector<float> logits(static_cast<size_t>(batch.n * 2));
+      model_.backend().download(logits.data(), model_.output().data(), logits.size() * sizeof(float));
+      for (int64_t i = 0; i < batch.n; ++i) {
+        scores.push_back(logits[static_cast<size_t>(2 * i + 1)] - logits[static_cast<size_t>(2 * i)]);
+        labels.push_back(static_cast<float>(batch.labels[static_cast<size_t>(i)]));
+      }
+    }
+  }
+  if (clicks) {
+    // The shard's AUC (exact; the epoch line weighs the workers' by their test samples) and its log loss.
+    std::vector<float> probs(scores.size());
+    for (size_t i = 0; i < scores.size(); ++i) probs[i] = 1.0f / (1.0f + std::exp(-scores[i]));
+    report->figures["test_auc"] = auc(scores.data(), labels.data(), scores.size());
+    report->figures["test_logloss"] = log_loss(probs.data(), labels.data(), probs.size());
+    if (known) report->figures["test_auc_bound"] = auc(truth.data(), labels.data(), truth.size());
   }
   report->evaluated = true;
 }

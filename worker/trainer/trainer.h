@@ -26,6 +26,8 @@ class Model;
 
 namespace pshard::trainer {
 
+class BatchRows;
+
 struct TrainerOptions {
   int64_t epochs = 1;
   int64_t batch_size = 64;  // per worker
@@ -131,7 +133,10 @@ class Trainer {
   // The end of an epoch: its phases and steps, the loss scale, the evaluation, the report.
   void end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t first_step, int64_t step,
                         int64_t skipped_before);
-  void evaluate(WorkerEpochReport* report);
+  // Evaluates this worker's shard of the test set with the weights of step `step`. Click data: also the shard's AUC
+  // and log loss (figures test_auc, test_logloss) and, for synthetic clicks, the AUC of the generator's own
+  // probabilities on the same samples (test_auc_bound).
+  void evaluate(WorkerEpochReport* report, int64_t step);
   // Elastic jobs: the plan of `epoch` (starting at `step`), or nullopt when the job ended before it.
   std::optional<EpochPlan> plan(int64_t epoch, int64_t step, bool first);
 
@@ -146,6 +151,7 @@ class Trainer {
   int shards_ = 1;           // how many shards the epoch's data is cut into
   int64_t batch_ = 0;        // this worker's batch in the epoch (elastic jobs: it may change with the members)
   Tracer* tracer_ = nullptr;
+  std::unique_ptr<BatchRows> rows_;  // a model with embedding tables: the rows of the batch at hand
 };
 
 // steps per epoch for a data set of n samples: floor(n / (world x batch)); an

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/error.h"
+#include "common/metrics/ctr_metrics.h"
 #include "worker/data/synthetic.h"
 #include "worker/trainer/local_sync.h"
 #include "worker/trainer/run_setup.h"
@@ -157,6 +160,67 @@ TEST(LocalTrainer, DivergenceStopsTheRunWithTheReason) {
     EXPECT_NE(what.find("training diverged: the loss of step"), std::string::npos) << what;
     EXPECT_NE(what.find("epoch 1"), std::string::npos) << what;  // stops early, not after 3 epochs
     EXPECT_NE(what.find("lower optimizer.lr"), std::string::npos) << what;
+  }
+}
+
+const char* kDlrm = R"(
+[run]
+seed = 3
+[data]
+name = "synthetic-ctr"
+train_size = 200000
+test_size = 5000
+fields = 4
+cardinality = 200
+dense_features = 4
+[model]
+name = "dlrm"
+embedding_dim = 16
+bottom_hidden = [32]
+hidden = [64]
+[train]
+epochs = 4
+batch_size = 128
+threads = 1
+[optimizer]
+name = "adam"
+lr = 0.001
+[embedding]
+optimizer = "adagrad"
+lr = 0.05
+)";
+
+// pshard's own DLRM on click data, its tables held by the trainer's sync as a server would hold them: the test AUC
+// (a figure of each epoch) climbs towards the generator's bound, the bound the run reports is the generator's on the
+// same test set, and the figures' log loss is the test loss.
+TEST(LocalTrainer, DlrmOnSyntheticClicksApproachesTheBound) {
+  const Config cfg = Config::from_string(kDlrm, "dlrm.toml");
+  const TrainedRun run = train(cfg);
+  const data::DataSplits data = data::load_data(cfg);
+  std::vector<float> clicks(data.test.labels.begin(), data.test.labels.end());
+  const double bound = auc(data.test.click_prob.data(), clicks.data(), clicks.size());
+  ASSERT_EQ(run.epochs.size(), 4u);
+  std::vector<double> aucs;
+  for (const WorkerEpochReport& e : run.epochs) {
+    aucs.push_back(e.figures.at("test_auc"));
+    std::printf("epoch %lld: test AUC %.4f (bound %.4f), log loss %.4f\n", static_cast<long long>(e.epoch), aucs.back(),
+                bound, e.figures.at("test_logloss"));
+    EXPECT_NEAR(e.figures.at("test_logloss"), e.test_loss_sum / static_cast<double>(e.test_n), 1e-4);
+    EXPECT_EQ(e.figures.at("test_auc_bound"), bound);
+  }
+  for (size_t e = 1; e < aucs.size(); ++e) EXPECT_GT(aucs[e], aucs[e - 1]);
+  // 0.798 against a bound of 0.826 after 4 epochs (and still climbing): far above the 0.61 the dense features allow.
+  EXPECT_GT(aucs.back(), bound - 0.04);
+  EXPECT_LE(aucs.back(), bound + 0.01);
+}
+
+TEST(LocalTrainer, DlrmWithoutCategoricalFieldsIsAClearError) {
+  const Config cfg = Config::from_string(kLinreg, "linreg.toml", {"model.name=dlrm"});
+  try {
+    train(cfg);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data.name = synthetic-ctr"), std::string::npos) << e.what();
   }
 }
 
