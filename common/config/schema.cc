@@ -41,20 +41,24 @@ std::vector<ConfigKey> kSchema = {
 
     // data
     {"data.name", T::kString, "fashion-mnist", 0, 0,
-     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|synthetic-ctr|packed|image-folder", "data set"},
+     "fashion-mnist|mnist|cifar10|synthetic-regression|synthetic-images|synthetic-ctr|criteo|packed|image-folder",
+     "data set"},
     {"data.dir", T::kString, "/usr/share/datasets/fashion-mnist", 0, 0, "",
      "directory of the data files (IDX for (fashion-)mnist, data_batch_*.bin for cifar10, class sub-folders of "
      "JPEG/PNG "
      "images for image-folder: docs/DATA.md)",
      OnResume::kMayChange},
-    {"data.train_path", T::kString, "", 0, 0, "", "packed record file for training (data.name = packed)"},
-    {"data.test_path", T::kString, "", 0, 0, "", "packed record file for testing (data.name = packed)"},
+    {"data.train_path", T::kString, "", 0, 0, "",
+     "packed record file (data.name = packed) or Criteo text file (criteo) for training"},
+    {"data.test_path", T::kString, "", 0, 0, "",
+     "packed record file (data.name = packed) or Criteo text file (criteo) for testing"},
     {"data.train_size", T::kInt, "0", 0, 1e9, "", "samples to use for training (0: all; synthetic: how many to make)"},
     {"data.test_size", T::kInt, "0", 0, 1e9, "", "samples to use for testing (0: all; synthetic: how many to make)"},
     {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
     {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
     {"data.fields", T::kInt, "8", 1, 1024, "", "synthetic-ctr: categorical fields per sample (one table each)"},
-    {"data.cardinality", T::kInt, "100000", 1, 1e15, "", "synthetic-ctr: ids per field (rows of each table)"},
+    {"data.cardinality", T::kInt, "100000", 1, 1e15, "",
+     "synthetic-ctr: ids per field (rows of each table); criteo: hash buckets per field (rows: buckets + 1)"},
     {"data.zipf_exponent", T::kDouble, "1.05", 0, 10, "",
      "synthetic-ctr: the ids' power law (id k drawn in proportion to (k+1)^-s; 0: uniform)"},
     {"data.dense_features", T::kInt, "4", 1, 1 << 16, "", "synthetic-ctr: dense features per sample"},

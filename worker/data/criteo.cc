@@ -139,4 +139,21 @@ CtrDataset load_criteo(const std::string& path, const CriteoOptions& options) {
   return d;
 }
 
+DataSplits load_criteo_splits(const Config& cfg) {
+  const std::string train_path = cfg.get_string("data.train_path"), test_path = cfg.get_string("data.test_path");
+  if (train_path.empty() || test_path.empty()) {
+    throw Error(cfg.origin() +
+                ": data.name = criteo needs data.train_path and data.test_path (Criteo's tab-separated "
+                "click logs)");
+  }
+  CriteoOptions o;
+  o.buckets = static_cast<uint64_t>(cfg.get_int("data.cardinality"));
+  DataSplits s;
+  o.max_samples = cfg.get_int("data.train_size");
+  s.train = ctr_as_dataset(load_criteo(train_path, o));
+  o.max_samples = cfg.get_int("data.test_size");
+  s.test = ctr_as_dataset(load_criteo(test_path, o));
+  return s;
+}
+
 }  // namespace pshard::data

@@ -60,4 +60,19 @@ CtrBound ctr_bound(const CtrDataset& d) {
   return b;
 }
 
+Dataset ctr_as_dataset(const CtrDataset& d) {
+  Dataset out;
+  out.name = d.name;
+  out.sample_shape = {d.num_dense};
+  out.num_classes = 2;
+  out.features = d.dense;
+  out.labels.resize(d.labels.size());
+  for (size_t i = 0; i < d.labels.size(); ++i) out.labels[i] = d.labels[i] > 0.5f ? 1 : 0;
+  out.id_fields = d.num_fields;
+  out.ids = d.ids;
+  out.table_rows = d.cardinality;
+  out.click_prob = d.click_prob;
+  return out;
+}
+
 }  // namespace pshard::data

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/data/dataset.h"
+
 namespace pshard::data {
 
 struct CtrDataset {
@@ -54,5 +56,9 @@ struct CtrBound {
 // The bound of a data set that has click_prob; Error when it has none (data read from a file).
 // An AUC of NaN means the labels hold a single class (see common/metrics/ctr_metrics.h).
 CtrBound ctr_bound(const CtrDataset& d);
+
+// The samples as a Dataset of two classes (label 1: a click) whose features are the dense ones and whose ids are the
+// categorical ones, one table of cardinality[f] rows per field: what load_data gives the trainer.
+Dataset ctr_as_dataset(const CtrDataset& d);
 
 }  // namespace pshard::data

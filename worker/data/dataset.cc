@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "worker/data/cifar10.h"
+#include "worker/data/criteo.h"
 #include "worker/data/idx.h"
 #include "worker/data/image_folder.h"
 #include "worker/data/packed.h"
@@ -123,6 +124,8 @@ DataSplits load_data(const Config& cfg) {
   } else if (name == "synthetic-ctr") {
     s = make_synthetic_ctr_splits(cfg, or_default(train_size, kSyntheticCtrTrain),
                                   or_default(test_size, kSyntheticCtrTest));
+  } else if (name == "criteo") {
+    s = load_criteo_splits(cfg);
   } else if (name == "packed") {
     std::string train_path = cfg.get_string("data.train_path");
     std::string test_path = cfg.get_string("data.test_path");

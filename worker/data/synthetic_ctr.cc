@@ -153,21 +153,6 @@ CtrDataset make_synthetic_ctr(const SyntheticCtrOptions& options) {
   return SyntheticCtr(options).make(0, options.samples);
 }
 
-Dataset ctr_as_dataset(const CtrDataset& d) {
-  Dataset out;
-  out.name = d.name;
-  out.sample_shape = {d.num_dense};
-  out.num_classes = 2;
-  out.features = d.dense;
-  out.labels.resize(d.labels.size());
-  for (size_t i = 0; i < d.labels.size(); ++i) out.labels[i] = d.labels[i] > 0.5f ? 1 : 0;
-  out.id_fields = d.num_fields;
-  out.ids = d.ids;
-  out.table_rows = d.cardinality;
-  out.click_prob = d.click_prob;
-  return out;
-}
-
 DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t test) {
   SyntheticCtrOptions o;
   o.samples = train;

@@ -109,7 +109,5 @@ CtrDataset make_synthetic_ctr(const SyntheticCtrOptions& options);
 // data.zipf_exponent, data.dense_features and run.seed; the rest are SyntheticCtrOptions' defaults.
 constexpr int64_t kSyntheticCtrTrain = 100000, kSyntheticCtrTest = 20000;
 DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t test);
-// A CtrDataset as a Dataset of two classes (what the trainer reads).
-Dataset ctr_as_dataset(const CtrDataset& d);
 
 }  // namespace pshard::data

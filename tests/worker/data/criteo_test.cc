@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config/config.h"
 #include "tests/worker/data/temp_dir.h"
 
 namespace pshard::data {
@@ -145,6 +146,34 @@ TEST(Criteo, BadLinesNameTheFileLineAndField) {
   EXPECT_EQ(error_of([&] { load_criteo(path); }), "criteo " + path + ": empty file (no samples)");
   std::string missing = dir.file("none.txt");
   EXPECT_EQ(error_of([&] { load_criteo(missing); }), "criteo " + missing + ": cannot open: No such file or directory");
+}
+
+// data.name = criteo: the two files as data sets of two classes, 13 dense features, 26 tables of buckets + 1 rows, the
+// first data.train_size / data.test_size lines; a missing path is named.
+TEST(Criteo, LoadDataReadsBothFilesAsTwoClassSetsWithOneTableAField) {
+  TempDir dir;
+  write_all(dir.file("train.txt"), line("1") + line("0", 14, "") + line("0"));
+  write_all(dir.file("test.txt"), line("0") + line("1"));
+  const Config cfg =
+      Config::from_string("[data]\nname = \"criteo\"\ncardinality = 1000\ntrain_size = 2\ntrain_path = \"" +
+                              dir.file("train.txt") + "\"\ntest_path = \"" + dir.file("test.txt") + "\"\n",
+                          "criteo.toml");
+  const DataSplits s = load_data(cfg);
+  EXPECT_EQ(s.train.size(), 2);  // data.train_size keeps the first 2 lines
+  EXPECT_EQ(s.test.size(), 2);
+  EXPECT_EQ(s.train.num_classes, 2);
+  EXPECT_EQ(s.train.sample_shape, std::vector<int64_t>{13});
+  EXPECT_EQ(s.train.id_fields, 26);
+  EXPECT_EQ(s.train.table_rows, std::vector<uint64_t>(26, 1001));
+  EXPECT_EQ(s.train.labels, (std::vector<int32_t>{1, 0}));
+  EXPECT_FLOAT_EQ(s.train.features[0], std::log(2.0f));  // I1 = 1 -> log(1 + 1)
+  EXPECT_EQ(s.train.ids[0], 0xabcu % 1000);              // C1 = 00000abc
+  EXPECT_EQ(s.train.ids[26], 1000u);                     // the second line's C1 is missing: id = buckets
+  const Config no_test =
+      Config::from_string("[data]\nname = \"criteo\"\ntrain_path = \"" + dir.file("train.txt") + "\"\n", "criteo.toml");
+  EXPECT_EQ(error_of([&] { load_data(no_test); }),
+            "criteo.toml: data.name = criteo needs data.train_path and data.test_path (Criteo's tab-separated click "
+            "logs)");
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <vector>
 
 #include "common/config/config.h"
@@ -222,6 +225,41 @@ TEST(LocalTrainer, DlrmWithoutCategoricalFieldsIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("data.name = synthetic-ctr"), std::string::npos) << e.what();
   }
+}
+
+// A small Criteo file the test writes (data.name = criteo): the label is 1 exactly when the first categorical field's
+// hash is odd, so only that field's rows carry the answer; pshard's DLRM learns it through its table.
+TEST(LocalTrainer, DlrmLearnsAClickThatOneCriteoFieldDecides) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("pshard-criteo-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(11);
+  for (const char* split : {"train", "test"}) {
+    std::ofstream out(dir + "/" + split + ".txt");
+    for (int line = 0; line < (std::string(split) == "train" ? 8000 : 2000); ++line) {
+      const unsigned c1 = 0x100u + rng() % 40;  // 40 distinct hashes in C1, half of them odd
+      out << (c1 % 2);
+      for (int j = 0; j < 13; ++j) out << '\t' << rng() % 100;
+      for (int j = 0; j < 26; ++j) {
+        char hex[9];
+        std::snprintf(hex, sizeof(hex), "%08x", j == 0 ? c1 : static_cast<unsigned>(rng() % 1000));
+        out << '\t' << hex;
+      }
+      out << '\n';
+    }
+  }
+  const Config cfg = Config::from_string(
+      kDlrm, "dlrm.toml",
+      {"data.name=criteo", "data.train_path=" + dir + "/train.txt", "data.test_path=" + dir + "/test.txt",
+       "data.cardinality=1000", "data.train_size=0", "data.test_size=0", "train.epochs=3"});
+  const TrainedRun run = train(cfg);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(run.epochs.size(), 3u);
+  const WorkerEpochReport& last = run.epochs.back();
+  EXPECT_EQ(last.test_n, 2000);
+  EXPECT_EQ(last.figures.count("test_auc_bound"), 0u);  // a file's labels come with no true probabilities
+  std::printf("test AUC %.4f\n", last.figures.at("test_auc"));
+  EXPECT_GT(last.figures.at("test_auc"), 0.97);
 }
 
 }  // namespace
