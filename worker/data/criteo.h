@@ -46,7 +46,7 @@ CtrDataset load_criteo(const std::string& path, const CriteoOptions& options = C
 
 // data.name = criteo (load_data): data.train_path and data.test_path, each sample's hashes in data.cardinality buckets
 // per field (one table of that many rows + 1 per field), the first data.train_size / data.test_size lines (0: all),
-// as Datasets of two classes (synthetic_ctr.h: ctr_as_dataset).
+// as Datasets of two classes (ctr_dataset.h: ctr_as_dataset).
 DataSplits load_criteo_splits(const Config& cfg);
 
 }  // namespace pshard::data

@@ -1,6 +1,7 @@
 // Click-through-rate samples: consistency checks and the bound of the true click probabilities.
 #include "worker/data/ctr_dataset.h"
 
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -60,18 +61,19 @@ CtrBound ctr_bound(const CtrDataset& d) {
   return b;
 }
 
-Dataset ctr_as_dataset(const CtrDataset& d) {
+Dataset ctr_as_dataset(CtrDataset&& d) {
   Dataset out;
   out.name = d.name;
   out.sample_shape = {d.num_dense};
   out.num_classes = 2;
-  out.features = d.dense;
   out.labels.resize(d.labels.size());
   for (size_t i = 0; i < d.labels.size(); ++i) out.labels[i] = d.labels[i] > 0.5f ? 1 : 0;
+  // Moved, not copied: a worker holds the whole training split, and a copy would double its peak memory.
+  out.features = std::move(d.dense);
   out.id_fields = d.num_fields;
-  out.ids = d.ids;
-  out.table_rows = d.cardinality;
-  out.click_prob = d.click_prob;
+  out.ids = std::move(d.ids);
+  out.table_rows = std::move(d.cardinality);
+  out.click_prob = std::move(d.click_prob);
   return out;
 }
 

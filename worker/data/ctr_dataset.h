@@ -58,7 +58,7 @@ struct CtrBound {
 CtrBound ctr_bound(const CtrDataset& d);
 
 // The samples as a Dataset of two classes (label 1: a click) whose features are the dense ones and whose ids are the
-// categorical ones, one table of cardinality[f] rows per field: what load_data gives the trainer.
-Dataset ctr_as_dataset(const CtrDataset& d);
+// categorical ones, one table of cardinality[f] rows per field: what load_data gives the trainer. Takes the vectors.
+Dataset ctr_as_dataset(CtrDataset&& d);
 
 }  // namespace pshard::data

@@ -164,6 +164,7 @@ DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t t
   const SyntheticCtr gen(o);
   DataSplits s;
   s.train = ctr_as_dataset(gen.make(0, train));
+  s.train.click_prob = {};  // only the evaluation reads the true probabilities
   s.test = ctr_as_dataset(gen.make(train, test));
   return s;
 }

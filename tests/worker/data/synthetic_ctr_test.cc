@@ -244,6 +244,7 @@ dense_features = 2
   EXPECT_EQ(s.train.ids, train.ids);
   EXPECT_EQ(s.test.ids, test.ids);
   EXPECT_EQ(s.test.click_prob, test.click_prob);
+  EXPECT_TRUE(s.train.click_prob.empty());  // only the evaluation reads them
   for (int64_t i = 0; i < 300; ++i) {
     ASSERT_EQ(s.train.labels[static_cast<size_t>(i)], train.labels[static_cast<size_t>(i)] > 0.5f ? 1 : 0);
   }
