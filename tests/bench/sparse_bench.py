@@ -38,14 +38,15 @@ import datetime
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+sys.path.insert(0, HERE)
 import support  # noqa: E402
+from bench_record import commit  # noqa: E402
 
 DENSE_LR, TABLE_LR = 0.05, 0.05
 CONFIG = """
@@ -257,13 +258,6 @@ def machine():
     return {"nproc": os.cpu_count(), "cpu": cpu, "mem_total_kib": mem.get("MemTotal"),
             "mem_available_kib": mem.get("MemAvailable"), "load1_at_start": os.getloadavg()[0]}
 
-
-def commit():
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def check_run(what, r):

@@ -9,6 +9,7 @@
 #include "common/config/job_shape.h"
 #include "common/error.h"
 #include "common/util/host.h"
+#include "models/layers/embedding.h"
 #include "worker/trainer/model_file.h"
 #include "worker/trainer/model_init.h"
 
@@ -103,6 +104,15 @@ std::string describe_setup(const Config& cfg, const TrainingSetup& setup) {
     int64_t elems = 0;
     for (const models::ParamRef& p : setup.model->params()) elems += p.frozen ? p.numel : 0;
     line += "; " + std::to_string(frozen) + " tensors (" + std::to_string(elems) + " parameters) frozen";
+  }
+  if (const models::Embedding* layer = setup.model->embedding()) {  // the rows are not parameters of the model
+    uint64_t rows = 0;
+    for (const models::TableDecl& t : layer->tables()) rows += t.rows;
+    std::snprintf(buf, sizeof buf, "; %lld embedding tables, %llu rows x %lld (%.2f MiB of float32 rows)",
+                  static_cast<long long>(layer->fields()), static_cast<unsigned long long>(rows),
+                  static_cast<long long>(layer->dim()),
+                  static_cast<double>(rows) * static_cast<double>(layer->dim()) * 4 / 1048576.0);
+    line += buf;
   }
   return line;
 }
