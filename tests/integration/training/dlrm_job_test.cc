@@ -1,10 +1,12 @@
 // pshard's own DLRM through the servers: its embedding tables live only there, rows pulled and pushed per step.
 // Synchronous training of W = 2 workers with batch b through 2 servers equals `pshard train` with batch 2b, up to
-// float rounding (the dense mean and each row's mean over the workers are the single process's gradients); a
-// config that would leave a step's rows behind is refused before any process starts.
+// float rounding (the dense mean and each row's mean over the workers are the single process's gradients); a run
+// resumed from the servers' checkpoints (rows and their Adagrad state among them) ends bit for bit as the run it
+// continues; a config that would leave a step's rows behind is refused before any process starts.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,38 @@ TEST(DlrmJob, TwoWorkersThroughTwoServersEqualOneProcessWithTheirBatch) {
               1e-3);
   const std::string log = read_file(dir + "/dist.log");
   EXPECT_NE(log.find("test_auc"), std::string::npos) << log;
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+TEST(DlrmJob, AResumedRunEndsWithTheWeightsOfTheUninterruptedOne) {
+  namespace fs = std::filesystem;
+  const std::string dir = fresh_dir("dlrm-resume");
+  // 100 steps an epoch, 200 in all; checkpoints at 40, 80, 120 and 160.
+  const std::string args = " launch --servers 2 --workers 2 --timeout 300" + common_flags() +
+                           " --set train.batch_size=64 --set train.epochs=2 --set checkpoint.every_steps=40"
+                           " --set checkpoint.keep=0";
+  const std::string a = dir + "/a";
+  int rc = run_with_timeout(pshard_bin() + args + " --run-dir " + a, 330, dir + "/a.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/a.log");
+  // Resume at step 120 (epoch 2, 20 batches in): the run's checkpoints without those of steps 160 and 200 (its end).
+  const std::string b = dir + "/b";
+  fs::create_directories(b + "/checkpoints");
+  fs::copy_file(a + "/config.toml", b + "/config.toml");
+  fs::copy_file(a + "/run-id", b + "/run-id");
+  for (const auto& e : fs::directory_iterator(a + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.find("step-00000160") == std::string::npos && name.find("step-00000200") == std::string::npos) {
+      fs::copy_file(e.path(), b + "/checkpoints/" + name);
+    }
+  }
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 300 --resume " + b, 330,
+                        dir + "/b.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/b.log");
+  EXPECT_NE(read_file(dir + "/b.log").find("resuming at step 120"), std::string::npos) << read_file(dir + "/b.log");
+  EXPECT_TRUE(read_file(b + "/model.bin") == read_file(a + "/model.bin"))
+      << "the dense weights after resuming at step 120 differ from the uninterrupted run's (bitwise)";
+  EXPECT_EQ(read_summary(b).at("figures").at("test_auc").as_number(),
+            read_summary(a).at("figures").at("test_auc").as_number());
   pshard::testing::remove_dir_if_passed(dir);
 }
 
