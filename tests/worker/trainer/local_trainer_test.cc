@@ -5,16 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/error.h"
-#include "common/metrics/ctr_metrics.h"
+#include "tests/worker/trainer/local_training.h"
 #include "worker/data/synthetic.h"
 #include "worker/trainer/local_sync.h"
 #include "worker/trainer/run_setup.h"
@@ -23,6 +19,8 @@
 namespace {
 
 using namespace pshard;
+using pshard::testing::train;
+using pshard::testing::TrainedRun;
 
 const char* kLinreg = R"(
 [run]
@@ -43,23 +41,6 @@ threads = 1
 name = "sgd"
 lr = 0.01
 )";
-
-struct TrainedRun {
-  std::vector<WorkerEpochReport> epochs;
-  std::vector<std::vector<float>> params;
-};
-
-TrainedRun train(const Config& cfg) {
-  trainer::TrainingSetup setup = trainer::make_training_setup(cfg);
-  trainer::TrainerOptions opts = trainer::TrainerOptions::from_config(cfg, 0, 1);
-  const int64_t steps = trainer::steps_per_epoch_for(setup.data.train.size(), 1, opts.batch_size) * opts.epochs;
-  trainer::LocalSync sync(cfg, opts.batch_size, steps);
-  trainer::Trainer t(opts, *setup.model, setup.data, sync);
-  TrainedRun run;
-  t.run({}, [&](const WorkerEpochReport& r) { run.epochs.push_back(r); });
-  for (const models::ParamRef& p : setup.model->params()) run.params.emplace_back(p.value, p.value + p.numel);
-  return run;
-}
 
 TEST(LocalTrainer, LinregRecoversTrueWeightsAndBias) {
   Config cfg = Config::from_string(kLinreg, "linreg.toml");
@@ -166,57 +147,6 @@ TEST(LocalTrainer, DivergenceStopsTheRunWithTheReason) {
   }
 }
 
-const char* kDlrm = R"(
-[run]
-seed = 3
-[data]
-name = "synthetic-ctr"
-train_size = 200000
-test_size = 5000
-fields = 4
-cardinality = 200
-dense_features = 4
-[model]
-name = "dlrm"
-embedding_dim = 16
-bottom_hidden = [32]
-hidden = [64]
-[train]
-epochs = 4
-batch_size = 128
-threads = 1
-[optimizer]
-name = "adam"
-lr = 0.001
-[embedding]
-optimizer = "adagrad"
-lr = 0.05
-)";
-
-// pshard's own DLRM on click data, its tables held by the trainer's sync as a server would hold them: the test AUC
-// (a figure of each epoch) climbs towards the generator's bound, the bound the run reports is the generator's on the
-// same test set, and the figures' log loss is the test loss.
-TEST(LocalTrainer, DlrmOnSyntheticClicksApproachesTheBound) {
-  const Config cfg = Config::from_string(kDlrm, "dlrm.toml");
-  const TrainedRun run = train(cfg);
-  const data::DataSplits data = data::load_data(cfg);
-  std::vector<float> clicks(data.test.labels.begin(), data.test.labels.end());
-  const double bound = auc(data.test.click_prob.data(), clicks.data(), clicks.size());
-  ASSERT_EQ(run.epochs.size(), 4u);
-  std::vector<double> aucs;
-  for (const WorkerEpochReport& e : run.epochs) {
-    aucs.push_back(e.figures.at("test_auc"));
-    std::printf("epoch %lld: test AUC %.4f (bound %.4f), log loss %.4f\n", static_cast<long long>(e.epoch), aucs.back(),
-                bound, e.figures.at("test_logloss"));
-    EXPECT_NEAR(e.figures.at("test_logloss"), e.test_loss_sum / static_cast<double>(e.test_n), 1e-4);
-    EXPECT_EQ(e.figures.at("test_auc_bound"), bound);
-  }
-  for (size_t e = 1; e < aucs.size(); ++e) EXPECT_GT(aucs[e], aucs[e - 1]);
-  // 0.798 against a bound of 0.826 after 4 epochs (and still climbing): far above the 0.61 the dense features allow.
-  EXPECT_GT(aucs.back(), bound - 0.04);
-  EXPECT_LE(aucs.back(), bound + 0.01);
-}
-
 TEST(LocalTrainer, DlrmWithoutCategoricalFieldsIsAClearError) {
   const Config cfg = Config::from_string(kLinreg, "linreg.toml", {"model.name=dlrm"});
   try {
@@ -225,41 +155,6 @@ TEST(LocalTrainer, DlrmWithoutCategoricalFieldsIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("data.name = synthetic-ctr"), std::string::npos) << e.what();
   }
-}
-
-// A small Criteo file the test writes (data.name = criteo): the label is 1 exactly when the first categorical field's
-// hash is odd, so only that field's rows carry the answer; pshard's DLRM learns it through its table.
-TEST(LocalTrainer, DlrmLearnsAClickThatOneCriteoFieldDecides) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("pshard-criteo-" + std::to_string(getpid()))).string();
-  std::filesystem::create_directories(dir);
-  std::mt19937 rng(11);
-  for (const char* split : {"train", "test"}) {
-    std::ofstream out(dir + "/" + split + ".txt");
-    for (int line = 0; line < (std::string(split) == "train" ? 8000 : 2000); ++line) {
-      const unsigned c1 = 0x100u + rng() % 40;  // 40 distinct hashes in C1, half of them odd
-      out << (c1 % 2);
-      for (int j = 0; j < 13; ++j) out << '\t' << rng() % 100;
-      for (int j = 0; j < 26; ++j) {
-        char hex[9];
-        std::snprintf(hex, sizeof(hex), "%08x", j == 0 ? c1 : static_cast<unsigned>(rng() % 1000));
-        out << '\t' << hex;
-      }
-      out << '\n';
-    }
-  }
-  const Config cfg = Config::from_string(
-      kDlrm, "dlrm.toml",
-      {"data.name=criteo", "data.train_path=" + dir + "/train.txt", "data.test_path=" + dir + "/test.txt",
-       "data.cardinality=1000", "data.train_size=0", "data.test_size=0", "train.epochs=3"});
-  const TrainedRun run = train(cfg);
-  std::filesystem::remove_all(dir);
-  ASSERT_EQ(run.epochs.size(), 3u);
-  const WorkerEpochReport& last = run.epochs.back();
-  EXPECT_EQ(last.test_n, 2000);
-  EXPECT_EQ(last.figures.count("test_auc_bound"), 0u);  // a file's labels come with no true probabilities
-  std::printf("test AUC %.4f\n", last.figures.at("test_auc"));
-  EXPECT_GT(last.figures.at("test_auc"), 0.97);
 }
 
 }  // namespace
