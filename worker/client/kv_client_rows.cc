@@ -73,16 +73,24 @@ std::vector<Part> KvClient::Impl::row_parts(MessageType type, uint32_t table, co
   const TableSpec& spec = tables[table];
   const uint32_t servers = static_cast<uint32_t>(opt.servers.size());
   std::vector<std::vector<size_t>> positions(servers);
-  std::unordered_set<uint64_t> seen;
-  seen.reserve(n);
+  // Distinct ids: ascending ids (a batch's distinct ids, as the trainer and the Python modules list them) are checked
+  // by one comparison each; others through a set.
+  bool ascending = true;
   for (size_t i = 0; i < n; ++i) {
     if (!spec.hashed && ids[i] >= spec.rows) {
       throw Error(who + ": row " + std::to_string(ids[i]) + " is outside embedding table " + describe_table(spec));
     }
-    if (!seen.insert(ids[i]).second) {
-      throw Error(who + ": row " + std::to_string(ids[i]) + " of embedding table " + spec.name + " is listed twice");
-    }
+    if (i > 0 && ids[i] <= ids[i - 1]) ascending = false;
     positions[table_server(ids[i], servers)].push_back(i);
+  }
+  if (!ascending) {
+    std::unordered_set<uint64_t> seen;
+    seen.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!seen.insert(ids[i]).second) {
+        throw Error(who + ": row " + std::to_string(ids[i]) + " of embedding table " + spec.name + " is listed twice");
+      }
+    }
   }
   std::vector<Part> parts;
   for (uint32_t s = 0; s < servers; ++s) {
@@ -134,22 +142,28 @@ KvClient::Handle KvClient::row_push(uint32_t table, const uint64_t* ids, size_t 
   std::vector<Part> parts = impl_->row_parts(MessageType::ROW_PUSH, table, ids, n, step, true, op);
   const uint32_t dim = impl_->tables[table].dim;
   const protocol::Encoding enc = row_push_encoding(impl_->opt.compression);
+  std::vector<float> values;
   for (Part& p : parts) {
-    std::vector<float> values(p.row_positions.size() * dim);
-    for (size_t k = 0; k < p.row_positions.size(); ++k) {
-      std::memcpy(values.data() + k * dim, grads + p.row_positions[k] * dim, dim * sizeof(float));
-    }
+    const size_t count = p.row_positions.size() * dim;
     zmq::message_t frame;
-    if (enc == protocol::Encoding::NONE) {
-      frame = zmq::message_t(values.data(), values.size() * sizeof(float));
+    if (enc == protocol::Encoding::NONE) {  // the rows' gradients straight into the frame
+      frame = zmq::message_t(count * sizeof(float));
+      auto* out = static_cast<float*>(frame.data());
+      for (size_t k = 0; k < p.row_positions.size(); ++k) {
+        std::memcpy(out + k * dim, grads + p.row_positions[k] * dim, dim * sizeof(float));
+      }
     } else {
+      values.resize(count);
+      for (size_t k = 0; k < p.row_positions.size(); ++k) {
+        std::memcpy(values.data() + k * dim, grads + p.row_positions[k] * dim, dim * sizeof(float));
+      }
       auto codec = compression::make_codec({enc});
       zmq::message_t encoded(codec->max_encoded_bytes(values.size()));
       const size_t bytes = codec->encode(values.data(), values.size(), static_cast<uint8_t*>(encoded.data()));
       frame = zmq::message_t(encoded.data(), bytes);
     }
     impl_->counts.bytes_sent += frame.size();
-    impl_->counts.fp32_bytes_sent += values.size() * sizeof(float);
+    impl_->counts.fp32_bytes_sent += count * sizeof(float);
     p.frames.push_back(std::move(frame));
   }
   const Handle h = impl_->dispatch(op, parts);
@@ -166,11 +180,17 @@ std::string KvClient::Impl::take_rows(const Part& p, const protocol::Message& m)
            (m.payloads.empty() ? std::string("no rows") : std::to_string(m.payloads[0].size) + " bytes") +
            ", expected " + std::to_string(values * sizeof(float)) + " bytes of float32 (or half that of bf16)";
   }
-  std::vector<float> rows(values);
-  if (values > 0)
-    compression::decode_encoded(m.row_encoding, m.payloads[0].data, m.payloads[0].size, values, rows.data());
+  const size_t row_bytes = p.row_dim * sizeof(float);
+  const uint8_t* rows = static_cast<const uint8_t*>(m.payloads[0].data);  // float32 rows: copied straight from it
+  std::vector<float> decoded;
+  if (m.row_encoding != protocol::Encoding::NONE) {
+    decoded.resize(values);
+    if (values > 0)
+      compression::decode_encoded(m.row_encoding, m.payloads[0].data, m.payloads[0].size, values, decoded.data());
+    rows = reinterpret_cast<const uint8_t*>(decoded.data());
+  }
   for (size_t k = 0; k < p.row_positions.size(); ++k) {
-    std::memcpy(p.row_out + p.row_positions[k] * p.row_dim, rows.data() + k * p.row_dim, p.row_dim * sizeof(float));
+    std::memcpy(p.row_out + p.row_positions[k] * p.row_dim, rows + k * row_bytes, row_bytes);
   }
   counts.bytes_recv += m.payloads[0].size;
   counts.fp32_bytes_recv += values * sizeof(float);

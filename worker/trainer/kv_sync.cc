@@ -306,9 +306,12 @@ void KvSync::sync_all() {
 }
 
 void KvSync::pull_rows(int64_t step, BatchRows& rows) {
+  {
+    ScopedPhase waiting(WorkerPhase::kCommWait);
+    for (KvClient::Handle h : row_pushes_) kv_.wait(h);  // the last step's: answered as soon as a server took them
+    row_pushes_.clear();
+  }
   ScopedPhase issuing(WorkerPhase::kOther);
-  for (KvClient::Handle h : row_pushes_) kv_.wait(h);  // the last step's: answered as soon as a server took them
-  row_pushes_.clear();
   for (int64_t f = 0; f < rows.fields(); ++f) {
     const std::vector<uint64_t>& ids = rows.ids(f);
     row_pulls_.push_back(kv_.row_pull(static_cast<uint32_t>(f), ids.data(), ids.size(), rows.values(f), step));
