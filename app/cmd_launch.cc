@@ -58,7 +58,7 @@ int run_launch(const std::vector<std::string>& args) {
              "--run-dir holds a run: move it to DIR.old-N (nothing is deleted) and start a new run in DIR");
   p.add_option("port", "P",
                "coordinator port on 127.0.0.1 (default: a free port); with --hosts: on the first host (default: a "
-               "random one in 20000..59999)");
+               "random one in 20000..32767)");
   p.add_option("trace", "FIRST-LAST",
                "write a timeline of steps FIRST..LAST from every process (sets trace.steps; `pshard report "
                "RUN_DIR` merges it into trace.json)");

@@ -24,9 +24,11 @@ std::vector<ChildSpec> host_processes(const RemoteJobOptions& o, JobPlan& plan, 
   for (const RemoteHost& h : o.hosts) addresses.push_back(scheduler::resolve_ipv4(h.name));
   int port = o.port;
   if (port == 0) {
-    // No free port can be asked for on another host; a port taken there fails the coordinator's bind, named.
+    // No free port can be asked for on another host; a port taken there fails the coordinator's bind, named. Below
+    // Linux's ephemeral range (32768..60999 by default): a port in it may be held by a connection of the host, or by
+    // its TIME_WAIT after an earlier job there closed it, which also fails the bind.
     std::random_device random;
-    port = 20000 + static_cast<int>(random() % 40000);
+    port = 20000 + static_cast<int>(random() % 12768);
   }
   plan.coordinator = "tcp://" + addresses.front() + ":" + std::to_string(port);
   plan.executable = o.remote_pshard;

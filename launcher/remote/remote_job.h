@@ -15,7 +15,7 @@ namespace pshard::remote {
 struct RemoteJobOptions {
   std::vector<RemoteHost> hosts;
   int64_t servers = 0;           // spread round robin over the hosts, server s on host s % hosts
-  int port = 0;                  // the coordinator's port on the first host (0: a random one in 20000..59999)
+  int port = 0;                  // the coordinator's port on the first host (0: a random one in 20000..32767)
   std::string remote_pshard;     // the pshard executable on every host
   std::vector<std::string> ssh;  // ssh_command(PSHARD_SSH)
   transport::CurveKeys keys;     // security.curve: the job's keys (plan.key_dir set); empty: plaintext

@@ -223,6 +223,16 @@ TEST(RemoteJob, PlacesTheCoordinatorFirstAndSpreadsServers) {
   EXPECT_EQ(placement[0], "127.0.0.1 (127.0.0.1): coordinator, server 0, server 3, workers 0-1");
   EXPECT_EQ(placement[1], "127.0.0.2 (127.0.0.2): server 1, server 4, worker 2");
   EXPECT_EQ(placement[2], "127.0.0.3 (127.0.0.3): server 2");
+  // No --port: a random one below Linux's ephemeral ports (32768..60999), which connections and their TIME_WAIT hold.
+  for (int i = 0; i < 50; ++i) {
+    RemoteJobOptions r = o;
+    r.port = 0;
+    JobPlan rplan = plan;
+    host_processes(r, rplan);
+    const int port = std::stoi(rplan.coordinator.substr(rplan.coordinator.rfind(':') + 1));
+    EXPECT_GE(port, 20000);
+    EXPECT_LT(port, 32768);
+  }
   // Under failure_policy = continue a host of workers alone may end early; restart_workers restarts them there.
   RemoteJobOptions c = o;
   c.hosts = parse_hosts("127.0.0.1:1,127.0.0.2:1,127.0.0.3:1");
