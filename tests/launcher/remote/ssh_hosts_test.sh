@@ -63,16 +63,19 @@ expect_no_remote_process() {
   done
   die "$what left processes behind:$left"
 }
-# The pid of a `pshard worker` in host i's namespace (waits at most 20 s).
-worker_pid_in() {
+# The pid of a process in host i's namespace whose command line starts with PREFIX (waits at most 20 s: the
+# launcher's ssh sessions start concurrently, so one host's processes can be up before another's).
+pid_in() {
+  local i=$1 prefix=$2
   for _ in $(seq 1 200); do
-    for pid in $(job_pids "$1"); do
-      if cmdline "$pid" | grep -q "^$PSHARD worker "; then echo "$pid"; return 0; fi
+    for pid in $(job_pids "$i"); do
+      case $(cmdline "$pid") in "$prefix"*) echo "$pid"; return 0 ;; esac
     done
     sleep 0.1
   done
   return 1
 }
+worker_pid_in() { pid_in "$1" "$PSHARD worker "; }
 
 H1=$(host_ip 1) H2=$(host_ip 2) H3=$(host_ip 3)
 CONFIG="$SRC/configs/linreg_sgd.toml"
@@ -157,11 +160,7 @@ echo "ssh_hosts_test: killing worker 2 on $H3 ended the job (status $status) nam
 # ------------------------------------------------------------------ 2b. a host agent killed: the job names its death
 # (ssh alone reports a remote command killed by a signal as its own status 255)
 start_long_job run-agent-kill
-agent=
-for pid in $(job_pids 2); do
-  if cmdline "$pid" | grep -q "^$PSHARD host --name $H2"; then agent=$pid; fi
-done
-[ -n "$agent" ] || die "no host agent (pshard host) on $H2"
+agent=$(pid_in 2 "$PSHARD host --name $H2") || die "no host agent (pshard host) on $H2 within 20 s"
 kill -KILL "$agent"
 wait_launcher
 [ "$status" -ne 0 ] || die "the job exited 0 after the host agent on $H2 was killed"
@@ -233,11 +232,7 @@ for _ in $(seq 1 300); do
   [ "${epochs:-0}" -ge 40 ] && break
   sleep 0.1
 done
-server=
-for pid in $(job_pids 2); do
-  if cmdline "$pid" | grep -q "^$PSHARD server "; then server=$pid; fi
-done
-[ -n "$server" ] || die "no server on $H2"
+server=$(pid_in 2 "$PSHARD server ") || die "no server on $H2 within 20 s"
 kill -KILL "$server"
 for _ in $(seq 1 1200); do kill -0 "$LAUNCH_PID" 2>/dev/null || break; sleep 0.1; done
 status=0
