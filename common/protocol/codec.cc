@@ -47,10 +47,19 @@ std::string encoding_text(Encoding e) {
 // What only the server knows (the tables' sizes, its rows, the row limit) it checks itself.
 std::string check_row_message(const Message& m, const FrameView* frames, size_t count) {
   const std::string what = type_name(m.type);
-  if (!is_row_message(m.type)) return what + " carries a table's fields (tables or rowEncoding)";
-  if (!m.keys.empty() || m.shared_memory || m.pull_encoding != Encoding::NONE || !m.contributors.empty()) {
-    return what + " carries a tensor's fields (keys, shared memory, pull encoding or contributors)";
+  if (!is_row_message(m.type)) return what + " carries a table's fields (tables, rowEncoding or rowOffset)";
+  if (!m.keys.empty() || m.pull_encoding != Encoding::NONE || !m.contributors.empty()) {
+    return what + " carries a tensor's fields (keys, pull encoding or contributors)";
   }
+  // Through shared memory: a rowPull's or rowPush's float32 values are in the sender's row segment at rowOffset (the
+  // ids stay in their frame), and the rows reply carries none.
+  if (m.shared_memory && m.type == MessageType::TABLE_INIT) return "tableInit cannot be in shared memory";
+  if (m.shared_memory && m.row_encoding != Encoding::NONE) {
+    return what + " in shared memory has row encoding " + std::to_string(static_cast<unsigned>(m.row_encoding)) +
+           ": shared memory carries float32 rows";
+  }
+  if (!m.shared_memory && m.row_offset != 0) return what + " has a row offset but is not in shared memory";
+  if (m.type == MessageType::ROWS && m.row_offset != 0) return "rows has a row offset";
   if ((m.type == MessageType::TABLE_INIT) != !m.tables.empty()) {
     return m.type == MessageType::TABLE_INIT ? "tableInit lists no tables" : what + " lists tables";
   }
@@ -60,7 +69,8 @@ std::string check_row_message(const Message& m, const FrameView* frames, size_t 
            " is not one rows use (none or bf16)";
   }
   const size_t payloads = count - 1;
-  const size_t expected = m.type == MessageType::TABLE_INIT ? 0 : m.type == MessageType::ROW_PUSH ? 2 : 1;
+  size_t expected = m.type == MessageType::TABLE_INIT ? 0 : m.type == MessageType::ROW_PUSH ? 2 : 1;
+  if (m.shared_memory && m.type != MessageType::ROW_PULL) --expected;  // rowPush: the ids alone; rows: nothing
   if (payloads != expected) {
     return what + " carries " + std::to_string(payloads) + " payload frames, expected " + std::to_string(expected);
   }
@@ -68,7 +78,7 @@ std::string check_row_message(const Message& m, const FrameView* frames, size_t 
     return what + ": the row-id frame has " + std::to_string(frames[1].size) +
            " bytes, not a whole number of uint64 ids";
   }
-  const size_t values = m.type == MessageType::ROW_PUSH ? 2 : m.type == MessageType::ROWS ? 1 : 0;
+  const size_t values = m.shared_memory ? 0 : m.type == MessageType::ROW_PUSH ? 2 : m.type == MessageType::ROWS ? 1 : 0;
   if (values > 0 && frames[values].size % row_value_bytes(m.row_encoding) != 0) {
     return what + ": the row-value frame has " + std::to_string(frames[values].size) +
            " bytes, not a whole number of values";
@@ -255,6 +265,7 @@ std::string encode_header(const Message& msg) {
   h.setTable(msg.table);
   h.setTableSeed(msg.table_seed);
   h.setRowEncoding(msg.row_encoding);
+  h.setRowOffset(msg.row_offset);
   h.setErrorCode(msg.error_code);
   if (!msg.error_message.empty()) h.setErrorMessage(msg.error_message);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
@@ -339,6 +350,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.table = h.getTable();
     m.table_seed = h.getTableSeed();
     m.row_encoding = h.getRowEncoding();
+    m.row_offset = h.getRowOffset();
   } catch (const kj::Exception& e) {
     return fail(std::move(d), ErrorCode::BAD_HEADER,
                 std::string("header frame is not a valid Header: ") + e.getDescription().cStr());
@@ -349,7 +361,7 @@ Decoded decode(const FrameView* frames, size_t count) {
                 "unknown message type " + std::to_string(static_cast<unsigned>(m.type)));
   }
   const size_t payloads = count - 1;
-  if (is_row_message(m.type) || !m.tables.empty() || m.row_encoding != Encoding::NONE) {
+  if (is_row_message(m.type) || !m.tables.empty() || m.row_encoding != Encoding::NONE || m.row_offset != 0) {
     std::string why = check_row_message(m, frames, count);
     if (!why.empty()) return fail(std::move(d), ErrorCode::BAD_HEADER, std::move(why));
     m.payloads.assign(frames + 1, frames + count);

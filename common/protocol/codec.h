@@ -77,6 +77,7 @@ struct Message {
   uint32_t table = 0;                      // rowPull/rowPush/rows: the table's id
   uint64_t table_seed = 0;                 // tableInit only
   Encoding row_encoding = Encoding::NONE;  // rowPush: frame 1's encoding; rowPull/rows: the reply's (none or bf16)
+  uint64_t row_offset = 0;                 // rowPull/rowPush with shared_memory: the values' offset (rowOffset)
   ErrorCode error_code = ErrorCode::NONE;
   std::string error_message;
   std::vector<FrameView> payloads;  // decode(): views into the payload frames, one per key

@@ -193,4 +193,8 @@ struct Header {
   weightsStep @26 :Int64;       # weights replies: the lowest version (steps closed) among the keys' weights as sent;
                                 # a reader at step s gets s or more (more: the job went on without this worker's last
                                 # pushes, cluster.backup_workers, and its next gradient is for that step)
+  rowOffset @27 :UInt64;        # rowPull/rowPush with sharedMemory: the byte offset in the sender's row segment (a worker
+                                # and a server on one host that exchanged it) of the rows' float32 values, in the
+                                # order of the id frame: a rowPush's gradients are there, a rowPull's rows are written
+                                # there by the server before its reply (a rows reply with sharedMemory, no payload)
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -288,11 +289,17 @@ struct KvServer::Impl {
     if (r.msg.type == MessageType::ROW_PULL) {  // the rows, as the table store encoded them
       m.table = r.msg.table;
       m.row_encoding = r.msg.row_encoding;
+      m.shared_memory = r.msg.shared_memory;
       std::vector<zmq::message_t> out;
       out.push_back(std::move(r.identity));
       out.push_back(transport::copy_frame(protocol::encode_header(m)));
-      bytes_out += r.replies.at(0).size();
-      out.push_back(std::move(r.replies[0]));
+      if (m.shared_memory) {  // float32 rows, as many bytes as shared_memory_rows() checked
+        if (r.replies.at(0).size() > 0) std::memcpy(r.row_dest, r.replies[0].data(), r.replies[0].size());
+        shm_bytes_out += r.replies[0].size();
+      } else {
+        bytes_out += r.replies.at(0).size();
+        out.push_back(std::move(r.replies[0]));
+      }
       send(out, r.address);
       return;
     }
@@ -471,7 +478,44 @@ struct KvServer::Impl {
     }
     m.payloads.clear();  // views into moved frames; use req->payloads
     req->msg = std::move(m);
+    if (req->msg.shared_memory) {
+      std::string why;
+      if (!shared_memory_rows(*req, why)) {
+        send_error(req->identity, address, req->msg.request_id, ErrorCode::BAD_HEADER, why, request_what(req->msg));
+        return;
+      }
+    }
     reply_all(tables->run(req));
+  }
+
+  // A rowPull or rowPush whose float32 values are in the sender's row segment (rowOffset): a push's gradients become
+  // its value frame, pointing there (the table store copies them as it checks them); a pull's rows are written there
+  // by reply(). A table not declared or not known is left to the table store to refuse. False with `why` when this
+  // server has no row segment of the sender's or the values would lie outside it.
+  bool shared_memory_rows(Request& req, std::string& why) {
+    if (!shm) {
+      why = "this server shares no memory with its workers (cluster.transport = tcp, or its channel failed)";
+      return false;
+    }
+    const protocol::Message& m = req.msg;
+    if (!tables->declared() || m.table >= tables->size()) return true;
+    const uint64_t n = req.payloads.at(0)->size() / sizeof(uint64_t);
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(n, uint64_t{tables->shard(m.table).spec().dim} * sizeof(float), &bytes)) {
+      why = std::to_string(n) + " rows of table " + tables->shard(m.table).spec().name + " are too many";
+      return false;
+    }
+    uint8_t* values = nullptr;
+    req.row_segment = shm->row_values(m.sender_rank, m.row_offset, bytes, &values, why);
+    if (!req.row_segment) return false;
+    if (m.type == MessageType::ROW_PUSH) {
+      req.payloads.push_back(std::make_shared<zmq::message_t>(
+          values, bytes, [](void*, void*) {}, nullptr));
+      shm_bytes_in += bytes;
+    } else {
+      req.row_dest = values;
+    }
+    return true;
   }
 
   // The layout is known: the weights segment, and this server's weights kept in it (SliceWeights::home_in), before

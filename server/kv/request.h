@@ -16,6 +16,9 @@
 #include "common/protocol/codec.h"
 
 namespace pshard {
+namespace transport {
+class SharedSegment;
+}
 
 // Payload frames are shared so that BSP can hold an out-of-order contribution without copying it after the request
 // has been answered; each is released as soon as its slice has used it (not when the reply goes out), so a server's
@@ -30,7 +33,11 @@ struct Request {
   std::vector<uint64_t> first_non_finite;
   std::vector<uint32_t> slice_ids;
   std::vector<zmq::message_t> replies;  // weights: one per key
-  std::atomic<int> remaining{0};        // keys not finished yet
+  // A row request through shared memory: the sender's row segment, held while the request uses it, and for a rowPull
+  // where the server writes the rows (ShmHost::row_values).
+  std::shared_ptr<transport::SharedSegment> row_segment;
+  uint8_t* row_dest = nullptr;
+  std::atomic<int> remaining{0};  // keys not finished yet
   std::mutex error_mu;
   protocol::ErrorCode error = protocol::ErrorCode::NONE;
   std::string error_message;

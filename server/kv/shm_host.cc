@@ -53,6 +53,8 @@ ShmHost::ShmHost(uint32_t server_rank, uint32_t num_workers, std::string job_tok
       token_(std::move(job_token)),
       pushes_(num_workers),
       attached_by_(num_workers, 0),
+      rows_(num_workers),
+      rows_attached_by_(num_workers, 0),
       registered_(std::move(worker_pids)) {
   if (!registered_.empty()) registered_.resize(num_workers, 0);
   channel_ = std::make_unique<transport::ShmChannelServer>(
@@ -96,8 +98,10 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd, p
   if (rank_text.empty() || *end != '\0' || rank >= num_workers_) {
     return "refused\nworker rank '" + rank_text + "' is not one of this job's " + std::to_string(num_workers_);
   }
-  if (fd < 0) return "refused\nthe request carries no push segment";
+  if (fd < 0) return "refused\nthe request carries no segment";
   std::lock_guard<std::mutex> lock(mu_);
+  const bool rows = !field(request, "rows").empty();
+  if (rows) return attach_rows(static_cast<uint32_t>(rank), field(request, "rows"), peer_pid, close_unless_taken.fd);
   if (!installed_) return "retry\n" + who + " does not know the model's layout yet";
   if (table_.bytes() == 0) return "refused\n" + who + " holds no slices";
   if (field(request, "fingerprint") != std::to_string(fingerprint_)) {
@@ -105,25 +109,9 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd, p
            std::to_string(fingerprint_);
   }
   const std::string what = "worker " + std::to_string(rank) + "'s push segment for " + who;
-  if (!registered_.empty() && registered_[rank] != pid_in_own_namespace(peer_pid)) {
-    const int64_t owner = registered_[rank];
-    if (owner == 0 || !process_runs(owner)) {  // a restart or a joiner whose registration is on its way
-      return "retry\n" + who + " has not heard of worker " + std::to_string(rank) + "'s registration as process " +
-             std::to_string(peer_pid) + " yet";
-    }
-    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s push segment for worker " << rank
-                      << ": the coordinator registered process " << owner << " for that rank";
-    return "refused\nprocess " + std::to_string(peer_pid) + " is not worker " + std::to_string(rank) +
-           ": the coordinator registered process " + std::to_string(owner) + " for that rank";
-  }
-  // The same process may attach again (a reconnect); another one only once the first has ended (a restarted worker).
-  const pid_t holder = attached_by_[rank];
-  if (pushes_[rank] && holder != 0 && holder != peer_pid && process_runs(holder)) {
-    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s push segment for worker " << rank
-                      << ": process " << holder << " attached that worker's and still runs";
-    return "refused\n" + what + " is attached by process " + std::to_string(holder) +
-           ", which still runs: another process cannot take its place";
-  }
+  const std::string not_yours =
+      check_peer(static_cast<uint32_t>(rank), peer_pid, pushes_[rank] != nullptr, attached_by_[rank], what);
+  if (!not_yours.empty()) return not_yours;
   try {
     pushes_[rank] =
         std::make_shared<transport::SharedSegment>(transport::SharedSegment::attach(fd, table_.bytes(), what));
@@ -137,6 +125,52 @@ std::string ShmHost::answer(const std::string& request, int fd, int* reply_fd, p
   ++attached_;
   *reply_fd = weights_.fd();
   return "ok\n" + std::to_string(table_.bytes());
+}
+
+std::string ShmHost::check_peer(uint32_t rank, pid_t peer_pid, bool attached, pid_t holder, const std::string& what) {
+  const std::string who = "server " + std::to_string(rank_);
+  if (!registered_.empty() && registered_[rank] != pid_in_own_namespace(peer_pid)) {
+    const int64_t owner = registered_[rank];
+    if (owner == 0 || !process_runs(owner)) {  // a restart or a joiner whose registration is on its way
+      return "retry\n" + who + " has not heard of worker " + std::to_string(rank) + "'s registration as process " +
+             std::to_string(peer_pid) + " yet";
+    }
+    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s " << what << ": the coordinator registered "
+                      << "process " << owner << " for worker " << rank;
+    return "refused\nprocess " + std::to_string(peer_pid) + " is not worker " + std::to_string(rank) +
+           ": the coordinator registered process " + std::to_string(owner) + " for that rank";
+  }
+  // The same process may attach again (a reconnect); another one only once the first has ended (a restarted worker).
+  if (attached && holder != 0 && holder != peer_pid && process_runs(holder)) {
+    PSHARD_LOG(kWarn) << who << ": refused process " << peer_pid << "'s " << what << ": process " << holder
+                      << " attached that worker's and still runs";
+    return "refused\n" + what + " is attached by process " + std::to_string(holder) +
+           ", which still runs: another process cannot take its place";
+  }
+  return "";
+}
+
+std::string ShmHost::attach_rows(uint32_t rank, const std::string& bytes_text, pid_t peer_pid, int& fd) {
+  const std::string who = "server " + std::to_string(rank_);
+  const std::string what = "worker " + std::to_string(rank) + "'s row segment for " + who;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(bytes_text.c_str(), &end, 10);
+  if (*end != '\0' || bytes == 0 || bytes > kMaxRowSegmentBytes) {
+    return "refused\n" + what + ": size '" + bytes_text + "' is not 1 to " + std::to_string(kMaxRowSegmentBytes) +
+           " bytes";
+  }
+  const std::string not_yours = check_peer(rank, peer_pid, rows_[rank] != nullptr, rows_attached_by_[rank], what);
+  if (!not_yours.empty()) return not_yours;
+  try {
+    const int owned = fd;
+    fd = -1;  // attach() owns it now, and closes it on failure
+    rows_[rank] = std::make_shared<transport::SharedSegment>(transport::SharedSegment::attach(owned, bytes, what));
+  } catch (const Error& e) {
+    PSHARD_LOG(kWarn) << who << ": " << e.what();
+    return std::string("refused\n") + e.what();
+  }
+  rows_attached_by_[rank] = peer_pid;
+  return "ok\n" + std::to_string(bytes);
 }
 
 std::shared_ptr<transport::SharedSegment> ShmHost::push_segment(uint32_t rank) {
@@ -190,6 +224,23 @@ bool ShmHost::push_payloads(uint32_t rank, const std::vector<uint32_t>& slice_id
   return true;
 }
 
+std::shared_ptr<transport::SharedSegment> ShmHost::row_values(uint32_t rank, uint64_t offset, uint64_t bytes,
+                                                              uint8_t** values, std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::shared_ptr<transport::SharedSegment> segment = rank < rows_.size() ? rows_[rank] : nullptr;
+  if (!segment) {
+    why = "worker " + std::to_string(rank) + " has no row segment on this server";
+    return nullptr;
+  }
+  if (offset % alignof(float) != 0 || offset > segment->size() || bytes > segment->size() - offset) {
+    why = "rows at offset " + std::to_string(offset) + " (" + std::to_string(bytes) + " bytes) are outside worker " +
+          std::to_string(rank) + "'s row segment (" + std::to_string(segment->size()) + " bytes) or misaligned";
+    return nullptr;
+  }
+  *values = segment->data() + offset;
+  return segment;
+}
+
 transport::SlotHead* ShmHost::weights_slot(uint32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   return installed_ && weights_.data() != nullptr ? table_.head(weights_.data(), id) : nullptr;
@@ -208,6 +259,8 @@ void ShmHost::forget(uint32_t rank) {
   if (rank < pushes_.size()) {
     pushes_[rank].reset();
     attached_by_[rank] = 0;
+    rows_[rank].reset();
+    rows_attached_by_[rank] = 0;
   }
 }
 
@@ -218,6 +271,10 @@ void ShmHost::registered(uint32_t rank, int64_t pid) {
   if (attached_by_[rank] != pid) {  // the previous process's segment is no longer the rank's
     pushes_[rank].reset();
     attached_by_[rank] = 0;
+  }
+  if (rows_attached_by_[rank] != pid) {
+    rows_[rank].reset();
+    rows_attached_by_[rank] = 0;
   }
 }
 

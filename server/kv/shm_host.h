@@ -1,5 +1,5 @@
-// A server's shared memory with the workers on its host: its weights segment, their push segments, and the channel
-// through which they are exchanged.
+// A server's shared memory with the workers on its host: its weights segment, their push and row segments, and the
+// channel through which they are exchanged.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,9 @@ namespace pshard {
 //     map's, which follows restarts and joins: registered()); while that process runs, any other is refused, and
 //     while none runs (a restart whose registration is on its way) the answer is "retry";
 //   - a rank whose segment another process attached, while that process still runs, is refused.
-// Until the server knows the layout (worker 0's init) it answers "retry". Then:
+// A worker's row segment (embedding tables' rows) comes the same way with a "rows <bytes>" line instead of the
+// fingerprint, under the same checks of the process, and needs no layout; the answer is "ok" alone.
+// Until the server knows the layout (worker 0's init) it answers "retry" to a push segment. Then:
 //   - a push with sharedMemory names slots of the sender's push segment: push_payloads() makes them the request's
 //     payloads without copying, and marks each slot free again when the server has used it;
 //   - a read with sharedMemory is answered through the weights segment: publish() copies a slice's weights into its
@@ -52,6 +54,14 @@ class ShmHost {
                      std::vector<std::shared_ptr<zmq::message_t>>& payloads, std::vector<uint64_t>& first_non_finite,
                      std::string& why);
 
+  // Row requests through shared memory (a rowPull's or rowPush's sharedMemory): `bytes` of float32 rows at `offset`
+  // in worker `rank`'s row segment, which the worker handed over with a "rows <bytes>" line instead of the
+  // fingerprint (the same checks of token, rank and process). The segment, held while the request uses it, and
+  // `values` pointing there; null with `why` when the worker has no row segment here or the range is outside it.
+  std::shared_ptr<transport::SharedSegment> row_values(uint32_t rank, uint64_t offset, uint64_t bytes, uint8_t** values,
+                                                       std::string& why);
+  static constexpr uint64_t kMaxRowSegmentBytes = uint64_t(1) << 32;
+
   // Global slice `id`'s slot in the weights segment, where the slice's weights can live (SliceWeights::home_in);
   // null when the slice is another server's or before install().
   transport::SlotHead* weights_slot(uint32_t id);
@@ -69,6 +79,11 @@ class ShmHost {
 
  private:
   std::string answer(const std::string& request, int fd, int* reply_fd, pid_t peer_pid);
+  // Under mu_: "" when process `peer_pid` may attach `what` for worker `rank` (the registered process, and no other
+  // live process holds it: `attached`, by `holder`), else the "retry" or "refused" answer.
+  std::string check_peer(uint32_t rank, pid_t peer_pid, bool attached, pid_t holder, const std::string& what);
+  // Under mu_: a "rows <bytes>" request; takes `fd` (sets it to -1).
+  std::string attach_rows(uint32_t rank, const std::string& bytes_text, pid_t peer_pid, int& fd);
 
   uint32_t rank_;
   uint32_t num_workers_;
@@ -79,7 +94,9 @@ class ShmHost {
   transport::SlotTable table_;
   transport::SharedSegment weights_;
   std::vector<std::shared_ptr<transport::SharedSegment>> pushes_;  // per worker rank
-  std::vector<pid_t> attached_by_;   // per worker rank: the process that attached pushes_[rank] (0: none)
+  std::vector<pid_t> attached_by_;  // per worker rank: the process that attached pushes_[rank] (0: none)
+  std::vector<std::shared_ptr<transport::SharedSegment>> rows_;  // per worker rank: its row segment
+  std::vector<pid_t> rows_attached_by_;
   std::vector<int64_t> registered_;  // per worker rank: the coordinator's registered process (empty: no check)
   uint64_t attached_ = 0;
   std::unique_ptr<transport::ShmChannelServer> channel_;  // last: stops before the rest goes

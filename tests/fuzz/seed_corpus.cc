@@ -149,6 +149,11 @@ void kv_seeds() {
   const std::string grads(3 * 4 * sizeof(float), '\x01');
   save("fuzz_kv_message", "row-push",
        std::string(1, '\x08') + frame(encode_header(row_push)) + frame(id_frame) + frame(grads));
+  Message row_push_shm = row_push;  // the gradients in the sender's row segment (the fuzzed server has none)
+  row_push_shm.shared_memory = true;
+  row_push_shm.row_offset = 256;
+  save("fuzz_kv_message", "row-push-shm",
+       std::string(1, '\x08') + frame(encode_header(row_push_shm)) + frame(id_frame));
   Message ping;
   ping.type = MessageType::PING;
   ping.job_token = "tok";

@@ -49,6 +49,7 @@ bool KvClient::Impl::wait(Handle h, const std::chrono::milliseconds* timeout, Re
 
 void KvClient::Impl::on_reply(uint32_t s, Part&& p, protocol::Decoded& d) {
   links.heard_from(s);
+  if (p.row_region) p.row_region->answered = true;  // the server is done with it: freed with the part
   const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(s);
   if (!d.ok) {
     p.op->part_done(who + " sent a malformed reply to " + p.what + ": " + d.error);

@@ -117,6 +117,13 @@ std::vector<Part> KvClient::Impl::row_parts(MessageType type, uint32_t table, co
     m.stop = type == MessageType::ROW_PUSH && step == stop_step.load();
     m.row_encoding =
         type == MessageType::ROW_PUSH ? row_push_encoding(opt.compression) : row_pull_encoding(opt.compression);
+    // float32 values through shared memory with a server on this host, when its row segment has room for them.
+    const size_t value_bytes = positions[s].size() * spec.dim * sizeof(float);
+    if (m.row_encoding == protocol::Encoding::NONE && value_bytes > 0) p.row_region = links.row_region(s, value_bytes);
+    if (p.row_region) {
+      m.shared_memory = true;
+      m.row_offset = static_cast<uint64_t>(p.row_region->offset);
+    }
     p.frames.push_back(transport::copy_frame(protocol::encode_header(m)));
     zmq::message_t id_frame(positions[s].size() * sizeof(uint64_t));
     auto* out = static_cast<uint64_t*>(id_frame.data());
@@ -145,6 +152,15 @@ KvClient::Handle KvClient::row_push(uint32_t table, const uint64_t* ids, size_t 
   std::vector<float> values;
   for (Part& p : parts) {
     const size_t count = p.row_positions.size() * dim;
+    if (p.row_region) {  // the rows' gradients into the row segment
+      auto* out = reinterpret_cast<float*>(p.row_region->data);
+      for (size_t k = 0; k < p.row_positions.size(); ++k) {
+        std::memcpy(out + k * dim, grads + p.row_positions[k] * dim, dim * sizeof(float));
+      }
+      impl_->counts.shm_bytes_sent += count * sizeof(float);
+      impl_->counts.fp32_bytes_sent += count * sizeof(float);
+      continue;
+    }
     zmq::message_t frame;
     if (enc == protocol::Encoding::NONE) {  // the rows' gradients straight into the frame
       frame = zmq::message_t(count * sizeof(float));
@@ -174,13 +190,24 @@ KvClient::Handle KvClient::row_push(uint32_t table, const uint64_t* ids, size_t 
 std::string KvClient::Impl::take_rows(const Part& p, const protocol::Message& m) {
   const std::string who = "worker " + std::to_string(opt.rank) + ": " + server_name(p.server);
   const size_t values = p.row_positions.size() * p.row_dim;
+  const size_t row_bytes = p.row_dim * sizeof(float);
+  if (m.shared_memory != (p.row_region != nullptr)) {
+    return who + " answered " + p.what + (m.shared_memory ? " through" : " not through") + " shared memory";
+  }
+  if (m.shared_memory) {  // the server wrote the float32 rows into this request's region
+    for (size_t k = 0; k < p.row_positions.size(); ++k) {
+      std::memcpy(p.row_out + p.row_positions[k] * p.row_dim, p.row_region->data + k * row_bytes, row_bytes);
+    }
+    counts.shm_bytes_recv += values * sizeof(float);
+    counts.fp32_bytes_recv += values * sizeof(float);
+    return "";
+  }
   const size_t vb = protocol::row_value_bytes(m.row_encoding);
   if (m.payloads.size() != 1 || vb == 0 || m.payloads[0].size != values * vb) {
     return who + " answered " + p.what + " with " +
            (m.payloads.empty() ? std::string("no rows") : std::to_string(m.payloads[0].size) + " bytes") +
            ", expected " + std::to_string(values * sizeof(float)) + " bytes of float32 (or half that of bf16)";
   }
-  const size_t row_bytes = p.row_dim * sizeof(float);
   const uint8_t* rows = static_cast<const uint8_t*>(m.payloads[0].data);  // float32 rows: copied straight from it
   std::vector<float> decoded;
   if (m.row_encoding != protocol::Encoding::NONE) {

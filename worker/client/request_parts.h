@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "common/protocol/codec.h"
+#include "worker/client/row_arena.h"
 
 namespace pshard::kv_client_detail {
 
@@ -62,6 +63,9 @@ struct Part {
   float* row_out = nullptr;
   std::vector<size_t> row_positions;
   uint32_t row_dim = 0;
+  // A row request through shared memory: its values' region of the row segment (the gradients a rowPush wrote
+  // there, where a rowPull's rows come back); null over TCP.
+  std::shared_ptr<RowRegion> row_region;
   // Host aggregation (HostGroup), the leader's push for its host: each slice's own gradient, to be summed with the
   // members' before the part is sent; the weights of step + 1 that come back are published to the members.
   std::vector<std::pair<uint32_t, const float*>> host_sums;

@@ -1,7 +1,8 @@
 // ServerLinks: a worker's shared memory with each server on its host (server/kv/shm_host.h is the servers' side), set
 // up on first use and used by the KV client's threads: the payloads of float32 pushes go into this worker's push
 // segment for that server (a transport::PushSlot per slice), the weights of float32 reads are copied out of the
-// server's weights segment (a transport::WeightsSlot per slice).
+// server's weights segment (a transport::WeightsSlot per slice); row requests' values go through a row segment
+// (row_region).
 //
 //   ServerLinks links({rank, token, servers, transport::PayloadTransport::kAuto, &layout});
 //   if (links.up(s)) {                                  // at each request until the link is up or given up
@@ -22,6 +23,7 @@
 #include "common/keys/slice_layout.h"
 #include "common/transport/shm_channel.h"
 #include "common/transport/shm_segment.h"
+#include "worker/client/row_arena.h"
 
 namespace pshard {
 
@@ -57,6 +59,14 @@ class ServerLinks {
   // The client closes: a write_push waiting for a busy slot gives up.
   void abandon() { abandoned_.store(true); }
 
+  // Embedding-table rows through shared memory: a region of `bytes` in this worker's row segment for server `s`
+  // (kRowSegmentBytes, handed to the server's channel the first time; it needs no layout), where a rowPush's
+  // gradients are written and a rowPull's rows come back. Null when the rows go over TCP: the server is on another
+  // host or refused (auto; shm: a pshard::Error), cluster.transport = tcp, or the segment has no room for them now.
+  // Thread-safe.
+  std::shared_ptr<RowRegion> row_region(uint32_t s, size_t bytes);
+  static constexpr size_t kRowSegmentBytes = size_t{64} << 20;
+
  private:
   // One server's link. kOn is final: the segments never change then.
   struct Link {
@@ -66,12 +76,23 @@ class ServerLinks {
     transport::SlotTable table;
     transport::SharedSegment push, weights;
   };
+  // One server's row link: kOn is final.
+  struct RowLink {
+    Link::State state = Link::State::kOff;
+    Clock::time_point next_try;
+    transport::SharedSegment segment;
+    std::unique_ptr<RowArena> arena;
+  };
   std::string server_name(uint32_t s) const;
-  bool connect(uint32_t s, Link& l);  // under mu_
+  bool connect(uint32_t s, Link& l);          // under mu_
+  bool connect_rows(uint32_t s, RowLink& l);  // under mu_
+  // A failed link: off under auto (false), a pshard::Error naming `why` under shm.
+  bool give_up(uint32_t s, Link::State& state, const std::string& what, const std::string& why);
 
   Options opt_;
   std::mutex mu_;
-  std::vector<Link> links_;  // mu_ until kOn
+  std::vector<Link> links_;         // mu_ until kOn
+  std::vector<RowLink> row_links_;  // mu_ until kOn
   std::unique_ptr<std::atomic<bool>[]> heard_;
   std::atomic<bool> abandoned_{false};
 };

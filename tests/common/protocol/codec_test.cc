@@ -156,6 +156,69 @@ TEST(ProtocolCodec, SharedMemoryMessagesCarryNoFramesAndHoldFloat32Only) {
   EXPECT_EQ(decode(pv, 1).code, ErrorCode::BAD_ENCODING);
 }
 
+// Row requests through shared memory: the ids stay in their frame, the values are at rowOffset of the sender's row
+// segment, and the rows reply carries nothing.
+TEST(ProtocolCodec, RowMessagesInSharedMemoryCarryTheIdsAloneAndFloat32Only) {
+  Message m;
+  m.type = MessageType::ROW_PUSH;
+  m.request_id = 7;
+  m.job_token = "tok";
+  m.sender_role = Role::WORKER;
+  m.shared_memory = true;
+  m.row_offset = 4096;
+  const uint64_t ids[] = {3, 9};
+  const float values[16] = {};
+  auto decode_with = [&](const Message& msg, size_t value_frames) {
+    const std::string h = encode_header(msg);
+    std::vector<FrameView> v{{h.data(), h.size()}, {ids, sizeof ids}};
+    for (size_t i = 0; i < value_frames; ++i) v.push_back({values, sizeof values});
+    return decode(v.data(), v.size());
+  };
+  Decoded d = decode_with(m, 0);
+  ASSERT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.message.row_offset, 4096u);
+  EXPECT_TRUE(d.message.shared_memory);
+  EXPECT_EQ(d.message.payloads.size(), 1u);
+  d = decode_with(m, 1);  // the gradients both in shared memory and in a frame
+  EXPECT_EQ(d.code, ErrorCode::BAD_HEADER);
+  EXPECT_NE(d.error.find("rowPush carries 2 payload frames, expected 1"), std::string::npos) << d.error;
+
+  Message bf16 = m;
+  bf16.row_encoding = Encoding::BF16;
+  d = decode_with(bf16, 0);
+  EXPECT_NE(d.error.find("rowPush in shared memory has row encoding"), std::string::npos) << d.error;
+
+  Message offset_only = m;
+  offset_only.shared_memory = false;
+  d = decode_with(offset_only, 1);
+  EXPECT_NE(d.error.find("rowPush has a row offset but is not in shared memory"), std::string::npos) << d.error;
+
+  Message reply;
+  reply.type = MessageType::ROWS;
+  reply.sender_role = Role::SERVER;
+  reply.shared_memory = true;
+  const std::string h = encode_header(reply);
+  FrameView header[] = {{h.data(), h.size()}};
+  EXPECT_TRUE(decode(header, 1).ok) << decode(header, 1).error;
+
+  Message table_init;
+  table_init.type = MessageType::TABLE_INIT;
+  table_init.shared_memory = true;
+  table_init.tables.push_back({"t", 10, 4, TableInit::ZEROS, 0.0f, false, 0, 0, false});
+  const std::string ti = encode_header(table_init);
+  FrameView tv[] = {{ti.data(), ti.size()}};
+  EXPECT_NE(decode(tv, 1).error.find("tableInit cannot be in shared memory"), std::string::npos);
+
+  Message push = push_message(1, 4);  // a tensor's message with a table's field
+  push.row_offset = 64;
+  const std::string ph = encode_header(push);
+  Frames f = frames_of(push, 4);
+  f.header = ph;
+  auto pv = f.views();
+  EXPECT_NE(decode(pv.data(), pv.size()).error.find("push carries a table's fields (tables, rowEncoding or rowOffset)"),
+            std::string::npos);
+}
+
 TEST(ProtocolCodec, TheStopFlagAndTheStopStepSurviveTheRoundTrip) {
   Message push = push_message(1, 4);
   push.stop = true;

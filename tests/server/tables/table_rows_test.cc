@@ -1,14 +1,21 @@
 // Embedding tables through sockets: servers and workers in one process (threads). Two workers training a table in
 // sync steps against a single-process reference of the same rows (bitwise), rows spread over the servers, bf16 on
-// the wire, and the client's own refusals.
+// the wire, the rows' values through shared memory (the same bits, only the ids on a socket, a region outside the
+// row segment refused), and the client's own refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
+#include <zmq.hpp>
 
 #include "common/error.h"
+#include "common/transport/frames.h"
+#include "common/transport/peer_auth.h"
+#include "common/transport/shm_channel.h"
+#include "common/transport/shm_segment.h"
 #include "server/kv/kv_server.h"
 #include "worker/client/kv_client.h"
 
@@ -22,7 +29,10 @@ constexpr uint64_t kSeed = 9;
 struct Job {
   std::vector<std::unique_ptr<KvServer>> servers;
   std::vector<std::string> endpoints;
-  Job(uint32_t s, uint32_t w, const std::string& rule, float lr) {
+  transport::PayloadTransport transport;
+  Job(uint32_t s, uint32_t w, const std::string& rule, float lr,
+      transport::PayloadTransport t = transport::PayloadTransport::kTcp)
+      : transport(t) {
     for (uint32_t r = 0; r < s; ++r) {
       KvServerOptions o;
       o.rank = r;
@@ -35,6 +45,7 @@ struct Job {
       p.eps = 1e-10f;
       o.optimizer = optim::make_optimizer(p);
       o.lr.base_lr = lr;
+      o.transport = transport;
       servers.push_back(std::make_unique<KvServer>(o));
       endpoints.push_back(servers.back()->endpoint());
     }
@@ -46,6 +57,7 @@ struct Job {
     c.tensors = kDense;
     c.job_token = "job";
     c.request_timeout = std::chrono::milliseconds(20000);
+    c.transport = transport;
     return c;
   }
 };
@@ -68,9 +80,10 @@ float grad_value(uint32_t rank, int64_t step, uint64_t row, uint32_t col, float 
 
 // W workers for `steps` sync steps: each pulls its batch's rows, pushes a gradient that depends on the values it
 // read. Returns every row of the table at the end as worker 0 reads it.
-std::vector<float> train(uint32_t servers, uint32_t workers, const std::string& rule, int64_t steps,
-                         bool bf16 = false) {
-  Job job(servers, workers, rule, 0.1f);
+std::vector<float> train(uint32_t servers, uint32_t workers, const std::string& rule, int64_t steps, bool bf16 = false,
+                         transport::PayloadTransport via = transport::PayloadTransport::kTcp,
+                         KvTraffic* traffic0 = nullptr) {
+  Job job(servers, workers, rule, 0.1f, via);
   std::vector<std::thread> threads;
   std::vector<float> final_rows;
   for (uint32_t w = 0; w < workers; ++w) {
@@ -95,6 +108,7 @@ std::vector<float> train(uint32_t servers, uint32_t workers, const std::string& 
         for (uint64_t r = 0; r < kTable.rows; ++r) all[r] = r;
         final_rows.resize(kTable.rows * kTable.dim);
         kv.wait(kv.row_pull(0, all.data(), all.size(), final_rows.data(), steps));
+        if (traffic0) *traffic0 = kv.traffic();
       }
     });
   }
@@ -154,6 +168,88 @@ TEST(TableRows, Bf16OnTheWireStaysNearFloat32) {
   for (size_t i = 0; i < bf.size(); ++i) worst = std::max(worst, double(std::abs(bf[i] - fp[i])));
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 2e-3);
+}
+
+TEST(TableRows, ThroughSharedMemoryTheRowsAreTheBitsOfTcpWithOnlyTheIdsOnASocket) {
+  KvTraffic shm, tcp;
+  const std::vector<float> got = train(2, 2, "adagrad", 8, false, transport::PayloadTransport::kShm, &shm);
+  EXPECT_EQ(got, train(2, 2, "adagrad", 8, false, transport::PayloadTransport::kTcp, &tcp));
+  EXPECT_EQ(got, reference(2, "adagrad", 8));
+  uint64_t rows = 0;  // worker 0's rows over the steps: pulled once and pushed once each
+  for (int64_t t = 0; t < 8; ++t) rows += batch_rows(0, t).size();
+  const uint64_t row_bytes = kTable.dim * sizeof(float);
+  EXPECT_EQ(shm.shm_bytes_sent, rows * row_bytes);
+  EXPECT_EQ(shm.shm_bytes_recv, (rows + kTable.rows) * row_bytes);         // and the final read of the whole table
+  EXPECT_EQ(shm.bytes_sent, (2 * rows + kTable.rows) * sizeof(uint64_t));  // the ids
+  EXPECT_EQ(shm.bytes_recv, 0u);
+  EXPECT_EQ(tcp.shm_bytes_sent + tcp.shm_bytes_recv, 0u);
+  EXPECT_EQ(tcp.bytes_recv, (rows + kTable.rows) * row_bytes);
+}
+
+TEST(TableRows, TheServerWritesPulledRowsIntoTheRowSegmentAndRefusesRegionsOutsideIt) {
+  Job job(1, 1, "sgd", 0.1f, transport::PayloadTransport::kShm);
+  {
+    KvClient kv(job.client(0));
+    kv.wait(kv.declare_tables({kTable}, kSeed));
+  }
+  // Worker 0's row segment, handed over as a worker does (ServerLinks::row_region).
+  transport::SharedSegment rows = transport::SharedSegment::create("test rows", 4096);
+  std::string reply, error;
+  int fd = -1;
+  ASSERT_TRUE(transport::shm_channel_call(transport::shm_channel_address("job", job.endpoints[0]),
+                                          "token job\nrank 0\nrows 4096\n", rows.fd(), &reply, &fd,
+                                          std::chrono::milliseconds(5000), &error))
+      << error;
+  EXPECT_EQ(reply, "ok\n4096");
+  zmq::context_t ctx;
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::rcvtimeo, 5000);
+  sock.set(zmq::sockopt::linger, 0);
+  transport::apply_client_auth(sock, {}, "job");
+  sock.connect(job.endpoints[0]);
+  // A rowPull of rows 3 and 7 (2 x 8 floats = 64 bytes) with the values at `offset`: the decoded reply.
+  uint64_t next_id = 1;
+  auto pull = [&](uint64_t offset) {
+    protocol::Message m;
+    m.type = protocol::MessageType::ROW_PULL;
+    m.request_id = next_id++;
+    m.job_token = "job";
+    m.sender_role = protocol::Role::WORKER;
+    m.shared_memory = true;
+    m.row_offset = offset;
+    const uint64_t ids[] = {3, 7};
+    std::vector<zmq::message_t> frames;
+    frames.push_back(transport::copy_frame(protocol::encode_header(m)));
+    frames.emplace_back(ids, sizeof ids);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      sock.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    std::vector<zmq::message_t> got;
+    do {
+      got.emplace_back();
+      EXPECT_TRUE(sock.recv(got.back()));
+    } while (got.back().more());
+    std::vector<protocol::FrameView> views;
+    for (const auto& f : got) views.push_back({f.data(), f.size()});
+    protocol::Decoded d = protocol::decode(views.data(), views.size());
+    EXPECT_TRUE(d.ok) << d.error;
+    EXPECT_TRUE(d.message.payloads.empty());  // the rows are not on the socket
+    return d.message;
+  };
+  const protocol::Message outside = pull(4096 - 32);
+  EXPECT_EQ(outside.type, protocol::MessageType::ERROR);
+  EXPECT_NE(
+      outside.error_message.find("rows at offset 4064 (64 bytes) are outside worker 0's row segment (4096 bytes)"),
+      std::string::npos)
+      << outside.error_message;
+  const protocol::Message inside = pull(1024);
+  ASSERT_EQ(inside.type, protocol::MessageType::ROWS) << inside.error_message;
+  EXPECT_TRUE(inside.shared_memory);
+  std::vector<float> want(2 * kTable.dim), there(2 * kTable.dim);
+  table_initial_row(kTable, kSeed, 3, want.data());
+  table_initial_row(kTable, kSeed, 7, want.data() + kTable.dim);
+  std::memcpy(there.data(), rows.data() + 1024, there.size() * sizeof(float));
+  EXPECT_EQ(there, want);
 }
 
 TEST(TableRows, TheClientRefusesRowsOutsideTheTableAndRepeatedRows) {
