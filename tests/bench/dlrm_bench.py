@@ -17,7 +17,10 @@ anything on a shared machine):
 3. async (with --async): 2 workers + 2 servers training for real, worker 1 slowed --slow times
    (train.straggler_factor), sync against async over the same samples: the job's samples/s, each worker's own
    samples/s, and the test AUC of each.
-4. scale (with --scale): --scale-fields tables of --scale-rows rows (10^8 rows x 16 in all by default: 12.8 GB of
+4. transport (with --transport): 1 worker + 1 server with cluster.transport = tcp (rows and dense tensors over
+   loopback) against auto (through shared memory, only the ids and the headers on the socket), alternated --repeats
+   times: the best of each, their ratio, and the bytes each sent on its sockets.
+5. scale (with --scale): --scale-fields tables of --scale-rows rows (10^8 rows x 16 in all by default: 12.8 GB of
    rows and Adagrad state) on 4 servers, 2 workers training --scale-samples samples: each worker's and server's peak
    RSS (VmHWM, read while the job runs), the samples/s, and the test AUC against the generator's bound.
 
@@ -26,6 +29,7 @@ commit and the date. Exits non-zero when a run fails or a figure is missing, nev
 
   /usr/bin/python3 tests/bench/dlrm_bench.py --pshard build/bin/pshard --out dlrm.json
   /usr/bin/python3 tests/bench/dlrm_bench.py --pshard build/bin/pshard --skip-speed --skip-scaling --async --scale
+  /usr/bin/python3 tests/bench/dlrm_bench.py --pshard build/bin/pshard --skip-speed --skip-scaling --transport --fields 26
 """
 import argparse
 import datetime
@@ -97,7 +101,8 @@ def pshard_job(args, name, workers, servers, samples, extra=(), watch=False):
     r = {"name": name, "workers": workers, "servers": servers, "samples": samples, "load1": load1,
          "samples_per_s": summary["samples_per_s"], "test_auc": figures["test_auc"],
          "test_auc_bound": figures.get("test_auc_bound"), "test_logloss": figures.get("test_logloss"),
-         "worker_samples_per_s": [workers_rate[k] for k in sorted(workers_rate)], "settings": sets}
+         "worker_samples_per_s": [workers_rate[k] for k in sorted(workers_rate)], "settings": sets,
+         "bytes_sent": summary.get("bytes_sent"), "shm_bytes_sent": summary.get("shm_bytes_sent")}
     if watch:
         r["peak_rss_mib"] = {"worker": sorted(v / 1024.0 for (p, role), v in peaks.items() if role == "worker"),
                              "server": sorted(v / 1024.0 for (p, role), v in peaks.items() if role == "server")}
@@ -226,6 +231,16 @@ def asynchronous(args):
             "auc_difference": asy["test_auc"] - sync["test_auc"]}
 
 
+def transport(args):
+    rounds = []
+    for _ in range(args.repeats):
+        rounds.append({t: pshard_job(args, "transport-" + t, 1, 1, args.samples, ["cluster.transport=" + t])
+                       for t in ("tcp", "auto")})
+    best = {t: max(r[t]["samples_per_s"] for r in rounds) for t in ("tcp", "auto")}
+    return {"rounds": rounds, "best_tcp": best["tcp"], "best_auto": best["auto"],
+            "ratio_of_bests": best["auto"] / best["tcp"]}
+
+
 def scale(args):
     need = args.scale_rows * DIM * 4 * 2
     with open("/proc/meminfo") as f:
@@ -267,6 +282,16 @@ def report(rec):
                      a[k]["test_auc"], a[k]["test_auc_bound"] or float("nan")))
         print("  async / sync: job samples/s %.2f, workers' own samples/s summed %.2f, AUC difference %+.4f"
               % (a["samples_per_s_ratio"], a["worker_rate_sum_ratio"], a["auc_difference"]))
+    if "transport" in rec:
+        s = rec["transport"]
+        for i, r in enumerate(s["rounds"]):
+            print("  transport round %d: tcp %.0f samples/s (load %.2f, %.1f MB on sockets), shared memory %.0f "
+                  "(load %.2f, %.1f MB on sockets, %.1f MB through shared memory)"
+                  % (i + 1, r["tcp"]["samples_per_s"], r["tcp"]["load1"], r["tcp"]["bytes_sent"] / 1e6,
+                     r["auto"]["samples_per_s"], r["auto"]["load1"], r["auto"]["bytes_sent"] / 1e6,
+                     r["auto"]["shm_bytes_sent"] / 1e6))
+        print("  transport: best %.0f through shared memory against %.0f over TCP: %.2f x"
+              % (s["best_auto"], s["best_tcp"], s["ratio_of_bests"]))
     if "scale" in rec:
         s = rec["scale"]
         print("  scale: %d tables, %.1f GB of rows and state on 4 servers, 2 workers: peak RSS workers %s MiB, "
@@ -291,7 +316,8 @@ def main():
     ap.add_argument("--async", dest="run_async", action="store_true", help="also measurement 3")
     ap.add_argument("--slow", type=float, default=2.0, help="how many times slower worker 1 is (async)")
     ap.add_argument("--async-samples", type=int, default=256000)
-    ap.add_argument("--scale", action="store_true", help="also measurement 4 (needs the tables' memory)")
+    ap.add_argument("--transport", dest="run_transport", action="store_true", help="also measurement 4")
+    ap.add_argument("--scale", action="store_true", help="also measurement 5 (needs the tables' memory)")
     ap.add_argument("--scale-rows", type=int, default=100_000_000, help="rows of all tables together")
     ap.add_argument("--scale-fields", type=int, default=4)
     ap.add_argument("--scale-samples", type=int, default=1_000_000)
@@ -310,6 +336,8 @@ def main():
         rec["scaling"] = scaling(args)
     if args.run_async:
         rec["async"] = asynchronous(args)
+    if args.run_transport:
+        rec["transport"] = transport(args)
     if args.scale:
         rec["scale"] = scale(args)
     report(rec)
