@@ -1,6 +1,7 @@
 // pshard's own DLRM through the servers: its embedding tables live only there, rows pulled and pushed per step.
 // Synchronous training of W = 2 workers with batch b through 2 servers equals `pshard train` with batch 2b, up to
-// float rounding (the dense mean and each row's mean over the workers are the single process's gradients); a run
+// float rounding (the dense mean and each row's mean over the workers are the single process's gradients), with the
+// rows through shared memory and, bit for bit the same, over TCP; a run
 // resumed from the servers' checkpoints (rows and their Adagrad state among them) ends bit for bit as the run it
 // continues; a config that would leave a step's rows behind is refused before any process starts.
 #include <gtest/gtest.h>
@@ -74,6 +75,22 @@ TEST(DlrmJob, TwoWorkersThroughTwoServersEqualOneProcessWithTheirBatch) {
               1e-3);
   const std::string log = read_file(dir + "/dist.log");
   EXPECT_NE(log.find("test_auc"), std::string::npos) << log;
+  // The rows went through shared memory (cluster.transport = auto, every process on this host); over TCP the job
+  // ends with the same bits.
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 300" + common_flags() +
+                            " --set train.batch_size=64 --set cluster.transport=tcp --run-dir " + dir + "/tcp",
+                        330, dir + "/tcp.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/tcp.log");
+  EXPECT_TRUE(read_file(dir + "/tcp/model.bin") == read_file(dir + "/dist/model.bin"))
+      << "the job over TCP ended with other weights than through shared memory";
+  const Json tcp = read_summary(dir + "/tcp");
+  // Per worker and step at least its 4 fields' rows (64 samples, 16 floats each, distinct ids): 4 KiB and up.
+  const double shm_bytes = dist.at("shm_bytes_sent").as_number(), tcp_bytes = tcp.at("bytes_sent").as_number();
+  std::printf("bytes sent: through shared memory %.0f (sockets %.0f), over TCP %.0f\n", shm_bytes,
+              dist.at("bytes_sent").as_number(), tcp_bytes);
+  EXPECT_GT(shm_bytes, 2 * 100 * 4096.0);
+  EXPECT_EQ(tcp.at("shm_bytes_sent").as_number(), 0.0);
+  EXPECT_EQ(dist.at("bytes_sent").as_number() + shm_bytes, tcp_bytes);  // each payload byte one way or the other
   pshard::testing::remove_dir_if_passed(dir);
 }
 
