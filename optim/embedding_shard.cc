@@ -151,6 +151,13 @@ void EmbeddingShard::apply(const uint64_t* rows, const float* grads, size_t n, c
   }
 }
 
+void EmbeddingShard::close_step(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer,
+                                float lr, int64_t step) {
+  if (n > 0) apply(rows, grads, n, optimizer, lr, step + 1, step);
+  const int64_t sweep_period = std::max<int64_t>(1, spec_.expire_after / 8);
+  if (spec_.hashed && (step + 1) % sweep_period == 0) expire(step + 1);
+}
+
 void EmbeddingShard::expire(int64_t step) {
   if (!spec_.hashed || spec_.expire_after <= 0) return;
   for (size_t s = 0; s < slot_ids_.size(); ++s) {

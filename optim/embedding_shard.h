@@ -56,6 +56,12 @@ class EmbeddingShard {
              int64_t step);
   // A hashed table at table step `step`: drops the rows no push held for more than expire_after steps.
   void expire(int64_t step);
+  // Table step `step` closes with the n rows' gradients (the servers' sync step or one async push, pshard train's
+  // step): one update of each (apply(), update count step + 1), then, for a hashed table every eighth of
+  // expire_after steps, the sweep of expire() at step + 1 (a row is dropped between expire_after and 9/8 of it steps
+  // after its last push: a sweep visits every row held).
+  void close_step(const uint64_t* rows, const float* grads, size_t n, const optim::Optimizer& optimizer, float lr,
+                  int64_t step);
   const TableRowCounts& counts() const { return counts_; }
 
   // Every row held here (local order, table_local_row) as float32, and their optimizer state: what a checkpoint keeps

@@ -57,8 +57,9 @@ std::vector<ConfigKey> kSchema = {
     {"data.features", T::kInt, "10", 1, 1 << 20, "", "synthetic-regression: input features"},
     {"data.noise", T::kDouble, "0.01", 0, kInf, "", "synthetic-regression: label noise std"},
     {"data.fields", T::kInt, "8", 1, 1024, "", "synthetic-ctr: categorical fields per sample (one table each)"},
-    {"data.cardinality", T::kInt, "100000", 1, 1e15, "",
-     "synthetic-ctr: ids per field (rows of each table); criteo: hash buckets per field (rows: buckets + 1)"},
+    {"data.cardinality", T::kInt, "100000", 0, 1e15, "",
+     "synthetic-ctr: ids per field (rows of each table, >= 1); criteo: hash buckets per field (rows: buckets + 1; 0: "
+     "the categorical values themselves, for hashed tables: embedding.hashed_rows)"},
     {"data.zipf_exponent", T::kDouble, "1.05", 0, 10, "",
      "synthetic-ctr: the ids' power law (id k drawn in proportion to (k+1)^-s; 0: uniform)"},
     {"data.dense_features", T::kInt, "4", 1, 1 << 16, "", "synthetic-ctr: dense features per sample"},
@@ -169,6 +170,13 @@ std::vector<ConfigKey> kSchema = {
     {"embedding.storage", T::kString, "fp32", 0, 0, "fp32|bf16",
      "how the servers store the tables' rows: float32, or bfloat16 (half the bytes of the rows; each update is "
      "computed in float32 and rounded to nearest even; the rows' optimizer state stays float32)"},
+    {"embedding.hashed_rows", T::kInt, "0", 0, 1e15, "",
+     "dlrm: 0 = tables of row indices (a table per field, as many rows as the field has ids); > 0: hashed tables "
+     "keyed by the ids themselves (any 64-bit value), each holding at most this many rows, made on first push"},
+    {"embedding.admit_after", T::kInt, "0", 0, 1e9, "",
+     "dlrm, hashed tables: a row is stored once pushes held it in this many steps (0, 1: the first)"},
+    {"embedding.expire_after", T::kInt, "0", 0, 1e15, "",
+     "dlrm, hashed tables: a row no push held for this many steps is dropped (0: never)"},
     {"embedding.eps", T::kDouble, "1e-8", 0, kInf, "",
      "the tables' rule's denominator epsilon (unset: optimizer.eps where set, else the rule's default: adagrad "
      "1e-10, adadelta 1e-6, the others 1e-8)"},

@@ -60,10 +60,6 @@ TableSpec spec_of(const protocol::TableInfo& t) {
   return s;
 }
 
-// How often a hashed table looks for rows to expire: a sweep visits every row it holds, so it runs every eighth of
-// expire_after steps (a row is dropped between expire_after and 9/8 of it steps after its last push).
-int64_t sweep_period(const TableSpec& t) { return std::max<int64_t>(1, t.expire_after / 8); }
-
 bool same(const TableSpec& a, const TableSpec& b) {
   return a.name == b.name && a.rows == b.rows && a.dim == b.dim && a.init == b.init && a.init_scale == b.init_scale &&
          a.hashed == b.hashed && a.admit_after == b.admit_after && a.expire_after == b.expire_after && a.bf16 == b.bf16;
@@ -353,9 +349,8 @@ bool TableStore::push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids
     }
   }
   if (opt_.mode != Consistency::kBsp) {
-    shard.apply(ids.data(), grads.data(), ids.size(), *opt_.optimizer, opt_.lr, g.version + 1, g.version);
+    shard.close_step(ids.data(), grads.data(), ids.size(), *opt_.optimizer, opt_.lr, g.version);
     ++g.version;
-    if (shard.spec().hashed && g.version % sweep_period(shard.spec()) == 0) shard.expire(g.version);
     return true;
   }
   Gate::Pushed& p = g.pushed[m.sender_rank];
@@ -392,12 +387,9 @@ void TableStore::close_step(Gate& g) {
     }
     p = Gate::Pushed();
   }
-  if (count > 0 && !rows.empty()) {
-    reduce::mean(sums.data(), sums.data(), sums.size(), count);
-    shard.apply(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version + 1, g.version);
-  }
+  if (count > 0 && !rows.empty()) reduce::mean(sums.data(), sums.data(), sums.size(), count);
+  shard.close_step(rows.data(), sums.data(), rows.size(), *opt_.optimizer, opt_.lr, g.version);
   ++g.version;
-  if (shard.spec().hashed && g.version % sweep_period(shard.spec()) == 0) shard.expire(g.version);
   const bool asked = g.asked;
   g.asked = false;
   if (on_step_closed) on_step_closed(g.table, g.version, asked);

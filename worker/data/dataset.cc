@@ -49,7 +49,7 @@ void Dataset::check_consistent(const std::string& where) const {
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     const uint64_t rows = table_rows[i % static_cast<size_t>(id_fields)];
-    if (ids[i] >= rows) {
+    if (rows > 0 && ids[i] >= rows) {  // 0: any id (a hashed table's)
       throw Error(where + ": sample " + std::to_string(i / static_cast<size_t>(id_fields)) + " field " +
                   std::to_string(i % static_cast<size_t>(id_fields)) + " has id " + std::to_string(ids[i]) +
                   ", outside its table of " + std::to_string(rows) + " rows");

@@ -46,8 +46,9 @@ struct Dataset {
   std::shared_ptr<const SampleSource> source;
   // Click data (synthetic-ctr): besides its dense features, each sample has one categorical id per field, looked up
   // in that field's embedding table, whose rows only the servers hold. ids: size() * id_fields, row-major;
-  // table_rows: id_fields entries, field f's ids lie in [0, table_rows[f]). click_prob: the true probability of
-  // label 1 per sample of the test split, when the data's maker knows it (synthetic-ctr).
+  // table_rows: id_fields entries, field f's ids lie in [0, table_rows[f]) (0: any 64-bit id, unbucketed Criteo
+  // values). click_prob: the true probability of label 1 per sample of the test split, when the data's maker knows it
+  // (synthetic-ctr).
   int64_t id_fields = 0;
   std::vector<uint64_t> ids;
   std::vector<uint64_t> table_rows;

@@ -159,6 +159,11 @@ DataSplits make_synthetic_ctr_splits(const Config& cfg, int64_t train, int64_t t
   o.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
   o.num_fields = cfg.get_int("data.fields");
   o.cardinality = static_cast<uint64_t>(cfg.get_int("data.cardinality"));
+  if (o.cardinality == 0) {
+    throw Error(cfg.origin() +
+                ": data.cardinality = 0: synthetic-ctr draws each field's ids from [0, cardinality), "
+                "give it 1 or more");
+  }
   o.zipf_exponent = cfg.get_double("data.zipf_exponent");
   o.num_dense = cfg.get_int("data.dense_features");
   const SyntheticCtr gen(o);

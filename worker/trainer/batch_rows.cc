@@ -6,13 +6,40 @@
 #include <string>
 #include <utility>
 
+#include "common/config/config.h"
 #include "common/error.h"
 #include "models/layers/embedding.h"
 #include "worker/trainer/parameter_sync.h"
 
 namespace pshard::trainer {
 
-std::vector<TableSpec> table_specs(const models::Embedding& layer, bool bf16) {
+TableSettings TableSettings::from_config(const Config& cfg) {
+  TableSettings s;
+  s.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
+  s.bf16 = cfg.get_string("embedding.storage") == "bf16";
+  s.hashed_rows = static_cast<uint64_t>(cfg.get_int("embedding.hashed_rows"));
+  s.admit_after = static_cast<uint32_t>(cfg.get_int("embedding.admit_after"));
+  s.expire_after = cfg.get_int("embedding.expire_after");
+  if (s.hashed_rows == 0 && (s.admit_after > 0 || s.expire_after > 0)) {
+    throw Error(cfg.origin() + ": embedding." + (s.admit_after > 0 ? "admit_after" : "expire_after") +
+                " is for hashed tables: set embedding.hashed_rows too");
+  }
+  return s;
+}
+
+std::vector<uint64_t> model_table_rows(const std::vector<uint64_t>& field_rows, const TableSettings& settings) {
+  if (settings.hashed_rows > 0) return std::vector<uint64_t>(field_rows.size(), settings.hashed_rows);
+  for (size_t f = 0; f < field_rows.size(); ++f) {
+    if (field_rows[f] == 0) {
+      throw Error("categorical field " + std::to_string(f) +
+                  " has unbounded ids (criteo with data.cardinality = 0: the values themselves): its table must be "
+                  "hashed; set embedding.hashed_rows, or data.cardinality to hash the values into that many buckets");
+    }
+  }
+  return field_rows;
+}
+
+std::vector<TableSpec> table_specs(const models::Embedding& layer, const TableSettings& settings) {
   std::vector<TableSpec> specs;
   for (const models::TableDecl& t : layer.tables()) {
     TableSpec spec;
@@ -21,7 +48,10 @@ std::vector<TableSpec> table_specs(const models::Embedding& layer, bool bf16) {
     spec.dim = static_cast<uint32_t>(t.dim);
     spec.init = TableInit::kUniform;
     spec.init_scale = t.init_scale;
-    spec.bf16 = bf16;
+    spec.bf16 = settings.bf16;
+    spec.hashed = settings.hashed_rows > 0;
+    spec.admit_after = settings.admit_after;
+    spec.expire_after = settings.expire_after;
     specs.push_back(spec);
   }
   check_table_specs(specs);

@@ -6,15 +6,35 @@
 
 #include "common/keys/table_layout.h"
 
+namespace pshard {
+class Config;
+}
 namespace pshard::models {
 class Embedding;
 }
 
 namespace pshard::trainer {
 
+// How a job's config makes a model's tables (run.seed, embedding.*), read in one place for pshard train and the
+// servers' workers.
+struct TableSettings {
+  uint64_t seed = 0;         // run.seed: each row starts as a function of it, the table and the row
+  bool bf16 = false;         // embedding.storage = bf16
+  uint64_t hashed_rows = 0;  // embedding.hashed_rows: > 0, tables keyed by the ids themselves, at most this many rows
+  uint32_t admit_after = 0;  // embedding.admit_after (hashed tables)
+  int64_t expire_after = 0;  // embedding.expire_after (hashed tables)
+  // Throws pshard::Error naming the key when admission or expiry is set for tables that are not hashed.
+  static TableSettings from_config(const Config& cfg);
+};
+
+// The rows of each of the model's tables (ModelSpec::table_rows) for click data whose field f has `field_rows[f]`
+// ids (0: any 64-bit id, unbucketed Criteo values): those, or embedding.hashed_rows for hashed tables. Throws
+// pshard::Error when a field's ids are unbounded and the tables are not hashed.
+std::vector<uint64_t> model_table_rows(const std::vector<uint64_t>& field_rows, const TableSettings& settings);
+
 // The tables a model's Embedding layer reads, as the servers (or pshard train) make them: rows uniform on
-// [-init_scale, init_scale], stored as bf16 when `bf16` (embedding.storage). Table f is field f's.
-std::vector<TableSpec> table_specs(const models::Embedding& layer, bool bf16);
+// [-init_scale, init_scale], stored and keyed as `settings` say. Table f is field f's.
+std::vector<TableSpec> table_specs(const models::Embedding& layer, const TableSettings& settings);
 
 // A batch of click data has one id per sample and field; field f's id is a row of table f (models::Embedding).
 // A step pulls each table's distinct ids once, hands the Embedding layer each sample's rows, and pushes one gradient

@@ -27,8 +27,7 @@ KvSync::KvSync(KvClient& kv, uint32_t rank, const Config& cfg, std::function<dou
                                                                          : 0.0),
       backup_(JobShape::from_config(cfg).has_backup_workers()),
       last_checkpoint_(Clock::now()),
-      table_seed_(static_cast<uint64_t>(cfg.get_int("run.seed"))),
-      table_bf16_(cfg.get_string("embedding.storage") == "bf16") {}
+      tables_settings_(TableSettings::from_config(cfg)) {}
 
 SyncStats KvSync::stats() const {
   SyncStats s = stats_;
@@ -119,7 +118,7 @@ void KvSync::start(models::Model& model) {
 
   ScopedPhase waiting(WorkerPhase::kCommWait);
   if (const models::Embedding* layer = model.embedding()) {
-    kv_.wait(kv_.declare_tables(table_specs(*layer, table_bf16_), table_seed_));
+    kv_.wait(kv_.declare_tables(table_specs(*layer, tables_settings_), tables_settings_.seed));
   }
   const bool fresh = start_step_ == 0 && !rejoin_;
   std::vector<std::vector<float>> own;  // a worker other than 0: its initial weights, which it may have to send

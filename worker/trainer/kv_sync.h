@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "worker/client/kv_client.h"
+#include "worker/trainer/batch_rows.h"
 #include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
 
@@ -122,8 +123,7 @@ class KvSync : public ParameterSync {
   std::vector<std::vector<size_t>> layer_params_;         // layer -> parameter indices
   std::vector<KvClient::Handle> pending_;                 // per parameter; 0 = nothing in flight
   std::vector<KvClient::Handle> row_pulls_, row_pushes_;  // the tables' requests in flight
-  uint64_t table_seed_ = 0;                               // run.seed: the servers make the tables' rows from it
-  bool table_bf16_ = false;                               // embedding.storage = bf16
+  TableSettings tables_settings_;                         // how the servers make the tables (run.seed, embedding.*)
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<size_t> downloading_;  // CUDA: parameters whose gradients are on their way to the host
   SyncStats stats_;

@@ -19,8 +19,7 @@ LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_step
     throw Error(std::string("embedding.optimizer: ") + e.what());
   }
   table_lr_ = tables.lr;
-  table_seed_ = static_cast<uint64_t>(cfg.get_int("run.seed"));
-  table_bf16_ = cfg.get_string("embedding.storage") == "bf16";
+  tables_settings_ = TableSettings::from_config(cfg);
 }
 
 LocalSync::LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule,
@@ -40,8 +39,8 @@ void LocalSync::start(models::Model& model) {
     if (!table_optimizer_) throw Error("embedding tables need a job config for their optimizer (embedding.*)");
     const std::string refused = table_rule_refusal(*table_optimizer_);
     if (!refused.empty()) throw Error(refused);
-    for (const TableSpec& spec : table_specs(*layer, table_bf16_)) {
-      tables_.push_back(std::make_unique<EmbeddingShard>(spec, 0, 1, table_seed_, *table_optimizer_));
+    for (const TableSpec& spec : table_specs(*layer, tables_settings_)) {
+      tables_.push_back(std::make_unique<EmbeddingShard>(spec, 0, 1, tables_settings_.seed, *table_optimizer_));
     }
   }
 }
@@ -59,7 +58,7 @@ void LocalSync::push_rows(int64_t step, const BatchRows& rows) {
   for (int64_t f = 0; f < rows.fields(); ++f) {
     const std::vector<uint64_t>& ids = rows.ids(f);
     tables_.at(static_cast<size_t>(f))
-        ->apply(ids.data(), rows.grads(f), ids.size(), *table_optimizer_, table_lr_, step + 1, step);
+        ->close_step(ids.data(), rows.grads(f), ids.size(), *table_optimizer_, table_lr_, step);
   }
 }
 

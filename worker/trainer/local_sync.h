@@ -7,6 +7,7 @@
 #include "optim/embedding_shard.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "worker/trainer/batch_rows.h"
 #include "worker/trainer/device_staging.h"
 #include "worker/trainer/parameter_sync.h"
 
@@ -52,8 +53,7 @@ class LocalSync : public ParameterSync {
   // the tables (one shard holding every row).
   std::unique_ptr<optim::Optimizer> table_optimizer_;
   float table_lr_ = 0;
-  uint64_t table_seed_ = 0;
-  bool table_bf16_ = false;
+  TableSettings tables_settings_;
   std::vector<std::unique_ptr<EmbeddingShard>> tables_;
 };
 

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/util/host.h"
 #include "models/layers/embedding.h"
+#include "worker/trainer/batch_rows.h"
 #include "worker/trainer/model_file.h"
 #include "worker/trainer/model_init.h"
 
@@ -48,7 +49,8 @@ TrainingSetup make_training_setup(const Config& cfg) {
   }
   models::ModelSpec spec =
       models::ModelSpec::from_config(cfg, s.data.train.sample_shape, s.data.train.num_classes, s.data.train.target_dim);
-  spec.table_rows = s.data.train.table_rows;  // click data: one embedding table per categorical field
+  // Click data: one embedding table per categorical field.
+  spec.table_rows = model_table_rows(s.data.train.table_rows, TableSettings::from_config(cfg));
   s.model = models::Model::create(spec, *s.backend);
   s.model->init_params(static_cast<uint64_t>(cfg.get_int("run.seed")));
   if (const std::string from = cfg.get_string("train.init_from"); !from.empty()) {

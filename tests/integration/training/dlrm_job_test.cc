@@ -3,7 +3,8 @@
 // float rounding (the dense mean and each row's mean over the workers are the single process's gradients), with the
 // rows through shared memory and, bit for bit the same, over TCP; a run
 // resumed from the servers' checkpoints (rows and their Adagrad state among them) ends bit for bit as the run it
-// continues; a config that would leave a step's rows behind is refused before any process starts.
+// continues; hashed tables train through the servers as in one process; a config that would leave a step's rows
+// behind is refused before any process starts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,6 +92,39 @@ TEST(DlrmJob, TwoWorkersThroughTwoServersEqualOneProcessWithTheirBatch) {
   EXPECT_GT(shm_bytes, 2 * 100 * 4096.0);
   EXPECT_EQ(tcp.at("shm_bytes_sent").as_number(), 0.0);
   EXPECT_EQ(dist.at("bytes_sent").as_number() + shm_bytes, tcp_bytes);  // each payload byte one way or the other
+  pshard::testing::remove_dir_if_passed(dir);
+}
+
+// Hashed tables (embedding.hashed_rows), rows admitted after 2 steps and dropped 40 steps after their last push: the
+// servers' sync steps admit, update and expire the rows as pshard train's does.
+TEST(DlrmJob, HashedTablesThroughTwoServersEqualOneProcess) {
+  const std::string dir = fresh_dir("dlrm-hashed");
+  const std::string hashed =
+      " --set embedding.hashed_rows=4000 --set embedding.admit_after=2 --set embedding.expire_after=40";
+  int rc = run_with_timeout(
+      pshard_bin() + " train" + common_flags() + hashed + " --set train.batch_size=128 --run-dir " + dir + "/local",
+      300, dir + "/local.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/local.log");
+  rc = run_with_timeout(pshard_bin() + " launch --servers 2 --workers 2 --timeout 300" + common_flags() + hashed +
+                            " --set train.batch_size=64 --run-dir " + dir + "/dist",
+                        330, dir + "/dist.log");
+  ASSERT_EQ(rc, 0) << read_file(dir + "/dist.log");
+  EXPECT_LE(max_relative_distance(dir + "/local", dir + "/dist"), 1e-5);
+  const double local_auc = read_summary(dir + "/local").at("figures").at("test_auc").as_number();
+  const double dist_auc = read_summary(dir + "/dist").at("figures").at("test_auc").as_number();
+  std::printf("hashed tables, test AUC: local %.4f, 2 workers %.4f\n", local_auc, dist_auc);
+  EXPECT_GT(local_auc, 0.6);
+  EXPECT_NEAR(dist_auc, local_auc, 0.01);
+  // Without them, admission is refused naming the key.
+  rc = run_with_timeout(
+      pshard_bin() + " train" + common_flags() + " --set embedding.admit_after=2 --run-dir " + dir + "/refused", 60,
+      dir + "/refused.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(read_file(dir + "/refused.log")
+                .find("embedding.admit_after is for hashed tables: set "
+                      "embedding.hashed_rows too"),
+            std::string::npos)
+      << read_file(dir + "/refused.log");
   pshard::testing::remove_dir_if_passed(dir);
 }
 

@@ -226,6 +226,13 @@ dense_features = 2
 )",
                                          "ctr.toml");
   const DataSplits s = load_data(cfg);
+  try {  // 0 means "any id" to Criteo's loader; a generator needs a range
+    load_data(Config::from_string("[data]\nname = \"synthetic-ctr\"\ncardinality = 0\n", "zero.toml"));
+    ADD_FAILURE() << "data.cardinality = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("zero.toml: data.cardinality = 0: synthetic-ctr draws"), std::string::npos)
+        << e.what();
+  }
   SyntheticCtrOptions o;
   o.seed = 5;
   o.num_fields = 3;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/error.h"
 #include "common/metrics/ctr_metrics.h"
 #include "tests/worker/trainer/local_training.h"
 #include "worker/data/dataset.h"
@@ -74,7 +75,9 @@ TEST(LocalTrainer, DlrmOnSyntheticClicksApproachesTheBound) {
 }
 
 // A small Criteo file the test writes (data.name = criteo): the label is 1 exactly when the first categorical field's
-// hash is odd, so only that field's rows carry the answer; pshard's DLRM learns it through its table.
+// hash is odd, so only that field's rows carry the answer; pshard's DLRM learns it through its table, with the hashes
+// bucketed into tables of row indices (data.cardinality) and unbucketed into hashed tables (embedding.hashed_rows),
+// and a hashed field without hashed tables is refused naming both keys.
 TEST(LocalTrainer, DlrmLearnsAClickThatOneCriteoFieldDecides) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("pshard-criteo-" + std::to_string(getpid()))).string();
@@ -88,24 +91,42 @@ TEST(LocalTrainer, DlrmLearnsAClickThatOneCriteoFieldDecides) {
       for (int j = 0; j < 13; ++j) out << '\t' << rng() % 100;
       for (int j = 0; j < 26; ++j) {
         char hex[9];
-        std::snprintf(hex, sizeof(hex), "%08x", j == 0 ? c1 : static_cast<unsigned>(rng() % 1000));
+        // The other fields' hashes spread over the 32 bits, as Criteo's do: far beyond any table of row indices.
+        std::snprintf(hex, sizeof(hex), "%08x", j == 0 ? c1 : static_cast<unsigned>(rng() % 1000) * 4000037u);
         out << '\t' << hex;
       }
       out << '\n';
     }
   }
-  const Config cfg = Config::from_string(
-      kDlrm, "dlrm.toml",
-      {"data.name=criteo", "data.train_path=" + dir + "/train.txt", "data.test_path=" + dir + "/test.txt",
-       "data.cardinality=1000", "data.train_size=0", "data.test_size=0", "train.epochs=3"});
-  const TrainedRun run = train(cfg);
+  const std::vector<std::string> files = {"data.name=criteo",
+                                          "data.train_path=" + dir + "/train.txt",
+                                          "data.test_path=" + dir + "/test.txt",
+                                          "data.train_size=0",
+                                          "data.test_size=0",
+                                          "train.epochs=3"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), files.begin(), files.end());
+    return Config::from_string(kDlrm, "dlrm.toml", sets);
+  };
+  const TrainedRun bucketed = train(with({"data.cardinality=1000"}));
+  const TrainedRun hashed = train(with({"data.cardinality=0", "embedding.hashed_rows=2000"}));
+  std::string refused;
+  try {
+    train(with({"data.cardinality=0"}));
+  } catch (const Error& e) {
+    refused = e.what();
+  }
   std::filesystem::remove_all(dir);
-  ASSERT_EQ(run.epochs.size(), 3u);
-  const WorkerEpochReport& last = run.epochs.back();
-  EXPECT_EQ(last.test_n, 2000);
-  EXPECT_EQ(last.figures.count("test_auc_bound"), 0u);  // a file's labels come with no true probabilities
-  std::printf("test AUC %.4f\n", last.figures.at("test_auc"));
-  EXPECT_GT(last.figures.at("test_auc"), 0.97);
+  for (const TrainedRun* run : {&bucketed, &hashed}) {
+    ASSERT_EQ(run->epochs.size(), 3u);
+    const WorkerEpochReport& last = run->epochs.back();
+    EXPECT_EQ(last.test_n, 2000);
+    EXPECT_EQ(last.figures.count("test_auc_bound"), 0u);  // a file's labels come with no true probabilities
+    std::printf("%s: test AUC %.4f\n", run == &bucketed ? "buckets" : "hashed", last.figures.at("test_auc"));
+    EXPECT_GT(last.figures.at("test_auc"), 0.97);
+  }
+  EXPECT_NE(refused.find("categorical field 0 has unbounded ids"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("set embedding.hashed_rows, or data.cardinality"), std::string::npos) << refused;
 }
 
 }  // namespace
