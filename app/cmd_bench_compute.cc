@@ -33,6 +33,10 @@ int run_bench_compute(const std::vector<std::string>& args) {
   p.add_option("cuda-wgrad", "W", "cuda convolution weight gradient: gemm|cudnn (train.cuda_conv_wgrad)", false,
                "gemm");
   p.add_option("seed", "S", "seed of weights and data", false, "1");
+  p.add_option("fields", "N", "dlrm: categorical fields, one embedding table each (2 classes whatever --classes)",
+               false, "8");
+  p.add_option("table-rows", "N", "dlrm: rows of each embedding table (Zipf ids over them, as synthetic-ctr's)", false,
+               "100000");
   p.add_flag("json", "print one JSON object");
   if (!p.parse(args)) return 0;
 
@@ -52,6 +56,8 @@ int run_bench_compute(const std::vector<std::string>& args) {
   o.precision = p.get("precision");
   o.cuda_wgrad = p.get("cuda-wgrad");
   o.seed = static_cast<uint64_t>(p.get_int("seed"));
+  o.fields = p.get_int("fields");
+  o.table_rows = p.get_int("table-rows");
   // One run per batch size: the model and its plans are made anew each time, as a job of that batch would make them.
   for (int64_t batch : batches) {
     o.batch = batch;

@@ -16,10 +16,13 @@
 #include "bench/text.h"
 #include "common/error.h"
 #include "models/backend.h"
+#include "models/layers/embedding.h"
 #include "models/model.h"
 #include "models/zoo/registry.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "worker/data/synthetic_ctr.h"
+#include "worker/trainer/batch_rows.h"
 #include "worker/trainer/local_sync.h"
 
 namespace pshard::bench {
@@ -74,6 +77,14 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   spec.input_shape = options.input_shape.empty() ? models::model_info(spec.name).example_input : options.input_shape;
   spec.num_classes = options.classes;
   spec.target_dim = 1;
+  const bool tables = models::model_info(spec.name).embedding_tables;
+  if (tables) {
+    if (options.fields < 1 || options.table_rows < 1) {
+      throw Error("bench compute: --fields and --table-rows must be >= 1");
+    }
+    spec.num_classes = 2;  // a click model
+    spec.table_rows.assign(static_cast<size_t>(options.fields), static_cast<uint64_t>(options.table_rows));
+  }
   const int64_t batch = options.batch, iters = options.iters, warmup = options.warmup;
   const int64_t threads = options.threads;
   if (batch < 1 || iters < 1 || warmup < 0 || threads < 0) {
@@ -100,6 +111,9 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   // The update is `pshard train`'s: the optimizer on the host, on CUDA through pinned buffers (gradients down on the
   // side stream, weights up while the next parameter is updated).
   trainer::LocalSync update(op, optim::LrScheduleParams{}, batch, warmup + iters);
+  trainer::TableSettings table_settings;
+  table_settings.seed = seed;
+  if (tables) update.set_tables(op, table_settings);
   update.start(*model);
 
   // Synthetic batch (fixed: the data path is not what this measures).
@@ -112,17 +126,43 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = spec.num_classes > 0 ? static_cast<int32_t>(i % spec.num_classes) : 0;
+  // Click data: synthetic-ctr's samples (dense features, Zipf ids per field, labels), and the batch's rows.
+  std::vector<uint64_t> ids;
+  std::unique_ptr<trainer::BatchRows> rows;
+  int64_t distinct_rows = 0;
+  if (tables) {
+    data::SyntheticCtrOptions c;
+    c.samples = batch;
+    c.seed = seed;
+    c.num_fields = options.fields;
+    c.cardinality = static_cast<uint64_t>(options.table_rows);
+    c.num_dense = sample;
+    const data::CtrDataset clicks = data::make_synthetic_ctr(c);
+    x = clicks.dense;
+    ids = clicks.ids;
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = clicks.labels[i] > 0.5f ? 1 : 0;
+    rows = std::make_unique<trainer::BatchRows>(options.fields, model->embedding()->dim());
+    rows->prepare(ids.data(), batch);
+    for (int64_t f = 0; f < options.fields; ++f) distinct_rows += static_cast<int64_t>(rows->ids(f).size());
+  }
 
   double fwd_ms = 0, bwd_ms = 0, upd_ms = 0, loss = 0;
   int64_t t = 0;
   auto step = [&](bool timed) {
     auto t0 = Clock::now();
+    if (rows) {  // as a worker's step: the distinct ids, their rows, each sample's rows into the Embedding layer
+      rows->prepare(ids.data(), batch);
+      update.pull_rows(t, *rows);
+      rows->gather(model->embedding()->rows(batch));
+    }
     models::StepResult r = model->forward(x.data(), batch, spec.num_classes > 0 ? labels.data() : nullptr,
                                           spec.num_classes > 0 ? nullptr : targets.data(), true);
     auto t1 = Clock::now();
     model->backward();
     backend->synchronize();
+    if (rows) rows->scatter(model->embedding()->row_grads());
     auto t2 = Clock::now();
+    if (rows) update.push_rows(t, *rows);
     update.end_step(t++);
     backend->synchronize();
     if (timed) {
@@ -157,14 +197,22 @@ Json run_compute_bench(const ComputeBenchOptions& options) {
       .set("peak_rss_mib", peak_rss_mib())
       .set("optimizer", op.name)
       .set("last_loss", loss);
+  if (tables) j.set("tables", options.fields).set("table_rows", options.table_rows).set("distinct_rows", distinct_rows);
   return j;
 }
 
 std::string format_compute_bench(const Json& r) {
   std::string text;
-  appendf(text, "bench compute: %s (%lld parameters), batch %lld, %s, %lld steps\n", r.at("model").as_string().c_str(),
-          static_cast<long long>(r.at("params").as_int()), static_cast<long long>(r.at("batch").as_int()),
-          r.at("device").as_string().c_str(), static_cast<long long>(r.at("iters").as_int()));
+  std::string tables;
+  if (r.has("tables")) {
+    appendf(tables, ", %lld tables x %lld rows (%lld distinct rows a batch)",
+            static_cast<long long>(r.at("tables").as_int()), static_cast<long long>(r.at("table_rows").as_int()),
+            static_cast<long long>(r.at("distinct_rows").as_int()));
+  }
+  appendf(text, "bench compute: %s (%lld parameters%s), batch %lld, %s, %lld steps\n",
+          r.at("model").as_string().c_str(), static_cast<long long>(r.at("params").as_int()), tables.c_str(),
+          static_cast<long long>(r.at("batch").as_int()), r.at("device").as_string().c_str(),
+          static_cast<long long>(r.at("iters").as_int()));
   appendf(text,
           "  %.0f samples/s   %.3f ms/step (forward %.3f, backward %.3f, %s update %.3f; cpu %.3f ms)   loss %.4f   "
           "peak RSS %.0f MiB\n",

@@ -33,13 +33,19 @@ struct ComputeBenchOptions {
   std::string precision = "fp32";         // cpu: fp32|bf16 (train.precision)
   std::string cuda_wgrad = "gemm";        // cuda: gemm|cudnn (train.cuda_conv_wgrad)
   uint64_t seed = 1;                      // seed of weights and data
+  // A model with embedding tables (dlrm): categorical fields (one table each, updated by `optimizer` as pshard train
+  // updates them) and rows per table; its batch is synthetic-ctr's (Zipf ids), of 2 classes whatever `classes` says.
+  int64_t fields = 8;
+  int64_t table_rows = 100000;
 };
 
 // Builds the model on the device, runs `warmup` untimed and `iters` timed steps on one fixed synthetic batch
 // and returns one JSON object: bench ("compute"), model, batch, threads, device (the backend's description),
 // iters, params, samples_per_s, step_ms, forward_ms, backward_ms, update_ms, cpu_ms_per_step (process CPU
-// time per step, all threads), peak_rss_mib (the process's peak resident memory), optimizer, last_loss. Throws
-// pshard::Error for bad options.
+// time per step, all threads), peak_rss_mib (the process's peak resident memory), optimizer, last_loss; with
+// embedding tables also tables, table_rows and distinct_rows (the batch's distinct ids over all tables): the
+// forward then includes finding the distinct ids and reading their rows, the backward summing each row's
+// gradient, the update the rows' too. Throws pshard::Error for bad options.
 Json run_compute_bench(const ComputeBenchOptions& options);
 
 // The text report of a run_compute_bench result, as `pshard bench compute` prints it without --json:

@@ -77,7 +77,8 @@ ModelInfo dlrm() {
           "the servers), pairwise dot interaction, top MLP",
           build,
           {4},
-          ModelTargets::kClasses};
+          ModelTargets::kClasses,
+          /*embedding_tables=*/true};
 }
 
 }  // namespace pshard::models::zoo

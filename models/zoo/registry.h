@@ -31,6 +31,7 @@ struct ModelInfo {
   Builder build;                       // the layers (the loss follows from num_classes)
   std::vector<int64_t> example_input;  // sample shape it is usually run on: bench compute's default --input
   ModelTargets targets;                // what it can be trained on
+  bool embedding_tables = false;       // it reads embedding tables, one per categorical field (ModelSpec::table_rows)
 };
 
 // Every model, in table order (simplest first).

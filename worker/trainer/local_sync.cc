@@ -13,13 +13,18 @@ LocalSync::LocalSync(const Config& cfg, int64_t global_batch, int64_t total_step
     : LocalSync(optim::OptimizerParams::from_config(cfg), optim::LrScheduleParams::from_config(cfg), global_batch,
                 total_steps) {
   const optim::OptimizerParams tables = optim::OptimizerParams::for_tables(cfg);
+  const TableSettings settings = TableSettings::from_config(cfg);
   try {
-    table_optimizer_ = optim::make_optimizer(tables);
+    set_tables(tables, settings);
   } catch (const Error& e) {
     throw Error(std::string("embedding.optimizer: ") + e.what());
   }
-  table_lr_ = tables.lr;
-  tables_settings_ = TableSettings::from_config(cfg);
+}
+
+void LocalSync::set_tables(const optim::OptimizerParams& rule, const TableSettings& settings) {
+  table_optimizer_ = optim::make_optimizer(rule);
+  table_lr_ = rule.lr;
+  tables_settings_ = settings;
 }
 
 LocalSync::LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule,
@@ -37,7 +42,7 @@ void LocalSync::start(models::Model& model) {
   tables_.clear();
   if (const models::Embedding* layer = model.embedding()) {
     if (!table_optimizer_) throw Error("embedding tables need a job config for their optimizer (embedding.*)");
-    const std::string refused = table_rule_refusal(*table_optimizer_);
+    const std::string refused = table_rule_refusal(*table_optimizer_);  // only a model with tables cares
     if (!refused.empty()) throw Error(refused);
     for (const TableSpec& spec : table_specs(*layer, tables_settings_)) {
       tables_.push_back(std::make_unique<EmbeddingShard>(spec, 0, 1, tables_settings_.seed, *table_optimizer_));

@@ -28,6 +28,11 @@ class LocalSync : public ParameterSync {
   LocalSync(const optim::OptimizerParams& optimizer, const optim::LrScheduleParams& schedule, int64_t global_batch,
             int64_t total_steps);
 
+  // The tables' rule (`rule`, at rule.lr) and how their rows are made, for the constructor without a job config
+  // (`pshard bench compute`); the other reads them from embedding.* and run.seed. start() refuses a rule the
+  // tables cannot use (table_rule_refusal) when the model has tables.
+  void set_tables(const optim::OptimizerParams& rule, const TableSettings& settings);
+
   void start(models::Model& model) override;
   void begin_step(int64_t) override {}
   void wait_layer(int) override {}
