@@ -11,19 +11,13 @@
 #include <limits>
 
 #include "common/error.h"
+#include "tests/support/error_of.h"
 
 namespace {
 
 using namespace pshard;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pshard::testing::error_of;
 
 TEST(BinaryFile, RoundTripsValuesStringsAndFloats) {
   std::string out;

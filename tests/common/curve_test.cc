@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/transport/handshake_guard.h"
 #include "common/transport/peer_auth.h"
+#include "tests/support/error_of.h"
 #include "tests/support/raw_handshake.h"
 
 namespace pshard::transport {
@@ -55,14 +56,7 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode & 07777;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pshard::testing::error_of;
 
 TEST(CurveKeys, EnsureCreatesA0600FileInA0700DirectoryAndReusesIt) {
   if (!curve_available()) GTEST_SKIP() << "libzmq without CURVE";

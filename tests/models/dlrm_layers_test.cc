@@ -15,6 +15,7 @@
 #include "models/layers/embedding.h"
 #include "models/model.h"
 #include "tests/models/gradcheck.h"
+#include "tests/support/error_of.h"
 
 namespace pshard::models {
 namespace {
@@ -22,14 +23,7 @@ namespace {
 using testing::check_layer_gradients;
 using testing::random_vector;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pshard::testing::error_of;
 
 TEST(DotInteraction, ForwardIsTheFirstVectorThenEveryPairsDotProduct) {
   CpuBackend cpu(1);

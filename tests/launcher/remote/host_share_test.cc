@@ -15,18 +15,12 @@
 #include "common/error.h"
 #include "launcher/remote/host_list.h"
 #include "launcher/remote/remote_job.h"
+#include "tests/support/error_of.h"
 
 namespace pshard::remote {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pshard::testing::error_of;
 
 TEST(HostList, ParsesTargetsNamesAndCounts) {
   const std::vector<RemoteHost> h = parse_hosts("node1:2,alice@node2:3,node3");

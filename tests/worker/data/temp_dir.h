@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "tests/support/error_of.h"
 
 namespace pshard::data::testing {
 
@@ -41,15 +42,6 @@ inline void write_all(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// The message of the pshard::Error `fn` throws, or "" when it throws none.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pshard::testing::error_of;
 
 }  // namespace pshard::data::testing
