@@ -80,19 +80,18 @@ void plan_elastic_epochs(trainer::TrainerOptions& opts, WorkerSession& worker, s
 }
 
 // Loss scaling in a sync job: every worker skips a step whose gradients some worker found not finite, so that no
-// server applies a part of it (async and SSP workers skip their own such steps alone).
-void vote_on_skipped_steps(trainer::KvSync& sync, const trainer::TrainerOptions& opts, const Config& cfg,
-                           WorkerSession& worker, bool join) {
+// server applies a part of it. Each push says whether its worker's gradients were, and the servers skip the step for
+// all (async and SSP workers skip their own such steps alone).
+void skip_steps_with_servers(trainer::KvSync& sync, const trainer::TrainerOptions& opts, WorkerSession& worker,
+                             bool join) {
   if (!opts.loss_scaler.active() || !worker.job().sync()) return;
   if (join) {
     throw Error(
-        "pshard worker: a worker rejoining the job cannot take part in the vote on each step to skip "
-        "(train.loss_scaling = " +
+        "pshard worker: a worker rejoining the job cannot take part in skipping the steps some worker's gradients "
+        "overflowed: it would start from a loss scale of its own (train.loss_scaling = " +
         std::string(trainer::loss_scaling_name(opts.loss_scaler.mode())) + ")");
   }
-  const std::chrono::milliseconds wait(cfg.get_int("cluster.request_timeout_ms"));
-  ClusterClient& cluster = worker.cluster();
-  sync.set_vote([&cluster, wait](bool finite) { return !cluster.barrier_vote("finite gradients", !finite, wait); });
+  sync.set_servers_skip(true);
 }
 
 // Worker 0 of a fresh or resumed run says what trains and writes the run's first metrics line.
@@ -195,7 +194,7 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   JobEvents& events = worker.events();
   sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
   if (worker.job().checkpoint_on_sigterm) sync->set_stop_signal(&g_sigterm);
-  vote_on_skipped_steps(*sync, opts, cfg, worker, o.join);
+  skip_steps_with_servers(*sync, opts, worker, o.join);
   trainer::Trainer t(opts, *setup.model, setup.data, *sync);
   std::unique_ptr<Tracer> tracer;
   const TraceWindow window = TraceWindow::parse(cfg.get_string("trace.steps"), "trace.steps");

@@ -41,7 +41,7 @@ void check_elastic(const JobShape& s, const std::string& origin) {
   if (s.loss_scaling != "none") {
     fail(origin, "train.loss_scaling",
          "'" + s.loss_scaling + "'" + job +
-             ": the workers' vote on each step to skip assumes a fixed membership; use a fixed --workers, or "
+             ": a worker joining it would start from a loss scale of its own; use a fixed --workers, or "
              "train.loss_scaling = none");
   }
   if (s.restart_workers) {
@@ -97,8 +97,8 @@ void check_worker_batches(const JobShape& s, const std::string& origin) {
   }
 }
 
-// Backup workers close a sync step without its last pushes: what needs every worker's push in every step, or a
-// vote of every worker, is refused with them.
+// Backup workers close a sync step without its last pushes: what needs every worker's push in every step is refused
+// with them.
 void check_backup_workers(const JobShape& s, const std::string& origin) {
   if (s.backup_workers == 0) return;
   const std::string key = "cluster.backup_workers";
@@ -118,7 +118,8 @@ void check_backup_workers(const JobShape& s, const std::string& origin) {
   if (s.loss_scaling != "none") {
     fail(origin, key,
          "backup workers cannot be used with train.loss_scaling = " + s.loss_scaling +
-             ": the workers' vote on each step to skip waits for every worker");
+             ": a step is skipped for all when any worker's push says its gradients were not finite, which needs "
+             "every worker's push");
   }
 }
 
@@ -221,8 +222,8 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
     }
     if (s.restart_workers) {
       fail(origin, "train.loss_scaling",
-           "a worker restarted by cluster.restart_workers cannot take part in the workers' vote on each step to "
-           "skip: set cluster.restart_workers = false, or train.loss_scaling = none");
+           "a worker restarted by cluster.restart_workers would start from a loss scale of its own, not the "
+           "job's: set cluster.restart_workers = false, or train.loss_scaling = none");
     }
   }
 }
@@ -264,6 +265,8 @@ std::vector<std::string> JobShape::host_aggregation_needs() const {
   if (restart_workers) needs.push_back("cluster.restart_workers = false");
   if (compression != "none") needs.push_back("cluster.compression = none");
   if (backup_workers > 0) needs.push_back("cluster.backup_workers = 0");
+  // A step skipped for loss scaling is said by each worker's own pushes (protocol `skipped`), not by a host's sum.
+  if (scales_loss()) needs.push_back("train.loss_scaling = none");
   return needs;
 }
 

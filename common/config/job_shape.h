@@ -63,6 +63,8 @@ struct JobShape {
   // step, each worker's own state aside. With `always` any need is refused when the config is read; `auto` then
   // leaves the workers pushing their own.
   std::vector<std::string> host_aggregation_needs() const;
+  // train.loss_scaling is on (auto: for fp16, as Config resolves it when it is read).
+  bool scales_loss() const { return loss_scaling == "auto" ? precision == "fp16" : loss_scaling != "none"; }
   // One push per host: host_aggregation is not off and the job has everything it needs.
   bool aggregates_per_host() const { return host_aggregation != "off" && host_aggregation_needs().empty(); }
 };

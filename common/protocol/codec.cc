@@ -244,6 +244,7 @@ std::string encode_header(const Message& msg) {
   h.setCheckpointAt(msg.checkpoint_at);
   h.setLate(msg.late);
   h.setWeightsStep(msg.weights_step);
+  h.setSkipped(msg.skipped);
   if (!msg.contributors.empty()) {
     auto ranks = h.initContributors(static_cast<unsigned>(msg.contributors.size()));
     for (size_t i = 0; i < msg.contributors.size(); ++i) ranks.set(static_cast<unsigned>(i), msg.contributors[i]);
@@ -318,6 +319,7 @@ Decoded decode(const FrameView* frames, size_t count) {
     m.checkpoint_at = h.getCheckpointAt();
     m.late = h.getLate();
     m.weights_step = h.getWeightsStep();
+    m.skipped = h.getSkipped();
     auto contributors = h.getContributors();
     if (contributors.size() > kMaxContributors) {
       return fail(std::move(d), ErrorCode::BAD_HEADER,
@@ -361,6 +363,10 @@ Decoded decode(const FrameView* frames, size_t count) {
                 "unknown message type " + std::to_string(static_cast<unsigned>(m.type)));
   }
   const size_t payloads = count - 1;
+  if (m.skipped && m.type != MessageType::PUSH && m.type != MessageType::PUSH_PULL && m.type != MessageType::WEIGHTS) {
+    return fail(std::move(d), ErrorCode::BAD_HEADER,
+                std::string(type_name(m.type)) + " says skipped, which only a push, a pushPull or a weights reply can");
+  }
   if (is_row_message(m.type) || !m.tables.empty() || m.row_encoding != Encoding::NONE || m.row_offset != 0) {
     std::string why = check_row_message(m, frames, count);
     if (!why.empty()) return fail(std::move(d), ErrorCode::BAD_HEADER, std::move(why));

@@ -70,6 +70,7 @@ struct Message {
   int64_t stop_at = 0;                      // weights replies: > 0, the step boundary the servers stopped the job at
   bool late = false;                        // push/pushPull replies: a key's gradient came after its step closed
   int64_t weights_step = 0;                 // weights replies: the lowest version among the keys' weights
+  bool skipped = false;                     // push/pushPull: not finite, skip the step; weights replies: it was skipped
   std::vector<uint32_t> contributors;       // push/pushPull: the ranks each payload sums (empty: the sender alone)
   std::vector<KeyRef> keys;
   std::vector<TensorInfo> tensors;         // init only
@@ -107,7 +108,7 @@ std::string encode_header(const Message& msg);
 // keys with length > 0 whose frames are valid encodings of `length` values (length * 4 bytes for
 // encoding none; any codec for push/pushPull, none/fp16/bf16 for weights, none for everything
 // else; sparse indices in range and increasing), a pull encoding of none/fp16/bf16 on reads and
-// none elsewhere, and an init tensor list. The header
+// none elsewhere, an init tensor list, and the skipped flag on pushes and weights replies only. The header
 // is read in place when its address is 8-byte aligned, else from an aligned copy. A pure
 // function of its input: safe to call on arbitrary bytes (a fuzzer's entry point).
 //

@@ -197,4 +197,8 @@ struct Header {
                                 # and a server on one host that exchanged it) of the rows' float32 values, in the
                                 # order of the id frame: a rowPush's gradients are there, a rowPull's rows are written
                                 # there by the server before its reply (a rows reply with sharedMemory, no payload)
+  skipped @28 :Bool;            # push/pushPull (sync, train.loss_scaling): the sender's gradients of this step are not
+                                # finite, so the step is skipped: no key applies it, and the payloads are not read.
+                                # Weights replies: the step before the read was skipped (some push of it said so); the
+                                # weights are those of the read's step - 1, and the reader pushes that step again
 }

@@ -19,7 +19,11 @@ BspPolicy::BspPolicy(ConsistencySlice& slice, uint32_t num_workers, BackupWorker
       join_step_(num_workers, -1),
       backup_(backup) {}
 
-bool BspPolicy::ready(int64_t step, const DeadWorkers&) const { return slice_.version() >= step; }
+bool BspPolicy::ready(int64_t step, const DeadWorkers&) const {
+  return slice_.version() >= step || skipped_before(step);
+}
+
+bool BspPolicy::skipped_before(int64_t step) const { return reopened_ && step == slice_.version() + 1; }
 
 bool BspPolicy::counted(uint32_t rank, const DeadWorkers& dead) const {
   return !dead[rank] || (join_step_[rank] >= 0 && slice_.version() >= join_step_[rank]);
@@ -51,12 +55,14 @@ PushResult BspPolicy::on_push(const Contributors& from, int64_t step, StepReques
     }
   }
   for (uint32_t rank : from) pushed_[rank] = 1;
+  reopened_ = false;  // the readers of a skipped step were answered with its close: from now on they wait again
   const uint32_t rank = from.at(0);
   pending_[rank] = std::move(gradient);
   weight_[rank] = static_cast<uint32_t>(from.size());
   pushed_workers_ += static_cast<uint32_t>(from.size());
   asked_.checkpoint = asked_.checkpoint || asks.checkpoint;
   asked_.stop = asked_.stop || asks.stop;
+  asked_.skip = asked_.skip || asks.skip;
   advance(dead, scratch);
   note_quorum(dead);
   return {};
@@ -158,7 +164,9 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   }
   if (contributions_ == 0) return;  // every worker is dead
   const int64_t step = slice_.version();
-  if (contributions_ == 1) {
+  if (asked_.skip) {  // loss scaling: some worker's gradients were not finite; the weights stay as they are
+    first_.reset();
+  } else if (contributions_ == 1) {
     slice_.apply(aligned_floats(*first_, scratch), step, contributions_);
     first_.reset();
   } else if (payloads_ == 1) {  // one host's sum: its mean
@@ -186,6 +194,12 @@ void BspPolicy::advance(const DeadWorkers& dead, std::vector<float>& scratch) {
   }
   const StepRequests asked = asked_;
   asked_ = StepRequests{};
+  if (asked.skip) {  // the same step opens again, and what its pushes asked for stands for it
+    asked_.checkpoint = asked.checkpoint;
+    asked_.stop = asked.stop;
+    reopened_ = true;
+    return;
+  }
   slice_.step_closed(asked);
 }
 

@@ -14,11 +14,16 @@ namespace pshard {
 // already closed is taken and dropped (PushResult::dropped): its worker is late, and what it asked for (a checkpoint,
 // the stop) moves to the open step. When every push comes within the grace, the step is the one b = 0 would close,
 // bit for bit.
+//
+// Loss scaling (a push with StepRequests::skip): the step closes as usual, once every live worker pushed, but applies
+// nothing; its readers get the unchanged weights (skipped_before), and the workers push the same step again. Every
+// slice sees the same pushes' flags, so every slice skips the same steps without a word between them.
 class BspPolicy final : public ConsistencyPolicy {
  public:
   BspPolicy(ConsistencySlice& slice, uint32_t num_workers, BackupWorkers backup = {});
 
-  bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step
+  bool ready(int64_t step, const DeadWorkers& dead) const override;  // version >= step, or skipped_before(step)
+  bool skipped_before(int64_t step) const override;
   PushResult on_push(const Contributors& from, int64_t step, StepRequests asks,
                      std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
                      std::vector<float>& scratch) override;
@@ -46,6 +51,7 @@ class BspPolicy final : public ConsistencyPolicy {
   std::vector<float> acc_;                                // sum of >= 2 contributions
   std::vector<int64_t> join_step_;  // per rank, the step from which a rejoined worker counts; -1: none
   StepRequests asked_;              // what the pushes of the open step asked for when it closes
+  bool reopened_ = false;           // the last close skipped its step, which no push has opened again yet
   // Backup workers: how many, the open step's pushes (workers) so far, when it opened and when enough had pushed,
   // the recent step time (open to quorum, a moving average) and whether the step is closing without the rest.
   const BackupWorkers backup_;

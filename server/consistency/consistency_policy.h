@@ -15,10 +15,13 @@
 namespace pshard {
 
 // What the pushes of a BSP step asked for when it closes: a checkpoint at the step boundary (checkpoint flag:
-// checkpoint.every_seconds), and the job's stop there (stop flag: checkpoint.on_sigterm), which also checkpoints.
+// checkpoint.every_seconds), the job's stop there (stop flag: checkpoint.on_sigterm), which also checkpoints, and
+// that the step be skipped (skipped flag: a worker's gradients were not finite under train.loss_scaling): then it
+// closes without an update, and the same step opens again with the other two asks still standing.
 struct StepRequests {
   bool checkpoint = false;
   bool stop = false;
+  bool skip = false;
 };
 
 // The slice a policy decides for, as the policy sees it (implemented by the slice store).
@@ -65,9 +68,12 @@ class ConsistencyPolicy {
   virtual ~ConsistencyPolicy() = default;
   // May a reader at step/clock `step` be answered now? (The slice is initialized.)
   virtual bool ready(int64_t step, const DeadWorkers& dead) const = 0;
+  // BSP: the step before `step` closed skipped (StepRequests::skip) and has not opened again yet: a ready() reader
+  // at `step` is answered with the weights of step - 1 and told so.
+  virtual bool skipped_before(int64_t /*step*/) const { return false; }
   // The gradient of the workers `from` (their sum) for step/clock `step`; the policy keeps it (BSP, out of rank order)
   // or releases it once applied. `asks`: what the worker asks for when this step closes (BSP). ASP and SSP refuse a
-  // push from more than one worker.
+  // push from more than one worker, and one that asks to skip its step (a sync job's flag).
   virtual PushResult on_push(const Contributors& from, int64_t step, StepRequests asks,
                              std::shared_ptr<zmq::message_t> gradient, const DeadWorkers& dead,
                              std::vector<float>& scratch) = 0;

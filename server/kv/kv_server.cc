@@ -309,6 +309,7 @@ struct KvServer::Impl {
       m.checkpoint_at = store.checkpoint_at();
       const int64_t at = r.weights_step.load(std::memory_order_relaxed);
       if (at != std::numeric_limits<int64_t>::max()) m.weights_step = at;
+      m.skipped = r.skipped.load(std::memory_order_relaxed);
     }
     m.late = r.late.load(std::memory_order_relaxed);
     std::vector<zmq::message_t> out;

@@ -44,6 +44,8 @@ struct Request {
   // A push's gradient for some key came after its step closed, and was dropped (cluster.backup_workers): the reply's
   // `late`.
   std::atomic<bool> late{false};
+  // Weights replies: a key's read followed a step that closed skipped (loss scaling), the reply's `skipped`.
+  std::atomic<bool> skipped{false};
   // Weights replies: the lowest version among the keys' weights as answered (the reply's weightsStep).
   std::atomic<int64_t> weights_step{std::numeric_limits<int64_t>::max()};
 

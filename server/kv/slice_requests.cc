@@ -51,8 +51,9 @@ bool SliceRequests::ready(int64_t step, const DeadWorkers& dead) const {
 
 // The weights as the reader asked for them, zero-copy: float32, else encoded (cluster.pull_precision) once per
 // update of the slice for all its readers; or, for a read in shared memory, published to the weights segment.
-void SliceRequests::answer(Request& req, size_t key, ShmHost* shm) {
+void SliceRequests::answer(Request& req, size_t key, int64_t step, ShmHost* shm) {
   req.answered_at(slice_.version());
+  if (slice_.policy->skipped_before(step)) req.skipped.store(true, std::memory_order_relaxed);
   if (req.msg.shared_memory) {           // the reply carries no payload: the reader copies the slot
     if (slice_.weights.homed()) return;  // the update wrote it
     shm->publish(req.slice_ids[key], slice_.weights.data(), slice_.weights.size(), slice_.weights.generation());
@@ -72,7 +73,7 @@ void SliceRequests::release_waiters(const SliceThread& thread, std::vector<Reque
   std::vector<Waiter> still;
   for (Waiter& w : waiting_) {
     if (ready(w.step, thread.dead)) {
-      answer(*w.req, w.key, thread.shm);
+      answer(*w.req, w.key, w.step, thread.shm);
       if (w.req->finish_key()) finished.push_back(std::move(w.req));
     } else {
       still.push_back(std::move(w));
@@ -84,7 +85,7 @@ void SliceRequests::release_waiters(const SliceThread& thread, std::vector<Reque
 // A read at `step`: answered now, or held until the policy lets it through (true: then it finishes when released).
 bool SliceRequests::read(const RequestPtr& req, size_t key, int64_t step, const SliceThread& thread) {
   if (ready(step, thread.dead)) {
-    answer(*req, key, thread.shm);
+    answer(*req, key, step, thread.shm);
     return false;
   }
   waiting_.push_back({req, key, step, std::chrono::steady_clock::now()});
@@ -100,11 +101,16 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
   // A NaN or an infinity would make the weights NaN for every worker: the push is refused, naming it. Through shared
   // memory the worker looked while it copied the gradient into its slot (pshard's client, in a process of the job's
   // own); an index it names that holds a finite value is not believed.
+  // A push that skips its step (loss scaling: its worker's gradients are not finite) is never applied, so it is not
+  // looked at.
   const float* gv = static_cast<const float*>(g->data());
   const size_t n = m.keys[k].length;
   size_t bad = k < req->first_non_finite.size() ? req->first_non_finite[k] : 0;
-  if (k >= req->first_non_finite.size() || bad > n || (bad < n && std::isfinite(gv[bad])))
+  if (m.skipped) {
+    bad = n;
+  } else if (k >= req->first_non_finite.size() || bad > n || (bad < n && std::isfinite(gv[bad]))) {
     bad = first_non_finite(gv, n);
+  }
   if (bad < n) {
     req->fail(ErrorCode::NON_FINITE_GRADIENT, protocol::sender_name(m) + " pushed a non-finite gradient for " +
                                                   slice_.name() + " at step " + std::to_string(m.step) + " (element " +
@@ -115,7 +121,7 @@ bool SliceRequests::push(const RequestPtr& req, size_t k, const SliceThread& thr
                                                   "): refused, the weights are unchanged");
     return false;
   }
-  PushResult pushed = slice_.policy->on_push(from, m.step, StepRequests{m.checkpoint, m.stop}, std::move(g),
+  PushResult pushed = slice_.policy->on_push(from, m.step, StepRequests{m.checkpoint, m.stop, m.skipped}, std::move(g),
                                              thread.dead, thread.scratch);
   if (!pushed.ok()) {
     req->fail(pushed.code, std::move(pushed.why));

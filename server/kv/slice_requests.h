@@ -54,7 +54,7 @@ class SliceRequests {
 
  private:
   bool ready(int64_t step, const DeadWorkers& dead) const;
-  void answer(Request& req, size_t key, ShmHost* shm);
+  void answer(Request& req, size_t key, int64_t step, ShmHost* shm);  // a read at `step`
   bool push(const RequestPtr& req, size_t key, const SliceThread& thread, std::vector<RequestPtr>& finished);
   bool read(const RequestPtr& req, size_t key, int64_t step, const SliceThread& thread);
   void release_waiters(const SliceThread& thread, std::vector<RequestPtr>& finished);

@@ -4,16 +4,17 @@
 A sync job of --workers workers and --servers servers on this machine trains configs/linreg_sgd.toml (10 weights: the
 data plane moves almost nothing, so the coordinator's share shows) for --steps steps, batch 16 per worker, one
 epoch. The coordinator's work per step is its heartbeats (every node every cluster.heartbeat_interval_ms), the step
-lines every worker reports (train.log_every), the epoch records and, with loss scaling, the workers' vote on each
-step to skip, which every sync step waits for. Two variants, alternated round by round:
+lines every worker reports (train.log_every) and the epoch records. Two variants, alternated round by round:
 
-- none: train.loss_scaling = none (no vote);
-- vote: train.loss_scaling = dynamic (float32 compute; every step is voted through the coordinator).
+- none: train.loss_scaling = none;
+- scaled: train.loss_scaling = dynamic (float32 compute): every step may be skipped for all workers, which each push
+  says (whether its worker's gradients were finite) and the servers decide, without the coordinator.
 
 Per run it reads the summary's coordinator_cpu_s (the coordinator's CPU time, user + system, its ZeroMQ threads
 included), steps and train_s, and prints the coordinator's CPU milliseconds per step, that as a share of a 100 ms
-step (the target: under 2 %), and the step time of each variant (vote against none in the same run: what the vote
-adds to a step on this machine, where every process shares the cores). The best round of each variant is reported.
+step (the target: under 2 %), and the step time of each variant (scaled against none in the same run: what loss
+scaling adds to a step on this machine, where every process shares the cores). The best round of each variant is
+reported.
 Reports only: exits non-zero when a run fails or a figure is missing, never because of a figure.
 
   /usr/bin/python3 tests/bench/control_plane_bench.py --pshard build/bin/pshard --out control-plane.json
@@ -39,7 +40,7 @@ BATCH = 16
 
 def run(args, variant, run_dir):
     """One job; returns its figures."""
-    scaling = "dynamic" if variant == "vote" else "none"
+    scaling = "dynamic" if variant == "scaled" else "none"
     cmd = [args.pshard, "launch", "--servers", str(args.servers), "--workers", str(args.workers), "--timeout",
            str(args.timeout), "--config", os.path.join(REPO, "configs", "linreg_sgd.toml"), "--run-dir", run_dir,
            "--set", "train.epochs=1", "--set", "train.batch_size=%d" % BATCH,
@@ -77,34 +78,34 @@ def main():
     runs = []
     try:
         for r in range(args.rounds):
-            for variant in (("none", "vote") if r % 2 == 0 else ("vote", "none")):
+            for variant in (("none", "scaled") if r % 2 == 0 else ("scaled", "none")):
                 load = os.getloadavg()[0]
                 fig = run(args, variant, os.path.join(tmp, "%s-%d" % (variant, r)))
                 fig["load_before"] = load
                 runs.append(fig)
-                print("round %d  %-4s  coordinator %.3f ms CPU/step (%.2f %% of a 100 ms step), step %.1f ms, "
+                print("round %d  %-6s  coordinator %.3f ms CPU/step (%.2f %% of a 100 ms step), step %.1f ms, "
                       "%d steps, load %.2f" % (r, variant, fig["coordinator_cpu_ms_per_step"],
                                                100 * fig["share_of_100ms_step"], fig["step_ms"], fig["steps"], load),
                       flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     best = {}
-    for v in ("none", "vote"):
+    for v in ("none", "scaled"):
         mine = [f for f in runs if f["variant"] == v]
         best[v] = {"coordinator_cpu_ms_per_step": min(f["coordinator_cpu_ms_per_step"] for f in mine),
                    "step_ms": min(f["step_ms"] for f in mine)}
-        print("%-4s best: coordinator %.3f ms CPU per step = %.2f %% of a 100 ms step (target < 2 %%); step %.1f ms"
+        print("%-6s best: coordinator %.3f ms CPU per step = %.2f %% of a 100 ms step (target < 2 %%); step %.1f ms"
               % (v, best[v]["coordinator_cpu_ms_per_step"], best[v]["coordinator_cpu_ms_per_step"],
                  best[v]["step_ms"]))
-    added = best["vote"]["step_ms"] - best["none"]["step_ms"]
-    print("the vote adds %.1f ms to a step here (%d workers and %d servers sharing %d cores)" %
+    added = best["scaled"]["step_ms"] - best["none"]["step_ms"]
+    print("loss scaling adds %.1f ms to a step here (%d workers and %d servers sharing %d cores)" %
           (added, args.workers, args.servers, os.cpu_count()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "commit": commit(), "nproc": os.cpu_count(), "workers": args.workers,
                        "servers": args.servers, "steps": args.steps, "batch": BATCH, "runs": runs, "best": best,
-                       "vote_adds_ms": added}, f, indent=1)
+                       "scaled_adds_ms": added}, f, indent=1)
     return 0
 
 

@@ -214,6 +214,12 @@ TEST(Config, ForcedHostAggregationNamesWhatTheJobLacks) {
   EXPECT_EQ(JobShape::from_config(Config::from_string("", "t.toml", restart)).host_aggregation_needs(),
             (std::vector<std::string>{"cluster.failure_policy = abort", "cluster.restart_workers = false"}));
   EXPECT_TRUE(JobShape::from_config(Config::defaults()).host_aggregation_needs().empty());
+  // A step skipped for loss scaling is said by each worker's own pushes, not by a host's sum (fp16: scaled by auto).
+  EXPECT_EQ(JobShape::from_config(Config::from_string("", "t.toml", {"train.precision=fp16"})).host_aggregation_needs(),
+            std::vector<std::string>{"train.loss_scaling = none"});
+  EXPECT_NE(error_of("", {"train.loss_scaling=static", "cluster.host_aggregation=always"})
+                .find("always needs train.loss_scaling = none"),
+            std::string::npos);
   EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.host_aggregation=always"}));
   EXPECT_NO_THROW(Config::from_string("", "t.toml", {"cluster.mode=async"}));  // auto: off for this job
 }
@@ -260,7 +266,7 @@ TEST(Config, Fp16JobScalesItsLossAndPushesFloat32Gradients) {
   EXPECT_EQ(Config::from_string("", "t.toml", {"train.precision=fp16", "train.loss_scaling=none"})
                 .get_string("train.loss_scaling"),
             "none");
-  // What cannot take part in the workers' vote on a step to skip is refused, naming the key.
+  // A restarted worker, which would start from a loss scale of its own, is refused, naming the key.
   const std::string restart =
       error_of("", {"train.loss_scaling=static", "cluster.failure_policy=continue", "cluster.restart_workers=true"});
   EXPECT_NE(restart.find("train.loss_scaling"), std::string::npos) << restart;

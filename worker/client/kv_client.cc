@@ -96,7 +96,9 @@ KvClient::Handle KvClient::Impl::submit(MessageType type, const std::string& ten
   in.type = type;
   in.copy = copy;
   const bool pushes = type == MessageType::PUSH || type == MessageType::PUSH_PULL;
-  in.push_encoding = pushes ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
+  // A push that skips its step (request_skip) goes as float32: it is not applied, so no residual may take it in.
+  const bool skipping = pushes && step == skip_step.load();
+  in.push_encoding = pushes && !skipping ? encoder.push_encoding(tensor_bytes) : protocol::Encoding::NONE;
   in.pull_encoding = encoder.pull_encoding(tensor_bytes);
   if (host) {
     in.host_aggregated = &opt.host_aggregated;
@@ -170,6 +172,7 @@ protocol::Message KvClient::Impl::part_header(const PlannedPart& planned, const 
   m.layout_fingerprint = layout.fingerprint();
   m.checkpoint = pushes && call.step == checkpoint_step.load();
   m.stop = pushes && (call.step == stop_step.load() || (leader && call.step == group()->stop_step()));
+  m.skipped = pushes && call.step == skip_step.load();
   m.pull_encoding = protocol::reads_weights(planned.type) ? call.pull_encoding : protocol::Encoding::NONE;
   m.shared_memory = planned.shared_memory;
   if (leader) m.contributors = opt.host_ranks;
@@ -427,6 +430,14 @@ void KvClient::request_stop(int64_t step) {
   impl_->stop_step = step;
   HostGroup* group = impl_->group();
   if (group && !group->leader()) group->request_stop(step);  // the leader pushes for it
+}
+void KvClient::request_skip(int64_t step) {
+  if (step >= 0 && impl_->group()) {
+    throw Error("worker " + std::to_string(impl_->opt.rank) +
+                ": the workers of this host sum their pushes (cluster.host_aggregation), so one of them cannot skip "
+                "a step alone");
+  }
+  impl_->skip_step = step;
 }
 int64_t KvClient::steps_pushed() const { return impl_->pushed_through.load(std::memory_order_relaxed); }
 int64_t KvClient::stop_at() const {

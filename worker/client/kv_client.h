@@ -153,6 +153,12 @@ class KvClient {
   // checkpoint every slice and answer every read of step + 1 with stopAt = step + 1 (checkpoint.on_sigterm). Every
   // worker then ends before computing step + 1, whichever of them asked.
   void request_stop(int64_t step);
+  // Sync jobs with loss scaling: pushes of step `step` made after this call say skipped (this worker's gradients of
+  // that step are not finite): every server closes the step without applying it, the replies to its reads say so
+  // (ReplyNotes::skipped), and every worker pushes the same step again. They go as float32 (no residual of
+  // cluster.compression takes them in). -1: none; the worker clears it before pushing the step again. Refused (an
+  // Error) for a worker whose host sums its pushes (cluster.host_aggregation).
+  void request_skip(int64_t step);
   // A resumed run (not a rejoin): this worker's error-feedback residuals (and random-k's sampler) of checkpoint
   // `step`, from its residual file. Returns what happened, for the log: "" when the run keeps none or the file was
   // read; otherwise why they
@@ -202,12 +208,13 @@ class KvClient {
 
   // Blocks until `h` is done; throws pshard::Error on failure. Each handle is waited for once.
   void wait(Handle h);
-  // What the replies of a done request said beside its data (sync jobs with cluster.backup_workers): the lowest step
-  // whose weights they brought (-1: not a read), and whether a server dropped a gradient of it that came after its
-  // step had closed.
+  // What the replies of a done request said beside its data: the lowest step whose weights they brought (-1: not a
+  // read), whether a server dropped a gradient of it that came after its step had closed (sync jobs with
+  // cluster.backup_workers), and whether the step before the read was skipped (request_skip, on any worker).
   struct ReplyNotes {
     int64_t weights_step = -1;
     bool late = false;
+    bool skipped = false;
   };
   ReplyNotes wait_noting(Handle h);  // wait(h), and its replies' notes
   // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid).

@@ -46,6 +46,7 @@ struct KvClient::Impl {
   std::atomic<uint64_t> next_request{1};
   std::atomic<int64_t> checkpoint_step{-1};
   std::atomic<int64_t> stop_step{-1};  // request_stop()
+  std::atomic<int64_t> skip_step{-1};  // request_skip()
   std::atomic<int64_t> stop_at{0};     // from the servers' replies (stopAt): the step boundary the job stops at
   compression::PushEncoder encoder;
   kv_client_detail::TrafficCounts counts;

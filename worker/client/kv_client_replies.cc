@@ -43,7 +43,7 @@ bool KvClient::Impl::wait(Handle h, const std::chrono::milliseconds* timeout, Re
     if (op->error_code != protocol::ErrorCode::NONE) throw KvError(op->error, op->error_code);
     throw Error(op->error);
   }
-  if (notes) *notes = ReplyNotes{op->weights_step, op->late};
+  if (notes) *notes = ReplyNotes{op->weights_step, op->late, op->skipped};
   return true;
 }
 
@@ -81,9 +81,10 @@ void KvClient::Impl::on_reply(uint32_t s, Part&& p, protocol::Decoded& d) {
     std::lock_guard<std::mutex> lock(p.op->mu);
     p.op->max_step = std::max(p.op->max_step, m.step);
   }
-  if (m.late || (wants_weights && m.weights_step > 0)) {
+  if (m.late || (wants_weights && (m.weights_step > 0 || m.skipped))) {
     std::lock_guard<std::mutex> lock(p.op->mu);
     p.op->late = p.op->late || m.late;
+    p.op->skipped = p.op->skipped || (wants_weights && m.skipped);
     if (wants_weights && (p.op->weights_step < 0 || m.weights_step < p.op->weights_step)) {
       p.op->weights_step = m.weights_step;
     }

@@ -31,6 +31,7 @@ struct Op {
   int64_t max_step = -1;      // ping: the highest step a pong reported
   int64_t weights_step = -1;  // weights replies: the lowest step the servers' weights were of (-1: none said)
   bool late = false;          // push/pushPull: a server dropped a gradient that came after its step closed
+  bool skipped = false;       // weights replies: the step before the read was skipped (loss scaling)
   std::string error;          // first failure
   protocol::ErrorCode error_code = protocol::ErrorCode::NONE;  // its code, when it was a server's error reply
 

@@ -182,8 +182,9 @@ void KvSync::wait_param(size_t i) {
   if (pending_[i] == 0) return;
   KvClient::Handle h = pending_[i];
   pending_[i] = 0;
-  if (backup_) {
+  if (backup_ || servers_skip_) {
     const KvClient::ReplyNotes notes = kv_.wait_noting(h);
+    reply_skipped_ = notes.skipped;
     if (notes.weights_step >= 0)
       read_step_ = read_step_ < 0 ? notes.weights_step : std::min(read_step_, notes.weights_step);
     if (notes.late && pushed_for_[i] != last_late_) {
@@ -281,9 +282,27 @@ void KvSync::end_step(int64_t) {
   staging_->finish_uploads();
 }
 
+bool KvSync::finish_scaled(bool finite, int params) {
+  if (!servers_skip_) return ParameterSync::finish_scaled(finite, params);
+  kv_.request_skip(finite ? -1 : step_);
+  grads_ready(0, params);
+  push_downloaded(true);
+  // Every slice saw every worker's push of the step, flags and all, so every reply says the same: the first one
+  // tells whether the step was skipped (and the next forward waits for it first anyway).
+  ScopedPhase waiting(WorkerPhase::kCommWait);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i] == 0) continue;
+    wait_param(i);
+    return !reply_skipped_;
+  }
+  return finite;  // every parameter frozen: nothing was pushed
+}
+
 void KvSync::skip_step(int64_t) {
   pushed_step_ = -1;
-  // Nothing was pushed, so no pull is pending: the model keeps this step's weights for the next one.
+  // A step skipped by the servers: the pulls in flight bring the unchanged weights, which the next step (of the same
+  // number) waits for as usual. Skipped by this worker alone (async, SSP): nothing was pushed, and the model keeps
+  // this step's weights.
   staging_->finish_uploads();
 }
 

@@ -58,9 +58,10 @@ class KvSync : public ParameterSync {
   // checkpoint.on_sigterm = checkpoint: once `*signalled` (SIGTERM), the pushes of the next step begun carry the
   // stop flag, and every worker of the job ends at the boundary after it (stop_before), where the servers checkpoint.
   void set_stop_signal(const std::atomic<bool>* signalled) { stop_signal_ = signalled; }
-  // Sync jobs with loss scaling: how the workers agree on a step to skip; `vote(finite)` returns whether every
-  // worker's gradients of the step were finite (ClusterClient::barrier_vote). Unset: this worker answers alone.
-  void set_vote(std::function<bool(bool finite)> vote) { vote_ = std::move(vote); }
+  // Sync jobs with loss scaling: every worker pushes each step, saying whether its gradients were finite
+  // (KvClient::request_skip), and the servers skip a step that any worker's push says is not; the first reply tells
+  // (finish_scaled). Off: this worker decides alone and pushes only its finite steps (async, SSP).
+  void set_servers_skip(bool on) { servers_skip_ = on; }
   // Worker 0 sends its initial weights (one init per tensor); every worker
   // then pulls the step-0 weights (sending its own instead if it becomes the initialiser meanwhile).
   void start(models::Model& model) override;
@@ -68,7 +69,7 @@ class KvSync : public ParameterSync {
   void wait_layer(int layer) override;
   void grads_ready(int first, int count) override;
   void end_step(int64_t) override;
-  bool all_finite(bool finite) override { return vote_ ? vote_(finite) : finite; }
+  bool finish_scaled(bool finite, int params) override;
   void skip_step(int64_t) override;
   void sync_all() override;
   bool stop_before(int64_t step) override;
@@ -105,7 +106,8 @@ class KvSync : public ParameterSync {
   int64_t start_step_ = 0;
   bool rejoin_ = false;
   std::function<bool()> initialiser_;
-  std::function<bool(bool)> vote_;
+  bool servers_skip_ = false;
+  bool reply_skipped_ = false;     // the last reply waited for said the step before its read was skipped
   double checkpoint_every_s_ = 0;  // checkpoint.every_seconds (worker 0 asks the servers)
   const std::atomic<bool>* stop_signal_ = nullptr;
   bool stop_asked_ = false;  // this worker's pushes of one step carried the stop flag

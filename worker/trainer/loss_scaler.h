@@ -24,7 +24,7 @@ namespace pshard::trainer {
 //   LossScaler s = LossScaler::from_config(cfg);
 //   model.set_loss_scale(s.scale());  ... backward ...
 //   const bool finite = s.unscale(model.backend(), model.params());
-//   const bool applied = sync.all_finite(finite);   // the same answer on every worker
+//   const bool applied = sync.finish_scaled(finite, params);   // the same answer on every worker
 //   s.update(applied);
 class LossScaler {
  public:

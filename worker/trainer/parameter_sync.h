@@ -29,9 +29,9 @@ struct SyncStats {
 //   begin_step(t); forward (wait_layer(l) before each layer l);
 //   backward (grads_ready(first, count) as each layer's gradients are final);
 //   end_step(t).
-// With loss scaling (train.loss_scaling) the gradients are handed over only after backward, once every worker found
-// them finite: begin_step(t); forward; backward; all_finite(f) ? (grads_ready(0, all); end_step(t)) : skip_step(t),
-// and a skipped step t is followed by step t again.
+// With loss scaling (train.loss_scaling) the gradients are handed over only after backward, once unscaled:
+// begin_step(t); forward; backward; finish_scaled(finite, all) ? end_step(t) : skip_step(t), and a skipped step t is
+// followed by step t again.
 class ParameterSync {
  public:
   virtual ~ParameterSync() = default;
@@ -43,11 +43,16 @@ class ParameterSync {
   // Parameters [first, first + count) of the model have final gradients.
   virtual void grads_ready(int first, int count) = 0;
   virtual void end_step(int64_t step) = 0;
-  // Loss scaling: whether every worker's gradients of this step are finite, given this worker's (`finite`). The same
-  // answer on every worker of a sync job (their vote); a local or asynchronous sync answers for this worker alone.
-  virtual bool all_finite(bool finite) { return finite; }
-  // In place of grads_ready and end_step for a step all_finite() said to skip: nothing is pushed or applied, and the
-  // model keeps its weights for the next step, which has the same number.
+  // Loss scaling: this step's unscaled gradients of parameters [0, params) are final, and `finite` says whether this
+  // worker's are. Hands them over (grads_ready) unless the step is skipped, and returns whether it is applied: the
+  // same answer on every worker of a sync job (KvSync: the servers skip a step that any worker's push says is not
+  // finite); a local or asynchronous sync answers for this worker alone.
+  virtual bool finish_scaled(bool finite, int params) {
+    if (finite) grads_ready(0, params);
+    return finite;
+  }
+  // In place of end_step for a step finish_scaled() said is skipped: nothing is applied, and the model keeps its
+  // weights for the next step, which has the same number.
   virtual void skip_step(int64_t step) = 0;
   // Blocks until the model holds the newest weights (before evaluation, at the end).
   virtual void sync_all() = 0;

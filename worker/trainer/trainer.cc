@@ -333,11 +333,7 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
       ScopedPhase unscale(WorkerPhase::kBackward);
       finite = scaler.unscale(model_.backend(), model_.params());
     }
-    {
-      ScopedPhase vote(WorkerPhase::kCommWait);
-      applied = sync_.all_finite(finite);
-    }
-    if (applied) sync_.grads_ready(0, static_cast<int>(model_.params().size()));
+    applied = sync_.finish_scaled(finite, static_cast<int>(model_.params().size()));
     scaler.update(applied);  // an Error when every step is being skipped
   }
   if (applied) {

@@ -242,6 +242,29 @@ TEST(ProtocolCodec, TheStopFlagAndTheStopStepSurviveTheRoundTrip) {
   EXPECT_FALSE(d.message.stop);
 }
 
+// Loss scaling's skipped flag: a push's (its gradients are not finite) and a weights reply's (the step before the
+// read was skipped) survive the round trip; any other message that says it is refused.
+TEST(ProtocolCodec, TheSkippedFlagTravelsOnPushesAndWeightsRepliesOnly) {
+  for (MessageType type : {MessageType::PUSH, MessageType::PUSH_PULL, MessageType::WEIGHTS}) {
+    Message m = push_message(1, 4);
+    m.type = type;
+    m.skipped = true;
+    Frames f = frames_of(m, 4);
+    auto v = f.views();
+    Decoded d = decode(v.data(), v.size());
+    ASSERT_TRUE(d.ok) << type_name(type) << ": " << d.error;
+    EXPECT_TRUE(d.message.skipped) << type_name(type);
+  }
+  Message pull = push_message(1, 0);
+  pull.type = MessageType::PULL;
+  pull.skipped = true;
+  Frames f = frames_of(pull, 0);
+  auto v = f.views();
+  Decoded d = decode(v.data(), v.size());
+  EXPECT_EQ(d.code, ErrorCode::BAD_HEADER);
+  EXPECT_EQ(d.error, "pull says skipped, which only a push, a pushPull or a weights reply can");
+}
+
 TEST(ProtocolCodec, AHostSumsContributorsSurviveTheRoundTrip) {
   Message push = push_message(1, 4);
   push.sender_rank = 2;

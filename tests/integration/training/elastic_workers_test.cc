@@ -305,7 +305,7 @@ TEST(ElasticWorkers, RefusesWhatItCannotDo) {
        "cluster.restart_workers is for a fixed number of workers"},
       {base + " --workers 1:2 --set train.precision=fp16",
        "key 'train.loss_scaling': 'dynamic' in an elastic job (cluster.min_workers > 0, pshard launch --workers "
-       "MIN:MAX): the workers' vote on each step to skip assumes a fixed membership"},
+       "MIN:MAX): a worker joining it would start from a loss scale of its own"},
       {base + " --workers 1:2 --set checkpoint.on_sigterm=checkpoint",
        "key 'checkpoint.on_sigterm': 'checkpoint' in an elastic job"},
       {pshard_bin() + " join " + dir, "only an elastic job started by `pshard launch --workers MIN:MAX`"},

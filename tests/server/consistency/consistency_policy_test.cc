@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -47,8 +48,9 @@ std::shared_ptr<zmq::message_t> grad(std::vector<float> v) {
 struct Fixture {
   explicit Fixture(Consistency mode, uint32_t workers, int64_t staleness = 0, BackupWorkers backup = {})
       : slice(2), dead(workers, 0), policy(make_consistency_policy({mode, workers, staleness, backup}, slice)) {}
-  PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false, bool stop = false) {
-    return policy->on_push({rank}, step, StepRequests{checkpoint, stop}, grad(std::move(g)), dead, scratch);
+  PushResult push(uint32_t rank, int64_t step, std::vector<float> g, bool checkpoint = false, bool stop = false,
+                  bool skip = false) {
+    return policy->on_push({rank}, step, StepRequests{checkpoint, stop, skip}, grad(std::move(g)), dead, scratch);
   }
   // The sum of the workers `from` (one host's workers, summed by the first of them).
   PushResult push_sum(Contributors from, int64_t step, std::vector<float> g) {
@@ -72,6 +74,47 @@ TEST(BspPolicy, AStopAskedByOnePushOfAStepIsReportedWhenThatStepClosesAndNotLate
   ASSERT_TRUE(f.push(0, 2, {1, 1}).ok());
   ASSERT_TRUE(f.push(1, 2, {1, 1}).ok());
   EXPECT_EQ(f.slice.stops, (std::vector<bool>{false, true, false}));  // asked once, for that step only
+}
+
+// Loss scaling: one push of a step says skip (its worker's gradients are not finite). The step closes once every worker
+// pushed, applies nothing and reports no close; its readers are let through with the unchanged weights, told so,
+// until a push of the step's second try comes; what the skipped step's pushes asked for (the stop) holds for that
+// try, which applies the mean of its own pushes.
+TEST(BspPolicy, AStepAPushSaysToSkipClosesWithoutAnUpdateAndOpensAgain) {
+  Fixture f(Consistency::kBsp, 3);
+  const float inf = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(f.push(0, 0, {1, 1}, false, /*stop=*/true).ok());
+  ASSERT_TRUE(f.push(1, 0, {inf, 1}, false, false, /*skip=*/true).ok());
+  EXPECT_FALSE(f.policy->ready(1, f.dead));  // worker 2 has not pushed
+  ASSERT_TRUE(f.push(2, 0, {3, 3}).ok());
+  EXPECT_TRUE(f.slice.applied.empty());
+  EXPECT_TRUE(f.slice.stops.empty());  // not closed: the stop waits for the step's second try
+  EXPECT_EQ(f.slice.version(), 0);
+  EXPECT_TRUE(f.policy->ready(1, f.dead));
+  EXPECT_TRUE(f.policy->skipped_before(1));
+  EXPECT_FALSE(f.policy->skipped_before(2));
+  EXPECT_FALSE(f.policy->ready(2, f.dead));
+  ASSERT_TRUE(f.push(2, 0, {6, 6}).ok());  // the second try opens: its readers wait again
+  EXPECT_FALSE(f.policy->ready(1, f.dead));
+  EXPECT_FALSE(f.policy->skipped_before(1));
+  ASSERT_TRUE(f.push(0, 0, {0, 0}).ok());
+  ASSERT_TRUE(f.push(1, 0, {3, 3}).ok());
+  ASSERT_EQ(f.slice.applied.size(), 1u);
+  EXPECT_EQ(f.slice.applied[0], (std::vector<float>{3, 3}));
+  EXPECT_EQ(f.slice.lr_steps, (std::vector<int64_t>{0}));
+  EXPECT_EQ(f.slice.stops, (std::vector<bool>{true}));
+  EXPECT_TRUE(f.policy->ready(1, f.dead));
+  EXPECT_FALSE(f.policy->skipped_before(1));
+}
+
+TEST(AspAndSspPolicies, RefuseAPushThatAsksToSkipItsStep) {
+  for (Consistency mode : {Consistency::kAsp, Consistency::kSsp}) {
+    Fixture f(mode, 2, 1);
+    const PushResult r = f.push(1, 0, {1, 1}, false, false, /*skip=*/true);
+    EXPECT_EQ(r.code, protocol::ErrorCode::BAD_HEADER);
+    EXPECT_EQ(r.why, "worker 1 asked to skip step 0: only sync jobs skip a step for all");
+    EXPECT_TRUE(f.slice.applied.empty());
+  }
 }
 
 TEST(BspPolicy, AppliesTheMeanOnceEveryWorkerHasPushedTheStep) {

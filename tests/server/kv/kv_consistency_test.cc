@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -383,6 +384,72 @@ TEST(KvConsistency, BspWithABackupWorkerClosesWithoutTheLastPushAndTellsItLate) 
   for (uint32_t r = 0; r < 3; ++r) EXPECT_FALSE(kv[r]->wait_noting(h[r]).late);
   kv[2]->wait(kv[2]->zpull("w", w.data(), 40, 2));
   for (float v : w) EXPECT_EQ(v, 7.0f);
+}
+
+// Loss scaling in a sync job, 3 workers and 2 servers (3 slices, on update threads): worker 1's gradients of step 0
+// overflowed, and its pushes say skipped. Every slice closes the step without applying anything (its NaN is not
+// refused), every worker's reply says skipped and brings the unchanged weights; the step's second try, all finite,
+// applies its mean once per slice. Nobody else is asked: the workers learn it from their own replies.
+TEST(KvConsistency, BspSkipsAStepOnEveryServerWhenOnePushSaysItsGradientsAreNotFinite) {
+  KvServerOptions o = options(Consistency::kBsp, "sgd", 1.0f, 64);
+  o.lr_at = [](int64_t) { return 1.0f; };
+  o.inline_slice_bytes = 0;
+  Job job(2, 3, o);
+  const std::vector<TensorSpec> tensors = {{"w", 40}};
+  std::vector<std::unique_ptr<KvClient>> kv;
+  for (uint32_t r = 0; r < 3; ++r) kv.push_back(std::make_unique<KvClient>(job.client(r, tensors)));
+  std::vector<float> init(40, 10.0f);
+  kv[0]->wait(kv[0]->init("w", init.data(), init.size()));
+  std::vector<std::vector<float>> g = {std::vector<float>(40, 1.0f), std::vector<float>(40, 2.0f),
+                                       std::vector<float>(40, 3.0f)};
+  g[1][7] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<float>> out(3, std::vector<float>(40, -1.0f));
+  kv[1]->request_skip(0);
+  std::vector<KvClient::Handle> h;
+  for (uint32_t r = 0; r < 3; ++r) h.push_back(kv[r]->zpush_pull("w", g[r].data(), out[r].data(), 40, 0));
+  for (uint32_t r = 0; r < 3; ++r) {
+    const KvClient::ReplyNotes n = kv[r]->wait_noting(h[r]);
+    EXPECT_TRUE(n.skipped) << "worker " << r;
+    EXPECT_EQ(n.weights_step, 0) << "worker " << r;
+    EXPECT_EQ(out[r], init) << "worker " << r;
+  }
+  uint64_t updates = 0;
+  for (auto& s : job.servers) updates += s->stats().updates;
+  EXPECT_EQ(updates, 0u);
+  kv[1]->request_skip(-1);
+  g[1][7] = 2.0f;
+  h.clear();
+  for (uint32_t r = 0; r < 3; ++r) h.push_back(kv[r]->zpush_pull("w", g[r].data(), out[r].data(), 40, 0));
+  for (uint32_t r = 0; r < 3; ++r) {
+    const KvClient::ReplyNotes n = kv[r]->wait_noting(h[r]);
+    EXPECT_FALSE(n.skipped) << "worker " << r;
+    EXPECT_EQ(n.weights_step, 1) << "worker " << r;
+    EXPECT_EQ(out[r], std::vector<float>(40, 8.0f)) << "worker " << r;  // 10 - the mean of 1, 2 and 3
+  }
+  updates = 0;
+  for (auto& s : job.servers) updates += s->stats().updates;
+  EXPECT_EQ(updates, 3u);  // one per slice
+}
+
+// An async job's workers skip their overflowed steps alone, by not pushing them: a push that asks the servers to
+// skip is refused, naming why.
+TEST(KvConsistency, AnAsyncServerRefusesAPushThatAsksToSkipItsStep) {
+  KvServerOptions o = options(Consistency::kAsp, "sgd", 1.0f, 64);
+  Job job(1, 1, o);
+  const std::vector<TensorSpec> tensors = {{"w", 4}};
+  KvClient kv(job.client(0, tensors));
+  std::vector<float> w(4, 1.0f);
+  kv.wait(kv.init("w", w.data(), w.size()));
+  kv.request_skip(0);
+  try {
+    kv.wait(kv.push("w", w.data(), w.size(), 0));
+    FAIL() << "the push was taken";
+  } catch (const KvError& e) {
+    EXPECT_EQ(e.code(), protocol::ErrorCode::BAD_HEADER);
+    EXPECT_NE(std::string(e.what()).find("worker 0 asked to skip step 0: only sync jobs skip a step for all"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A death can make the quorum: 3 workers, one backup; worker 0 pushed, worker 2 dies. The step then closes after the

@@ -131,9 +131,11 @@ class VotingSync : public trainer::LocalSync {
     weights_at_begin.push_back(weights());
     LocalSync::begin_step(step);
   }
-  bool all_finite(bool finite) override {
+  bool finish_scaled(bool finite, int params) override {
     local_votes.push_back(finite);
-    return finite && skip_at_.count(static_cast<int64_t>(begun.size()) - 1) == 0;
+    const bool applied = finite && skip_at_.count(static_cast<int64_t>(begun.size()) - 1) == 0;
+    if (applied) grads_ready(0, params);
+    return applied;
   }
   void skip_step(int64_t step) override {
     skipped.push_back(step);
