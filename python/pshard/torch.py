@@ -106,6 +106,12 @@ class DistributedOptimizer:
         for n, p in self.params:
             shape = (ctypes.c_int64 * p.dim())(*p.shape)
             check(lib().pshard_add_tensor(c, n.encode(), p.dim(), shape, FLOAT32), "DistributedOptimizer")
+        # A sync job's steps some worker's gradients overflowed are skipped by the servers for every worker, each push
+        # saying whether its worker's were finite (so they are its own, never its host's sum); async and SSP workers
+        # skip theirs alone, by not pushing them.
+        self.servers_skip = grad_scaler is not None and size() > 1 and config("cluster.mode") == "sync"
+        if grad_scaler is not None:
+            check(lib().pshard_scale_loss(c), "DistributedOptimizer")
         started = check(lib().pshard_start(c, (name or type(model).__name__).encode(), self.batch_size,
                                            self.steps_per_epoch), "DistributedOptimizer")
         if started == JOB_ENDED:
@@ -190,7 +196,7 @@ class DistributedOptimizer:
                                   "PSHARD_ERR_ARGUMENT")
             if elastic():
                 raise PshardError("pshard: grad_scaler is not supported in an elastic job (pshard launch --workers "
-                                  "MIN:MAX) yet: the workers' vote on a step to skip assumes a fixed membership",
+                                  "MIN:MAX) yet: a worker joining it would start from a loss scale of its own",
                                   "PSHARD_ERR_ARGUMENT")
         self.scaler = scaler
         self.passes_per_step = passes
@@ -407,8 +413,9 @@ class DistributedOptimizer:
             self._push(i)
 
     # ---- weights -------------------------------------------------------------------------------------------------
-    def _complete(self, indices):
-        """Waits for the new weights of parameters `indices` (those still pending) and copies them in."""
+    def _complete(self, indices, skipped=None):
+        """Waits for the new weights of parameters `indices` (those still pending) and copies them in. `skipped` (a
+        ctypes.c_int): the first of them is waited for with pshard_wait_skipped, which sets it."""
         if not self.outstanding:
             return
         ready = [i for i in indices if self.pending[i] is not None]
@@ -417,7 +424,10 @@ class DistributedOptimizer:
         started = time.monotonic_ns()
         with torch.no_grad():
             for i in ready:
-                status = self.wait(self.client, self.pending[i], -1)
+                if skipped is not None and i == ready[0]:
+                    status = lib().pshard_wait_skipped(self.client, self.pending[i], -1, ctypes.byref(skipped))
+                else:
+                    status = self.wait(self.client, self.pending[i], -1)
                 if status != 0:
                     check(status, "step %d: weights of '%s'" % (self.step_count, self.params[i][0]))
                 self.pending[i] = None
@@ -483,7 +493,8 @@ class DistributedOptimizer:
     def _step_whole(self):
         """step() of a step pushed whole: the gradients autograd accumulated over backward_passes_per_step passes,
         unscaled by the grad_scaler's scale (a step whose gradients are not finite on some worker is skipped on
-        every worker, and the scale changes by the scaler's rule), clipped to clip_grad_norm, then pushed."""
+        every worker of a sync job, on that worker alone in an async or SSP job, and the scale changes by the
+        scaler's rule), clipped to clip_grad_norm, then pushed."""
         passes = max(self.seen)
         if passes == 0:
             raise PshardError("pshard: step() without backward(): no parameter got a gradient since the last step "
@@ -506,7 +517,15 @@ class DistributedOptimizer:
             for g in self.grads:
                 g.mul_(inv)
                 finite = finite and bool(torch.isfinite(g).all())
-            applied = self._agree_finite(finite)
+            if self.servers_skip:
+                if finite:
+                    self._clip()
+                check(lib().pshard_request_skip(self.client, -1 if finite else self.step_count), "step")
+                for i in range(len(self.params)):
+                    self._push(i)
+                applied = not self._skipped_by_servers()
+            else:
+                applied = finite
             self._update_scale(applied)
             self._check_diverged(applied)
         if not applied:
@@ -520,29 +539,36 @@ class DistributedOptimizer:
             self.epoch_steps += 1  # its samples were trained on (and count in the metrics); the servers' step stays
             self.step_started = time.monotonic_ns()
             return False
-        if self.max_norm is not None:
-            # torch.nn.utils.clip_grad_norm_'s arithmetic on the step's whole gradient (of this worker).
-            norm = torch.norm(torch.stack([torch.norm(g, 2.0) for g in self.grads]), 2.0)
-            self.last_grad_norm = float(norm)
-            coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
-            for g in self.grads:
-                g.mul_(coef)
-        for i in range(len(self.params)):
-            self._push(i)
+        if not self.servers_skip or self.scaler is None:  # else clipped and pushed above
+            self._clip()
+            for i in range(len(self.params)):
+                self._push(i)
         self.seen = [0] * len(self.params)
         self._step_done()
         return True
 
-    def _agree_finite(self, finite):
-        """Whether every worker's unscaled gradients of this step are finite, the same answer on every worker: a vote
-        in a coordinator barrier, where a worker whose gradients are not finite raises its flag."""
-        if size() == 1:
-            return finite
-        return not barrier_vote(not finite, "pshard.torch: finite gradients")
+    def _clip(self):
+        """clip_grad_norm: torch.nn.utils.clip_grad_norm_'s arithmetic on the step's whole gradient (of this worker)."""
+        if self.max_norm is None:
+            return
+        norm = torch.norm(torch.stack([torch.norm(g, 2.0) for g in self.grads]), 2.0)
+        self.last_grad_norm = float(norm)
+        coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
+        for g in self.grads:
+            g.mul_(coef)
+
+    def _skipped_by_servers(self):
+        """Whether the servers skipped the step just pushed, some worker's gradients not being finite: every slice
+        saw every worker's flag, so every reply of the step says the same, and the first parameter's tells (its
+        weights are loaded meanwhile: the step's, or those it began with)."""
+        skipped = ctypes.c_int(0)
+        first = next(i for i, r in enumerate(self.pending) if r is not None)
+        self._complete((first,), skipped)
+        return skipped.value == 1
 
     def _check_diverged(self, applied):
-        """Ends a job whose every step is being skipped: the same answer on every worker (the vote is job-wide), so
-        every rank raises at the same step and the job ends as failed, naming why."""
+        """Ends a job whose every step is being skipped: in a sync job the same answer on every worker (the servers
+        skip a step for all), so every rank raises at the same step and the job ends as failed, naming why."""
         self.skipped_in_a_row = 0 if applied else self.skipped_in_a_row + 1
         scale = float(self.scaler.get_scale())
         if not applied and (self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW or scale < MIN_SCALE):

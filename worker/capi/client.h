@@ -88,6 +88,7 @@ struct pshard_client {
   std::vector<pshard::TensorSpec> tensors;  // KV names carry the shape: "fc1.weight[256,784]"
   std::vector<std::string> names;           // as declared
   std::vector<pshard::TableSpec> tables;    // embedding tables (pshard_add_table), sent to the servers at pshard_start
+  bool scales_loss = false;                 // pshard_scale_loss: this worker's pushes are its own
   int64_t log_every = 50;                   // train.log_every; 0: no step events
   // Where this worker starts (pshard_start; WorkerSession::start): 0, a resumed run's step (PSHARD_START_STEP), a
   // joiner's first epoch's first step or, for a restarted worker (PSHARD_REJOIN), a step boundary the running workers

@@ -347,7 +347,8 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "
                     "is its data loader's (keep the default, worker)"};
     }
-    const pshard::StartRequest request{std::max<int64_t>(c->env.start_step, 0), c->env.rejoin, c->env.run_dir};
+    const pshard::StartRequest request{std::max<int64_t>(c->env.start_step, 0), c->env.rejoin, c->env.run_dir,
+                                       c->scales_loss};
     if (request.rejoin && !elastic && steps_per_epoch == 0) {
       throw Failure{PSHARD_ERR_ARGUMENT,
                     "pshard: a restarted worker rejoins at a step boundary of the run: give steps_per_epoch "

@@ -51,8 +51,9 @@ extern "C" {
  * is judged by the steps the workers pushed (pshard_close). 8: embedding tables held by the servers
  * (pshard_add_table, pshard_add_hashed_table, pshard_pull_rows, pshard_push_rows). 9: pshard_report_figure (a
  * program's own figures of an epoch, such as a test AUC). 10: PSHARD_JOB_ENDED (pshard_start of a worker that joined
- * an elastic job too late to train). */
-#define PSHARD_C_API_VERSION 10
+ * an elastic job too late to train). 11: pshard_scale_loss, pshard_request_skip and pshard_wait_skipped (a sync
+ * job's steps skipped for loss scaling by the servers). */
+#define PSHARD_C_API_VERSION 11
 
 typedef enum pshard_status {
   PSHARD_OK = 0,
@@ -176,6 +177,18 @@ int pshard_request_stop(pshard_client* c, int64_t step);
  * whose next step is >= it ends there, leaving with pshard_close(c, 75, ...) (75: stopped at a checkpoint). */
 int pshard_stop_at(const pshard_client* c, int64_t* out);
 
+/* Before pshard_start: this worker scales its loss (a GradScaler) and may skip steps (pshard_request_skip), so its
+ * pushes are its own, never part of its host's sum (cluster.host_aggregation = auto pushes per worker for it; every
+ * worker of the job calls this, or none). pshard_start then answers STATE under cluster.host_aggregation = always. */
+int pshard_scale_loss(pshard_client* c);
+
+/* Loss scaling in a sync job: the pushes of step `step` issued after this call say that this worker's gradients of
+ * that step are not finite, and every server then skips the step for every worker: nothing of it is applied, and
+ * pshard_wait_skipped tells each worker so with the step's first weights (the weights it began with). Every worker
+ * then pushes the same step again; call it with -1 before doing so (-1: no step is skipped). STATE in an async or
+ * SSP job, whose workers skip a step of their own by not pushing it. */
+int pshard_request_skip(pshard_client* c, int64_t step);
+
 /* The initialiser only (pshard_initialiser), once per tensor, in a run that starts at step 0: the initial weights
  * (STATE on another rank, or when pshard_start_step is not 0). */
 int pshard_init_tensor(pshard_client* c, int tensor, const float* weights, pshard_request* out);
@@ -202,6 +215,11 @@ int pshard_poll(pshard_client* c, pshard_request r);
  * request fails with SERVER). OK, TIMEOUT (r stays valid), or the error that ended it. Returns ABORTED as soon as
  * the job is aborted. */
 int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms);
+
+/* pshard_wait, and *skipped = 1 when `r` is a push_pull of a step that a server skipped (pshard_request_skip on any
+ * worker of the sync job), 0 otherwise (or when the wait did not end well). Every push_pull of a step says the same:
+ * the first one waited for tells. */
+int pshard_wait_skipped(pshard_client* c, pshard_request r, int64_t timeout_ms, int* skipped);
 
 /* ---- Embedding tables (docs/SPARSE.md): rows that only the servers hold ------------------------------------ */
 

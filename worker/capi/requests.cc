@@ -1,4 +1,5 @@
-// The C API's requests (pshard_c.h): init, pull, push_pull, wait and poll, and the stop at a checkpoint.
+// The C API's requests (pshard_c.h): init, pull, push_pull, wait and poll, the stop at a checkpoint and the steps
+// skipped for loss scaling.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,31 @@ int pshard_request_stop(pshard_client* c, int64_t step) {
     if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: request a stop after pshard_start"};
     if (step < 0) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= 0, got " + std::to_string(step)};
     c->kv->request_stop(step);
+    return PSHARD_OK;
+  });
+}
+
+int pshard_scale_loss(pshard_client* c) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    if (c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: pshard_scale_loss comes before pshard_start"};
+    c->scales_loss = true;
+    return PSHARD_OK;
+  });
+}
+
+int pshard_request_skip(pshard_client* c, int64_t step) {
+  return guarded(PSHARD_ERR_INTERNAL, [&]() -> int {
+    require(c, "client");
+    if (!c->kv) throw Failure{PSHARD_ERR_STATE, "pshard: request a skip after pshard_start"};
+    if (step < -1) throw Failure{PSHARD_ERR_ARGUMENT, "pshard: step must be >= -1, got " + std::to_string(step)};
+    const pshard::JobShape& job = c->worker->job();
+    if (step >= 0 && !job.sync()) {
+      throw Failure{PSHARD_ERR_STATE,
+                    std::string("pshard: only a sync job skips a step for every worker; this one is ") +
+                        job.mode_name() + ", whose workers skip their own steps by not pushing them"};
+    }
+    c->kv->request_skip(step);
     return PSHARD_OK;
   });
 }
@@ -115,7 +141,12 @@ int pshard_push_pull(pshard_client* c, int tensor, const float* grad, float* wei
   });
 }
 
-int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
+}  // extern "C"
+
+namespace {
+
+// pshard_wait, and the notes of the request's replies when it is done well (`notes`, when given).
+int wait_request(pshard_client* c, pshard_request r, int64_t timeout_ms, pshard::KvClient::ReplyNotes* notes) {
   return guarded(PSHARD_ERR_SERVER, [&]() -> int {
     require(c, "client");
     c->check_request(r);
@@ -128,8 +159,10 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
       const auto slice = std::min<Clock::duration>(std::chrono::milliseconds(50), limit - Clock::now());
       bool done = false;
       try {
-        done = c->kv->wait_for(r, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::max<Clock::duration>(slice, Clock::duration::zero())));
+        done = c->kv->wait_for(r,
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::max<Clock::duration>(slice, Clock::duration::zero())),
+                               notes);
       } catch (const std::exception& e) {
         status = request_failed(c, e, r);
         break;
@@ -151,6 +184,26 @@ int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
     if (status == PSHARD_OK) c->join_done(r);
     return status;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int pshard_wait(pshard_client* c, pshard_request r, int64_t timeout_ms) {
+  return wait_request(c, r, timeout_ms, nullptr);
+}
+
+int pshard_wait_skipped(pshard_client* c, pshard_request r, int64_t timeout_ms, int* skipped) {
+  const int given = guarded(PSHARD_ERR_ARGUMENT, [&]() -> int {
+    require(skipped, "skipped");
+    return PSHARD_OK;
+  });
+  if (given != PSHARD_OK) return given;
+  pshard::KvClient::ReplyNotes notes;
+  const int status = wait_request(c, r, timeout_ms, &notes);
+  *skipped = status == PSHARD_OK && notes.skipped ? 1 : 0;
+  return status;
 }
 
 int pshard_poll(pshard_client* c, pshard_request r) {

@@ -472,6 +472,8 @@ KvClient::ReplyNotes KvClient::wait_noting(Handle h) {
   impl_->wait(h, nullptr, &notes);
   return notes;
 }
-bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout) { return impl_->wait(h, &timeout); }
+bool KvClient::wait_for(Handle h, std::chrono::milliseconds timeout, ReplyNotes* notes) {
+  return impl_->wait(h, &timeout, notes);
+}
 
 }  // namespace pshard

@@ -217,8 +217,9 @@ class KvClient {
     bool skipped = false;
   };
   ReplyNotes wait_noting(Handle h);  // wait(h), and its replies' notes
-  // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid).
-  bool wait_for(Handle h, std::chrono::milliseconds timeout);
+  // Like wait() but gives up after `timeout`: false means not done yet (the handle stays valid). Done: its replies'
+  // notes into `notes` (when given), as wait_noting.
+  bool wait_for(Handle h, std::chrono::milliseconds timeout, ReplyNotes* notes = nullptr);
 
  private:
   struct Impl;

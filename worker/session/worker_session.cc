@@ -65,8 +65,18 @@ bool WorkerSession::start(const std::vector<TensorSpec>& tensors, int64_t total_
     start_step_ = joined_with_->first_step;
   }
   run_dir_ = request.run_dir;
-  kv_ = std::make_unique<KvClient>(
-      KvClientOptions::from_config(cfg_, *cluster_, registered_, tensors, total_steps, request.run_dir));
+  KvClientOptions kv_options =
+      KvClientOptions::from_config(cfg_, *cluster_, registered_, tensors, total_steps, request.run_dir);
+  if (request.own_pushes) {
+    if (job_.host_aggregation == "always") {
+      throw StartRefused(
+          "cluster.host_aggregation = always sums the pushes of a host's workers, but this worker scales its loss and "
+          "says itself which steps to skip: set cluster.host_aggregation = auto or off");
+    }
+    kv_options.host_ranks.clear();  // auto: the host's workers, which all scale their loss, push their own
+    kv_options.host_aggregated.clear();
+  }
+  kv_ = std::make_unique<KvClient>(std::move(kv_options));
   if (kind_ == StartKind::kJoined) return true;
   if (request.rejoin) {
     // The servers refuse the rejoin (badStep) if they got there first.

@@ -35,6 +35,9 @@ struct StartRequest {
   int64_t resume_step = 0;  // > 0: a resumed run's first step
   bool rejoin = false;      // restarted by the launcher: takes its rank back in the running job
   std::string run_dir;      // the run directory (a resumed compressed run's residual files); empty: none
+  // Every push this worker's own, never part of its host's sum (a program that scales its loss: a step it skips is
+  // said by its own pushes, KvClient::request_skip). Refused (StartRefused) with cluster.host_aggregation = always.
+  bool own_pushes = false;
 };
 
 // A start the job cannot take (an elastic job restarted or resumed, a resume past the run's end): the front end's

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -343,6 +344,49 @@ TEST(CApi, TwoWorkersTrainOneSyncStepAndReportMetrics) {
   }
   EXPECT_TRUE(step_seen);
   EXPECT_TRUE(epoch_seen);
+}
+
+// Loss scaling through the C API: both workers say before pshard_start that they scale their loss; rank 1's gradients
+// of step 0 overflowed, so its push asks to skip the step. Both workers' replies say skipped and bring the weights the
+// step began with; the step's second try applies the mean. Out of order: pshard_scale_loss after pshard_start, a
+// null `skipped`, a step below -1.
+TEST(CApi, AStepOneWorkerAsksToSkipIsSkippedForBothByTheServers) {
+  Job job(2, 2);
+  run_workers(2, [&](pshard_client* c) {
+    const int rank = pshard_rank(c);
+    const int w = pshard_add_tensor(c, "fc.weight", 2, kShapeW, PSHARD_FLOAT32);
+    EXPECT_EQ(pshard_scale_loss(c), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(pshard_start(c, "capi-skip", 4, 0), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(pshard_scale_loss(c), PSHARD_ERR_STATE);
+    std::vector<float> wv(15, 1.0f);
+    pshard_request r = 0;
+    if (rank == 0) {
+      EXPECT_EQ(pshard_init_tensor(c, w, wv.data(), &r), PSHARD_OK);
+      EXPECT_EQ(pshard_wait(c, r, 10000), PSHARD_OK) << pshard_last_error();
+    }
+    EXPECT_EQ(pshard_pull(c, w, wv.data(), 0, &r), PSHARD_OK);
+    EXPECT_EQ(pshard_wait(c, r, 10000), PSHARD_OK) << pshard_last_error();
+    std::vector<float> g(15, rank == 0 ? 0.2f : 0.6f);
+    if (rank == 1) {
+      g[3] = std::numeric_limits<float>::infinity();
+      EXPECT_EQ(pshard_request_skip(c, 0), PSHARD_OK) << pshard_last_error();
+    }
+    int skipped = -1;
+    EXPECT_EQ(pshard_push_pull(c, w, g.data(), wv.data(), 0, &r), PSHARD_OK);
+    EXPECT_EQ(pshard_wait_skipped(c, r, 10000, &skipped), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(skipped, 1);
+    EXPECT_EQ(wv, std::vector<float>(15, 1.0f));
+    EXPECT_EQ(pshard_request_skip(c, -1), PSHARD_OK) << pshard_last_error();
+    g[3] = g[0];
+    EXPECT_EQ(pshard_push_pull(c, w, g.data(), wv.data(), 0, &r), PSHARD_OK);
+    EXPECT_EQ(pshard_wait_skipped(c, r, 10000, nullptr), PSHARD_ERR_ARGUMENT);
+    EXPECT_EQ(pshard_wait_skipped(c, r, 10000, &skipped), PSHARD_OK) << pshard_last_error();
+    EXPECT_EQ(skipped, 0);
+    for (float v : wv) EXPECT_FLOAT_EQ(v, 1.0f - 0.5f * 0.4f);  // lr 0.5 x the mean of 0.2 and 0.6
+    EXPECT_EQ(pshard_request_skip(c, -2), PSHARD_ERR_ARGUMENT);
+    return 0;
+  });
+  ASSERT_TRUE(job.finished(std::chrono::seconds(20))) << "the coordinator did not end the job after both left";
 }
 
 TEST(CApi, CallsOutOfOrderAndBadArgumentsAreRefused) {
