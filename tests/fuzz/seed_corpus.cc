@@ -102,6 +102,9 @@ void kv_seeds() {
   pp.type = MessageType::PUSH_PULL;
   pp.sender_rank = 1;
   save("fuzz_kv_message", "pushpull", with_payloads(2, pp, true));
+  Message skipped = pp;  // loss scaling: this worker's gradients of the step are not finite, skip it for all
+  skipped.skipped = true;
+  save("fuzz_kv_message", "pushpull-skipped", with_payloads(2, skipped, true));
   Message pull = m;
   pull.type = MessageType::PULL;
   save("fuzz_kv_message", "pull", with_payloads(2, pull, false));
