@@ -3,9 +3,9 @@ accumulation, clipping"):
 - torch.autocast (bf16 on the CPU) trains unchanged: the loss decreases;
 - a loss scaled by 2^16 with DistributedOptimizer(grad_scaler=) gives the same weights as unscaled training (1e-6),
   and the scale grows by the scaler's rule;
-- an Inf in one worker's gradient skips the step on every worker: nothing reaches any server (the run equals one
-  without that step, momentum included), the scale backs off, and the job goes on; the epoch line records the
-  steps skipped and the scale;
+- an Inf in one worker's gradient skips the step on every worker of a sync job: its pushes say so and no server
+  applies any of it (the run equals one without that step, momentum included), the scale backs off, and the job
+  goes on; the epoch line records the steps skipped and the scale. In an async job only that worker skips it;
 - a worker whose gradients are never finite: every step is skipped, and the job ends as diverged once the scale
   falls below 2^-24 (or 100 steps in a row were skipped), failed, naming why, as pshard's own workers end; the
   epochs before record their skipped steps;
@@ -129,7 +129,7 @@ def worker(case, out_dir):
         refused(ps, lambda: ps.DistributedOptimizer(net, grad_scaler=object()), "lacks get_scale")
     s = None
     kwargs = {}
-    if case in ("scaled", "inf", "always-inf"):
+    if case in ("scaled", "inf", "always-inf", "inf-async"):
         s = scaler(2.0 ** 16, 3)
         kwargs["grad_scaler"] = s
     if case == "always-inf":  # 3 epochs of ALWAYS_INF_STEPS, rank 1's gradients never finite
@@ -209,7 +209,7 @@ def worker(case, out_dir):
             loss = F.cross_entropy(net(x[lo:lo + BATCH]), y[lo:lo + BATCH])
         losses.append(float(loss))
         opt.zero_grad()
-        poison[:] = [1] if case == "inf" and r == 1 and t == INF_STEP else []
+        poison[:] = [1] if case in ("inf", "inf-async") and r == 1 and t == INF_STEP else []
         if case == "inf" and t == INF_STEP:
             before = {n: v.clone() for n, v in net.state_dict().items()}
         (scale_loss(s, loss) if s is not None else loss).backward()
@@ -299,6 +299,18 @@ def main():
                    "inf: the epoch line's skipped_steps and loss_scale: %s" % epochs)
     print("an Inf in rank 1's gradient: the step skipped on every worker and server, the job went on; the epoch line "
           "says 1 step skipped, scale 2^17")
+
+    status, output, _ = support.launch(CONFIG.replace('mode = "sync"', 'mode = "async"'), 2, 2,
+                                       [os.path.abspath(__file__), "worker", "inf-async", out], 120, "inf-async")
+    support.expect(status == 0, "inf-async: the job failed (status %d)" % status, output)
+    ranks = [torch.load(os.path.join(out, "inf-async-rank%d.pt" % r)) for r in range(2)]
+    support.expect(ranks[0]["results"] == [True] * STEPS and ranks[0]["skipped"] == 0 and
+                   ranks[0]["scale"] == 2.0 ** 18, "inf-async: rank 0 returned %s, skipped %d, scale %s"
+                   % (ranks[0]["results"], ranks[0]["skipped"], ranks[0]["scale"]))
+    support.expect(ranks[1]["results"] == [t != INF_STEP for t in range(STEPS)] and ranks[1]["skipped"] == 1 and
+                   ranks[1]["scale"] == 2.0 ** 17, "inf-async: rank 1 returned %s, skipped %d, scale %s"
+                   % (ranks[1]["results"], ranks[1]["skipped"], ranks[1]["scale"]))
+    print("the same Inf in an async job: rank 1 skipped that step alone (scale 2^17), rank 0 applied every step")
 
     status, output, run = support.launch(CONFIG.replace("epochs = 1", "epochs = 3"), 2, 1,
                                          [os.path.abspath(__file__), "worker", "always-inf", out], 120, "always-inf")

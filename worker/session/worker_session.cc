@@ -67,7 +67,8 @@ bool WorkerSession::start(const std::vector<TensorSpec>& tensors, int64_t total_
   run_dir_ = request.run_dir;
   KvClientOptions kv_options =
       KvClientOptions::from_config(cfg_, *cluster_, registered_, tensors, total_steps, request.run_dir);
-  if (request.own_pushes) {
+  scales_loss_ = request.scales_loss || job_.scales_loss();
+  if (request.scales_loss) {
     if (job_.host_aggregation == "always") {
       throw StartRefused(
           "cluster.host_aggregation = always sums the pushes of a host's workers, but this worker scales its loss and "
@@ -132,7 +133,8 @@ void WorkerSession::leave(int status, const std::string& why, const Tracer* trac
   if (left_) return;
   left_ = true;
   const int64_t pushed =
-      steps_to_tell(started(), elastic() || job_.has_backup_workers(), start_step_, kv_ ? kv_->steps_pushed() : 0);
+      steps_to_tell(started(), elastic() || job_.has_backup_workers() || (scales_loss_ && !job_.sync()), start_step_,
+                    kv_ ? kv_->steps_pushed() : 0);
   close_kv();  // stops the I/O thread before the cluster client says goodbye
   if (tracer && !run_dir_.empty()) {
     write_trace_file(*tracer, run_dir_, "worker-" + std::to_string(rank()), cluster_->clock_offset());

@@ -35,9 +35,11 @@ struct StartRequest {
   int64_t resume_step = 0;  // > 0: a resumed run's first step
   bool rejoin = false;      // restarted by the launcher: takes its rank back in the running job
   std::string run_dir;      // the run directory (a resumed compressed run's residual files); empty: none
-  // Every push this worker's own, never part of its host's sum (a program that scales its loss: a step it skips is
-  // said by its own pushes, KvClient::request_skip). Refused (StartRefused) with cluster.host_aggregation = always.
-  bool own_pushes = false;
+  // A program that scales its loss (a GradScaler) and may skip steps, as train.loss_scaling makes pshard's own
+  // workers: every push is this worker's own, never part of its host's sum (a step it skips in a sync job is said by
+  // its own pushes, KvClient::request_skip; refused, StartRefused, with cluster.host_aggregation = always), and in an
+  // async or SSP job, where it skips steps alone, its pushed-step count is not compared with the others' at its leave.
+  bool scales_loss = false;
 };
 
 // A start the job cannot take (an elastic job restarted or resumed, a resume past the run's end): the front end's
@@ -133,6 +135,7 @@ class WorkerSession {
   const optim::LrPolicy lr_;
   std::optional<optim::LrSchedule> schedule_;  // start()'s, then each elastic epoch's
   int64_t total_steps_ = 0;                    // start()'s
+  bool scales_loss_ = false;                   // start()'s: the program or train.loss_scaling may skip steps
   JobEvents events_;  // before cluster_: its thread records into events_ until ~ClusterClient joins it
   ClusterClient::Options registered_;
   std::unique_ptr<ClusterClient> cluster_;
@@ -151,7 +154,8 @@ void check_start(bool elastic, const StartRequest& request, int64_t total_steps)
 // The steps a leaving worker tells the coordinator it pushed, which compares the workers' counts to tell one that left
 // early from those that went on: its highest pushed step + 1, at least its start step (a resumed worker that pushed
 // nothing more); -1 (not told) when it never started, or when the workers push different steps: in an elastic job
-// (`varying` true), whose members train different steps, and with backup workers, whose stragglers skip steps.
+// (`varying` true), whose members train different steps, with backup workers, whose stragglers skip steps, and in an
+// async or SSP job with loss scaling, whose workers skip their overflowed steps alone.
 int64_t steps_to_tell(bool started, bool varying, int64_t start_step, int64_t kv_pushed);
 
 }  // namespace pshard
