@@ -98,7 +98,8 @@ const std::vector<RawEvent>& raw_events() {
             "GPUs this epoch"},
            {"loss_scale:n? skipped_steps:i?",
             "only with loss scaling: the scale at the end of the epoch, and the steps of the epoch every "
-            "worker skipped (`pshard report` puts both in `runs.csv` and `convergence_epochs.csv`)"},
+            "worker skipped (async and SSP jobs, whose workers skip their own: the most one skipped) (`pshard "
+            "report` puts both in `runs.csv` and `convergence_epochs.csv`)"},
            {"late_steps:i? stragglers:l?",
             "only with backup workers (`cluster.backup_workers`): the steps, summed over the workers, whose "
             "gradients the servers dropped because the step had closed without them, and the workers "

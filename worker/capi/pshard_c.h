@@ -289,7 +289,7 @@ typedef struct pshard_epoch_report {
   double backward_s;     /* of epoch_s: backward passes, pushes issued included (< 0: not measured) */
   uint32_t figures;      /* PSHARD_TRAIN_LOSS | PSHARD_TRAIN_ACC | ...: what loss_sum ... test_correct measured */
   double loss_scale;     /* PSHARD_LOSS_SCALING: the loss scale at the end of the epoch */
-  int64_t skipped_steps; /* PSHARD_LOSS_SCALING: steps of the epoch skipped (gradients not finite on some worker) */
+  int64_t skipped_steps; /* PSHARD_LOSS_SCALING: steps of the epoch this worker skipped (gradients not finite) */
   int64_t label;         /* the epoch's number as the program counts it (from 0, 1 or anything, increasing), recorded
                             as the epoch line's "epoch" */
 } pshard_epoch_report;
