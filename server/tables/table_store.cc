@@ -310,7 +310,11 @@ bool TableStore::push(const RequestPtr& req, Gate& g, std::vector<uint64_t>& ids
   EmbeddingShard& shard = *shards_[g.table];
   const std::string where = "table " + shard.spec().name + ", " + step_text(m);
   const uint32_t dim = shard.spec().dim;
-  const zmq::message_t& values = *req->payloads.at(1);
+  if (req->payloads.size() < 2 || !req->payloads[1]) {  // the server makes it from the row segment in shared memory
+    req->fail(ErrorCode::WRONG_PAYLOAD_COUNT, where + ": the rows' gradients are missing");
+    return true;
+  }
+  const zmq::message_t& values = *req->payloads[1];
   const size_t vb = protocol::row_value_bytes(m.row_encoding);
   if (values.size() != ids.size() * dim * vb) {
     req->fail(ErrorCode::WRONG_LENGTH, where + ": " + std::to_string(values.size()) + " bytes of gradients for " +

@@ -80,8 +80,14 @@ std::unique_ptr<SliceLayout> layout_from_init(const Message& m, ErrorCode* code,
   return l;
 }
 
-// The server's table store (server/kv/kv_server.cc handle_rows): a tableInit declares, a rowPull or rowPush runs.
+// The server's table store (server/kv/kv_server.cc handle_rows): a tableInit declares, a rowPull or rowPush runs. Rows
+// in shared memory are refused, as by a server that shares no memory with the sender (this one has no row segment).
 void run_rows(const Message& m, uint8_t flags, const std::vector<FrameView>& frames) {
+  if (m.shared_memory) {
+    check_error_reply(m.request_id, ErrorCode::BAD_HEADER,
+                      "this server shares no memory with its workers (cluster.transport = tcp, or its channel failed)");
+    return;
+  }
   optim::OptimizerParams p;
   p.name = "adagrad";
   TableStore tables(TableStoreOptions{static_cast<uint32_t>((flags >> 2) & 1), kServers, 2, Consistency::kBsp,
