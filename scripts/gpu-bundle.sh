@@ -33,7 +33,10 @@ for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b was not built"; done
 # The C API library, for the Python package's CUDA runs (PSHARD_LIBRARY); python/ and examples/ travel with the tree.
 CLIB="$BUILD/lib/libpshard_c.so"
 [ -f "$CLIB" ] || die "$CLIB was not built"
-ldd "$BUILD/bin/pshard" | grep 'libcudart' > /dev/null || die "$BUILD/bin/pshard does not link CUDA (PSHARD_CUDA off or nvcc not found?)"
+# The CUDA runtime is linked statically (cmake/PshardCuda.cmake): no libcudart in ldd's list; its driver library,
+# libcuda.so.1, is the one it opens at run time.
+strings -a "$BUILD/bin/pshard" | grep -x 'libcuda.so.1' > /dev/null ||
+  die "$BUILD/bin/pshard holds no CUDA runtime (PSHARD_CUDA off or nvcc not found?)"
 # The GPU code the build generates (nvcc's --generate-code flags of pshard_models; no cuobjdump in every toolkit).
 ARCHS=$(grep -ho 'code=\[[a-z0-9_,]*\]' "$BUILD/models/CMakeFiles/pshard_models.dir/flags.make" | grep -o 'sm_[0-9]*' |
   sort -u | paste -sd' ')

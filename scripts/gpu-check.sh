@@ -139,8 +139,8 @@ for model in lenet:5 resnet20:3; do
   done
 done
 
-# 5. An fp16 job of 1 server + 2 CUDA workers sharing the GPU: the workers' vote on each step to skip (loss scaling)
-# with gradients unscaled and checked on the device.
+# 5. An fp16 job of 1 server + 2 CUDA workers sharing the GPU: gradients unscaled and checked on the device, and a
+# step skipped for all when a push says its gradients overflowed (the servers decide, loss scaling).
 step launch-fp16 120 "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 110 "${LENET[@]}" \
   --set train.epochs=2 --set train.device=cuda --set train.precision=fp16 --run-dir "$OUT/run-launch-fp16"
 
@@ -179,6 +179,12 @@ step cifar-cuda-amp 120 "${PYENV[@]}" "$B/bin/pshard" launch --servers 1 --worke
 for t in equivalence lazy_weights; do
   step "python-$t" 90 "${PYENV[@]}" PSHARD_BIN="$B/bin/pshard" PSHARD_SOURCE_DIR="$SRC" python3 "$SRC/tests/python/${t}_test.py"
 done
+
+# 11. Scaling on this machine's cores (a diagnosis, outside the pass/fail): the ResNet-50 profile (real tensors, the
+# layers' compute replaced by waits, as while a GPU computes) at 1, 2, 4 and 8 workers with 2 servers, pshard next to
+# PyTorch DDP (gloo) over the same tensors; the development VM's 2 cores cannot run 8 workers for real.
+step diag-scaling-resnet50-profile 150 python3 "$SRC/tests/bench/ddp_profile.py" --profile "$SRC/profiles/resnet50.json" \
+  --workers 1,2,4,8 --servers 2 --steps 10 --timeout 60 --pshard "$B/bin/pshard" --json
 
 # ---- summary.json ----
 python3 - "$OUT" "$GPU" "$BUDGET_S" <<'PY'
@@ -352,6 +358,11 @@ for name in ("cifar-cuda", "cifar-cuda-amp"):
         if steps[name]["exit"] == 0 and not rates:
             fail(name, "rank 0 printed no images/s on cuda")
 
+scaling = []
+if "diag-scaling-resnet50-profile" in steps:
+    scaling = [json.loads(l) for l in text("diag-scaling-resnet50-profile").splitlines() if l.startswith("{")]
+    steps["diag-scaling-resnet50-profile"]["rows"] = len(scaling)
+
 versions = {}
 try:
     import torch
@@ -374,8 +385,12 @@ checks = [s for name, s in steps.items() if not name.startswith("diag-")]
 summary = {"gpu": gpu, "torch": versions.get("torch"), "versions": versions,
            "result": "pass" if all(s["pass"] for s in checks) else "fail",
            "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
-           "resnet20": resnet, "ps_overhead": ps_overhead, "precision": precision, "targets": targets}
+           "resnet20": resnet, "ps_overhead": ps_overhead, "scaling": scaling, "precision": precision, "targets": targets}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+for r in scaling:
+    print(f"gpu-check: scaling {r['workers']} workers: pshard {r.get('pshard_samples_per_s', 0):.1f} samples/s "
+          f"(efficiency {r.get('pshard_efficiency', 0):.2f}), DDP {r['ddp_samples_per_s']:.1f} "
+          f"({r['ddp_efficiency']:.2f})")
 for t in targets:
     v = "-" if t["value"] is None else f"{t['value']:.2f}"
     print(f"gpu-check: target {t['what']}: {v} (>= {t['target']}: {'met' if t['met'] else 'NOT met'})")

@@ -209,22 +209,10 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
              " values per sample (64 MiB of float32): lower the shape");
   }
   (void)TraceWindow::parse(cfg.get_string("trace.steps"), "config " + origin + ": key 'trace.steps'");
-  if (s.precision != "fp32" && s.cuda()) {
-    fail(origin, "train.precision",
-         s.precision +
-             " runs on CPU only (bf16: oneDNN's AVX512_BF16/AMX kernels); the CUDA backend computes in fp32 "
-             "only: use train.device = cpu or train.precision = fp32");
-  }
-  if (s.loss_scaling != "none") {
-    if (s.cuda()) {
-      fail(origin, "train.loss_scaling",
-           "loss scaling runs on CPU workers only (the CUDA backend computes in fp32): set it to none for cuda");
-    }
-    if (s.restart_workers) {
-      fail(origin, "train.loss_scaling",
-           "a worker restarted by cluster.restart_workers would start from a loss scale of its own, not the "
-           "job's: set cluster.restart_workers = false, or train.loss_scaling = none");
-    }
+  if (s.loss_scaling != "none" && s.restart_workers) {
+    fail(origin, "train.loss_scaling",
+         "a worker restarted by cluster.restart_workers would start from a loss scale of its own, not the "
+         "job's: set cluster.restart_workers = false, or train.loss_scaling = none");
   }
 }
 

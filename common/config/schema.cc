@@ -100,9 +100,10 @@ std::vector<ConfigKey> kSchema = {
     {"train.precision", T::kString, "fp32", 0, 0, "fp32|bf16|fp16",
      "what a worker's convolutions and GEMMs read: fp32, bf16 (oneDNN's AVX-512 kernels, fastest with AVX512_BF16 "
      "or AMX; a CPU with AVX2 alone refuses it; fp32 accumulation "
-     "and outputs; batch norm, pooling, softmax and loss in fp32; CPU only); bf16 also makes cluster.compression and "
-     "cluster.pull_precision default to bf16. fp16: the same with IEEE half operands (on CPU, where oneDNN has no "
-     "fp16 kernels, float32 kernels read operands rounded to half: fp16's numerics, slower than fp32; CPU only)"},
+     "and outputs; batch norm, pooling, softmax and loss in fp32; on CUDA: tensor-core GEMMs and channels-last cuDNN "
+     "convolutions); bf16 also makes cluster.compression and cluster.pull_precision default to bf16. fp16: the same "
+     "with IEEE half operands (on CPU, where oneDNN has no fp16 kernels, float32 kernels read operands rounded to "
+     "half: fp16's numerics, slower than fp32)"},
     {"train.loss_scaling", T::kString, "auto", 0, 0, "auto|dynamic|static|none",
      "multiply the loss by train.loss_scale before backward (so that small gradients survive fp16) and divide the "
      "gradients back before the push; a step whose gradients are not finite on any worker is skipped by every worker "
