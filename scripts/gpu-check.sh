@@ -180,7 +180,21 @@ for t in equivalence lazy_weights; do
   step "python-$t" 90 "${PYENV[@]}" PSHARD_BIN="$B/bin/pshard" PSHARD_SOURCE_DIR="$SRC" python3 "$SRC/tests/python/${t}_test.py"
 done
 
-# 11. Scaling on this machine's cores (a diagnosis, outside the pass/fail): the ResNet-50 profile (real tensors, the
+# 11. ResNet-50 (ImageNet layout, 224 x 224 synthetic images, batch 64) as jobs on the GPU: `pshard train` against 1
+# worker + 1 server in fp32 and bf16, and 2 bf16 workers sharing the GPU (one push per host); 2 epochs of 30 steps, the
+# second epoch's samples/s compared (the first holds cuDNN's warm-up).
+R50=(--config "$SRC/configs/cifar_resnet20.toml" --set model.name=resnet50 --set 'data.image_shape=[3,224,224]'
+  --set data.classes=1000 --set data.train_size=1920 --set data.test_size=128 --set train.epochs=2
+  --set train.batch_size=64 --set optimizer.lr=0.01 --set lr_schedule.warmup_steps=0 --set train.device=cuda)
+for p in fp32 bf16; do
+  step "resnet50-train-$p" 120 "$B/bin/pshard" train "${R50[@]}" --set train.precision=$p --run-dir "$OUT/run-resnet50-train-$p"
+  step "resnet50-1w1s-$p" 120 "$B/bin/pshard" launch --servers 1 --workers 1 --timeout 110 "${R50[@]}" \
+    --set train.precision=$p --run-dir "$OUT/run-resnet50-1w1s-$p"
+done
+step resnet50-2w1s-bf16 150 "$B/bin/pshard" launch --servers 1 --workers 2 --timeout 140 "${R50[@]}" \
+  --set train.precision=bf16 --set data.train_size=3840 --run-dir "$OUT/run-resnet50-2w1s-bf16"
+
+# 12. Scaling on this machine's cores (a diagnosis, outside the pass/fail): the ResNet-50 profile (real tensors, the
 # layers' compute replaced by waits, as while a GPU computes) at 1, 2, 4 and 8 workers with 2 servers, pshard next to
 # PyTorch DDP (gloo) over the same tensors; the development VM's 2 cores cannot run 8 workers for real.
 step diag-scaling-resnet50-profile 150 python3 "$SRC/tests/bench/ddp_profile.py" --profile "$SRC/profiles/resnet50.json" \
@@ -201,6 +215,8 @@ for line in open(os.path.join(out, "steps.tsv")):
 
 
 def text(name):
+    if name not in steps:  # not run (CHECK_ONLY)
+        return ""
     try:
         return open(os.path.join(out, steps[name]["log"]), errors="replace").read()
     except OSError:
@@ -358,6 +374,19 @@ for name in ("cifar-cuda", "cifar-cuda-amp"):
         if steps[name]["exit"] == 0 and not rates:
             fail(name, "rank 0 printed no images/s on cuda")
 
+resnet50_jobs = {}
+for name in [n for n in steps if n.startswith("resnet50-")]:
+    ep, summ = epochs("run-" + name)
+    rate = ep[-1].get("samples_per_s") if len(ep) >= 2 else None
+    steps[name]["samples_per_s_last_epoch"] = rate
+    resnet50_jobs[name[len("resnet50-"):]] = rate
+    if steps[name]["exit"] == 0 and rate is None:
+        fail(name, "no second epoch's samples/s in its metrics")
+for p in ("fp32", "bf16"):
+    local, job = resnet50_jobs.get(f"train-{p}"), resnet50_jobs.get(f"1w1s-{p}")
+    if local and job:
+        resnet50_jobs[f"ps_overhead_{p}"] = job / local
+
 scaling = []
 if "diag-scaling-resnet50-profile" in steps:
     scaling = [json.loads(l) for l in text("diag-scaling-resnet50-profile").splitlines() if l.startswith("{")]
@@ -385,8 +414,10 @@ checks = [s for name, s in steps.items() if not name.startswith("diag-")]
 summary = {"gpu": gpu, "torch": versions.get("torch"), "versions": versions,
            "result": "pass" if all(s["pass"] for s in checks) else "fail",
            "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
-           "resnet20": resnet, "ps_overhead": ps_overhead, "scaling": scaling, "precision": precision, "targets": targets}
+           "resnet20": resnet, "ps_overhead": ps_overhead, "scaling": scaling, "resnet50_jobs": resnet50_jobs, "precision": precision, "targets": targets}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+for k, v in resnet50_jobs.items():
+    print(f"gpu-check: ResNet-50 job {k}: {v if v is None else round(v, 2)}")
 for r in scaling:
     print(f"gpu-check: scaling {r['workers']} workers: pshard {r.get('pshard_samples_per_s', 0):.1f} samples/s "
           f"(efficiency {r.get('pshard_efficiency', 0):.2f}), DDP {r['ddp_samples_per_s']:.1f} "
