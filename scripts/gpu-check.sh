@@ -200,6 +200,14 @@ step resnet50-2w1s-bf16 150 "$B/bin/pshard" launch --servers 1 --workers 2 --tim
 step diag-scaling-resnet50-profile 150 python3 "$SRC/tests/bench/ddp_profile.py" --profile "$SRC/profiles/resnet50.json" \
   --workers 1,2,4,8 --servers 2 --steps 10 --timeout 60 --pshard "$B/bin/pshard" --json
 
+# 13. Async with a straggler on this machine's cores (a diagnosis): pshard's DLRM on synthetic clicks, 2 workers + 2
+# servers, worker 1 slowed 2x; sync, async with static shards, and async with cluster.batch_assignment = dynamic, two
+# rounds (tests/bench/dlrm_bench.py --async).
+for round in 1 2; do
+  step "diag-async-dlrm-$round" 150 python3 "$SRC/tests/bench/dlrm_bench.py" --pshard "$B/bin/pshard" --skip-speed \
+    --skip-scaling --async --async-samples 1024000 --out "$OUT/diag-async-dlrm-$round.json"
+done
+
 # ---- summary.json ----
 python3 - "$OUT" "$GPU" "$BUDGET_S" <<'PY'
 import json, os, re, sys
@@ -392,6 +400,17 @@ if "diag-scaling-resnet50-profile" in steps:
     scaling = [json.loads(l) for l in text("diag-scaling-resnet50-profile").splitlines() if l.startswith("{")]
     steps["diag-scaling-resnet50-profile"]["rows"] = len(scaling)
 
+async_dlrm = []
+for name in [n for n in steps if n.startswith("diag-async-dlrm-")]:
+    try:
+        a = json.load(open(os.path.join(out, name + ".json")))["async"]
+    except (OSError, ValueError, KeyError):
+        continue
+    async_dlrm.append({k: a.get(k) for k in ("samples_per_s_ratio", "dynamic_samples_per_s_ratio", "auc_difference",
+                                             "dynamic_auc_difference")} |
+                      {k + "_samples_per_s": a[k]["samples_per_s"] for k in ("sync", "async", "dynamic")} |
+                      {k + "_worker_samples_per_s": a[k]["worker_samples_per_s"] for k in ("sync", "async", "dynamic")})
+
 versions = {}
 try:
     import torch
@@ -414,8 +433,11 @@ checks = [s for name, s in steps.items() if not name.startswith("diag-")]
 summary = {"gpu": gpu, "torch": versions.get("torch"), "versions": versions,
            "result": "pass" if all(s["pass"] for s in checks) else "fail",
            "seconds": sum(s["seconds"] for s in steps.values()), "steps": list(steps.values()),
-           "resnet20": resnet, "ps_overhead": ps_overhead, "scaling": scaling, "resnet50_jobs": resnet50_jobs, "precision": precision, "targets": targets}
+           "resnet20": resnet, "ps_overhead": ps_overhead, "scaling": scaling, "resnet50_jobs": resnet50_jobs, "async_dlrm": async_dlrm, "precision": precision, "targets": targets}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+for a in async_dlrm:
+    print(f"gpu-check: DLRM async, worker 1 slowed 2x: static {a['samples_per_s_ratio']:.2f} x sync, dynamic "
+          f"{a['dynamic_samples_per_s_ratio']:.2f} x sync (AUC {a['dynamic_auc_difference']:+.4f})")
 for k, v in resnet50_jobs.items():
     print(f"gpu-check: ResNet-50 job {k}: {v if v is None else round(v, 2)}")
 for r in scaling:

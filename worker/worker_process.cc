@@ -191,6 +191,12 @@ int train_through(WorkerSession& worker, const Config& cfg, trainer::TrainingSet
   sync->set_rejoin(worker.counted_from_start());
   std::optional<EpochPlan> last_plan;  // elastic: the members of the epoch trained last
   if (elastic) plan_elastic_epochs(opts, worker, last_plan);
+  if (worker.job().dynamic_batches) {
+    opts.claim_batches = [&worker](int64_t epoch, int64_t batches, uint32_t count) {
+      const ClusterClient::BatchGrant g = worker.claim_batches(epoch, batches, count);
+      return trainer::ClaimedBatches{g.first, g.count};
+    };
+  }
   JobEvents& events = worker.events();
   sync->set_initialiser([&events, rank] { return events.initialiser(rank); });
   if (worker.job().checkpoint_on_sigterm) sync->set_stop_signal(&g_sigterm);

@@ -123,6 +123,31 @@ void check_backup_workers(const JobShape& s, const std::string& origin) {
   }
 }
 
+// Dynamic batch assignment hands each epoch's batches to whichever worker asks next: each worker trains as many steps
+// as its speed gives it, which only an async job takes as it comes.
+void check_batch_assignment(const JobShape& s, const std::string& origin) {
+  if (!s.dynamic_batches) return;
+  const std::string key = "cluster.batch_assignment";
+  if (s.mode != JobMode::kAsync) {
+    fail(origin, key,
+         std::string("dynamic needs cluster.mode = async, not ") + s.mode_name() +
+             (s.sync() ? ": a sync step needs a push of every worker, so every worker trains the same steps"
+                       : ": SSP holds a worker that runs cluster.staleness steps ahead, so a faster worker could not "
+                         "take more of the batches"));
+  }
+  if (s.elastic()) {
+    fail(origin, key, "dynamic cannot be used in an elastic job (cluster.min_workers > 0), whose epochs are planned");
+  }
+  if (s.uneven_batches()) {
+    fail(origin, key, "dynamic cannot be used with train.worker_batch_sizes: the epoch's batches are of one size");
+  }
+  if (s.restart_workers) {
+    fail(origin, key,
+         "dynamic cannot be used with cluster.restart_workers: a restarted worker would not know which of its "
+         "claimed batches it trained");
+  }
+}
+
 // model.name = dlrm keeps its embedding tables on the servers; what re-runs, skips or drops a step's dense part alone
 // would leave its rows behind.
 void check_server_tables(const Config& cfg, const JobShape& s, const std::string& origin) {
@@ -188,6 +213,7 @@ void check_job_rules(const Config& cfg, const std::string& origin) {
   check_worker_batches(s, origin);
   check_restart_workers(s, origin);
   check_backup_workers(s, origin);
+  check_batch_assignment(s, origin);
   check_server_tables(cfg, s, origin);
   check_host_aggregation(s, origin);
   if (cfg.get_int("cluster.heartbeat_interval_ms") >= cfg.get_int("cluster.heartbeat_timeout_ms")) {
@@ -233,6 +259,7 @@ JobShape JobShape::from_config(const Config& cfg) {
   s.loss_scaling = cfg.get_string("train.loss_scaling");
   s.worker_batches = cfg.get_int_list("train.worker_batch_sizes");
   s.backup_workers = static_cast<uint32_t>(cfg.get_int("cluster.backup_workers"));
+  s.dynamic_batches = cfg.get_string("cluster.batch_assignment") == "dynamic";
   return s;
 }
 

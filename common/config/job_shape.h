@@ -44,6 +44,8 @@ struct JobShape {
   std::vector<int64_t> worker_batches;
   // cluster.backup_workers: a sync step closes without this many of its last pushes (stragglers).
   uint32_t backup_workers = 0;
+  // cluster.batch_assignment = dynamic: an async job's workers claim each epoch's batches as they go.
+  bool dynamic_batches = false;
 
   static JobShape from_config(const Config& cfg);
 

@@ -197,6 +197,10 @@ std::vector<ConfigKey> kSchema = {
     // cluster (parameter-server job)
     {"cluster.mode", T::kString, "sync", 0, 0, "sync|async|ssp", "consistency model: BSP, ASP or SSP"},
     {"cluster.staleness", T::kInt, "2", 0, 1000000, "", "ssp: how many clocks a worker may run ahead"},
+    {"cluster.batch_assignment", T::kString, "static", 0, 0, "static|dynamic",
+     "which worker trains which batches of an epoch: static, each its fixed shard (the same share for every worker); "
+     "dynamic (async only), the workers claim the epoch's batches from the coordinator as they go, so a faster worker "
+     "trains more of them and a slow one no longer holds the epoch's end"},
     {"cluster.backup_workers", T::kInt, "0", 0, 1 << 16, "",
      "sync: a step closes once all but this many live workers pushed and a grace passed; later pushes of the step "
      "are dropped and counted, and their worker catches up (straggler mitigation; docs/PROTOCOL.md)",

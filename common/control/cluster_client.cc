@@ -38,13 +38,13 @@ namespace cc = control_codec;
 
 struct ClusterClient::Impl {
   struct Command {
-    enum class Kind { kBarrier, kReport, kFact, kStuck, kEpochEnter, kEpochJoined, kLeave, kStop } kind;
+    enum class Kind { kBarrier, kReport, kFact, kStuck, kEpochEnter, kEpochJoined, kBatchClaim, kLeave, kStop } kind;
     std::string name;               // barrier name, report text, a stuck report's or a leave's reason, a fact's path
-    int status = 0;                 // kLeave: the exit status; kFact: its JobFact::Kind
+    int status = 0;                 // kLeave: the exit status; kFact: its JobFact::Kind; kBatchClaim: the count
     std::vector<uint32_t> workers;  // kStuck
-    int64_t epoch = 0;              // kEpochEnter, kEpochJoined
-    int64_t step = 0;               // kEpochEnter, kFact; kLeave: the steps pushed (-1: not said)
-    bool vote = false;              // kBarrier: this node raises its flag
+    int64_t epoch = 0;              // kEpochEnter, kEpochJoined, kBatchClaim
+    int64_t step = 0;   // kEpochEnter, kFact; kLeave: the steps pushed (-1: not said); kBatchClaim: the epoch's batches
+    bool vote = false;  // kBarrier: this node raises its flag
   };
 
   Options opt;
@@ -68,7 +68,10 @@ struct ClusterClient::Impl {
   std::map<std::string, bool> release_votes;  // barrier name -> whether its last release said some node voted
   bool joins_running = false;                 // ClusterMap.joinsRunning
   std::optional<EpochPlan> plan;              // the last epoch plan received
-  bool shut_down = false;                     // a shutdown arrived
+  uint64_t grants = 0;                        // batchesGranted received
+  int64_t grant_epoch = 0;                    // the last one's epoch, first batch and count
+  BatchGrant grant;
+  bool shut_down = false;  // a shutdown arrived
   std::deque<ClusterEvent> pending_events;
   std::function<void(const ClusterEvent&)> callback;
   bool leave_requested = false;
@@ -201,6 +204,17 @@ struct ClusterClient::Impl {
         cv.notify_all();
         break;
       }
+      case control::ControlMessage::BATCHES_GRANTED: {
+        auto g = root.getBatchesGranted();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++grants;
+          grant_epoch = g.getEpoch();
+          grant = BatchGrant{g.getFirst(), static_cast<int64_t>(g.getCount())};
+        }
+        cv.notify_all();
+        break;
+      }
       case control::ControlMessage::HEARTBEAT: on_echo(root.getHeartbeat()); break;
       case control::ControlMessage::NODE_DEAD: {
         ClusterEvent e;
@@ -299,6 +313,13 @@ struct ClusterClient::Impl {
         break;
       }
       case Command::Kind::kEpochJoined: root.initEpochJoined().setEpoch(c.epoch); break;
+      case Command::Kind::kBatchClaim: {
+        auto claim = root.initBatchClaim();
+        claim.setEpoch(c.epoch);
+        claim.setBatches(c.step);
+        claim.setCount(static_cast<uint32_t>(c.status));
+        break;
+      }
       case Command::Kind::kStuck: {
         auto stuck = root.initStuck();
         auto ranks = stuck.initWorkers(static_cast<unsigned>(c.workers.size()));
@@ -603,6 +624,35 @@ std::optional<EpochPlan> ClusterClient::enter_epoch(int64_t epoch, int64_t step,
   if (m.thread_done) throw Error(what + ": left the job while waiting");
   throw Error(what + " timed out after " + std::to_string(timeout.count()) +
               " ms: the coordinator sent no plan (coordinator " + m.opt.coordinator + ")");
+}
+
+ClusterClient::BatchGrant ClusterClient::claim_batches(int64_t epoch, int64_t batches, uint32_t count,
+                                                       std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  const std::string what =
+      "claiming batches of epoch " + std::to_string(epoch) + " on worker " + std::to_string(m.rank);
+  if (m.aborted) throw Error(what + ": the job was aborted: " + m.abort_reason);
+  if (m.leave_requested || m.thread_done) throw Error(what + ": already left the job");
+  // One claim at a time (the training thread's): the next grant is its answer.
+  const uint64_t seen = m.grants;
+  m.commands.push_back(
+      Impl::Command{Impl::Command::Kind::kBatchClaim, "", static_cast<int>(count), {}, epoch, batches, false});
+  lock.unlock();
+  m.wake();
+  lock.lock();
+  auto arrived = [&] { return m.grants > seen; };
+  m.cv.wait_for(lock, timeout, [&] { return arrived() || m.aborted || m.thread_done; });
+  if (arrived()) {
+    if (m.grant_epoch != epoch) {
+      throw Error(what + ": the coordinator granted batches of epoch " + std::to_string(m.grant_epoch));
+    }
+    return m.grant;
+  }
+  if (m.aborted) throw Error(what + " interrupted: the job was aborted: " + m.abort_reason);
+  if (m.thread_done) throw Error(what + ": left the job while waiting");
+  throw Error(what + " timed out after " + std::to_string(timeout.count()) +
+              " ms: the coordinator did not answer (coordinator " + m.opt.coordinator + ")");
 }
 
 void ClusterClient::epoch_joined(int64_t epoch) {

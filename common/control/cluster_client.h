@@ -103,6 +103,16 @@ class ClusterClient {
   std::optional<EpochPlan> enter_epoch(int64_t epoch, int64_t step, std::chrono::milliseconds timeout);
   void epoch_joined(int64_t epoch);
 
+  // Async jobs with train.batch_assignment = dynamic (workers): the next at most `count` batches of `epoch`, which
+  // holds `batches` (control.capnp BatchClaim), as [first, first + count); count 0 once the epoch's batches are all
+  // taken. Throws pshard::Error on timeout or when the job is aborted meanwhile (a claim the coordinator refuses aborts
+  // it, with the reason).
+  struct BatchGrant {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  BatchGrant claim_batches(int64_t epoch, int64_t batches, uint32_t count, std::chrono::milliseconds timeout);
+
   // Sets the callback for job events; it runs on the client's background
   // thread. Events that arrived before the callback was set are delivered
   // when it is set.

@@ -199,6 +199,23 @@ struct JobFact {
   path @2 :Text;
 }
 
+# worker -> coordinator (async jobs with train.batch_assignment = dynamic): the next `count` batches of `epoch` for
+# this worker. The epoch's batches are the batch-sized pieces of its shuffled samples, `batches` of them (the same
+# number from every worker of the job).
+struct BatchClaim {
+  epoch @0 :Int64;
+  batches @1 :Int64;
+  count @2 :UInt32;
+}
+
+# coordinator -> worker: batches [first, first + count) of `epoch` are this worker's to train, no other's; count 0:
+# every batch of the epoch is taken.
+struct BatchesGranted {
+  epoch @0 :Int64;
+  first @1 :Int64;
+  count @2 :UInt32;
+}
+
 # The one message type on the control socket.
 struct ControlMessage {
   union {
@@ -221,5 +238,7 @@ struct ControlMessage {
     jobFact @16 :JobFact;
     workerRegistered @17 :Node;   # to servers: a worker that registered while the job ran (a restart, a joiner);
                                   # a server's shared-memory channel admits this process (pid) for its rank from now on
+    batchClaim @18 :BatchClaim;
+    batchesGranted @19 :BatchesGranted;
   }
 }

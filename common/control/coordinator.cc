@@ -17,6 +17,7 @@
 
 #include "common/config/job_shape.h"
 #include "common/control/barriers.h"
+#include "common/control/batch_claims.h"
 #include "common/control/control_codec.h"
 #include "common/control/epoch_plans.h"
 #include "common/control/job_metrics.h"
@@ -36,6 +37,7 @@
 namespace pshard {
 
 using coordinator_detail::Barriers;
+using coordinator_detail::BatchClaims;
 using coordinator_detail::Clock;
 using coordinator_detail::describe_unranked;
 using coordinator_detail::EpochPlans;
@@ -98,6 +100,7 @@ struct Coordinator::Impl {
   EpochPlans epochs{opt, peers, outbox, [this](const EpochPlan& plan, const std::set<std::string>& members) {
                       metrics.set_epoch_members(plan.epoch, members);
                     }};
+  BatchClaims claims;  // train.batch_assignment = dynamic: who trains which of each epoch's batches
   Clock::time_point started;
   Clock::time_point shutdown_deadline;
   Result result;
@@ -430,6 +433,25 @@ struct Coordinator::Impl {
     judge_pushes(&reporter, line.at("step").as_int() + 1);
   }
 
+  // A worker of a dynamic-assignment job asks for its next batches. A claim the coordinator cannot take (the workers
+  // count an epoch's batches differently) ends the job: its workers would train different data.
+  void on_batch_claim(const Peer& p, control::BatchClaim::Reader claim) {
+    if (p.info.role != NodeRole::kWorker) throw Error(cc::describe(p.info) + " claimed batches: only workers train");
+    BatchClaims::Grant g;
+    try {
+      g = claims.claim(claim.getEpoch(), claim.getBatches(), claim.getCount());
+    } catch (const Error& e) {
+      abort_job(cc::describe(p.info) + ": " + e.what(), nullptr);
+      return;
+    }
+    capnp::MallocMessageBuilder b;
+    auto granted = b.initRoot<control::ControlMessage>().initBatchesGranted();
+    granted.setEpoch(claim.getEpoch());
+    granted.setFirst(g.first);
+    granted.setCount(g.count);
+    outbox.send(p.id, b);
+  }
+
   void on_leave(Peer& p, int status, const std::string& reason, int64_t pushed) {
     if (p.state == Peer::State::kRegistered) {
       PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
@@ -519,6 +541,7 @@ struct Coordinator::Impl {
         case control::ControlMessage::EPOCH_JOINED:
           if (phase == Phase::kRunning) epochs.joined(p, root.getEpochJoined().getEpoch());
           break;
+        case control::ControlMessage::BATCH_CLAIM: on_batch_claim(p, root.getBatchClaim()); break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
                             << peer_name;

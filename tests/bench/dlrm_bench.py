@@ -15,8 +15,9 @@ anything on a shared machine):
 2. scaling: --compute-ms of simulated dense compute a step (train.simulate_compute_ms: the rows are still pulled
    and pushed); 2 workers + 2 servers against 1 worker + 1 server, the same batch per worker (target >= 1.6).
 3. async (with --async): 2 workers + 2 servers training for real, worker 1 slowed --slow times
-   (train.straggler_factor), sync against async over the same samples: the job's samples/s, each worker's own
-   samples/s, and the test AUC of each.
+   (train.straggler_factor), sync against async over the same samples, async once with each worker's static shard
+   and once with cluster.batch_assignment = dynamic (the workers claim the epoch's batches as they go): the job's
+   samples/s, each worker's own samples/s, and the test AUC of each (dynamic: target >= 1.5 x sync, AUC within 0.005).
 4. transport (with --transport): 1 worker + 1 server with cluster.transport = tcp (rows and dense tensors over
    loopback) against auto (through shared memory, only the ids and the headers on the socket), alternated --repeats
    times: the best of each, their ratio, and the bytes each sent on its sockets.
@@ -225,10 +226,14 @@ def asynchronous(args):
     slow = ["train.straggler_rank=1", "train.straggler_factor=%g" % args.slow]
     sync = pshard_job(args, "async-sync", 2, 2, args.async_samples, slow + ["cluster.mode=sync"])
     asy = pshard_job(args, "async-async", 2, 2, args.async_samples, slow + ["cluster.mode=async"])
-    return {"sync": sync, "async": asy, "slow": args.slow,
+    dyn = pshard_job(args, "async-dynamic", 2, 2, args.async_samples,
+                     slow + ["cluster.mode=async", "cluster.batch_assignment=dynamic"])
+    return {"sync": sync, "async": asy, "dynamic": dyn, "slow": args.slow,
             "samples_per_s_ratio": asy["samples_per_s"] / sync["samples_per_s"],
             "worker_rate_sum_ratio": sum(asy["worker_samples_per_s"]) / sum(sync["worker_samples_per_s"]),
-            "auc_difference": asy["test_auc"] - sync["test_auc"]}
+            "auc_difference": asy["test_auc"] - sync["test_auc"],
+            "dynamic_samples_per_s_ratio": dyn["samples_per_s"] / sync["samples_per_s"],
+            "dynamic_auc_difference": dyn["test_auc"] - sync["test_auc"]}
 
 
 def transport(args):
@@ -276,12 +281,14 @@ def report(rec):
               % (s["compute_ms"], s["one"]["samples_per_s"], s["two"]["samples_per_s"], s["speedup"], s["target"]))
     if "async" in rec:
         a = rec["async"]
-        for k in ("sync", "async"):
+        for k in ("sync", "async", "dynamic"):
             print("  %s, worker 1 slowed %gx: %.0f samples/s (workers %s), test AUC %.4f (bound %.4f)"
                   % (k, a["slow"], a[k]["samples_per_s"], ", ".join("%.0f" % x for x in a[k]["worker_samples_per_s"]),
                      a[k]["test_auc"], a[k]["test_auc_bound"] or float("nan")))
         print("  async / sync: job samples/s %.2f, workers' own samples/s summed %.2f, AUC difference %+.4f"
               % (a["samples_per_s_ratio"], a["worker_rate_sum_ratio"], a["auc_difference"]))
+        print("  async with cluster.batch_assignment = dynamic / sync: job samples/s %.2f (target 1.5), AUC difference "
+              "%+.4f (target within 0.005)" % (a["dynamic_samples_per_s_ratio"], a["dynamic_auc_difference"]))
     if "transport" in rec:
         s = rec["transport"]
         for i, r in enumerate(s["rounds"]):

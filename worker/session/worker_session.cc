@@ -114,6 +114,11 @@ std::optional<EpochPlan> WorkerSession::enter_epoch(int64_t epoch, int64_t step)
   return plan;
 }
 
+ClusterClient::BatchGrant WorkerSession::claim_batches(int64_t epoch, int64_t batches, uint32_t count) {
+  return cluster_->claim_batches(epoch, batches, count,
+                                 std::chrono::milliseconds(cfg_.get_int("cluster.request_timeout_ms")));
+}
+
 void WorkerSession::announce_epoch(const EpochPlan& plan, int64_t batch, int64_t global_batch, int64_t steps, double lr,
                                    const std::string& note) {
   if (plan.members.empty() || rank() != plan.members.front()) return;  // one worker says it
@@ -132,9 +137,9 @@ void WorkerSession::announce_epoch(const EpochPlan& plan, int64_t batch, int64_t
 void WorkerSession::leave(int status, const std::string& why, const Tracer* tracer) {
   if (left_) return;
   left_ = true;
-  const int64_t pushed =
-      steps_to_tell(started(), elastic() || job_.has_backup_workers() || (scales_loss_ && !job_.sync()), start_step_,
-                    kv_ ? kv_->steps_pushed() : 0);
+  const int64_t pushed = steps_to_tell(
+      started(), elastic() || job_.has_backup_workers() || (scales_loss_ && !job_.sync()) || job_.dynamic_batches,
+      start_step_, kv_ ? kv_->steps_pushed() : 0);
   close_kv();  // stops the I/O thread before the cluster client says goodbye
   if (tracer && !run_dir_.empty()) {
     write_trace_file(*tracer, run_dir_, "worker-" + std::to_string(rank()), cluster_->clock_offset());

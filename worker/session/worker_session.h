@@ -118,6 +118,9 @@ class WorkerSession {
   // cluster.request_timeout_ms + cluster.rendezvous_timeout_ms). nullopt when the job ended first. Its members are
   // live from then on (JobEvents::members_are_live).
   std::optional<EpochPlan> enter_epoch(int64_t epoch, int64_t step);
+  // cluster.batch_assignment = dynamic: the next at most `count` of the `batches` batches of `epoch` for this worker
+  // (ClusterClient::claim_batches, waiting at most cluster.request_timeout_ms).
+  ClusterClient::BatchGrant claim_batches(int64_t epoch, int64_t batches, uint32_t count);
   // The epoch's lowest member logs its plan and reports it (the "members" event); the others do nothing. `steps`: the
   // epoch's steps (-1: not known, a program's); `lr`: the learning rate at the plan's first step; `note`: said after
   // the global batch.
@@ -154,8 +157,9 @@ void check_start(bool elastic, const StartRequest& request, int64_t total_steps)
 // The steps a leaving worker tells the coordinator it pushed, which compares the workers' counts to tell one that left
 // early from those that went on: its highest pushed step + 1, at least its start step (a resumed worker that pushed
 // nothing more); -1 (not told) when it never started, or when the workers push different steps: in an elastic job
-// (`varying` true), whose members train different steps, with backup workers, whose stragglers skip steps, and in an
-// async or SSP job with loss scaling, whose workers skip their overflowed steps alone.
+// (`varying` true), whose members train different steps, with backup workers, whose stragglers skip steps, in an
+// async or SSP job with loss scaling, whose workers skip their overflowed steps alone, and with dynamic batch
+// assignment, whose workers train as many batches as they claim.
 int64_t steps_to_tell(bool started, bool varying, int64_t start_step, int64_t kv_pushed);
 
 }  // namespace pshard

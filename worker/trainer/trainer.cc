@@ -303,8 +303,9 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
     stopped_at_ = sync_step;
     return false;
   }
-  // Backup workers: the servers went on without this late worker; when they reached the run's end, so has it.
-  if (sync_.weights_step(sync_step) >= total_steps()) {
+  // Backup workers: the servers went on without this late worker; when they reached the run's end, so has it. (A
+  // worker claiming its batches trains as many steps as it claims: its count may pass total_steps().)
+  if (!options_.claim_batches && sync_.weights_step(sync_step) >= total_steps()) {
     ended_late_ = true;
     return false;
   }
@@ -366,6 +367,35 @@ bool Trainer::train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochRep
   return true;
 }
 
+void Trainer::train_claimed(Loop& loop, int64_t epoch, int64_t* step, WorkerEpochReport& report) {
+  // A few batches a claim: a round trip to the coordinator every kClaim steps, and at an epoch's end the workers
+  // finish within kClaim of one another's batches.
+  constexpr uint32_t kClaim = 8;
+  const data::ShardSampler everyone(data_.train.size(), 0, 1, options_.seed);
+  const std::vector<int64_t> order = everyone.epoch_indices(epoch - 1, batch_);
+  const int64_t batches = static_cast<int64_t>(order.size()) / batch_;
+  for (;;) {
+    ClaimedBatches claim;
+    {
+      ScopedPhase waiting(WorkerPhase::kCommWait);
+      claim = options_.claim_batches(epoch, batches, kClaim);
+    }
+    if (claim.count <= 0) return;
+    if (claim.first < 0 || claim.count > kClaim || claim.first + claim.count > batches) {
+      throw Error("epoch " + std::to_string(epoch) + ": granted batches [" + std::to_string(claim.first) + ", " +
+                  std::to_string(claim.first + claim.count) + ") of " + std::to_string(batches));
+    }
+    const auto from = order.begin() + claim.first * batch_;
+    loop.loader.reset();
+    loop.loader = std::make_unique<data::BatchLoader>(
+        data_.train, std::vector<int64_t>(from, from + claim.count * batch_), batch_, options_.prefetch);
+    loop.loader->start_epoch(epoch - 1);
+    for (int64_t i = 0; i < claim.count; ++i, ++*step) {
+      if (!train_step(loop, epoch, *step, report)) return;
+    }
+  }
+}
+
 void Trainer::end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t first_step, int64_t step,
                                int64_t skipped_before) {
   const LossScaler& scaler = options_.loss_scaler;
@@ -399,7 +429,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
             : data::ShardSampler(data_.train.size(), shard_, options_.worker_batches, options_.seed),
         batch_, options_.prefetch);
   };
-  if (!elastic) make_loader();
+  const bool claimed = static_cast<bool>(options_.claim_batches);
+  if (!elastic && !claimed) make_loader();
   const bool classification = data_.train.num_classes > 0;
   sync_.start(model_);
   if (options_.joining) {
@@ -436,11 +467,14 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
     }
     loop.epoch_start = mark(sync_, loop.clock, loop.totals);
     const int64_t epoch_first_step = step;
-    loop.loader->start_epoch(epoch - 1);
-    const int64_t skip = epoch == first_epoch && !elastic ? first_data_step - (epoch - 1) * steps_per_epoch_ : 0;
-    for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
-      if (!loop.loader->next(&loop.batch)) {
-        throw Error("data loader ended early while skipping to step " + std::to_string(step));
+    const int64_t skip =
+        epoch == first_epoch && !elastic && !claimed ? first_data_step - (epoch - 1) * steps_per_epoch_ : 0;
+    if (!claimed) {
+      loop.loader->start_epoch(epoch - 1);
+      for (int64_t i = 0; i < skip && !at_end; ++i) {  // resume: batches the run before the checkpoint consumed
+        if (!loop.loader->next(&loop.batch)) {
+          throw Error("data loader ended early while skipping to step " + std::to_string(step));
+        }
       }
     }
     // The skips of this epoch count from its start: a resumed epoch's include those before the resume step.
@@ -451,7 +485,8 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
           static_cast<int64_t>(std::distance(before.begin(), before.lower_bound((epoch - 1) * steps_per_epoch_)));
     }
     const int64_t late_before = sync_.stats().late_steps;
-    for (int64_t i = skip; i < steps && train_step(loop, epoch, step, report); ++i, ++step) {
+    if (claimed && !at_end) train_claimed(loop, epoch, &step, report);
+    for (int64_t i = skip; !claimed && i < steps && train_step(loop, epoch, step, report); ++i, ++step) {
       // Backup workers: a late worker's gradients went to the servers' step; it skips the batches up to it (within
       // the epoch, whose end every worker reports).
       const int64_t behind = std::min(sync_.pushed_step(step) - step, steps - 1 - i);

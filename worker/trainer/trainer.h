@@ -28,6 +28,13 @@ namespace pshard::trainer {
 
 class BatchRows;
 
+// Batches [first, first + count) of an epoch, granted to this worker (cluster.batch_assignment = dynamic); count 0:
+// the epoch's batches are all taken.
+struct ClaimedBatches {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
 struct TrainerOptions {
   int64_t epochs = 1;
   int64_t batch_size = 64;  // per worker
@@ -67,6 +74,11 @@ struct TrainerOptions {
   int64_t elastic_global_batch = 0;
   // Each plan as the epoch starts, with its steps and this worker's batch (to log it, to follow its global batch).
   std::function<void(const EpochPlan&, int64_t steps, int64_t batch)> on_plan;
+  // cluster.batch_assignment = dynamic (async jobs): an epoch's batches are the batch-sized pieces of its shuffled
+  // samples (one permutation for every worker, floor(train size / batch) of them), and this worker trains those that
+  // `claim_batches(epoch, batches, count)` grants it, a few at a time as it goes, until none are left: a faster
+  // worker trains more of them, and its step count runs ahead of the others'. Empty: the static shard `rank`.
+  std::function<ClaimedBatches(int64_t epoch, int64_t batches, uint32_t count)> claim_batches;
   // train.loss_scaling: the loss scale backward starts from, and its rule. A skipped step (some worker's gradients
   // not finite) consumes its batch but not a step of the servers: the sync's step number lags the data's by the steps
   // skipped so far, the same on every worker.
@@ -130,6 +142,9 @@ class Trainer {
   // One step of the loop: its batch, forward and backward, the loss-scaling vote, the push, its step line. False when
   // the job stops at this step's boundary instead (checkpoint.on_sigterm).
   bool train_step(Loop& loop, int64_t epoch, int64_t step, WorkerEpochReport& report);
+  // cluster.batch_assignment = dynamic: the batches of `epoch` this worker claims, from global step `*step` on (each
+  // trained batch advances it), until none are left or the job stops at a step's boundary (train_step).
+  void train_claimed(Loop& loop, int64_t epoch, int64_t* step, WorkerEpochReport& report);
   // The end of an epoch: its phases and steps, the loss scale, the evaluation, the report.
   void end_epoch_report(Loop& loop, WorkerEpochReport& report, int64_t first_step, int64_t step,
                         int64_t skipped_before);
