@@ -76,6 +76,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
     epoch_ = epoch;
     produce_step_ = 0;
     consume_step_ = 0;
+    end_step_ = steps_;
     started_ = true;
     error_ = nullptr;
     while (!ready_.empty()) {
@@ -86,10 +87,31 @@ void BatchLoader::start_epoch(int64_t epoch) {
   producer_cv_.notify_all();
 }
 
+void BatchLoader::take_steps(int64_t first, int64_t end) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!started_) throw Error("batch loader: take_steps() before start_epoch()");
+    if (first < 0 || end < first || end > steps_) {
+      throw Error("batch loader: steps [" + std::to_string(first) + ", " + std::to_string(end) +
+                  ") are not within the epoch's " + std::to_string(steps_));
+    }
+    if (first != consume_step_) {  // what was prefetched is for other steps
+      ++generation_;
+      produce_step_ = consume_step_ = first;
+      while (!ready_.empty()) {
+        free_.push_back(std::move(ready_.front()));
+        ready_.pop_front();
+      }
+    }
+    end_step_ = end;
+  }
+  producer_cv_.notify_all();
+}
+
 bool BatchLoader::next(Batch* out) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!started_) throw Error("batch loader: next() before start_epoch()");
-  if (consume_step_ >= steps_) return false;
+  if (consume_step_ >= end_step_) return false;
   if (depth_ == 0) {
     int64_t step = consume_step_++;
     std::shared_ptr<const std::vector<int64_t>> indices = indices_;
@@ -151,7 +173,7 @@ void BatchLoader::assemble(const std::vector<int64_t>& indices, int64_t epoch, i
 void BatchLoader::producer_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
-    bool work = started_ && !error_ && produce_step_ < steps_ && static_cast<int>(ready_.size()) < depth_;
+    bool work = started_ && !error_ && produce_step_ < end_step_ && static_cast<int>(ready_.size()) < depth_;
     if (!work) {
       producer_cv_.wait_for(lk, kProducerPoll);
       continue;

@@ -54,6 +54,10 @@ class BatchLoader {
 
   // Starts (or restarts, dropping what was prefetched) epoch `epoch`.
   void start_epoch(int64_t epoch);
+  // From now on yields the epoch's steps [first, end) and then ends the epoch (cluster.batch_assignment = dynamic:
+  // the batches this worker claimed). A batch prefetched for another step is dropped, unless `first` is the step
+  // next() would have returned anyway. After start_epoch; an Error when the range is not within the epoch.
+  void take_steps(int64_t first, int64_t end);
   // Fills *out with the next batch; false when the epoch is over. An Error
   // when start_epoch was not called or the prefetch thread failed.
   bool next(Batch* out);
@@ -81,6 +85,7 @@ class BatchLoader {
   bool started_ = false, stop_ = false;
   uint64_t generation_ = 0;  // bumped by start_epoch; stale batches are dropped
   int64_t produce_step_ = 0, consume_step_ = 0;
+  int64_t end_step_ = 0;  // the epoch ends before this step: steps_, or take_steps()'s end
   std::deque<std::unique_ptr<Batch>> ready_;
   std::vector<std::unique_ptr<Batch>> free_;
   std::exception_ptr error_;

@@ -371,9 +371,9 @@ void Trainer::train_claimed(Loop& loop, int64_t epoch, int64_t* step, WorkerEpoc
   // A few batches a claim: a round trip to the coordinator every kClaim steps, and at an epoch's end the workers
   // finish within kClaim of one another's batches.
   constexpr uint32_t kClaim = 8;
-  const data::ShardSampler everyone(data_.train.size(), 0, 1, options_.seed);
-  const std::vector<int64_t> order = everyone.epoch_indices(epoch - 1, batch_);
-  const int64_t batches = static_cast<int64_t>(order.size()) / batch_;
+  data::BatchLoader& loader = *loop.loader;
+  loader.start_epoch(epoch - 1);
+  const int64_t batches = loader.steps_per_epoch();
   for (;;) {
     ClaimedBatches claim;
     {
@@ -385,11 +385,7 @@ void Trainer::train_claimed(Loop& loop, int64_t epoch, int64_t* step, WorkerEpoc
       throw Error("epoch " + std::to_string(epoch) + ": granted batches [" + std::to_string(claim.first) + ", " +
                   std::to_string(claim.first + claim.count) + ") of " + std::to_string(batches));
     }
-    const auto from = order.begin() + claim.first * batch_;
-    loop.loader.reset();
-    loop.loader = std::make_unique<data::BatchLoader>(
-        data_.train, std::vector<int64_t>(from, from + claim.count * batch_), batch_, options_.prefetch);
-    loop.loader->start_epoch(epoch - 1);
+    loader.take_steps(claim.first, claim.first + claim.count);
     for (int64_t i = 0; i < claim.count; ++i, ++*step) {
       if (!train_step(loop, epoch, *step, report)) return;
     }
@@ -430,7 +426,12 @@ void Trainer::run(const std::function<void(const StepEvent&)>& on_step,
         batch_, options_.prefetch);
   };
   const bool claimed = static_cast<bool>(options_.claim_batches);
-  if (!elastic && !claimed) make_loader();
+  if (claimed) {  // the epoch's batches of every worker, each taken when claimed
+    loop.loader = std::make_unique<data::BatchLoader>(
+        data_.train, data::ShardSampler(data_.train.size(), 0, 1, options_.seed), batch_, options_.prefetch);
+  } else if (!elastic) {
+    make_loader();
+  }
   const bool classification = data_.train.num_classes > 0;
   sync_.start(model_);
   if (options_.joining) {
