@@ -124,28 +124,15 @@ void check_backup_workers(const JobShape& s, const std::string& origin) {
 }
 
 // Dynamic batch assignment hands each epoch's batches to whichever worker asks next: each worker trains as many steps
-// as its speed gives it, which only an async job takes as it comes.
+// as its speed gives it, which only an async job takes as it comes. (Elastic jobs, per-worker batches and restarted
+// workers need a sync job, so they are refused with it already.)
 void check_batch_assignment(const JobShape& s, const std::string& origin) {
-  if (!s.dynamic_batches) return;
-  const std::string key = "cluster.batch_assignment";
-  if (s.mode != JobMode::kAsync) {
-    fail(origin, key,
-         std::string("dynamic needs cluster.mode = async, not ") + s.mode_name() +
-             (s.sync() ? ": a sync step needs a push of every worker, so every worker trains the same steps"
-                       : ": SSP holds a worker that runs cluster.staleness steps ahead, so a faster worker could not "
-                         "take more of the batches"));
-  }
-  if (s.elastic()) {
-    fail(origin, key, "dynamic cannot be used in an elastic job (cluster.min_workers > 0), whose epochs are planned");
-  }
-  if (s.uneven_batches()) {
-    fail(origin, key, "dynamic cannot be used with train.worker_batch_sizes: the epoch's batches are of one size");
-  }
-  if (s.restart_workers) {
-    fail(origin, key,
-         "dynamic cannot be used with cluster.restart_workers: a restarted worker would not know which of its "
-         "claimed batches it trained");
-  }
+  if (!s.dynamic_batches || s.mode == JobMode::kAsync) return;
+  fail(origin, "cluster.batch_assignment",
+       std::string("dynamic needs cluster.mode = async, not ") + s.mode_name() +
+           (s.sync() ? ": a sync step needs a push of every worker, so every worker trains the same steps"
+                     : ": SSP holds a worker that runs cluster.staleness steps ahead, so a faster worker could not "
+                       "take more of the batches"));
 }
 
 // model.name = dlrm keeps its embedding tables on the servers; what re-runs, skips or drops a step's dense part alone

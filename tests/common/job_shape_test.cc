@@ -88,6 +88,19 @@ TEST(JobShape, RestartedWorkersNeedAContinuingSyncJob) {
   EXPECT_EQ(error_of({"cluster.restart_workers=true", "cluster.failure_policy=continue"}), "");
 }
 
+// Dynamic batch assignment lets each worker train as many steps as it claims: async jobs only.
+TEST(JobShape, DynamicBatchAssignmentNeedsAnAsyncJob) {
+  EXPECT_FALSE(shape_of({}).dynamic_batches);
+  EXPECT_TRUE(shape_of({"cluster.mode=async", "cluster.batch_assignment=dynamic"}).dynamic_batches);
+  EXPECT_NE(error_of({"cluster.batch_assignment=dynamic"})
+                .find("key 'cluster.batch_assignment': dynamic needs cluster.mode = async, not sync"),
+            std::string::npos);
+  EXPECT_NE(error_of({"cluster.batch_assignment=dynamic", "cluster.mode=ssp"})
+                .find("dynamic needs cluster.mode = async, not ssp: SSP holds a worker"),
+            std::string::npos);
+  EXPECT_NE(error_of({"cluster.batch_assignment=shuffled"}).find("cluster.batch_assignment"), std::string::npos);
+}
+
 // Per-worker batches weigh a sync step's mean with the weights of every worker: refused where pushes are applied
 // alone or a worker may be missing from a step.
 TEST(JobShape, UnevenBatchesNeedAFixedSyncJob) {

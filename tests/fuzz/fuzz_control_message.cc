@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/control/batch_claims.h"
 #include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/metrics/epoch_report.h"
@@ -67,6 +68,19 @@ void read_all(control::ControlMessage::Reader root) {
       break;
     }
     case control::ControlMessage::EPOCH_JOINED: (void)root.getEpochJoined().getEpoch(); break;
+    case control::ControlMessage::BATCH_CLAIM: {
+      // coordinator.cc on_batch_claim(): the claim goes to the job's BatchClaims, which grants it or throws an Error.
+      coordinator_detail::BatchClaims claims;
+      auto c = root.getBatchClaim();
+      (void)claims.claim(c.getEpoch(), c.getBatches(), c.getCount());
+      (void)claims.claim(c.getEpoch(), c.getBatches(), c.getCount());
+      break;
+    }
+    case control::ControlMessage::BATCHES_GRANTED: {
+      auto g = root.getBatchesGranted();
+      (void)(g.getEpoch() + g.getFirst() + static_cast<int64_t>(g.getCount()));
+      break;
+    }
     case control::ControlMessage::BARRIER_ENTER:
       (void)(std::string(root.getBarrierEnter().getName().cStr()) + (root.getBarrierEnter().getVote() ? "!" : ""));
       break;

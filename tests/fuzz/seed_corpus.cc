@@ -283,6 +283,22 @@ void control_seeds() {
   }
   {
     capnp::MallocMessageBuilder b;
+    auto c = b.initRoot<control::ControlMessage>().initBatchClaim();
+    c.setEpoch(2);
+    c.setBatches(1000);
+    c.setCount(8);
+    save("fuzz_control_message", "batch-claim", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
+    auto g = b.initRoot<control::ControlMessage>().initBatchesGranted();
+    g.setEpoch(2);
+    g.setFirst(992);
+    g.setCount(8);
+    save("fuzz_control_message", "batches-granted", bytes_of(b));
+  }
+  {
+    capnp::MallocMessageBuilder b;
     b.initRoot<control::ControlMessage>().initLeave().setExitStatus(0);
     save("fuzz_control_message", "leave", bytes_of(b));
   }

@@ -3,6 +3,8 @@
 // coordinator_failures_test.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/common/control/coordinator_fixture.h"
 #include "tests/support/metrics_events.h"
 
@@ -216,6 +218,49 @@ TEST(Coordinator, BarrierVoteTellsEveryWorkerWhetherAnyRaisedItsFlag) {
     }
     for (auto& a : answers) EXPECT_EQ(a.get(), round == 1) << "round " << round;
   }
+}
+
+// cluster.batch_assignment = dynamic: two workers claiming an epoch's batches in turn get each batch once, in order,
+// until none are left (count 0); a worker that counts the epoch's batches differently ends the job, saying so.
+TEST(Coordinator, BatchClaimsHandEachBatchToOneWorkerAndAbortOnADifferentCount) {
+  Coordinator coord(coord_options(1, 2));
+  coord.start();
+  auto nodes = join_all({client_options(coord.endpoint(), NodeRole::kServer),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 0),
+                         client_options(coord.endpoint(), NodeRole::kWorker, 1)});
+  std::vector<int64_t> owner(20, -1);
+  for (int64_t epoch : {1, 2}) {
+    int64_t next = 0;
+    for (int turn = 0;; ++turn) {
+      const size_t w = 1 + static_cast<size_t>(turn % 2);
+      const ClusterClient::BatchGrant g = nodes[w]->claim_batches(epoch, 20, 8, milliseconds(3000));
+      if (g.count == 0) break;
+      EXPECT_EQ(g.first, next) << "epoch " << epoch;
+      EXPECT_EQ(g.count, std::min<int64_t>(8, 20 - next));
+      for (int64_t b = g.first; b < g.first + g.count; ++b) {
+        if (epoch == 1) owner[static_cast<size_t>(b)] = static_cast<int64_t>(w);
+      }
+      next += g.count;
+    }
+    EXPECT_EQ(next, 20);
+  }
+  EXPECT_EQ(std::count(owner.begin(), owner.end(), 1), 12);  // [0, 8) and [16, 20)
+  EXPECT_EQ(std::count(owner.begin(), owner.end(), 2), 8);
+  EXPECT_EQ(nodes[2]->claim_batches(2, 20, 8, milliseconds(3000)).count, 0);  // taken: every later claim gets none
+
+  EventLog log;
+  log.attach(*nodes[0]);
+  try {
+    nodes[1]->claim_batches(3, 20, 8, milliseconds(3000));
+    nodes[2]->claim_batches(3, 21, 8, milliseconds(3000));
+    FAIL() << "a claim naming 21 batches of an epoch of 20 was granted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the job was aborted"), std::string::npos) << e.what();
+  }
+  ClusterEvent e;
+  ASSERT_TRUE(log.wait_for_kind(ClusterEvent::Kind::kAbort, milliseconds(3000), &e));
+  EXPECT_NE(e.reason.find("worker 1"), std::string::npos) << e.reason;
+  EXPECT_NE(e.reason.find("holds 21 batches, an earlier one 20"), std::string::npos) << e.reason;
 }
 
 TEST(Coordinator, AllWorkersLeavingShutsTheJobDownCleanly) {

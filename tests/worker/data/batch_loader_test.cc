@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <utility>
 
 #include "tests/worker/data/temp_dir.h"
 #include "worker/data/synthetic.h"
@@ -48,6 +49,36 @@ TEST(BatchLoader, BatchesHoldTheSamplersSamples) {
                 std::vector<float>(d.sample(i), d.sample(i) + 18));
       EXPECT_EQ(batches[t].labels[static_cast<size_t>(k)], d.labels[static_cast<size_t>(i)]);
     }
+  }
+}
+
+// take_steps (dynamic batch assignment): the claimed steps of the epoch, in order, whether the claim follows on from
+// the last one (what was prefetched is kept) or jumps ahead (it is dropped), with and without a prefetch thread; a
+// range outside the epoch is refused.
+TEST(BatchLoader, TakeStepsYieldsTheClaimedStepsOfTheEpoch) {
+  Dataset d = make_synthetic_images(200, 1, {2, 3, 3}, 5, 1).train;
+  ShardSampler everyone(200, 0, 1, 9);
+  for (int depth : {0, 1, 3}) {
+    BatchLoader whole(d, everyone, 8, 0);
+    const std::vector<Batch> all = run_epoch(whole, 1);  // 25 steps
+    ASSERT_EQ(all.size(), 25u);
+    BatchLoader loader(d, everyone, 8, depth);
+    loader.start_epoch(1);
+    std::vector<Batch> got;
+    Batch b;
+    for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 5}, {9, 12}, {20, 25}}) {
+      loader.take_steps(first, end);
+      while (loader.next(&b)) got.push_back(b);
+    }
+    const std::vector<int64_t> expected = {0, 1, 2, 3, 4, 9, 10, 11, 20, 21, 22, 23, 24};
+    ASSERT_EQ(got.size(), expected.size()) << "depth " << depth;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(got[i].step, expected[i]) << "depth " << depth;
+      EXPECT_EQ(got[i].x, all[static_cast<size_t>(expected[i])].x) << "depth " << depth << " step " << expected[i];
+      EXPECT_EQ(got[i].labels, all[static_cast<size_t>(expected[i])].labels);
+    }
+    EXPECT_THROW(loader.take_steps(24, 26), Error);
+    EXPECT_THROW(loader.take_steps(5, 4), Error);
   }
 }
 
