@@ -342,6 +342,11 @@ int pshard_start(pshard_client* c, const char* model, int64_t batch_size, int64_
                     "pshard: train.worker_batch_sizes is for pshard's own workers: a program's batches are its data "
                     "loader's, and its gradients are not weighted by them"};
     }
+    if (c->worker->job().dynamic_batches) {
+      throw Failure{PSHARD_ERR_CONFIG,
+                    "pshard: cluster.batch_assignment = dynamic is for pshard's own workers: a program's batches are "
+                    "its data loader's (keep the default, static)"};
+    }
     if (elastic && c->worker->job().elastic_global_batch) {
       throw Failure{PSHARD_ERR_CONFIG,
                     "pshard: cluster.elastic_batch = global is for pshard's own workers: a program's per-worker batch "

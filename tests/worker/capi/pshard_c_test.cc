@@ -44,10 +44,13 @@ void clear_job_variables() {
 // A coordinator and S servers (real `pshard` processes); the environment of a `-- CMD` worker is set for this process.
 class Job {
  public:
-  Job(int servers, int workers, const std::string& extra_config = "") {
+  // `mode`: cluster.mode; `extra_config`: more keys of [cluster], then further tables.
+  Job(int servers, int workers, const std::string& extra_config = "", const std::string& mode = "sync") {
     static int jobs = 0;
     dir_ = testing::fresh_dir("capi-" + std::to_string(jobs++));
-    std::ofstream(dir_ + "/job.toml") << kConfig << extra_config;
+    std::string config = kConfig;
+    config.replace(config.find("mode = \"sync\""), std::string("mode = \"sync\"").size(), "mode = \"" + mode + "\"");
+    std::ofstream(dir_ + "/job.toml") << config << extra_config;
     plan_.executable = testing::pshard_bin();
     plan_.config_path = dir_ + "/job.toml";
     plan_.run_dir = dir_;
@@ -387,6 +390,20 @@ TEST(CApi, AStepOneWorkerAsksToSkipIsSkippedForBothByTheServers) {
     return 0;
   });
   ASSERT_TRUE(job.finished(std::chrono::seconds(20))) << "the coordinator did not end the job after both left";
+}
+
+// cluster.batch_assignment = dynamic hands the epoch's batches to pshard's own workers; a program's batches are its
+// data loader's, so its start is refused, naming the key.
+TEST(CApi, DynamicBatchAssignmentIsRefusedNamingTheKey) {
+  Job job(1, 1, "batch_assignment = \"dynamic\"\n", "async");
+  run_workers(1, [&](pshard_client* c) {
+    EXPECT_EQ(pshard_add_tensor(c, "w", 2, kShapeW, PSHARD_FLOAT32), 0);
+    EXPECT_EQ(pshard_start(c, "m", 4, 10), PSHARD_ERR_CONFIG);
+    EXPECT_NE(std::string(pshard_last_error()).find("cluster.batch_assignment = dynamic is for pshard's own workers"),
+              std::string::npos)
+        << pshard_last_error();
+    return 0;
+  });
 }
 
 TEST(CApi, CallsOutOfOrderAndBadArgumentsAreRefused) {
