@@ -1,5 +1,7 @@
 #include "common/control/batch_claims.h"
 
+#include <capnp/message.h>
+
 #include <algorithm>
 #include <string>
 
@@ -29,6 +31,16 @@ BatchClaims::Grant BatchClaims::claim(int64_t epoch, int64_t batches, uint32_t c
   g.count = static_cast<uint32_t>(std::min<int64_t>(count, e.batches - e.next));
   e.next += g.count;
   return g;
+}
+
+void BatchClaims::answer(const Peer& p, control::BatchClaim::Reader claim) {
+  const Grant g = this->claim(claim.getEpoch(), claim.getBatches(), claim.getCount());
+  capnp::MallocMessageBuilder b;
+  auto granted = b.initRoot<control::ControlMessage>().initBatchesGranted();
+  granted.setEpoch(claim.getEpoch());
+  granted.setFirst(g.first);
+  granted.setCount(g.count);
+  if (outbox_) outbox_->send(p.id, b);
 }
 
 }  // namespace pshard::coordinator_detail

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "common/config/config.h"
+#include "common/control/cluster_commands.h"
 #include "common/control/control_codec.h"
 #include "common/error.h"
 #include "common/transport/bounds.h"
@@ -37,15 +39,7 @@ namespace cc = control_codec;
 }  // namespace
 
 struct ClusterClient::Impl {
-  struct Command {
-    enum class Kind { kBarrier, kReport, kFact, kStuck, kEpochEnter, kEpochJoined, kBatchClaim, kLeave, kStop } kind;
-    std::string name;               // barrier name, report text, a stuck report's or a leave's reason, a fact's path
-    int status = 0;                 // kLeave: the exit status; kFact: its JobFact::Kind; kBatchClaim: the count
-    std::vector<uint32_t> workers;  // kStuck
-    int64_t epoch = 0;              // kEpochEnter, kEpochJoined, kBatchClaim
-    int64_t step = 0;   // kEpochEnter, kFact; kLeave: the steps pushed (-1: not said); kBatchClaim: the epoch's batches
-    bool vote = false;  // kBarrier: this node raises its flag
-  };
+  using Command = cluster_client_detail::Command;
 
   Options opt;
   std::string self;  // "worker from host h, pid p" until the map names our rank
@@ -86,6 +80,27 @@ struct ClusterClient::Impl {
     uint64_t one = 1;
     ssize_t ignored = ::write(wake_fd, &one, sizeof one);
     (void)ignored;
+  }
+
+  // A request the coordinator answers (a barrier, an epoch's start, a batch claim), under `lock` (held on mu): throws
+  // "WHAT: the job was aborted: ..." or "WHAT: already left the job" when the node may no longer ask; else queues `c`
+  // and waits at most `timeout` for `answered()` (or, with `or_shutdown`, a shutdown). True when answered; false when
+  // it timed out or a shutdown came (the caller tells which). Throws "WHAT interrupted: the job was aborted: ..." or
+  // "WHAT: left the job while waiting" when that happened meanwhile.
+  bool ask(std::unique_lock<std::mutex>& lock, const std::string& what, Command c, std::chrono::milliseconds timeout,
+           const std::function<bool()>& answered, bool or_shutdown = false) {
+    if (aborted) throw Error(what + ": the job was aborted: " + abort_reason);
+    if (leave_requested || thread_done) throw Error(what + ": already left the job");
+    commands.push_back(std::move(c));
+    lock.unlock();
+    wake();
+    lock.lock();
+    cv.wait_for(lock, timeout, [&] { return answered() || aborted || (or_shutdown && shut_down) || thread_done; });
+    if (answered()) return true;
+    if (aborted) throw Error(what + " interrupted: the job was aborted: " + abort_reason);
+    if (or_shutdown && shut_down) return false;
+    if (thread_done) throw Error(what + ": left the job while waiting");
+    return false;
   }
 
   void push(Command c) {
@@ -288,56 +303,6 @@ struct ClusterClient::Impl {
     }
   }
 
-  // The control message of a queued command (kStop sends none).
-  static void build_command(const Command& c, capnp::MallocMessageBuilder& b) {
-    auto root = b.initRoot<control::ControlMessage>();
-    switch (c.kind) {
-      case Command::Kind::kBarrier: {
-        auto enter = root.initBarrierEnter();
-        enter.setName(c.name);
-        enter.setVote(c.vote);
-        break;
-      }
-      case Command::Kind::kReport: root.initReport().setJson(c.name); break;
-      case Command::Kind::kFact: {
-        auto fact = root.initJobFact();
-        fact.setKind(static_cast<control::JobFact::Kind>(c.status));
-        fact.setStep(c.step);
-        fact.setPath(c.name);
-        break;
-      }
-      case Command::Kind::kEpochEnter: {
-        auto e = root.initEpochEnter();
-        e.setEpoch(c.epoch);
-        e.setStep(c.step);
-        break;
-      }
-      case Command::Kind::kEpochJoined: root.initEpochJoined().setEpoch(c.epoch); break;
-      case Command::Kind::kBatchClaim: {
-        auto claim = root.initBatchClaim();
-        claim.setEpoch(c.epoch);
-        claim.setBatches(c.step);
-        claim.setCount(static_cast<uint32_t>(c.status));
-        break;
-      }
-      case Command::Kind::kStuck: {
-        auto stuck = root.initStuck();
-        auto ranks = stuck.initWorkers(static_cast<unsigned>(c.workers.size()));
-        for (size_t i = 0; i < c.workers.size(); ++i) ranks.set(static_cast<unsigned>(i), c.workers[i]);
-        stuck.setReason(c.name.substr(0, 1024));
-        break;
-      }
-      case Command::Kind::kLeave: {
-        auto leave = root.initLeave();
-        leave.setExitStatus(c.status);
-        leave.setReason(c.name.substr(0, 1024));
-        leave.setStepsPushed(c.step);
-        break;
-      }
-      case Command::Kind::kStop: break;
-    }
-  }
-
   // The control thread's own clock of the conversation.
   struct Conversation {
     Clock::time_point last_heard = Clock::now();
@@ -387,7 +352,7 @@ struct ClusterClient::Impl {
     for (const Command& c : todo) {
       if (c.kind != Command::Kind::kStop) {
         capnp::MallocMessageBuilder b;
-        build_command(c, b);
+        cluster_client_detail::build_command(c, b);
         if (c.kind != Command::Kind::kReport) {
           send(sock, b);
         } else if (zmq::message_t frame = cc::encode(b); !sock.send(frame, zmq::send_flags::dontwait)) {
@@ -580,21 +545,13 @@ void ClusterClient::barrier(const std::string& name, std::chrono::milliseconds t
 bool ClusterClient::barrier_vote(const std::string& name, bool vote, std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   std::unique_lock<std::mutex> lock(m.mu);
-  const std::string who = std::string(role_name(m.opt.role)) + " " + std::to_string(m.rank);
-  if (m.aborted) throw Error("barrier '" + name + "' on " + who + ": the job was aborted: " + m.abort_reason);
-  if (m.leave_requested || m.thread_done) throw Error("barrier '" + name + "' on " + who + ": already left the job");
+  const std::string what = "barrier '" + name + "' on " + role_name(m.opt.role) + " " + std::to_string(m.rank);
   const uint64_t generation = m.releases[name];
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}, 0, 0, vote});
-  lock.unlock();
-  m.wake();
-  lock.lock();
-  bool ok = m.cv.wait_for(lock, timeout, [&] { return m.releases[name] > generation || m.aborted || m.thread_done; });
-  if (m.releases[name] > generation) return m.release_votes[name];
-  if (m.aborted)
-    throw Error("barrier '" + name + "' on " + who + " interrupted: the job was aborted: " + m.abort_reason);
-  if (m.thread_done) throw Error("barrier '" + name + "' on " + who + ": left the job while waiting");
-  (void)ok;
-  throw Error("barrier '" + name + "' on " + who + " timed out after " + std::to_string(timeout.count()) +
+  if (m.ask(lock, what, Impl::Command{Impl::Command::Kind::kBarrier, name, 0, {}, 0, 0, vote}, timeout,
+            [&] { return m.releases[name] > generation; })) {
+    return m.release_votes[name];
+  }
+  throw Error(what + " timed out after " + std::to_string(timeout.count()) +
               " ms: not every live node of the job reached it (coordinator " + m.opt.coordinator + ")");
 }
 
@@ -608,20 +565,15 @@ std::optional<EpochPlan> ClusterClient::enter_epoch(int64_t epoch, int64_t step,
   std::unique_lock<std::mutex> lock(m.mu);
   const std::string what = "the start of epoch " + (epoch > 0 ? std::to_string(epoch) : std::string("to join")) +
                            " on worker " + std::to_string(m.rank);
-  if (m.aborted) throw Error(what + ": the job was aborted: " + m.abort_reason);
-  if (m.leave_requested || m.thread_done) throw Error(what + ": already left the job");
   // Plans come in epoch order; the one asked for is the first with a later epoch than the last seen.
   const int64_t seen = m.plan ? m.plan->epoch : 0;
-  m.commands.push_back(Impl::Command{Impl::Command::Kind::kEpochEnter, "", 0, {}, epoch, step, false});
-  lock.unlock();
-  m.wake();
-  lock.lock();
-  auto arrived = [&] { return m.plan && m.plan->epoch > seen && (epoch <= 0 || m.plan->epoch >= epoch); };
-  m.cv.wait_for(lock, timeout, [&] { return arrived() || m.aborted || m.shut_down || m.thread_done; });
-  if (arrived()) return m.plan;
-  if (m.aborted) throw Error(what + " interrupted: the job was aborted: " + m.abort_reason);
+  if (m.ask(
+          lock, what, Impl::Command{Impl::Command::Kind::kEpochEnter, "", 0, {}, epoch, step, false}, timeout,
+          [&] { return m.plan && m.plan->epoch > seen && (epoch <= 0 || m.plan->epoch >= epoch); },
+          /*or_shutdown=*/true)) {
+    return m.plan;
+  }
   if (m.shut_down) return std::nullopt;
-  if (m.thread_done) throw Error(what + ": left the job while waiting");
   throw Error(what + " timed out after " + std::to_string(timeout.count()) +
               " ms: the coordinator sent no plan (coordinator " + m.opt.coordinator + ")");
 }
@@ -632,27 +584,18 @@ ClusterClient::BatchGrant ClusterClient::claim_batches(int64_t epoch, int64_t ba
   std::unique_lock<std::mutex> lock(m.mu);
   const std::string what =
       "claiming batches of epoch " + std::to_string(epoch) + " on worker " + std::to_string(m.rank);
-  if (m.aborted) throw Error(what + ": the job was aborted: " + m.abort_reason);
-  if (m.leave_requested || m.thread_done) throw Error(what + ": already left the job");
   // One claim at a time (the training thread's): the next grant is its answer.
   const uint64_t seen = m.grants;
-  m.commands.push_back(
-      Impl::Command{Impl::Command::Kind::kBatchClaim, "", static_cast<int>(count), {}, epoch, batches, false});
-  lock.unlock();
-  m.wake();
-  lock.lock();
-  auto arrived = [&] { return m.grants > seen; };
-  m.cv.wait_for(lock, timeout, [&] { return arrived() || m.aborted || m.thread_done; });
-  if (arrived()) {
-    if (m.grant_epoch != epoch) {
-      throw Error(what + ": the coordinator granted batches of epoch " + std::to_string(m.grant_epoch));
-    }
-    return m.grant;
+  if (!m.ask(lock, what,
+             Impl::Command{Impl::Command::Kind::kBatchClaim, "", static_cast<int>(count), {}, epoch, batches, false},
+             timeout, [&] { return m.grants > seen; })) {
+    throw Error(what + " timed out after " + std::to_string(timeout.count()) +
+                " ms: the coordinator did not answer (coordinator " + m.opt.coordinator + ")");
   }
-  if (m.aborted) throw Error(what + " interrupted: the job was aborted: " + m.abort_reason);
-  if (m.thread_done) throw Error(what + ": left the job while waiting");
-  throw Error(what + " timed out after " + std::to_string(timeout.count()) +
-              " ms: the coordinator did not answer (coordinator " + m.opt.coordinator + ")");
+  if (m.grant_epoch != epoch) {
+    throw Error(what + ": the coordinator granted batches of epoch " + std::to_string(m.grant_epoch));
+  }
+  return m.grant;
 }
 
 void ClusterClient::epoch_joined(int64_t epoch) {

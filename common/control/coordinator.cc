@@ -100,7 +100,7 @@ struct Coordinator::Impl {
   EpochPlans epochs{opt, peers, outbox, [this](const EpochPlan& plan, const std::set<std::string>& members) {
                       metrics.set_epoch_members(plan.epoch, members);
                     }};
-  BatchClaims claims;  // train.batch_assignment = dynamic: who trains which of each epoch's batches
+  BatchClaims claims{outbox};  // cluster.batch_assignment = dynamic: who trains which of each epoch's batches
   Clock::time_point started;
   Clock::time_point shutdown_deadline;
   Result result;
@@ -433,25 +433,6 @@ struct Coordinator::Impl {
     judge_pushes(&reporter, line.at("step").as_int() + 1);
   }
 
-  // A worker of a dynamic-assignment job asks for its next batches. A claim the coordinator cannot take (the workers
-  // count an epoch's batches differently) ends the job: its workers would train different data.
-  void on_batch_claim(const Peer& p, control::BatchClaim::Reader claim) {
-    if (p.info.role != NodeRole::kWorker) throw Error(cc::describe(p.info) + " claimed batches: only workers train");
-    BatchClaims::Grant g;
-    try {
-      g = claims.claim(claim.getEpoch(), claim.getBatches(), claim.getCount());
-    } catch (const Error& e) {
-      abort_job(cc::describe(p.info) + ": " + e.what(), nullptr);
-      return;
-    }
-    capnp::MallocMessageBuilder b;
-    auto granted = b.initRoot<control::ControlMessage>().initBatchesGranted();
-    granted.setEpoch(claim.getEpoch());
-    granted.setFirst(g.first);
-    granted.setCount(g.count);
-    outbox.send(p.id, b);
-  }
-
   void on_leave(Peer& p, int status, const std::string& reason, int64_t pushed) {
     if (p.state == Peer::State::kRegistered) {
       PSHARD_LOG(kWarn) << describe_unranked(p) << " left before the rendezvous completed (status " << status << ")";
@@ -541,7 +522,14 @@ struct Coordinator::Impl {
         case control::ControlMessage::EPOCH_JOINED:
           if (phase == Phase::kRunning) epochs.joined(p, root.getEpochJoined().getEpoch());
           break;
-        case control::ControlMessage::BATCH_CLAIM: on_batch_claim(p, root.getBatchClaim()); break;
+        case control::ControlMessage::BATCH_CLAIM:
+          if (p.info.role != NodeRole::kWorker) throw Error(cc::describe(p.info) + " claimed batches: only workers");
+          try {  // a claim counting an epoch differently ends the job: its workers would train different data
+            claims.answer(p, root.getBatchClaim());
+          } catch (const Error& e) {
+            abort_job(cc::describe(p.info) + ": " + e.what(), nullptr);
+          }
+          break;
         default:
           PSHARD_LOG(kWarn) << "unexpected control message (type " << static_cast<int>(root.which()) << ") from "
                             << peer_name;
